@@ -1,0 +1,25 @@
+# taehv_add_gtest(<name> SOURCES ... [LIBRARIES ...] [LABELS ...] [TIMEOUT s])
+# One GoogleTest executable; each TEST becomes a ctest test (gtest_discover_tests) carrying LABELS.
+# Labels in use: unit (fast, no infrastructure), integration (real processes, loopback),
+# slow (real SLURM / sshd in network namespaces; run alone with `ctest -L slow`).
+# Every test sees TAEHV_SHARED_DIR (../shared), TAEHV_BIN_DIR (taehv-run, taehv-train),
+# TAEHV_PLUGIN_DIR (built plugins) and TAEHV_SOURCE_DIR in its environment.
+function(taehv_add_gtest name)
+  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBRARIES;LABELS" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  if(NOT T_LABELS)
+    set(T_LABELS unit)
+  endif()
+  add_executable(${name} ${T_SOURCES})
+  target_link_libraries(${name} PRIVATE GTest::gtest GTest::gtest_main Threads::Threads ${T_LIBRARIES})
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/tests")
+  taehv_enable_warnings(${name})
+  gtest_discover_tests(${name}
+    DISCOVERY_TIMEOUT 60
+    PROPERTIES
+      LABELS "${T_LABELS}"
+      TIMEOUT ${T_TIMEOUT}
+      ENVIRONMENT "TAEHV_SHARED_DIR=${TAEHV_SHARED_DIR};TAEHV_BIN_DIR=${PROJECT_BINARY_DIR}/bin;TAEHV_PLUGIN_DIR=${TAEHV_PLUGIN_OUTPUT_DIR};TAEHV_SOURCE_DIR=${PROJECT_SOURCE_DIR};TAEHV_BUILD_DIR=${PROJECT_BINARY_DIR}")
+endfunction()

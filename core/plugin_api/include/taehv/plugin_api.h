@@ -1,0 +1,203 @@
+// The taehv-run backend plugin ABI, version 1.
+//
+// A backend plugin is a shared library that maps one platform's environment (SLURM, Kubernetes, PAI, an SSH
+// hostfile, ...) to the plan of one node: how many nodes, which one this is, how many workers it runs and where
+// the master is, each value with the place it came from. It exports exactly two symbols:
+//
+//   extern "C" const taehv_plugin_info_t* taehv_plugin_info();     // stable forever; api_version comes first
+//   extern "C" taehv::Backend*          taehv_plugin_create_v1(); // factory for API version 1
+//
+// TAEHV_DEFINE_PLUGIN below writes both. The loader reads the info first and calls the factory only when
+// info->api_version == taehv::kPluginApiVersion. Plugins are loaded once and never unloaded, so objects they
+// create may live as long as the process.
+//
+// Rules across this boundary: only standard-library types (plugins and taehv-run must be built with the same
+// C++ standard library, as every Debian package is), and no exception crosses it: expected failures are
+// values (PlanResult::error, exit codes) with a message a user can act on. The host owns logging.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#define TAEHV_PLUGIN_VISIBLE __attribute__((visibility("default")))
+
+extern "C" {
+/// Describes a plugin. Layout is frozen: later API versions may only append fields.
+struct taehv_plugin_info_t {
+  std::uint32_t api_version;   ///< the taehv::kPluginApiVersion the plugin was built against
+  const char* name;            ///< backend name used with --backend, e.g. "slurm"
+  const char* plugin_version;  ///< the plugin's own version, e.g. "1.0.0"
+  const char* description;     ///< one line for `taehv-run plugins`
+};
+}
+
+namespace taehv {
+
+/// Version of this ABI. Bump on any change to the classes below that is not purely additive at the end.
+inline constexpr std::uint32_t kPluginApiVersion = 1;
+
+/// Names of the exported entry symbols.
+inline constexpr const char* kPluginInfoSymbol = "taehv_plugin_info";
+inline constexpr const char* kPluginFactorySymbol = "taehv_plugin_create_v1";
+
+/// A value together with where it came from. `source` reads like "env SLURM_NNODES",
+/// "flag --nnodes", "env PET_NNODES", "rule: first host of SLURM_JOB_NODELIST n[1-3]" or "default".
+template <typename T>
+struct Sourced {
+  std::optional<T> value;
+  std::string source;
+
+  bool has() const { return value.has_value(); }
+  void set(T v, std::string from) {
+    value = std::move(v);
+    source = std::move(from);
+  }
+};
+
+/// Snapshot of the process environment (name -> value). Tests hand a backend a fake one.
+using Env = std::map<std::string, std::string>;
+
+enum class LogLevel { kDebug, kInfo, kWarn, kError };
+
+/// What the host gives a backend. The host owns logging: write through `log`, not to stdout/stderr.
+struct HostContext {
+  std::function<void(LogLevel, const std::string&)> log;
+  Env env;                ///< the environment to read (never getenv() directly)
+  std::string self_path;  ///< absolute path of the running taehv-run
+  std::string version;    ///< taehv-run's version, e.g. "0.1.0"
+};
+
+/// How sure a backend is that the environment is its platform. 0 = not mine; 100 = certain.
+struct Detection {
+  int confidence = 0;
+  std::string reason;  ///< e.g. "SLURM_JOB_ID=42 and SLURM_PROCID set"
+};
+
+/// One extra command-line option a backend accepts (e.g. ssh's --hostfile). The host parses it.
+struct OptionSpec {
+  std::string name;        ///< without dashes: "hostfile"
+  std::string value_name;  ///< e.g. "FILE"; empty = a switch without a value
+  std::string help;
+  bool repeatable = false;
+};
+
+/// A sub-command a backend adds to the CLI (e.g. `taehv-run --backend slurm submit ...`).
+struct CommandSpec {
+  std::string name;
+  std::string summary;
+};
+
+/// What the user asked for, as far as a backend needs to know.
+struct PlanRequest {
+  /// This backend's own options (declared by options()), by name; a switch maps to {"true"}.
+  std::map<std::string, std::vector<std::string>> options;
+  /// The user's --nproc-per-node, if given as a number (a backend may need it to interpret its platform).
+  std::optional<int> nproc_per_node;
+};
+
+/// The plan of one node, as far as the platform defines it. Anything left unset is filled by the host from
+/// flags, torchrun's PET_* variables and defaults; a value the user gave as a flag overrides the backend's.
+struct NodePlan {
+  Sourced<int> nnodes;          ///< number of nodes (never processes)
+  Sourced<int> node_rank;       ///< 0 .. nnodes-1
+  Sourced<int> nproc_per_node;  ///< workers on this node
+  Sourced<std::string> master_addr;
+  Sourced<int> master_port;
+  Sourced<std::string> run_id;
+  Sourced<int> restart_count;  ///< restarts already done by the platform (e.g. SLURM_RESTART_COUNT)
+  Sourced<int> gpus_on_node;   ///< GPUs the platform gave this node, if it says
+
+  /// Set to true when this process must become exactly one worker (e.g. SLURM with one task per GPU):
+  /// the host then starts nothing and runs the command itself with `rank` and `local_rank` below.
+  Sourced<bool> single_worker;
+  Sourced<int> rank;
+  Sourced<int> local_rank;
+
+  /// Before starting, wait up to this many seconds for master_addr to resolve and master_port to accept
+  /// (container platforms start pods in any order). 0 = do not wait. Only nodes other than node 0 wait.
+  Sourced<int> master_wait_seconds;
+
+  /// Extra environment for every worker, with provenance (name -> value).
+  std::map<std::string, Sourced<std::string>> extra_env;
+
+  /// Free-form lines `taehv-run describe` prints under the plan (how ambiguous values were resolved).
+  std::vector<std::string> notes;
+};
+
+struct PlanResult {
+  std::string error;  ///< empty on success; else one line: what is wrong and how to fix it
+  NodePlan plan;
+  bool ok() const { return error.empty(); }
+};
+
+/// A whole-job launch handed to a backend that starts workers on other machines itself (SSH fan-out).
+struct JobRequest {
+  PlanRequest request;
+  /// The generic launch options the user gave (e.g. {"--nproc-per-node", "2", "--max-restarts", "1"}),
+  /// ready to forward to a remote taehv-run. Backend-specific options are not included.
+  std::vector<std::string> launcher_args;
+  /// The worker command after `--`; empty = the default trainer.
+  std::vector<std::string> command;
+};
+
+/// A platform backend. Created once by the factory, used from the main thread only.
+class TAEHV_PLUGIN_VISIBLE Backend {
+ public:
+  virtual ~Backend() = default;
+
+  /// Does `host.env` look like this backend's platform, and how sure is it?
+  virtual Detection detect(const HostContext& host) const = 0;
+
+  /// This node's plan from the platform's environment. Contradictions are errors, never guesses.
+  virtual PlanResult plan(const HostContext& host, const PlanRequest& request) const = 0;
+
+  /// Extra options this backend accepts on the launch command line.
+  virtual std::vector<OptionSpec> options() const { return {}; }
+
+  /// Sub-commands this backend adds (`taehv-run --backend NAME COMMAND ARGS...`).
+  virtual std::vector<CommandSpec> commands() const { return {}; }
+
+  /// Runs sub-command `name` with the arguments after it; returns the process exit code (2 = usage error).
+  virtual int runCommand(const HostContext& host, const std::string& name, const std::vector<std::string>& args) {
+    (void)name;
+    (void)args;
+    if (host.log) host.log(LogLevel::kError, "this backend has no sub-commands");
+    return 2;
+  }
+
+  /// True when this backend starts the whole job itself (on other machines) instead of planning this node.
+  virtual bool takesOverLaunch(const HostContext& host, const PlanRequest& request) const {
+    (void)host;
+    (void)request;
+    return false;
+  }
+
+  /// Runs the whole job; returns its exit code. Called only when takesOverLaunch() returned true.
+  virtual int launch(const HostContext& host, const JobRequest& job) {
+    (void)job;
+    if (host.log) host.log(LogLevel::kError, "this backend cannot launch jobs itself");
+    return 2;
+  }
+};
+
+}  // namespace taehv
+
+/// Defines both entry symbols for backend class CLASS (default-constructible, derived from taehv::Backend).
+/// NAME, VERSION and DESCRIPTION are string literals.
+#define TAEHV_DEFINE_PLUGIN(CLASS, NAME, VERSION, DESCRIPTION)                                        \
+  extern "C" TAEHV_PLUGIN_VISIBLE const taehv_plugin_info_t* taehv_plugin_info() {                      \
+    static const taehv_plugin_info_t info{taehv::kPluginApiVersion, NAME, VERSION, DESCRIPTION};        \
+    return &info;                                                                                      \
+  }                                                                                                    \
+  extern "C" TAEHV_PLUGIN_VISIBLE taehv::Backend* taehv_plugin_create_v1() {                          \
+    try {                                                                                              \
+      return new CLASS();                                                                              \
+    } catch (...) {                                                                                    \
+      return nullptr;                                                                                  \
+    }                                                                                                  \
+  }

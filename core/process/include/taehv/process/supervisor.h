@@ -1,0 +1,72 @@
+// Starting and supervising a group of child processes: the workers of one node, or the ssh clients of an
+// SSH fan-out. No libtorch, no plugin types: the core and the plugins both link this (taehv::process).
+//
+// Contract:
+//  - Each child runs in its own process group and gets SIGKILL when this process dies (PR_SET_PDEATHSIG),
+//    so no child outlives the supervisor, even after `kill -9` of it.
+//  - Output is relayed whole line by whole line, prefixed "[label] " unless prefixing is off; lines of
+//    different children never interleave mid-line.
+//  - Fail fast: the first child that exits non-zero or dies by a signal makes the others get SIGTERM, then
+//    SIGKILL after shutdown_grace. With restarts left, all children are then started again.
+//  - SIGINT, SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 received by this process are forwarded to every child's
+//    process group; SIGINT/SIGTERM/SIGHUP then end the run like a failure (no restart).
+//  - Called from the main thread; installs its signal handlers for the duration of the call only.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace taehv::process {
+
+/// One child to start.
+struct ChildSpec {
+  std::vector<std::string> argv;          ///< argv[0] is looked up in PATH when it has no '/'
+  std::map<std::string, std::string> env; ///< the child's complete environment
+  std::string label;                      ///< output prefix without brackets, e.g. "0:3" (node:rank)
+  int rank = -1;                          ///< global rank, for summaries
+  std::string host;                       ///< host name, for summaries
+  std::string cwd;                        ///< working directory; empty = inherit
+  std::string log_file;                   ///< if set, the child's output (unprefixed) is also appended here
+  bool echo = true;                       ///< relay output to our stdout/stderr (false: --local-ranks-filter)
+  /// Give the child a stdin pipe that stays open while the supervisor lives (a remote side can watch it
+  /// for EOF); otherwise stdin is /dev/null.
+  bool stdin_pipe = false;
+};
+
+struct SupervisorOptions {
+  std::chrono::milliseconds shutdown_grace{std::chrono::seconds(30)};  ///< SIGTERM -> SIGKILL delay
+  int max_restarts = 0;
+  bool prefix_output = true;
+  std::string error_file;            ///< TORCHELASTIC_ERROR_FILE: torchelastic-format summary on failure
+  std::size_t stderr_tail_lines = 20;
+};
+
+/// How a child ended.
+struct ChildExit {
+  int rank = -1;
+  std::string label;
+  std::string host;
+  int exit_code = 0;  ///< valid when signal == 0
+  int signal = 0;     ///< the terminating signal, or 0
+  std::vector<std::string> stderr_tail;  ///< its last stderr lines
+};
+
+struct SupervisorResult {
+  /// 0 when every child exited 0; else the first failure's exit code, or 128 + its signal,
+  /// or 128 + the signal that interrupted us.
+  int exit_code = 0;
+  std::optional<ChildExit> first_failure;
+  int restarts = 0;         ///< restarts performed
+  int interrupt_signal = 0; ///< SIGINT/SIGTERM/SIGHUP that ended the run, or 0
+};
+
+/// Starts make_children(restart_count) and supervises them until all exit 0, a failure is final, or a signal
+/// ends the run. Prints a one-line-per-fact failure summary to stderr and writes options.error_file if set.
+SupervisorResult supervise(const std::function<std::vector<ChildSpec>(int restart_count)>& make_children,
+                           const SupervisorOptions& options);
+
+}  // namespace taehv::process

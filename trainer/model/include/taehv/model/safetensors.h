@@ -1,0 +1,35 @@
+// safetensors read and write (F32, F16, BF16), the format of the official TAEHV checkpoints.
+// Malformed files are reported as SafetensorsError naming the file and, where known, the tensor.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <map>
+#include <stdexcept>
+#include <string>
+
+namespace taehv {
+
+class TAEHVImpl;
+
+struct SafetensorsError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Reads every tensor of `path` (in its stored dtype, on the CPU). Throws SafetensorsError.
+std::map<std::string, torch::Tensor> readSafetensors(const std::string& path);
+
+/// Writes `tensors` (contiguous CPU copies, each converted to `dtype`: kFloat, kHalf or kBFloat16) to `path`
+/// atomically (temporary file, fsync, rename). Throws SafetensorsError.
+void writeSafetensors(const std::string& path, const std::map<std::string, torch::Tensor>& tensors,
+                      torch::Dtype dtype = torch::kFloat);
+
+/// Loads official TAEHV weights into `model` (each tensor upcast to the model's dtype). A TGrow weight with
+/// more output rows than the model's (time-upscale stage switched off) keeps the last rows. Missing, extra or
+/// wrongly shaped tensors throw SafetensorsError naming them.
+void loadWeights(TAEHVImpl& model, const std::string& path);
+
+/// Writes the model's parameters under their upstream names, loadable by the upstream Python TAEHV.
+void saveWeights(const TAEHVImpl& model, const std::string& path, torch::Dtype dtype = torch::kHalf);
+
+}  // namespace taehv
