@@ -9,7 +9,7 @@ packages=(
   libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev googletest
   # trainer: libtorch 1.13 (CPU, c10d Gloo) + a fast BLAS, video and image decoding
-  libtorch-dev libopenblas0-openmp
+  libtorch-dev libopenblas0-openmp libgloo-dev
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libpng-dev libturbojpeg0-dev
   # tests and benchmarks: a real SLURM, real sshd hosts, torchrun baseline, fuzzing, k8s schema validation
   munge slurmctld slurmd slurm-client openssh-server openssh-client iproute2 procps
