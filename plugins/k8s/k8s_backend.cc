@@ -1,14 +1,77 @@
-// Bootstrap: loads, recognises nothing. Platform behaviour comes with this backend's own issue.
+// The k8s backend: maps Kubernetes Indexed Job, Kubeflow PyTorchJob and KubeBrain-style environments to a
+// node plan (taehv/k8s/k8s_mapping.h), and renders/submits jobs (taehv/k8s/k8s_render.h).
+#include <cstdio>
+
+#include "taehv/k8s/env_reader.h"
+#include "taehv/k8s/k8s_mapping.h"
+#include "taehv/k8s/k8s_render.h"
+#include "taehv/k8s/pipe_command.h"
 #include "taehv/plugin_api.h"
 
+namespace taehv {
 namespace {
-class Backend final : public taehv::Backend {
+
+void logError(const HostContext& host, const std::string& message) {
+  if (host.log) host.log(LogLevel::kError, message);
+}
+
+class K8sBackend final : public Backend {
  public:
-  taehv::Detection detect(const taehv::HostContext&) const override { return {}; }
-  taehv::PlanResult plan(const taehv::HostContext&, const taehv::PlanRequest&) const override {
-    return {"the k8s backend has no platform mapping in this build", {}};
+  Detection detect(const HostContext& host) const override { return detectK8s(host.env); }
+
+  PlanResult plan(const HostContext& host, const PlanRequest& request) const override {
+    return planK8s(host.env, request);
+  }
+
+  std::vector<OptionSpec> options() const override { return {masterWaitOption()}; }
+
+  std::vector<CommandSpec> commands() const override {
+    return {{"render", "print a Kubernetes Indexed Job + headless Service (or a Kubeflow PyTorchJob) as YAML"},
+            {"submit", "render the job and pipe it to `kubectl apply -f -`"}};
+  }
+
+  int runCommand(const HostContext& host, const std::string& name, const std::vector<std::string>& args) override {
+    if (name != "render" && name != "submit") {
+      logError(host, "unknown k8s command '" + name + "' (commands: render, submit)");
+      return 2;
+    }
+    for (const auto& a : args) {
+      if (a == "--") break;
+      if (a == "--help" || a == "-h") {
+        std::fputs(k8sRenderUsage().c_str(), stdout);
+        return 0;
+      }
+    }
+    K8sRenderOptions options;
+    if (auto e = parseK8sRenderArgs(args, options); !e.empty()) {
+      logError(host, "k8s " + name + ": " + e + "\n" + k8sRenderUsage());
+      return 2;
+    }
+    const std::string yaml = renderK8s(options);
+    if (name == "render") {
+      std::fwrite(yaml.data(), 1, yaml.size(), stdout);
+      std::fflush(stdout);
+      return std::ferror(stdout) ? 1 : 0;
+    }
+    auto kubectl = findOnPath("kubectl", host.env);
+    if (!kubectl) {
+      logError(host, "k8s submit: kubectl not found on PATH; install kubectl, or run `taehv-run --backend k8s "
+                     "render ...` and apply the YAML where kubectl works");
+      return 1;
+    }
+    std::string error;
+    int rc = runWithInput(*kubectl, {"apply", "-f", "-"}, yaml, host.env, error);
+    if (rc < 0) {
+      logError(host, "k8s submit: " + error);
+      return 1;
+    }
+    if (rc != 0) logError(host, "k8s submit: `kubectl apply -f -` failed with exit code " + std::to_string(rc));
+    return rc;
   }
 };
-}  // namespace
 
-TAEHV_DEFINE_PLUGIN(Backend, "k8s", "0.1.0", "k8s backend (bootstrap)")
+}  // namespace
+}  // namespace taehv
+
+TAEHV_DEFINE_PLUGIN(taehv::K8sBackend, "k8s", "1.0.0",
+                    "Kubernetes: Indexed Job, Kubeflow PyTorchJob, KubeBrain-style; render/submit jobs")

@@ -1,14 +1,81 @@
-// Bootstrap: loads, recognises nothing. Platform behaviour comes with this backend's own issue.
+// The pai backend: maps Alibaba Cloud PAI-DLC's environment to a node plan and renders/submits DLC jobs
+// (taehv/pai/pai_job.h).
+#include <cstdio>
+
+#include "taehv/k8s/env_reader.h"
+#include "taehv/k8s/pipe_command.h"
+#include "taehv/pai/pai_job.h"
 #include "taehv/plugin_api.h"
 
+namespace taehv {
 namespace {
-class Backend final : public taehv::Backend {
+
+void logError(const HostContext& host, const std::string& message) {
+  if (host.log) host.log(LogLevel::kError, message);
+}
+
+class PaiBackend final : public Backend {
  public:
-  taehv::Detection detect(const taehv::HostContext&) const override { return {}; }
-  taehv::PlanResult plan(const taehv::HostContext&, const taehv::PlanRequest&) const override {
-    return {"the pai backend has no platform mapping in this build", {}};
+  Detection detect(const HostContext& host) const override { return detectPai(host.env); }
+
+  PlanResult plan(const HostContext& host, const PlanRequest& request) const override {
+    return planPai(host.env, request);
+  }
+
+  std::vector<OptionSpec> options() const override { return {masterWaitOption()}; }
+
+  std::vector<CommandSpec> commands() const override {
+    return {{"render", "print a PAI-DLC CreateJob request (JSON) for a PyTorchJob running taehv-run"},
+            {"submit", "render the job and send it with `aliyun pai-dlc POST /api/v1/jobs`"}};
+  }
+
+  int runCommand(const HostContext& host, const std::string& name, const std::vector<std::string>& args) override {
+    if (name != "render" && name != "submit") {
+      logError(host, "unknown pai command '" + name + "' (commands: render, submit)");
+      return 2;
+    }
+    for (const auto& a : args) {
+      if (a == "--") break;
+      if (a == "--help" || a == "-h") {
+        std::fputs(paiRenderUsage().c_str(), stdout);
+        return 0;
+      }
+    }
+    PaiRenderOptions options;
+    if (auto e = parsePaiRenderArgs(args, options); !e.empty()) {
+      logError(host, "pai " + name + ": " + e + "\n" + paiRenderUsage());
+      return 2;
+    }
+    const std::string body = renderPai(options);
+    if (name == "render") {
+      std::fwrite(body.data(), 1, body.size(), stdout);
+      std::fflush(stdout);
+      return std::ferror(stdout) ? 1 : 0;
+    }
+    auto aliyun = findOnPath("aliyun", host.env);
+    if (!aliyun) {
+      logError(host, "pai submit: the Alibaba Cloud CLI `aliyun` is not on PATH; install and configure it, or "
+                     "paste the output of `taehv-run --backend pai render ...` into the DLC console/OpenAPI");
+      return 1;
+    }
+    std::string error;
+    // ROA-style call of the DLC OpenAPI; the body goes as an argument (aliyun reads no stdin), input stays empty.
+    int rc = runWithInput(*aliyun,
+                          {"pai-dlc", "POST", "/api/v1/jobs", "--header", "Content-Type=application/json", "--body",
+                           body},
+                          "", host.env, error);
+    if (rc < 0) {
+      logError(host, "pai submit: " + error);
+      return 1;
+    }
+    if (rc != 0) logError(host, "pai submit: `aliyun pai-dlc POST /api/v1/jobs` failed with exit code " +
+                                    std::to_string(rc));
+    return rc;
   }
 };
-}  // namespace
 
-TAEHV_DEFINE_PLUGIN(Backend, "pai", "0.1.0", "pai backend (bootstrap)")
+}  // namespace
+}  // namespace taehv
+
+TAEHV_DEFINE_PLUGIN(taehv::PaiBackend, "pai", "1.0.0",
+                    "Alibaba Cloud PAI-DLC: map its PyTorch environment; render/submit DLC jobs")

@@ -1,0 +1,38 @@
+// Rendering a Kubernetes job for taehv-run: an Indexed Job plus its headless Service, or a Kubeflow
+// PyTorchJob. The rendered pods run `taehv-run` with no flags; the k8s backend maps what the manifest (or
+// the operator) puts in their environment. Output is YAML text for `kubectl apply -f -`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace taehv {
+
+/// What `taehv-run --backend k8s render|submit` was asked for.
+struct K8sRenderOptions {
+  int nodes = 0;                ///< pods (one per node), >= 1
+  int gpus_per_node = -1;       ///< nvidia.com/gpu limit per pod; 0 = CPU only
+  int nproc_per_node = 0;       ///< workers per pod; 0 = gpus_per_node, or 1 without GPUs
+  std::string image;            ///< container image holding taehv-run
+  std::string name = "taehv-train";
+  std::string namespace_name;   ///< empty = kubectl's current namespace
+  std::string flavor = "indexed-job";  ///< indexed-job | pytorchjob
+  int port = 0;                 ///< master port; 0 = 29500 (Indexed Job) or 23456 (PyTorchJob operator default)
+  std::string shm_size;         ///< sizeLimit of the /dev/shm memory volume, e.g. "16Gi"; empty = no limit
+  std::vector<std::string> command;  ///< worker command after `--`; empty = taehv-run's default trainer
+};
+
+/// Parses the arguments after `render` / `submit`. Returns "" or one line saying what is wrong.
+std::string parseK8sRenderArgs(const std::vector<std::string>& args, K8sRenderOptions& out);
+
+/// Usage text of render/submit.
+std::string k8sRenderUsage();
+
+/// The manifest as YAML (documents separated by ---). Options must have passed parseK8sRenderArgs.
+std::string renderK8s(const K8sRenderOptions& options);
+
+/// Checks `name` as a Kubernetes object name usable for this job (DNS-1035 label, room for pod suffixes).
+/// Returns "" or an error line.
+std::string checkK8sJobName(const std::string& name, const std::string& flavor, int nodes);
+
+}  // namespace taehv

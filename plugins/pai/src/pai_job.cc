@@ -1,0 +1,164 @@
+#include "taehv/pai/pai_job.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <regex>
+
+#include "taehv/k8s/env_reader.h"
+#include "taehv/k8s/k8s_mapping.h"
+
+namespace taehv {
+namespace {
+
+std::string shellQuote(const std::string& s) {
+  static const std::regex kSafe(R"(^[A-Za-z0-9_@%+=:,./-]+$)");
+  if (std::regex_match(s, kSafe)) return s;
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+bool takeValue(const std::vector<std::string>& args, size_t& i, std::string& value, std::string& error) {
+  const std::string& a = args[i];
+  auto eq = a.find('=');
+  if (eq != std::string::npos) {
+    value = a.substr(eq + 1);
+    return true;
+  }
+  if (i + 1 >= args.size()) {
+    error = a + " needs a value";
+    return false;
+  }
+  value = args[++i];
+  return true;
+}
+
+}  // namespace
+
+Detection detectPai(const Env& env) {
+  if (envValue(env, "JOB_COMPLETION_INDEX")) return {0, "JOB_COMPLETION_INDEX set: a Kubernetes Indexed Job"};
+  const bool torch_vars = envValue(env, "MASTER_ADDR") || envValue(env, "WORLD_SIZE") || envValue(env, "RANK");
+  if (!torch_vars) return {0, "no MASTER_ADDR/WORLD_SIZE/RANK"};
+  if (looksLikePaiMaster(env)) {
+    return {85, "PAI-DLC: MASTER_ADDR=" + *envValue(env, "MASTER_ADDR") + " has DLC's dlc<id>-master-0 form"};
+  }
+  if (envValue(env, "NPROC_PER_NODE")) return {80, "PAI-DLC: NPROC_PER_NODE set with MASTER_ADDR/WORLD_SIZE/RANK"};
+  return {10, "MASTER_ADDR/WORLD_SIZE/RANK set but no PAI-DLC sign (NPROC_PER_NODE, master dlc*-master-0)"};
+}
+
+PlanResult planPai(const Env& env, const PlanRequest& request) {
+  PlanResult r = planTorchStyle(env, request,
+                                {"PAI-DLC", "DLC sets it to the number of nodes (1 master + workers)", true});
+  if (r.ok() && !r.plan.nproc_per_node.has()) {
+    r.plan.notes.push_back("NPROC_PER_NODE not set: workers per node left to taehv-run's GPU detection");
+  }
+  return r;
+}
+
+std::string paiUserCommand(const std::vector<std::string>& command) {
+  std::string line = "taehv-run";
+  if (!command.empty()) {
+    line += " --";
+    for (const auto& a : command) line += " " + shellQuote(a);
+  }
+  return line;
+}
+
+std::string paiRenderUsage() {
+  return "usage: taehv-run --backend pai render|submit --nodes N --gpus-per-node G --image IMAGE\n"
+         "         (--ecs-spec TYPE | --resource-id QUOTA [--cpu N] [--memory SIZE]) [--name NAME]\n"
+         "         [--workspace-id ID] [-- COMMAND...]\n"
+         "  render prints a PAI-DLC CreateJob request body (JSON, PyTorchJob: 1 Master + N-1 Workers);\n"
+         "  submit sends it with `aliyun pai-dlc POST /api/v1/jobs --body ...`. Every node runs `taehv-run`.\n";
+}
+
+std::string parsePaiRenderArgs(const std::vector<std::string>& args, PaiRenderOptions& out) {
+  bool have_gpus = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") {
+      out.command.assign(args.begin() + static_cast<long>(i) + 1, args.end());
+      if (out.command.empty()) return "nothing after `--`: give the worker command or drop the `--`";
+      break;
+    }
+    const std::string flag = a.substr(0, a.find('='));
+    std::string value, error;
+    static const std::vector<std::string> kKnown = {"--nodes",       "--gpus-per-node", "--image",
+                                                    "--name",        "--ecs-spec",      "--resource-id",
+                                                    "--workspace-id", "--cpu",          "--memory"};
+    if (std::find(kKnown.begin(), kKnown.end(), flag) == kKnown.end()) {
+      return "unknown option " + a + " (options: --nodes --gpus-per-node --image --name --ecs-spec --resource-id "
+             "--workspace-id --cpu --memory, then -- COMMAND)";
+    }
+    if (!takeValue(args, i, value, error)) return error;
+    if (flag == "--nodes" || flag == "--gpus-per-node") {
+      auto v = parseInt(value);
+      const int min_value = flag == "--nodes" ? 1 : 0;
+      if (!v || *v < min_value || *v > 100000) return flag + " " + value + " is not a whole number >= " +
+                                                      std::to_string(min_value);
+      (flag == "--nodes" ? out.nodes : out.gpus_per_node) = *v;
+      if (flag == "--gpus-per-node") have_gpus = true;
+    } else if (flag == "--image") {
+      out.image = value;
+    } else if (flag == "--name") {
+      out.name = value;
+    } else if (flag == "--ecs-spec") {
+      out.ecs_spec = value;
+    } else if (flag == "--resource-id") {
+      out.resource_id = value;
+    } else if (flag == "--workspace-id") {
+      out.workspace_id = value;
+    } else if (flag == "--cpu") {
+      out.cpu = value;
+    } else if (flag == "--memory") {
+      out.memory = value;
+    }
+  }
+  if (out.nodes < 1) return "--nodes N is required (the number of nodes: 1 Master + N-1 Workers)";
+  if (!have_gpus) return "--gpus-per-node G is required (0 for CPU-only nodes)";
+  if (out.image.empty()) return "--image IMAGE is required (an image with taehv-run installed)";
+  static const std::regex kName(R"(^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$)");
+  if (!std::regex_match(out.name, kName)) {
+    return "--name " + out.name + " is not a valid DLC job name: letters, digits, '_' and '-', at most 128";
+  }
+  if (out.ecs_spec.empty() == out.resource_id.empty()) {
+    return "give exactly one of --ecs-spec TYPE (public resources, e.g. ecs.gn7i-c8g1.2xlarge) or --resource-id "
+           "QUOTA (a resource quota; GPUs then come from --gpus-per-node)";
+  }
+  if (!out.ecs_spec.empty() && (!out.cpu.empty() || !out.memory.empty())) {
+    return "--cpu/--memory apply with --resource-id only: with --ecs-spec the instance type fixes them";
+  }
+  return "";
+}
+
+std::string renderPai(const PaiRenderOptions& o) {
+  using Json = nlohmann::ordered_json;
+  auto spec = [&](const char* type, int count) {
+    Json s;
+    s["Type"] = type;
+    s["Image"] = o.image;
+    s["PodCount"] = count;
+    if (!o.ecs_spec.empty()) {
+      s["EcsSpec"] = o.ecs_spec;
+    } else {
+      Json rc = Json::object();
+      if (!o.cpu.empty()) rc["CPU"] = o.cpu;
+      rc["GPU"] = std::to_string(o.gpus_per_node);
+      if (!o.memory.empty()) rc["Memory"] = o.memory;
+      s["ResourceConfig"] = rc;
+    }
+    return s;
+  };
+  Json body;
+  body["DisplayName"] = o.name;
+  body["JobType"] = "PyTorchJob";
+  if (!o.workspace_id.empty()) body["WorkspaceId"] = o.workspace_id;
+  if (!o.resource_id.empty()) body["ResourceId"] = o.resource_id;
+  body["JobSpecs"] = Json::array({spec("Master", 1)});
+  if (o.nodes > 1) body["JobSpecs"].push_back(spec("Worker", o.nodes - 1));
+  body["UserCommand"] = paiUserCommand(o.command);
+  return body.dump(2) + "\n";
+}
+
+}  // namespace taehv
