@@ -1,6 +1,4 @@
-// Bootstrap entry point; replaced by the real CLI (core issue).
-#include <cstdio>
-int main() {
-  std::printf("taehv-run %s\n", TAEHV_VERSION);
-  return 0;
-}
+// taehv-run: see taehv/cli.h for the command line.
+#include "taehv/cli.h"
+
+int main(int argc, char** argv) { return taehv::runTaehvRun(argc, argv); }

@@ -1,0 +1,109 @@
+// The taehv-run command line:
+//
+//   taehv-run [--backend NAME|auto|local] [--plugin-dir D]... [launch options] [-- command...]
+//   taehv-run describe [--json] [launch options] [-- command...]
+//   taehv-run plugins [--json]
+//   taehv-run --backend NAME <backend sub-command> ARGS...
+//   taehv-run --version | --help
+//
+// Sub-commands are a table (subCommands()); a backend's own sub-commands (Backend::commands()) come after it.
+// Exit codes: the job's exit code when a job ran; 2 for usage, configuration and plugin errors.
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "taehv/descriptor.h"
+#include "taehv/launch.h"
+#include "taehv/plugin_api.h"
+#include "taehv/plugin_loader.h"
+
+namespace taehv {
+
+/// Exit code for usage, configuration and plugin errors.
+inline constexpr int kUsageError = 2;
+
+/// A node ready to run: the chosen backend (nullptr = local mode) and the resolved descriptor.
+struct ResolvedLaunch {
+  LoadedPlugin* plugin = nullptr;
+  std::string detection;  ///< why auto-detection chose the backend; "" when not auto
+  PlanRequest request;
+  NodeDescriptor node;
+  bool backend_takes_over = false;  ///< Backend::takesOverLaunch() said yes: hand it the whole job
+};
+
+/// One taehv-run invocation: its arguments, environment, loaded plugins and logging.
+class Cli {
+ public:
+  /// `args` excludes argv[0]; `self_path` is the absolute path of taehv-run.
+  Cli(std::vector<std::string> args, Env env, std::string self_path);
+
+  /// Runs the invocation and returns the process exit code.
+  int run();
+
+  // ---- for sub-commands ----
+  /// The arguments of this sub-command (options before and after its name), without the part after `--`.
+  const std::vector<std::string>& args() const { return args_; }
+  /// The worker command after `--` (empty when none was given).
+  const std::vector<std::string>& command() const { return command_; }
+  bool hasSeparator() const { return has_separator_; }
+  const Env& env() const { return env_; }
+  const HostContext& host() const { return host_; }
+  void log(LogLevel level, const std::string& message) const;
+
+  /// Parses args() with the launch options, the backend options and `extra`. On error logs one line and returns
+  /// false (the caller exits kUsageError).
+  bool parse(const boost::program_options::options_description& extra, boost::program_options::variables_map& vm);
+
+  /// Chooses the backend, asks it for this node's plan and resolves the node descriptor from `vm`.
+  Checked<ResolvedLaunch> resolve(const boost::program_options::variables_map& vm);
+
+  /// The worker command: what followed `--`, else taehv-train beside taehv-run. Sets `error` when neither.
+  std::vector<std::string> workerCommand(std::string& error) const;
+
+  /// Every plugin on the search path, loaded (errors listed, not fatal).
+  std::vector<LoadedPlugin*> allPlugins(std::vector<std::string>& errors);
+
+  /// Launch options from `vm` as the user typed them, for a remote taehv-run (JobRequest::launcher_args).
+  std::vector<std::string> launcherArgs() const { return launcher_args_; }
+
+ private:
+  bool loadBackends();
+  boost::program_options::options_description launchOptions() const;
+  boost::program_options::options_description backendOptions() const;
+  std::vector<std::string> knownOptionNames(const boost::program_options::options_description& all) const;
+  int dispatch();
+
+  std::vector<std::string> raw_args_;  // everything before `--`
+  std::vector<std::string> args_;      // raw_args_ without the sub-command name
+  std::vector<std::string> command_;
+  bool has_separator_ = false;
+  Env env_;
+  std::string self_path_;
+  HostContext host_;
+  std::string backend_ = "auto";
+  std::vector<std::string> plugin_dirs_;
+  std::vector<LoadedPlugin> plugins_;        // loaded for this invocation's backend choice
+  std::vector<std::string> plugin_errors_;   // why some could not be loaded
+  std::map<std::string, std::vector<std::string>> option_owners_;  // backend option -> plugins declaring it
+  std::vector<std::string> launcher_args_;
+};
+
+/// A built-in sub-command.
+struct SubCommand {
+  std::string name;
+  std::string summary;
+  std::function<int(Cli&)> run;
+};
+
+/// The built-in sub-commands, in help order.
+const std::vector<SubCommand>& subCommands();
+
+/// Builds a Cli from main()'s arguments and the real environment and runs it.
+int runTaehvRun(int argc, char** argv);
+
+}  // namespace taehv

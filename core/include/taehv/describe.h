@@ -1,0 +1,22 @@
+// `taehv-run describe`: what each worker of this node would get, with provenance, without starting anything.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "taehv/descriptor.h"
+
+namespace taehv {
+
+/// The stable JSON form (documented in README.md, "taehv-run describe"): an array with one object per worker,
+/// keys rank, local_rank, world_size, local_world_size, node_rank, nnodes (integers), master_addr (string),
+/// master_port (integer), env (object: every variable taehv-run sets, name -> value) and provenance (object:
+/// each of the keys above and each env name -> where its value came from). Pretty-printed, 2-space indent.
+std::string describeJson(const std::vector<WorkerDescriptor>& workers);
+
+/// The human form: node summary and notes, the command, then per worker its fields and environment, each
+/// with its source.
+std::string describeText(const NodeDescriptor& node, const std::vector<WorkerDescriptor>& workers,
+                         const std::vector<std::string>& command);
+
+}  // namespace taehv

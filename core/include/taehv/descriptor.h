@@ -1,0 +1,106 @@
+// Rank descriptors: from the launch options the user gave, a backend's NodePlan and torchrun's PET_* variables
+// to one resolved node descriptor, then to one descriptor per worker. Every field records where it came from.
+//
+// Precedence for each node field: explicit flag > backend plan > torchrun's PET_* variable > default.
+// Expansion: rank = node_rank * nproc_per_node + local_rank, world_size = nnodes * nproc_per_node (always
+// processes, never nodes).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "taehv/plugin_api.h"
+
+namespace taehv {
+
+/// torchrun's default rendezvous port, used when nothing else names one.
+inline constexpr int kDefaultMasterPort = 29500;
+/// torchrun's default run id (static rendezvous).
+inline constexpr const char* kDefaultRunId = "none";
+/// Address used by --standalone and by a single-node job with no master given.
+inline constexpr const char* kLoopbackAddr = "127.0.0.1";
+
+/// The launch options as the user typed them (flags only; unset = not given). Values are not validated here.
+struct LaunchFlags {
+  std::optional<int> nnodes;
+  std::optional<int> node_rank;
+  std::optional<int> nproc_per_node;
+  std::optional<std::string> master_addr;
+  std::optional<int> master_port;
+  std::optional<std::string> run_id;
+  std::optional<int> max_restarts;
+  bool standalone = false;
+};
+
+/// One node's resolved plan: the backend's NodePlan with every gap filled, plus what the host adds.
+struct NodeDescriptor {
+  std::string backend;  ///< "local" or the plugin's name
+  std::string host;     ///< this machine's host name (for summaries)
+  Sourced<int> nnodes;
+  Sourced<int> node_rank;
+  Sourced<int> nproc_per_node;
+  Sourced<std::string> master_addr;
+  Sourced<int> master_port;
+  Sourced<std::string> run_id;
+  Sourced<int> restart_count;  ///< restarts done before this taehv-run started (platform restarts)
+  Sourced<int> max_restarts;
+  Sourced<int> gpus_on_node;   ///< unset when nobody said
+  Sourced<int> cpu_cores;      ///< CPUs this process may run on (sched_getaffinity)
+  Sourced<bool> single_worker;
+  Sourced<int> rank;        ///< single_worker only
+  Sourced<int> local_rank;  ///< single_worker only
+  Sourced<int> master_wait_seconds;
+  std::map<std::string, Sourced<std::string>> extra_env;
+  std::vector<std::string> notes;
+
+  int worldSize() const { return *nnodes.value * *nproc_per_node.value; }
+};
+
+/// One worker's descriptor. `env` is filled by buildWorkerEnvironment().
+struct WorkerDescriptor {
+  Sourced<int> rank;
+  Sourced<int> local_rank;
+  Sourced<int> world_size;
+  Sourced<int> local_world_size;
+  Sourced<int> node_rank;
+  Sourced<int> nnodes;
+  Sourced<std::string> master_addr;
+  Sourced<int> master_port;
+  Sourced<std::string> run_id;
+  Sourced<int> restart_count;
+  Sourced<int> device;  ///< the accelerator this worker owns (= local_rank when the node has GPUs); unset = none
+  /// The variables taehv-run sets for this worker on top of the inherited environment, with provenance.
+  std::map<std::string, Sourced<std::string>> env;
+};
+
+/// A value or one line saying what is wrong and how to fix it.
+template <typename T>
+struct Checked {
+  std::string error;
+  T value{};
+  bool ok() const { return error.empty(); }
+};
+
+/// Resolves a node from flags, an optional backend plan (nullptr in local mode) and the environment `env`
+/// (read for PET_* variables only). `host` and `cpu_cores` are facts of this machine, passed in so tests can fix
+/// them. `free_port` is called only for --standalone without --master-port. Validates the result.
+Checked<NodeDescriptor> resolveNode(const LaunchFlags& flags, const NodePlan* plan, const std::string& backend,
+                                    const Env& env, const std::string& host, int cpu_cores,
+                                    const std::function<int()>& free_port);
+
+/// Checks a resolved node: node count >= 1, node rank in range, >= 1 process, non-empty master, port in
+/// 1..65535, single-worker rank and local rank in range. Returns "" or one line naming the field, its value,
+/// where the value came from and how to fix it.
+std::string validateNode(const NodeDescriptor& node);
+
+/// The workers this node starts (one when single_worker), in local-rank order, with `restart` restarts done by
+/// this taehv-run (added to the node's restart_count). Environments are built with buildWorkerEnvironment().
+std::vector<WorkerDescriptor> expandWorkers(const NodeDescriptor& node, const Env& inherited, int restart = 0);
+
+/// Parses a whole decimal int ("12"); nullopt for anything else (empty, "1x", overflow).
+std::optional<int> parseInt(const std::string& text);
+
+}  // namespace taehv

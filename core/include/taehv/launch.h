@@ -1,0 +1,45 @@
+// Starting one node's workers from its resolved descriptor: waiting for the master, exec'ing a single worker,
+// or handing the workers to the process supervisor (taehv::process::supervise).
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "taehv/descriptor.h"
+#include "taehv/plugin_api.h"
+
+namespace taehv {
+
+/// How this node's workers are run, beyond the descriptor.
+struct LaunchSettings {
+  std::vector<std::string> command;  ///< the worker's argv (never empty)
+  std::chrono::milliseconds shutdown_grace{std::chrono::seconds(30)};
+  bool prefix_output = true;
+  std::string log_dir;           ///< "" = no per-rank log files; else <log_dir>/rank_<RANK>.log
+  std::vector<int> local_ranks;  ///< --local-ranks-filter: only these local ranks echo output; empty = all
+};
+
+/// Runs this node: waits for the master when the plan asks (nodes other than 0), then either replaces this
+/// process with the single worker (never returns on success) or supervises all local workers and returns
+/// the supervisor's exit code. Returns 1 with a logged message when the master never came up, 127 when a
+/// single worker's command cannot be executed.
+int launchNode(const NodeDescriptor& node, const LaunchSettings& settings, const Env& inherited,
+               const std::function<void(LogLevel, const std::string&)>& log);
+
+/// Waits up to `timeout` for `addr` to resolve and `port` to accept a TCP connection. Returns "" or why not.
+std::string waitForMaster(const std::string& addr, int port, std::chrono::milliseconds timeout);
+
+/// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released), or 0.
+int freeTcpPort();
+
+/// CPUs this process may run on (sched_getaffinity), at least 1.
+int availableCpuCores();
+
+/// This machine's host name.
+std::string hostName();
+
+/// Parses --local-ranks-filter ("0", "0,2", "0-3,5"). Sets `error` on bad syntax.
+std::vector<int> parseRankList(const std::string& text, std::string& error);
+
+}  // namespace taehv

@@ -1,0 +1,62 @@
+// Finding and loading backend plugins (Boost.DLL). Plugins are loaded from the main thread, once, and never
+// unloaded: Backend objects they create live as long as the process.
+//
+// A plugin is a file named taehv_plugin_<name>.so in one folder of the search path, in this order (the first
+// file of a name wins): --plugin-dir folders, TAEHV_PLUGIN_PATH (colon-separated), then the plugin folder of
+// the install or build tree (<dir of taehv-run>/../lib/taehv/plugins).
+//
+// Loading checks, each failure one line naming the file and what to do:
+//   folder or file writable by everyone -> refused; not an ELF shared library; dlopen failure (missing
+//   dependency); missing taehv_plugin_info; api_version != kPluginApiVersion (checked before anything else is
+//   touched); missing factory; factory returned null.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "taehv/descriptor.h"
+#include "taehv/plugin_api.h"
+
+namespace taehv {
+
+/// One folder of the plugin search path.
+struct PluginDir {
+  std::string path;
+  std::string origin;     ///< "--plugin-dir", "TAEHV_PLUGIN_PATH" or "install"
+  bool required = false;  ///< a missing required folder is an error (the user named it)
+};
+
+/// A plugin file found on the search path, not loaded yet.
+struct PluginFile {
+  std::string name;  ///< from the file name: taehv_plugin_<name>.so
+  std::string path;
+};
+
+/// A loaded plugin. `backend` is owned by the process (never freed, never unloaded).
+struct LoadedPlugin {
+  std::string name;
+  std::string plugin_version;
+  std::string description;
+  std::uint32_t api_version = 0;
+  std::string path;
+  Backend* backend = nullptr;
+};
+
+/// The search path for taehv-run at `self_path` with --plugin-dir folders `flag_dirs` and environment `env`.
+std::vector<PluginDir> pluginSearchPath(const std::string& self_path, const std::vector<std::string>& flag_dirs,
+                                        const Env& env);
+
+/// The plugin files on `dirs` (first of each name wins), or the errors that forbid using the path at all
+/// (a world-writable folder, a --plugin-dir that does not exist).
+struct Discovery {
+  std::vector<PluginFile> files;
+  std::vector<std::string> errors;
+};
+Discovery discoverPlugins(const std::vector<PluginDir>& dirs);
+
+/// Loads the plugin at `path`: checks the file, opens it with Boost.DLL, reads taehv_plugin_info and its API
+/// version, and only then calls the factory.
+Checked<LoadedPlugin> loadPlugin(const std::string& path);
+
+}  // namespace taehv

@@ -1,0 +1,621 @@
+#include "taehv/cli.h"
+
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <boost/dll/runtime_symbol_info.hpp>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "taehv/describe.h"
+#include "taehv/suggest.h"
+#include "taehv/worker_env.h"
+
+extern char** environ;
+
+namespace taehv {
+namespace po = boost::program_options;
+namespace {
+
+/// Launch options forwarded to a remote taehv-run by a backend that takes over the launch.
+const std::set<std::string> kForwardedOptions = {
+    "nnodes",  "node-rank",    "master-addr", "master-port", "nproc-per-node",     "standalone",
+    "run-id",  "max-restarts", "shutdown-grace", "log-dir",  "local-ranks-filter", "no-prefix"};
+
+/// Does the option named `name` (without dashes) of `desc` take a value?
+bool takesValue(const po::options_description& desc, const std::string& name) {
+  const po::option_description* d = desc.find_nothrow(name, false, false, false);
+  return d != nullptr && d->semantic()->max_tokens() > 0;
+}
+
+/// torchrun spells options both ways (--nproc_per_node, --nproc-per-node); accept both.
+std::string normalizeOption(const std::string& token) {
+  if (token.size() < 3 || token.compare(0, 2, "--") != 0) return token;
+  std::string out = token;
+  const std::size_t end = std::min(out.find('='), out.size());
+  for (std::size_t i = 2; i < end; ++i) {
+    if (out[i] == '_') out[i] = '-';
+  }
+  return out;
+}
+
+/// The value of --NAME in `tokens` (either --NAME V or --NAME=V), every occurrence.
+std::vector<std::string> scanOption(const std::vector<std::string>& tokens, const std::string& name) {
+  std::vector<std::string> values;
+  const std::string flag = "--" + name;
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const std::string t = normalizeOption(tokens[i]);
+    if (t == flag && i + 1 < tokens.size()) {
+      values.push_back(tokens[++i]);
+    } else if (t.compare(0, flag.size() + 1, flag + "=") == 0) {
+      values.push_back(t.substr(flag.size() + 1));
+    }
+  }
+  return values;
+}
+
+std::string joinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+Env environmentSnapshot() {
+  Env env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string entry = *e;
+    auto eq = entry.find('=');
+    if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  return env;
+}
+
+// ---- built-in sub-commands ----
+
+int runLaunch(Cli& cli) {
+  po::variables_map vm;
+  if (!cli.parse(po::options_description(), vm)) return kUsageError;
+  if (vm.count("json")) {
+    cli.log(LogLevel::kError, "--json applies to `describe` and `plugins`; e.g. taehv-run describe --json");
+    return kUsageError;
+  }
+  std::string error;
+  std::vector<std::string> command = cli.workerCommand(error);
+  if (!error.empty()) {
+    cli.log(LogLevel::kError, error);
+    return kUsageError;
+  }
+  auto resolved = cli.resolve(vm);
+  if (!resolved.ok()) {
+    cli.log(LogLevel::kError, resolved.error);
+    return kUsageError;
+  }
+  ResolvedLaunch& r = resolved.value;
+  if (r.backend_takes_over) {
+    JobRequest job;
+    job.request = r.request;
+    job.launcher_args = cli.launcherArgs();
+    job.command = cli.command();
+    try {
+      return r.plugin->backend->launch(cli.host(), job);
+    } catch (const std::exception& e) {
+      cli.log(LogLevel::kError, "backend '" + r.plugin->name + "' failed to launch (" + e.what() + "); " + r.plugin->path);
+      return 1;
+    }
+  }
+  LaunchSettings settings;
+  settings.command = command;
+  const double grace = vm["shutdown-grace"].as<double>();
+  if (!(grace >= 0) || grace > 86400) {
+    cli.log(LogLevel::kError, "--shutdown-grace must be 0..86400 seconds, got " + std::to_string(grace));
+    return kUsageError;
+  }
+  settings.shutdown_grace = std::chrono::milliseconds(static_cast<long long>(std::llround(grace * 1000)));
+  settings.prefix_output = !vm.count("no-prefix");
+  if (vm.count("log-dir")) settings.log_dir = vm["log-dir"].as<std::string>();
+  if (vm.count("local-ranks-filter")) {
+    settings.local_ranks = parseRankList(vm["local-ranks-filter"].as<std::string>(), error);
+    for (int local : settings.local_ranks) {
+      if (error.empty() && local >= *r.node.nproc_per_node.value) {
+        error = "--local-ranks-filter names local rank " + std::to_string(local) + " but this node runs " +
+                std::to_string(*r.node.nproc_per_node.value) + " worker(s)";
+      }
+    }
+    if (!error.empty()) {
+      cli.log(LogLevel::kError, error);
+      return kUsageError;
+    }
+  }
+  return launchNode(r.node, settings, cli.env(), [&cli](LogLevel l, const std::string& m) { cli.log(l, m); });
+}
+
+int runDescribe(Cli& cli) {
+  po::options_description extra("describe");
+  extra.add_options()("json", "print the stable JSON form (see README: taehv-run describe)");
+  po::variables_map vm;
+  if (!cli.parse(extra, vm)) return kUsageError;
+  auto resolved = cli.resolve(vm);
+  if (!resolved.ok()) {
+    cli.log(LogLevel::kError, resolved.error);
+    return kUsageError;
+  }
+  const NodeDescriptor& node = resolved.value.node;
+  auto workers = expandWorkers(node, cli.env());
+  if (vm.count("json")) {
+    std::cout << describeJson(workers);
+  } else {
+    std::string error;
+    std::vector<std::string> command = cli.workerCommand(error);
+    if (!error.empty()) command = {"<" + error + ">"};
+    if (!resolved.value.detection.empty()) std::cout << "detected: " << resolved.value.detection << "\n";
+    if (resolved.value.backend_takes_over) {
+      std::cout << "note: backend " << node.backend << " starts the whole job itself; shown is this node's plan\n";
+    }
+    std::cout << describeText(node, workers, command);
+  }
+  return 0;
+}
+
+int runPlugins(Cli& cli) {
+  po::options_description extra("plugins");
+  extra.add_options()("json", "print a JSON array (name, plugin_version, api_version, path, description)");
+  po::variables_map vm;
+  if (!cli.parse(extra, vm)) return kUsageError;
+  std::vector<std::string> errors;
+  auto plugins = cli.allPlugins(errors);
+  if (vm.count("json")) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (const LoadedPlugin* p : plugins) {
+      out.push_back({{"name", p->name},
+                     {"plugin_version", p->plugin_version},
+                     {"api_version", p->api_version},
+                     {"path", p->path},
+                     {"description", p->description}});
+    }
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::cout << "NAME        VERSION   API  PATH\n";
+    for (const LoadedPlugin* p : plugins) {
+      std::string name = p->name, version = p->plugin_version;
+      name.resize(std::max<std::size_t>(name.size(), 11), ' ');
+      version.resize(std::max<std::size_t>(version.size(), 9), ' ');
+      std::cout << name << " " << version << " " << p->api_version << "    " << p->path << "\n";
+    }
+  }
+  for (const auto& e : errors) cli.log(LogLevel::kError, e);
+  return errors.empty() ? 0 : kUsageError;
+}
+
+}  // namespace
+
+const std::vector<SubCommand>& subCommands() {
+  static const std::vector<SubCommand> table = {
+      {"describe", "print each worker's rank, world and environment with provenance; start nothing", runDescribe},
+      {"plugins", "list the backend plugins found on the plugin search path", runPlugins},
+  };
+  return table;
+}
+
+Cli::Cli(std::vector<std::string> args, Env env, std::string self_path)
+    : env_(std::move(env)), self_path_(std::move(self_path)) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--") {
+      has_separator_ = true;
+      command_.assign(args.begin() + static_cast<long>(i) + 1, args.end());
+      break;
+    }
+    raw_args_.push_back(args[i]);
+  }
+  host_.env = env_;
+  host_.self_path = self_path_;
+  host_.version = TAEHV_VERSION;
+  host_.log = [this](LogLevel level, const std::string& message) { log(level, message); };
+}
+
+void Cli::log(LogLevel level, const std::string& message) const {
+  switch (level) {
+    case LogLevel::kDebug: spdlog::debug(message); break;
+    case LogLevel::kInfo: spdlog::info(message); break;
+    case LogLevel::kWarn: spdlog::warn(message); break;
+    case LogLevel::kError: spdlog::error(message); break;
+  }
+}
+
+po::options_description Cli::launchOptions() const {
+  po::options_description desc("launch options");
+  // clang-format off
+  desc.add_options()
+    ("backend", po::value<std::string>()->default_value("auto")->value_name("NAME"),
+        "backend plugin (slurm, k8s, pai, ssh, ...), 'auto' (detect) or 'local' (no plugin)")
+    ("plugin-dir", po::value<std::vector<std::string>>()->composing()->value_name("DIR"),
+        "also search DIR for plugins (repeatable; searched before TAEHV_PLUGIN_PATH and the install folder)")
+    ("nnodes", po::value<int>()->value_name("N"), "number of nodes [env PET_NNODES, default 1]")
+    ("node-rank", po::value<int>()->value_name("R"), "this node's rank 0..N-1 [env PET_NODE_RANK, default 0]")
+    ("nproc-per-node", po::value<std::string>()->value_name("N"),
+        "worker processes on this node [env PET_NPROC_PER_NODE, default 1]")
+    ("master-addr", po::value<std::string>()->value_name("HOST"),
+        "address of node 0 [env PET_MASTER_ADDR; required when nnodes > 1]")
+    ("master-port", po::value<int>()->value_name("PORT"), "TCP port on the master [env PET_MASTER_PORT, default 29500]")
+    ("standalone", "one node on this machine: master 127.0.0.1, a free port, a random run id")
+    ("run-id", po::value<std::string>()->value_name("ID"), "job id given to workers [env PET_RDZV_ID, default none]")
+    ("max-restarts", po::value<int>()->value_name("N"),
+        "restart all local workers up to N times after a failure [env PET_MAX_RESTARTS, default 0]")
+    ("shutdown-grace", po::value<double>()->default_value(30.0)->value_name("SECONDS"),
+        "after a failure, SIGTERM the other workers, SIGKILL them after this long")
+    ("log-dir", po::value<std::string>()->value_name("DIR"), "also write each worker's output to DIR/rank_<RANK>.log")
+    ("local-ranks-filter", po::value<std::string>()->value_name("LIST"),
+        "show output of these local ranks only, e.g. 0 or 0,2 (log files still get everything)")
+    ("no-prefix", "do not prefix output lines with [node:rank]")
+    ("verbose,v", "log debug messages (plugin search, detection)")
+    ("help,h", "show this help")
+    ("version", "print the version");
+  // clang-format on
+  return desc;
+}
+
+po::options_description Cli::backendOptions() const {
+  po::options_description desc("backend options");
+  std::set<std::string> added;
+  const auto generic = launchOptions();
+  for (const auto& plugin : plugins_) {
+    for (const OptionSpec& spec : plugin.backend->options()) {
+      if (generic.find_nothrow(spec.name, false) != nullptr || !added.insert(spec.name).second) continue;
+      std::string help = spec.help + " [" + plugin.name + "]";
+      if (spec.value_name.empty()) {
+        desc.add_options()(spec.name.c_str(), help.c_str());
+      } else if (spec.repeatable) {
+        desc.add_options()(spec.name.c_str(),
+                           po::value<std::vector<std::string>>()->composing()->value_name(spec.value_name),
+                           help.c_str());
+      } else {
+        desc.add_options()(spec.name.c_str(), po::value<std::string>()->value_name(spec.value_name), help.c_str());
+      }
+    }
+  }
+  return desc;
+}
+
+std::vector<std::string> Cli::knownOptionNames(const po::options_description& all) const {
+  std::vector<std::string> names;
+  for (const auto& d : all.options()) names.push_back("--" + d->long_name());
+  return names;
+}
+
+bool Cli::loadBackends() {
+  if (backend_ == "local") return true;
+  auto dirs = pluginSearchPath(self_path_, plugin_dirs_, env_);
+  for (const auto& d : dirs) log(LogLevel::kDebug, "plugin search path: " + d.path + " (" + d.origin + ")");
+  Discovery found = discoverPlugins(dirs);
+  plugin_errors_ = found.errors;
+  if (backend_ == "auto") {
+    for (const auto& file : found.files) {
+      auto loaded = loadPlugin(file.path);
+      if (loaded.ok()) {
+        plugins_.push_back(loaded.value);
+      } else {
+        plugin_errors_.push_back(loaded.error);
+      }
+    }
+    return true;
+  }
+  std::vector<std::string> names = {"auto", "local"};
+  for (const auto& file : found.files) {
+    names.push_back(file.name);
+    if (file.name != backend_) continue;
+    auto loaded = loadPlugin(file.path);
+    if (!loaded.ok()) {
+      plugin_errors_.push_back(loaded.error);
+      return false;
+    }
+    if (loaded.value.name != backend_) {
+      plugin_errors_.push_back(file.path + ": the plugin calls itself '" + loaded.value.name +
+                               "' but its file is named for '" + backend_ + "'; rename it to taehv_plugin_" +
+                               loaded.value.name + ".so");
+      return false;
+    }
+    plugins_.push_back(loaded.value);
+    return true;
+  }
+  std::string searched;
+  for (const auto& d : dirs) searched += (searched.empty() ? "" : ":") + d.path;
+  plugin_errors_.push_back("unknown backend '" + backend_ + "'" + didYouMean(backend_, names) +
+                           "; no taehv_plugin_" + backend_ + ".so on the plugin path " + searched +
+                           " (see `taehv-run plugins`; add folders with --plugin-dir or TAEHV_PLUGIN_PATH)");
+  return false;
+}
+
+std::vector<LoadedPlugin*> Cli::allPlugins(std::vector<std::string>& errors) {
+  std::vector<LoadedPlugin*> out;
+  if (backend_ == "auto") {
+    for (auto& p : plugins_) out.push_back(&p);
+    errors = plugin_errors_;
+    return out;
+  }
+  // --backend NAME or local loaded one plugin or none; the listing wants them all.
+  static std::vector<LoadedPlugin> everything;
+  Discovery found = discoverPlugins(pluginSearchPath(self_path_, plugin_dirs_, env_));
+  errors = found.errors;
+  for (const auto& file : found.files) {
+    auto loaded = loadPlugin(file.path);
+    if (loaded.ok()) {
+      everything.push_back(loaded.value);
+    } else {
+      errors.push_back(loaded.error);
+    }
+  }
+  for (auto& p : everything) out.push_back(&p);
+  return out;
+}
+
+bool Cli::parse(const po::options_description& extra, po::variables_map& vm) {
+  po::options_description all;
+  all.add(launchOptions()).add(backendOptions()).add(extra);
+  std::vector<std::string> tokens;
+  for (const auto& t : args_) tokens.push_back(normalizeOption(t));
+  try {
+    const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    po::parsed_options parsed = po::command_line_parser(tokens).options(all).style(style).run();
+    po::store(parsed, vm);
+    po::notify(vm);
+    launcher_args_.clear();
+    for (const auto& option : parsed.options) {
+      if (kForwardedOptions.count(option.string_key)) {
+        launcher_args_.insert(launcher_args_.end(), option.original_tokens.begin(), option.original_tokens.end());
+      }
+    }
+  } catch (const po::unknown_option& e) {
+    std::string name = e.get_option_name();
+    log(LogLevel::kError, "unknown option '" + name + "'" + didYouMean(name, knownOptionNames(all)) +
+                              "; see taehv-run --help");
+    return false;
+  } catch (const po::too_many_positional_options_error&) {
+    log(LogLevel::kError, "unexpected argument; put the worker command after --, e.g. taehv-run [options] -- "
+                          "python train.py");
+    return false;
+  } catch (const po::error& e) {
+    log(LogLevel::kError, std::string(e.what()) + "; see taehv-run --help");
+    return false;
+  }
+  return true;
+}
+
+std::vector<std::string> Cli::workerCommand(std::string& error) const {
+  if (!command_.empty()) return command_;
+  std::filesystem::path trainer = std::filesystem::path(self_path_).parent_path() / "taehv-train";
+  if (::access(trainer.c_str(), X_OK) != 0) {
+    error = "no worker command after -- and the default worker " + trainer.string() +
+            " does not exist; give one (taehv-run [options] -- python train.py) or build taehv-train";
+    return {};
+  }
+  return {trainer.string()};
+}
+
+Checked<ResolvedLaunch> Cli::resolve(const po::variables_map& vm) {
+  Checked<ResolvedLaunch> result;
+  ResolvedLaunch& r = result.value;
+  LaunchFlags flags;
+  if (vm.count("nnodes")) flags.nnodes = vm["nnodes"].as<int>();
+  if (vm.count("node-rank")) flags.node_rank = vm["node-rank"].as<int>();
+  if (vm.count("nproc-per-node")) {
+    const std::string text = vm["nproc-per-node"].as<std::string>();
+    flags.nproc_per_node = parseInt(text);
+    if (!flags.nproc_per_node) {
+      result.error = "--nproc-per-node '" + text + "': give the number of worker processes, e.g. 2";
+      return result;
+    }
+  }
+  if (vm.count("master-addr")) flags.master_addr = vm["master-addr"].as<std::string>();
+  if (vm.count("master-port")) flags.master_port = vm["master-port"].as<int>();
+  if (vm.count("run-id")) flags.run_id = vm["run-id"].as<std::string>();
+  if (vm.count("max-restarts")) flags.max_restarts = vm["max-restarts"].as<int>();
+  flags.standalone = vm.count("standalone") > 0;
+
+  // Choose the backend.
+  if (!plugin_errors_.empty() && !(backend_ == "auto" && flags.standalone)) {
+    result.error = plugin_errors_.front();
+    return result;
+  }
+  if (backend_ == "auto" && !flags.standalone) {
+    std::vector<std::pair<LoadedPlugin*, Detection>> found;
+    for (auto& p : plugins_) {
+      Detection d;
+      try {
+        d = p.backend->detect(host_);
+      } catch (const std::exception& e) {
+        result.error = p.path + ": detect() threw (" + e.what() + "); a plugin must not throw: fix the plugin";
+        return result;
+      }
+      log(LogLevel::kDebug, "detect " + p.name + ": confidence " + std::to_string(d.confidence) + " " + d.reason);
+      if (d.confidence > 0) found.emplace_back(&p, d);
+    }
+    std::stable_sort(found.begin(), found.end(),
+                     [](const auto& a, const auto& b) { return a.second.confidence > b.second.confidence; });
+    if (found.size() > 1 && found[0].second.confidence == found[1].second.confidence) {
+      result.error = "backends '" + found[0].first->name + "' (" + found[0].second.reason + ") and '" +
+                     found[1].first->name + "' (" + found[1].second.reason + ") both recognise this environment " +
+                     "with confidence " + std::to_string(found[0].second.confidence) +
+                     "; choose one with --backend NAME";
+      return result;
+    }
+    if (!found.empty()) {
+      r.plugin = found[0].first;
+      r.detection = r.plugin->name + " (confidence " + std::to_string(found[0].second.confidence) + ": " +
+                    found[0].second.reason + ")";
+    }
+  } else if (backend_ != "auto" && backend_ != "local") {
+    r.plugin = &plugins_.front();
+  }
+
+  // Backend options belong to their backend only.
+  for (const auto& [name, owners] : option_owners_) {
+    if (!vm.count(name)) continue;
+    const bool mine = r.plugin && std::find(owners.begin(), owners.end(), r.plugin->name) != owners.end();
+    if (!mine) {
+      result.error = "--" + name + " is an option of backend " + joinNames(owners) + ", but the backend in use is " +
+                     (r.plugin ? r.plugin->name : std::string("local")) + "; add --backend " + owners.front();
+      return result;
+    }
+    if (vm[name].value().type() == typeid(std::vector<std::string>)) {
+      r.request.options[name] = vm[name].as<std::vector<std::string>>();
+    } else if (vm[name].value().type() == typeid(std::string)) {
+      r.request.options[name] = {vm[name].as<std::string>()};
+    } else {
+      r.request.options[name] = {"true"};
+    }
+  }
+  r.request.nproc_per_node = flags.nproc_per_node;
+
+  PlanResult plan;
+  const std::string backend_name = r.plugin ? r.plugin->name : "local";
+  if (r.plugin) {
+    try {
+      r.backend_takes_over = r.plugin->backend->takesOverLaunch(host_, r.request);
+      plan = r.plugin->backend->plan(host_, r.request);
+    } catch (const std::exception& e) {
+      result.error = r.plugin->path + ": plan() threw (" + e.what() + "); a plugin must not throw: fix the plugin";
+      return result;
+    }
+    if (!plan.ok()) {
+      result.error = "backend " + backend_name + ": " + plan.error;
+      return result;
+    }
+  }
+  auto node = resolveNode(flags, r.plugin ? &plan.plan : nullptr, backend_name, env_, hostName(),
+                          availableCpuCores(), freeTcpPort);
+  if (!node.ok()) {
+    result.error = node.error;
+    return result;
+  }
+  r.node = std::move(node.value);
+  return result;
+}
+
+int Cli::run() {
+  // Where plugins come from is needed before the full option table exists (backends add options).
+  auto backends = scanOption(raw_args_, "backend");
+  if (!backends.empty()) backend_ = backends.back();
+  plugin_dirs_ = scanOption(raw_args_, "plugin-dir");
+  loadBackends();
+  for (const auto& plugin : plugins_) {
+    for (const OptionSpec& spec : plugin.backend->options()) option_owners_[spec.name].push_back(plugin.name);
+  }
+  return dispatch();
+}
+
+int Cli::dispatch() {
+  po::options_description all;
+  all.add(launchOptions()).add(backendOptions());
+  // The first token that is neither an option nor an option's value names the sub-command.
+  std::size_t sub = raw_args_.size();
+  for (std::size_t i = 0; i < raw_args_.size(); ++i) {
+    const std::string t = normalizeOption(raw_args_[i]);
+    if (t.size() > 1 && t[0] == '-') {
+      const bool is_long = t.compare(0, 2, "--") == 0;
+      const std::string key = is_long ? t.substr(2, t.find('=') == std::string::npos ? std::string::npos
+                                                                                     : t.find('=') - 2)
+                                      : t.substr(1);
+      if (all.find_nothrow(key, false, false, false) == nullptr) {
+        log(LogLevel::kError, "unknown option '" + raw_args_[i] + "'" + didYouMean(t.substr(0, t.find('=')),
+                                                                                  knownOptionNames(all)) +
+                                  "; see taehv-run --help");
+        return kUsageError;
+      }
+      if (is_long && t.find('=') == std::string::npos && takesValue(all, key)) ++i;
+      continue;
+    }
+    sub = i;
+    break;
+  }
+  const bool want_version = std::find(raw_args_.begin(), raw_args_.begin() + static_cast<long>(sub),
+                                      "--version") != raw_args_.begin() + static_cast<long>(sub);
+  const bool want_help = std::any_of(raw_args_.begin(), raw_args_.begin() + static_cast<long>(sub),
+                                     [](const std::string& t) { return t == "--help" || t == "-h"; });
+  if (std::find(raw_args_.begin(), raw_args_.end(), "--verbose") != raw_args_.end() ||
+      std::find(raw_args_.begin(), raw_args_.end(), "-v") != raw_args_.end()) {
+    spdlog::set_level(spdlog::level::debug);
+  }
+  if (want_version) {
+    std::cout << "taehv-run " << TAEHV_VERSION << " (plugin API " << kPluginApiVersion << ")\n";
+    return 0;
+  }
+  if (want_help) {
+    std::cout << "usage: taehv-run [--backend NAME|auto|local] [launch options] [-- command...]\n"
+                 "       taehv-run [options] SUB-COMMAND [options]\n"
+                 "       taehv-run --backend NAME BACKEND-COMMAND ARGS...\n\n"
+                 "Starts this node's share of a distributed job with torchrun's worker environment. Without a\n"
+                 "command after --, the worker is taehv-train beside taehv-run.\n\nsub-commands:\n";
+    for (const auto& c : subCommands()) std::cout << "  " << c.name << std::string(12 - c.name.size(), ' ') << c.summary << "\n";
+    for (const auto& p : plugins_) {
+      for (const auto& c : p.backend->commands()) {
+        std::cout << "  --backend " << p.name << " " << c.name << ": " << c.summary << "\n";
+      }
+    }
+    std::cout << "\n" << all;
+    return 0;
+  }
+
+  args_ = raw_args_;
+  if (sub == raw_args_.size()) return runLaunch(*this);
+  const std::string name = raw_args_[sub];
+  args_.erase(args_.begin() + static_cast<long>(sub));
+  for (const auto& c : subCommands()) {
+    if (c.name == name) return c.run(*this);
+  }
+  // A backend's own sub-command gets every argument after its name, untouched.
+  std::vector<std::string> names;
+  for (const auto& c : subCommands()) names.push_back(c.name);
+  if (backend_ != "auto" && backend_ != "local") {
+    if (!plugin_errors_.empty()) {
+      log(LogLevel::kError, plugin_errors_.front());
+      return kUsageError;
+    }
+    LoadedPlugin& plugin = plugins_.front();
+    for (const auto& c : plugin.backend->commands()) {
+      names.push_back(c.name);
+      if (c.name != name) continue;
+      std::vector<std::string> command_args(raw_args_.begin() + static_cast<long>(sub) + 1, raw_args_.end());
+      if (has_separator_) {
+        command_args.push_back("--");
+        command_args.insert(command_args.end(), command_.begin(), command_.end());
+      }
+      try {
+        return plugin.backend->runCommand(host_, name, command_args);
+      } catch (const std::exception& e) {
+        log(LogLevel::kError, plugin.path + ": sub-command " + name + " threw (" + e.what() + "); fix the plugin");
+        return 1;
+      }
+    }
+  } else {
+    for (const auto& p : plugins_) {
+      for (const auto& c : p.backend->commands()) {
+        if (c.name == name) {
+          log(LogLevel::kError, "'" + name + "' is a sub-command of backend " + p.name + "; run taehv-run --backend " +
+                                    p.name + " " + name + " ...");
+          return kUsageError;
+        }
+      }
+    }
+  }
+  log(LogLevel::kError, "unknown sub-command '" + name + "'" + didYouMean(name, names) +
+                            "; to run a program put it after --: taehv-run [options] -- " + name + " ...");
+  return kUsageError;
+}
+
+int runTaehvRun(int argc, char** argv) {
+  auto logger = spdlog::stderr_logger_st("taehv-run");
+  logger->set_pattern("taehv-run: %l: %v");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::info);
+  boost::dll::fs::error_code ec;
+  std::string self = boost::dll::program_location(ec).string();
+  std::vector<std::string> args(argv + 1, argv + argc);
+  Cli cli(std::move(args), environmentSnapshot(), self);
+  return cli.run();
+}
+
+}  // namespace taehv

@@ -1,0 +1,73 @@
+#include "taehv/describe.h"
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace taehv {
+
+std::string describeJson(const std::vector<WorkerDescriptor>& workers) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& w : workers) {
+    nlohmann::ordered_json o;
+    nlohmann::ordered_json provenance;
+    auto field = [&](const char* key, const auto& sourced) {
+      o[key] = *sourced.value;
+      provenance[key] = sourced.source;
+    };
+    field("rank", w.rank);
+    field("local_rank", w.local_rank);
+    field("world_size", w.world_size);
+    field("local_world_size", w.local_world_size);
+    field("node_rank", w.node_rank);
+    field("nnodes", w.nnodes);
+    field("master_addr", w.master_addr);
+    field("master_port", w.master_port);
+    nlohmann::ordered_json env = nlohmann::ordered_json::object();
+    for (const auto& [name, value] : w.env) {
+      env[name] = *value.value;
+      provenance[name] = value.source;
+    }
+    o["env"] = env;
+    o["provenance"] = provenance;
+    out.push_back(o);
+  }
+  return out.dump(2) + "\n";
+}
+
+std::string describeText(const NodeDescriptor& node, const std::vector<WorkerDescriptor>& workers,
+                         const std::vector<std::string>& command) {
+  std::ostringstream out;
+  auto line = [&](const std::string& label, const auto& sourced) {
+    out << "  " << label << " = " << *sourced.value << "    <- " << sourced.source << "\n";
+  };
+  out << "backend: " << node.backend << "\n";
+  out << "node " << *node.node_rank.value << " of " << *node.nnodes.value << " on " << node.host << ":\n";
+  line("nnodes", node.nnodes);
+  line("node_rank", node.node_rank);
+  line("nproc_per_node", node.nproc_per_node);
+  line("master_addr", node.master_addr);
+  line("master_port", node.master_port);
+  line("run_id", node.run_id);
+  line("restart_count", node.restart_count);
+  line("max_restarts", node.max_restarts);
+  if (node.gpus_on_node.has()) line("gpus_on_node", node.gpus_on_node);
+  if (*node.single_worker.value) line("single_worker", node.single_worker);
+  if (*node.master_wait_seconds.value > 0) line("master_wait_seconds", node.master_wait_seconds);
+  for (const auto& note : node.notes) out << "  note: " << note << "\n";
+  out << "command:";
+  for (const auto& arg : command) out << " " << arg;
+  out << "\n";
+  for (const auto& w : workers) {
+    out << "\nworker rank " << *w.rank.value << " (local rank " << *w.local_rank.value << "):\n";
+    line("rank", w.rank);
+    line("local_rank", w.local_rank);
+    line("world_size", w.world_size);
+    if (w.device.has()) line("device", w.device);
+    for (const auto& [name, value] : w.env) {
+      out << "  " << name << "=" << *value.value << "    <- " << value.source << "\n";
+    }
+  }
+  return out.str();
+}
+
+}  // namespace taehv

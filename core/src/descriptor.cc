@@ -1,0 +1,264 @@
+#include "taehv/descriptor.h"
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <random>
+#include <sstream>
+
+#include "taehv/worker_env.h"
+
+namespace taehv {
+namespace {
+
+/// Reads PET_<name> from `env` as an int. Sets `error` when present but not a number.
+std::optional<int> petInt(const Env& env, const std::string& name, std::string& error) {
+  auto it = env.find("PET_" + name);
+  if (it == env.end()) return std::nullopt;
+  std::string text = it->second;
+  // torchrun's --nnodes accepts MIN:MAX; a fixed-size job (MIN == MAX) is the only kind taehv-run runs.
+  if (name == "NNODES") {
+    auto colon = text.find(':');
+    if (colon != std::string::npos) {
+      auto lo = parseInt(text.substr(0, colon));
+      auto hi = parseInt(text.substr(colon + 1));
+      if (lo && hi && *lo == *hi) return lo;
+      error = "env PET_NNODES='" + text + "': elastic node ranges are not supported; set a single count, e.g. PET_NNODES=2";
+      return std::nullopt;
+    }
+  }
+  auto v = parseInt(text);
+  if (!v) error = "env PET_" + name + "='" + text + "' is not a whole number; fix or unset it";
+  return v;
+}
+
+std::optional<std::string> petString(const Env& env, const std::string& name) {
+  auto it = env.find("PET_" + name);
+  if (it == env.end() || it->second.empty()) return std::nullopt;
+  return it->second;
+}
+
+/// Fills `out` by precedence: flag > backend plan > PET_* > default.
+template <typename T>
+void pick(Sourced<T>& out, const std::optional<T>& flag, const std::string& flag_name, const Sourced<T>* planned,
+          const std::optional<T>& pet, const std::string& pet_name, const std::optional<T>& fallback) {
+  if (flag) {
+    out.set(*flag, "flag --" + flag_name);
+  } else if (planned && planned->has()) {
+    out = *planned;
+    if (out.source.empty()) out.source = "backend plan";
+  } else if (pet) {
+    out.set(*pet, "env PET_" + pet_name);
+  } else if (fallback) {
+    out.set(*fallback, "default");
+  }
+}
+
+std::string randomRunId() {
+  std::random_device rd;
+  std::ostringstream out;
+  out << std::hex;
+  for (int i = 0; i < 4; ++i) out << rd();
+  return out.str().substr(0, 16);
+}
+
+template <typename T>
+std::string describeValue(const Sourced<T>& v) {
+  std::ostringstream out;
+  if (v.has()) out << *v.value;
+  out << " (from " << v.source << ")";
+  return out.str();
+}
+
+}  // namespace
+
+std::optional<int> parseInt(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  long v = std::strtol(text.c_str(), &end, 10);
+  if (errno != 0 || end != text.c_str() + text.size() || v < INT_MIN || v > INT_MAX) return std::nullopt;
+  return static_cast<int>(v);
+}
+
+Checked<NodeDescriptor> resolveNode(const LaunchFlags& flags, const NodePlan* plan, const std::string& backend,
+                                    const Env& env, const std::string& host, int cpu_cores,
+                                    const std::function<int()>& free_port) {
+  Checked<NodeDescriptor> result;
+  NodeDescriptor& node = result.value;
+  node.backend = backend;
+  node.host = host;
+  node.cpu_cores.set(cpu_cores < 1 ? 1 : cpu_cores, "sched_getaffinity");
+
+  std::string pet_error;
+  auto pet_nnodes = petInt(env, "NNODES", pet_error);
+  auto pet_node_rank = petInt(env, "NODE_RANK", pet_error);
+  auto pet_nproc = petInt(env, "NPROC_PER_NODE", pet_error);
+  auto pet_port = petInt(env, "MASTER_PORT", pet_error);
+  auto pet_restarts = petInt(env, "MAX_RESTARTS", pet_error);
+  if (!pet_error.empty()) {
+    result.error = pet_error;
+    return result;
+  }
+
+  LaunchFlags f = flags;
+  std::string nnodes_flag = "nnodes", node_rank_flag = "node-rank", addr_flag = "master-addr",
+              port_flag = "master-port", run_id_flag = "run-id";
+  if (f.standalone) {
+    // torchrun --standalone: one node, master on this machine, a free port, a fresh run id.
+    if (f.nnodes && *f.nnodes != 1) {
+      result.error = "--standalone runs one node, but --nnodes " + std::to_string(*f.nnodes) +
+                     " was given; drop one of them";
+      return result;
+    }
+    if (f.node_rank && *f.node_rank != 0) {
+      result.error = "--standalone runs node 0 only, but --node-rank " + std::to_string(*f.node_rank) +
+                     " was given; drop one of them";
+      return result;
+    }
+    if (!f.nnodes) f.nnodes = 1, nnodes_flag = "standalone";
+    if (!f.node_rank) f.node_rank = 0, node_rank_flag = "standalone";
+    if (!f.master_addr) f.master_addr = kLoopbackAddr, addr_flag = "standalone";
+    if (!f.run_id) f.run_id = randomRunId(), run_id_flag = "standalone (random)";
+    if (!f.master_port) {
+      int port = free_port ? free_port() : 0;
+      if (port <= 0) {
+        result.error = "--standalone could not find a free TCP port on 127.0.0.1; pass --master-port";
+        return result;
+      }
+      f.master_port = port, port_flag = "standalone (free port)";
+    }
+  }
+
+  pick<int>(node.nnodes, f.nnodes, nnodes_flag, plan ? &plan->nnodes : nullptr, pet_nnodes, "NNODES", 1);
+  pick<int>(node.node_rank, f.node_rank, node_rank_flag, plan ? &plan->node_rank : nullptr, pet_node_rank,
+            "NODE_RANK", 0);
+  pick<int>(node.nproc_per_node, f.nproc_per_node, "nproc-per-node", plan ? &plan->nproc_per_node : nullptr,
+            pet_nproc, "NPROC_PER_NODE", 1);
+  pick<std::string>(node.master_addr, f.master_addr, addr_flag, plan ? &plan->master_addr : nullptr,
+                    petString(env, "MASTER_ADDR"), "MASTER_ADDR", std::string(kLoopbackAddr));
+  pick<int>(node.master_port, f.master_port, port_flag, plan ? &plan->master_port : nullptr, pet_port,
+            "MASTER_PORT", kDefaultMasterPort);
+  pick<std::string>(node.run_id, f.run_id, run_id_flag, plan ? &plan->run_id : nullptr, petString(env, "RDZV_ID"),
+                    "RDZV_ID", std::string(kDefaultRunId));
+  pick<int>(node.max_restarts, f.max_restarts, "max-restarts", nullptr, pet_restarts, "MAX_RESTARTS", 0);
+  pick<int>(node.restart_count, std::nullopt, "", plan ? &plan->restart_count : nullptr, std::nullopt, "", 0);
+  pick<int>(node.master_wait_seconds, std::nullopt, "", plan ? &plan->master_wait_seconds : nullptr, std::nullopt,
+            "", 0);
+  pick<bool>(node.single_worker, std::nullopt, "", plan ? &plan->single_worker : nullptr, std::nullopt, "", false);
+  if (plan) {
+    if (plan->gpus_on_node.has()) node.gpus_on_node = plan->gpus_on_node;
+    if (plan->rank.has()) node.rank = plan->rank;
+    if (plan->local_rank.has()) node.local_rank = plan->local_rank;
+    node.extra_env = plan->extra_env;
+    node.notes = plan->notes;
+  }
+
+  if (*node.single_worker.value) {
+    // One process = one worker (e.g. one SLURM task or one MPI rank per GPU): the rank comes from the platform.
+    if (!node.local_rank.has() && *node.nproc_per_node.value == 1) node.local_rank.set(0, "rule: one worker per node");
+    if (!node.rank.has() && node.local_rank.has() && node.node_rank.has()) {
+      int r = *node.node_rank.value * *node.nproc_per_node.value + *node.local_rank.value;
+      node.rank.set(r, "rule: node_rank*nproc_per_node+local_rank");
+    }
+    if (!node.rank.has() || !node.local_rank.has()) {
+      result.error = "backend '" + backend +
+                     "' asked for single-worker mode but gave no rank/local rank; this is a bug in the plugin";
+      return result;
+    }
+  }
+
+  // Where the default loopback master cannot be right, say so rather than let workers hang.
+  if (*node.nnodes.value > 1 && node.master_addr.source == "default") {
+    result.error = "nnodes is " + describeValue(node.nnodes) +
+                   " but no master address was given; pass --master-addr HOST (node 0's address) or set PET_MASTER_ADDR";
+    return result;
+  }
+  result.error = validateNode(node);
+  return result;
+}
+
+std::string validateNode(const NodeDescriptor& node) {
+  const int nnodes = *node.nnodes.value;
+  const int node_rank = *node.node_rank.value;
+  const int nproc = *node.nproc_per_node.value;
+  const int port = *node.master_port.value;
+  if (nnodes < 1) return "node count must be at least 1, got " + describeValue(node.nnodes) + "; fix --nnodes";
+  if (nproc < 1)
+    return "processes per node must be at least 1, got " + describeValue(node.nproc_per_node) +
+           "; fix --nproc-per-node";
+  if (node_rank < 0 || node_rank >= nnodes)
+    return "node rank must be in 0.." + std::to_string(nnodes - 1) + " (nnodes " + std::to_string(nnodes) +
+           "), got " + describeValue(node.node_rank) + "; fix --node-rank or --nnodes";
+  if (node.master_addr.value->empty())
+    return "master address is empty (from " + node.master_addr.source + "); pass --master-addr HOST";
+  if (port < 1 || port > 65535)
+    return "master port must be in 1..65535, got " + describeValue(node.master_port) + "; fix --master-port";
+  if (*node.max_restarts.value < 0)
+    return "max restarts must be >= 0, got " + describeValue(node.max_restarts) + "; fix --max-restarts";
+  if (*node.restart_count.value < 0) return "restart count must be >= 0, got " + describeValue(node.restart_count);
+  if (*node.master_wait_seconds.value < 0)
+    return "master wait must be >= 0 seconds, got " + describeValue(node.master_wait_seconds);
+  if (node.run_id.value->empty()) return "run id is empty (from " + node.run_id.source + "); pass --run-id ID";
+  if (*node.single_worker.value) {
+    const int world = nnodes * nproc;
+    if (*node.rank.value < 0 || *node.rank.value >= world)
+      return "rank must be in 0.." + std::to_string(world - 1) + " (world size " + std::to_string(world) +
+             "), got " + describeValue(node.rank);
+    if (*node.local_rank.value < 0 || *node.local_rank.value >= nproc)
+      return "local rank must be in 0.." + std::to_string(nproc - 1) + " (nproc per node " + std::to_string(nproc) +
+             "), got " + describeValue(node.local_rank);
+  }
+  return "";
+}
+
+std::vector<WorkerDescriptor> expandWorkers(const NodeDescriptor& node, const Env& inherited, int restart) {
+  std::vector<WorkerDescriptor> workers;
+  const int nproc = *node.nproc_per_node.value;
+  const int node_rank = *node.node_rank.value;
+  const std::string world_rule = "rule: nnodes*nproc_per_node = " + std::to_string(*node.nnodes.value) + "*" +
+                                 std::to_string(nproc);
+  std::vector<int> local_ranks;
+  if (*node.single_worker.value) {
+    local_ranks.push_back(*node.local_rank.value);
+  } else {
+    for (int i = 0; i < nproc; ++i) local_ranks.push_back(i);
+  }
+  for (int local : local_ranks) {
+    WorkerDescriptor w;
+    if (*node.single_worker.value) {
+      w.rank = node.rank;
+      w.local_rank = node.local_rank;
+    } else {
+      w.local_rank.set(local, "rule: worker index on this node");
+      w.rank.set(node_rank * nproc + local, "rule: node_rank*nproc_per_node+local_rank = " +
+                                                std::to_string(node_rank) + "*" + std::to_string(nproc) + "+" +
+                                                std::to_string(local));
+    }
+    w.world_size.set(node.worldSize(), world_rule);
+    w.local_world_size = node.nproc_per_node;
+    w.node_rank = node.node_rank;
+    w.nnodes = node.nnodes;
+    w.master_addr = node.master_addr;
+    w.master_port = node.master_port;
+    w.run_id = node.run_id;
+    if (restart == 0) {
+      w.restart_count = node.restart_count;
+    } else {
+      w.restart_count.set(*node.restart_count.value + restart,
+                          "rule: " + std::to_string(*node.restart_count.value) + " (" + node.restart_count.source +
+                              ") + " + std::to_string(restart) + " restart(s) by taehv-run");
+    }
+    if (node.gpus_on_node.has() && *node.gpus_on_node.value > 0) {
+      if (local < *node.gpus_on_node.value) {
+        w.device.set(local, "rule: local_rank on a node with " + std::to_string(*node.gpus_on_node.value) +
+                                " GPU(s) (" + node.gpus_on_node.source + ")");
+      }
+    }
+    buildWorkerEnvironment(node, w, inherited);
+    workers.push_back(std::move(w));
+  }
+  return workers;
+}
+
+}  // namespace taehv

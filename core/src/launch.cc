@@ -1,0 +1,211 @@
+#include "taehv/launch.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+#include <thread>
+
+#include "taehv/process/supervisor.h"
+#include "taehv/worker_env.h"
+
+namespace taehv {
+namespace {
+
+constexpr std::chrono::milliseconds kConnectAttemptTimeout{1000};
+constexpr std::chrono::milliseconds kMasterRetryDelay{500};
+
+/// One connect attempt to any address of addr:port. Returns "" on success or the error.
+std::string tryConnect(const std::string& addr, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  int rc = ::getaddrinfo(addr.c_str(), std::to_string(port).c_str(), &hints, &found);
+  if (rc != 0) return "cannot resolve '" + addr + "': " + ::gai_strerror(rc);
+  std::string error = "no address";
+  for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
+    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) continue;
+    rc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
+    if (rc != 0 && errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      if (::poll(&p, 1, static_cast<int>(kConnectAttemptTimeout.count())) == 1) {
+        int so_error = 0;
+        socklen_t len = sizeof so_error;
+        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len);
+        rc = so_error == 0 ? 0 : -1;
+        errno = so_error;
+      } else {
+        errno = ETIMEDOUT;
+      }
+    }
+    if (rc == 0) {
+      ::close(fd);
+      ::freeaddrinfo(found);
+      return "";
+    }
+    error = std::strerror(errno);
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return error;
+}
+
+std::vector<char*> cStrings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+}  // namespace
+
+std::string waitForMaster(const std::string& addr, int port, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string last;
+  while (true) {
+    last = tryConnect(addr, port);
+    if (last.empty()) return "";
+    if (std::chrono::steady_clock::now() + kMasterRetryDelay >= deadline) return last;
+    std::this_thread::sleep_for(kMasterRetryDelay);
+  }
+}
+
+int freeTcpPort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+int availableCpuCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::string hostName() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+std::vector<int> parseRankList(const std::string& text, std::string& error) {
+  std::vector<int> out;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, ',')) {
+    auto dash = part.find('-');
+    std::optional<int> lo, hi;
+    if (dash == std::string::npos) {
+      lo = hi = parseInt(part);
+    } else {
+      lo = parseInt(part.substr(0, dash));
+      hi = parseInt(part.substr(dash + 1));
+    }
+    if (!lo || !hi || *lo < 0 || *hi < *lo) {
+      error = "--local-ranks-filter '" + text + "': expected local ranks like 0 or 0,2 or 0-3";
+      return {};
+    }
+    for (int r = *lo; r <= *hi; ++r) out.push_back(r);
+  }
+  if (out.empty()) error = "--local-ranks-filter is empty; give local ranks like 0 or 0,2";
+  return out;
+}
+
+int launchNode(const NodeDescriptor& node, const LaunchSettings& settings, const Env& inherited,
+               const std::function<void(LogLevel, const std::string&)>& log) {
+  const int wait_s = *node.master_wait_seconds.value;
+  if (wait_s > 0 && *node.node_rank.value != 0) {
+    const std::string& addr = *node.master_addr.value;
+    const int port = *node.master_port.value;
+    log(LogLevel::kInfo, "waiting up to " + std::to_string(wait_s) + " s for master " + addr + ":" +
+                             std::to_string(port));
+    std::string why = waitForMaster(addr, port, std::chrono::seconds(wait_s));
+    if (!why.empty()) {
+      log(LogLevel::kError, "master " + addr + ":" + std::to_string(port) + " (address from " +
+                                node.master_addr.source + ") did not accept a connection within " +
+                                std::to_string(wait_s) + " s (last error: " + why +
+                                "); check that node 0 is running and reachable from this node");
+      return 1;
+    }
+  }
+
+  if (*node.single_worker.value) {
+    // This process becomes the worker: same pid, so the platform (SLURM, mpirun) supervises it directly.
+    auto workers = expandWorkers(node, inherited);
+    Env env = completeEnvironment(workers.front(), inherited);
+    std::vector<std::string> env_strings;
+    for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+    std::vector<std::string> argv = settings.command;
+    auto c_argv = cStrings(argv);
+    auto c_env = cStrings(env_strings);
+    ::execvpe(c_argv[0], c_argv.data(), c_env.data());
+    log(LogLevel::kError, "cannot execute '" + settings.command.front() + "': " + std::strerror(errno) +
+                              "; check the command after --");
+    return 127;
+  }
+
+  if (!settings.log_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(settings.log_dir, ec);
+    if (ec) {
+      log(LogLevel::kError, "--log-dir " + settings.log_dir + ": cannot create it (" + ec.message() + ")");
+      return 2;
+    }
+  }
+
+  process::SupervisorOptions options;
+  options.shutdown_grace = settings.shutdown_grace;
+  options.max_restarts = *node.max_restarts.value;
+  options.prefix_output = settings.prefix_output;
+  auto error_file = inherited.find("TORCHELASTIC_ERROR_FILE");
+  if (error_file != inherited.end()) options.error_file = error_file->second;
+
+  auto make_children = [&](int restart) {
+    std::vector<process::ChildSpec> children;
+    for (auto& w : expandWorkers(node, inherited, restart)) {
+      process::ChildSpec child;
+      child.argv = settings.command;
+      child.env = completeEnvironment(w, inherited);
+      child.rank = *w.rank.value;
+      child.label = std::to_string(*w.node_rank.value) + ":" + std::to_string(child.rank);
+      child.host = node.host;
+      if (!settings.log_dir.empty()) {
+        child.log_file = (std::filesystem::path(settings.log_dir) / ("rank_" + std::to_string(child.rank) + ".log"))
+                             .string();
+      }
+      const int local = *w.local_rank.value;
+      child.echo = settings.local_ranks.empty() || std::find(settings.local_ranks.begin(), settings.local_ranks.end(),
+                                                             local) != settings.local_ranks.end();
+      children.push_back(std::move(child));
+    }
+    return children;
+  };
+  process::SupervisorResult result = process::supervise(make_children, options);
+  return result.exit_code;
+}
+
+}  // namespace taehv

@@ -1,0 +1,72 @@
+#include "taehv/worker_env.h"
+
+#include <algorithm>
+
+namespace taehv {
+namespace {
+
+template <typename T>
+Sourced<std::string> fromField(const Sourced<T>& field, const std::string& field_name) {
+  Sourced<std::string> out;
+  if constexpr (std::is_same_v<T, std::string>) {
+    out.set(*field.value, field_name + ": " + field.source);
+  } else {
+    out.set(std::to_string(*field.value), field_name + ": " + field.source);
+  }
+  return out;
+}
+
+Sourced<std::string> literal(const std::string& value, const std::string& source) {
+  Sourced<std::string> out;
+  out.set(value, source);
+  return out;
+}
+
+}  // namespace
+
+void buildWorkerEnvironment(const NodeDescriptor& node, WorkerDescriptor& w, const Env& inherited) {
+  auto& env = w.env;
+  env.clear();
+  // torchrun's contract (torch/distributed/elastic/agent/server/local_elastic_agent.py): one role named
+  // "default", so role rank/size equal the global ones; the "group" is the node (the agent).
+  env["RANK"] = fromField(w.rank, "rank");
+  env["LOCAL_RANK"] = fromField(w.local_rank, "local_rank");
+  env["WORLD_SIZE"] = fromField(w.world_size, "world_size");
+  env["LOCAL_WORLD_SIZE"] = fromField(w.local_world_size, "local_world_size");
+  env["GROUP_RANK"] = fromField(w.node_rank, "node_rank");
+  env["GROUP_WORLD_SIZE"] = fromField(w.nnodes, "nnodes");
+  env["ROLE_RANK"] = fromField(w.rank, "rank (one role)");
+  env["ROLE_WORLD_SIZE"] = fromField(w.world_size, "world_size (one role)");
+  env["ROLE_NAME"] = literal("default", "rule: torchrun's single role");
+  env["MASTER_ADDR"] = fromField(w.master_addr, "master_addr");
+  env["MASTER_PORT"] = fromField(w.master_port, "master_port");
+  env["TORCHELASTIC_RESTART_COUNT"] = fromField(w.restart_count, "restart_count");
+  env["TORCHELASTIC_MAX_RESTARTS"] = fromField(node.max_restarts, "max_restarts");
+  env["TORCHELASTIC_RUN_ID"] = fromField(w.run_id, "run_id");
+  auto omp = inherited.find("OMP_NUM_THREADS");
+  if (omp != inherited.end() && !omp->second.empty()) {
+    env["OMP_NUM_THREADS"] = literal(omp->second, "env OMP_NUM_THREADS (inherited)");
+  } else {
+    const int cores = *node.cpu_cores.value;
+    const int local = *node.nproc_per_node.value;
+    const int threads = std::max(1, cores / std::max(1, local));
+    env["OMP_NUM_THREADS"] = literal(std::to_string(threads), "rule: max(1, cpu cores " + std::to_string(cores) +
+                                                                  " / local workers " + std::to_string(local) + ")");
+  }
+  env["TAEHV_NODE_RANK"] = fromField(w.node_rank, "node_rank");
+  env["TAEHV_NNODES"] = fromField(w.nnodes, "nnodes");
+  // The backend's extras come last and may add variables, never replace the contract above.
+  for (const auto& [name, value] : node.extra_env) {
+    if (env.count(name) || !value.has()) continue;
+    env[name] = value;
+    if (env[name].source.empty()) env[name].source = "backend " + node.backend;
+  }
+}
+
+Env completeEnvironment(const WorkerDescriptor& worker, const Env& inherited) {
+  Env out = inherited;
+  for (const auto& [name, value] : worker.env) out[name] = *value.value;
+  return out;
+}
+
+}  // namespace taehv
