@@ -1,11 +1,590 @@
-// Bootstrap placeholder so the tree builds; replaced by the real supervisor (core issue).
+// The supervision loop: one thread, one poll() over every child's stdout/stderr and a self-pipe that the
+// signal handlers write to. See taehv/process/supervisor.h for the contract.
 #include "taehv/process/supervisor.h"
 
-#include <cstdio>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <ctime>
+#include <deque>
+#include <filesystem>
+#include <string_view>
+
+#include "error_file.h"
+#include "guardian.h"
+#include "line_buffer.h"
+#include "signal_name.h"
+#include "spawn.h"
 
 namespace taehv::process {
-SupervisorResult supervise(const std::function<std::vector<ChildSpec>(int)>&, const SupervisorOptions&) {
-  std::fprintf(stderr, "taehv-run: supervisor missing from this build\n");
-  return SupervisorResult{1, std::nullopt, 0, 0};
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Signals forwarded to every child's process group.
+constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
+/// After the last child is reaped and its group killed, how long we still wait for its pipes to reach EOF
+/// (they stay open only if a process escaped the group while holding them).
+constexpr std::chrono::milliseconds kDrainAfterExit{1000};
+/// Upper bound on one poll() wait: a safety net only; SIGCHLD and output wake us up.
+constexpr std::chrono::milliseconds kPollCap{500};
+/// Bytes read from one stream per wake-up; bounds how long one chatty child can hold the loop.
+constexpr std::size_t kReadChunk = 64 * 1024;
+/// Longest stderr line kept in a child's tail (bytes); the rest of the line is cut.
+constexpr std::size_t kTailLineCap = 4096;
+
+// ---- signals ---------------------------------------------------------------------------------------------
+
+int g_wake_write = -1;
+std::atomic<int> g_pending[NSIG];
+std::atomic<bool> g_active{false};
+
+extern "C" void onSignal(int sig) {
+  const int saved = errno;
+  if (sig > 0 && sig < NSIG) g_pending[sig].fetch_add(1, std::memory_order_relaxed);
+  if (g_wake_write >= 0) {
+    const char byte = 0;
+    ssize_t ignored = ::write(g_wake_write, &byte, 1);  // full pipe: a wake-up is already pending
+    (void)ignored;
+  }
+  errno = saved;
 }
+
+/// Installs the handlers (forwarded signals, SIGCHLD) and ignores SIGPIPE for the duration of one supervise();
+/// restores the previous dispositions and mask when destroyed.
+class SignalScope {
+ public:
+  SignalScope() = default;
+  SignalScope(const SignalScope&) = delete;
+  SignalScope& operator=(const SignalScope&) = delete;
+
+  std::string install() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return std::string("cannot create pipe: ") + std::strerror(errno);
+    wake_read_ = fds[0];
+    g_wake_write = fds[1];
+    for (auto& p : g_pending) p.store(0);
+    struct sigaction act {};
+    act.sa_handler = onSignal;
+    sigemptyset(&act.sa_mask);
+    act.sa_flags = SA_RESTART;
+    for (int sig : kForwardedSignals) save(sig, act);
+    act.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    save(SIGCHLD, act);
+    struct sigaction ign {};
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    save(SIGPIPE, ign);  // a closed stdout of ours must give EPIPE, not kill the supervisor
+    sigset_t ours;
+    sigemptyset(&ours);
+    for (int sig : kForwardedSignals) sigaddset(&ours, sig);
+    sigaddset(&ours, SIGCHLD);
+    ::pthread_sigmask(SIG_UNBLOCK, &ours, &old_mask_);
+    return "";
+  }
+
+  ~SignalScope() {
+    for (int i = static_cast<int>(saved_count_) - 1; i >= 0; --i) ::sigaction(saved_[i].sig, &saved_[i].old, nullptr);
+    if (saved_count_ > 0) ::pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+    const int w = g_wake_write;
+    g_wake_write = -1;
+    if (w >= 0) ::close(w);
+    if (wake_read_ >= 0) ::close(wake_read_);
+  }
+
+  int wakeFd() const { return wake_read_; }
+
+  void drainWake() const {
+    char buf[256];
+    while (::read(wake_read_, buf, sizeof buf) > 0) {
+    }
+  }
+
+ private:
+  struct Saved {
+    int sig;
+    struct sigaction old;
+  };
+  void save(int sig, const struct sigaction& act) {
+    Saved& s = saved_[saved_count_];
+    s.sig = sig;
+    if (::sigaction(sig, &act, &s.old) == 0) ++saved_count_;
+  }
+
+  Saved saved_[8]{};
+  std::size_t saved_count_ = 0;
+  sigset_t old_mask_{};
+  int wake_read_ = -1;
+};
+
+// ---- output ----------------------------------------------------------------------------------------------
+
+/// Writes all of data to fd, waiting while a non-blocking fd is full. Gives up on errors such as EPIPE:
+/// lost console output must not stop supervision.
+void writeAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n > 0) {
+      data.remove_prefix(static_cast<std::size_t>(n));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && errno == EAGAIN) {
+      pollfd p{fd, POLLOUT, 0};
+      ::poll(&p, 1, 100);
+    } else {
+      return;
+    }
+  }
+}
+
+void say(const std::string& text) { writeAll(STDERR_FILENO, text); }
+
+/// Makes sure descriptors 0-2 are open, so that no pipe we create lands on them (dup2 onto itself would
+/// keep close-on-exec set in the child).
+void ensureStdFds() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+      const int opened = ::open("/dev/null", O_RDWR);
+      if (opened >= 0 && opened != fd) ::close(opened);
+    }
+  }
+}
+
+std::string describeExit(int exit_code, int sig) {
+  if (sig != 0) return "died by signal " + signalName(sig) + " (" + std::to_string(sig) + ")";
+  return "exited with code " + std::to_string(exit_code);
+}
+
+std::string who(const ChildSpec& spec) {
+  std::string s = "rank " + std::to_string(spec.rank);
+  if (!spec.label.empty()) s += " [" + spec.label + "]";
+  if (!spec.host.empty()) s += " on " + spec.host;
+  return s;
+}
+
+// ---- one generation of children --------------------------------------------------------------------------
+
+struct Stream {
+  int fd = -1;
+  bool is_stderr = false;
+  LineBuffer lines;
+};
+
+struct Child {
+  ChildSpec spec;
+  pid_t pid = -1;  ///< also its process group id
+  bool running = false;
+  bool ended = false;
+  int exit_code = 0;
+  int signal = 0;
+  std::time_t started_at = 0;
+  int stdin_fd = -1;
+  int log_fd = -1;
+  Stream out;
+  Stream err;
+  std::deque<std::string> tail;
+
+  bool failed() const { return ended && (signal != 0 || exit_code != 0); }
+};
+
+struct GenerationOutcome {
+  std::optional<ChildExit> first_failure;
+  std::string child_error_file;    ///< TORCHELASTIC_ERROR_FILE of the failing child, if any
+  std::time_t failure_started = 0; ///< when the failing child was started
+  int interrupt_signal = 0;
+  bool spawn_failed = false;       ///< a child could not be started: restarting will not help
+};
+
+class Generation {
+ public:
+  Generation(std::vector<ChildSpec> specs, const SupervisorOptions& options, Guardian& guardian,
+             const SignalScope& signals)
+      : options_(options), guardian_(guardian), signals_(signals) {
+    children_.resize(specs.size());
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      children_[i].spec = std::move(specs[i]);
+      children_[i].out.is_stderr = false;
+      children_[i].err.is_stderr = true;
+    }
+  }
+  Generation(const Generation&) = delete;
+  Generation& operator=(const Generation&) = delete;
+  ~Generation() { closeEverything(); }
+
+  GenerationOutcome run() {
+    startAll();
+    for (;;) {
+      handleSignals();
+      reap();
+      const auto now = Clock::now();
+      if (stopping_ && !killed_ && now >= kill_deadline_) {
+        if (anyRunning()) say("taehv-run: shutdown grace elapsed; sending SIGKILL to the remaining workers\n");
+        signalRunning(SIGKILL);
+        killed_ = true;
+      }
+      if (!anyRunning()) {
+        if (!groups_killed_) {
+          // Processes a finished child left behind in its group would hold its pipes open: no child's
+          // leftovers outlive the run.
+          for (Child& c : children_) {
+            if (c.pid > 0) ::kill(-c.pid, SIGKILL);
+          }
+          groups_killed_ = true;
+          drain_deadline_ = now + kDrainAfterExit;
+        }
+        if (!anyStreamOpen() || now >= drain_deadline_) break;
+      }
+      pollOnce(now);
+    }
+    closeEverything();
+    GenerationOutcome outcome;
+    outcome.interrupt_signal = interrupt_signal_;
+    outcome.spawn_failed = spawn_failed_;
+    if (first_failure_ >= 0) {
+      const Child& c = children_[static_cast<std::size_t>(first_failure_)];
+      ChildExit e;
+      e.rank = c.spec.rank;
+      e.label = c.spec.label;
+      e.host = c.spec.host;
+      e.exit_code = c.exit_code;
+      e.signal = c.signal;
+      e.stderr_tail.assign(c.tail.begin(), c.tail.end());
+      outcome.first_failure = std::move(e);
+      if (auto it = c.spec.env.find("TORCHELASTIC_ERROR_FILE"); it != c.spec.env.end()) {
+        outcome.child_error_file = it->second;
+      }
+      outcome.failure_started = c.started_at;
+    }
+    return outcome;
+  }
+
+ private:
+  void startAll() {
+    for (std::size_t i = 0; i < children_.size(); ++i) {
+      Child& c = children_[i];
+      openLog(c);
+      c.started_at = std::time(nullptr);
+      SpawnOutcome spawned = spawnChild(c.spec);
+      if (!spawned.error.empty()) {
+        const std::string message = "taehv-run: cannot start " + who(c.spec) + ": " + spawned.error;
+        say(message + "\n");
+        c.ended = true;
+        c.exit_code = 127;  // the shell's "command not found / not executable"
+        c.tail.push_back(message);
+        if (c.log_fd >= 0) writeAll(c.log_fd, message + "\n");
+        spawn_failed_ = true;
+        noteFailure(i);
+        return;  // the rest are not started
+      }
+      c.pid = spawned.child.pid;
+      c.running = true;
+      c.stdin_fd = spawned.child.stdin_fd;
+      c.out.fd = spawned.child.stdout_fd;
+      c.err.fd = spawned.child.stderr_fd;
+      guardian_.add(c.pid);
+      // A signal that arrived while we were starting children reaches the ones started so far; stop early.
+      handleSignals();
+      if (stopping_) return;
+    }
+  }
+
+  void openLog(Child& c) {
+    if (c.spec.log_file.empty()) return;
+    std::error_code ec;
+    const std::filesystem::path path(c.spec.log_file);
+    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+    c.log_fd = ::open(c.spec.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (c.log_fd < 0) {
+      say("taehv-run: warning: cannot open log file '" + c.spec.log_file + "' for " + who(c.spec) + ": " +
+          std::strerror(errno) + "; its output goes to the console only\n");
+    }
+  }
+
+  bool anyRunning() const {
+    for (const Child& c : children_) {
+      if (c.running) return true;
+    }
+    return false;
+  }
+
+  bool anyStreamOpen() const {
+    for (const Child& c : children_) {
+      if (c.out.fd >= 0 || c.err.fd >= 0) return true;
+    }
+    return false;
+  }
+
+  void signalRunning(int sig) {
+    for (const Child& c : children_) {
+      if (c.running) ::kill(-c.pid, sig);
+    }
+  }
+
+  void beginStop() {
+    if (stopping_) return;
+    stopping_ = true;
+    kill_deadline_ = Clock::now() + options_.shutdown_grace;
+  }
+
+  void noteFailure(std::size_t index) {
+    if (stopping_) return;  // children ending while we stop them are not the cause
+    first_failure_ = static_cast<int>(index);
+    const Child& c = children_[index];
+    std::size_t others = 0;
+    for (const Child& o : children_) others += o.running ? 1 : 0;
+    std::string line = "taehv-run: " + who(c.spec) + " " + describeExit(c.exit_code, c.signal);
+    if (others > 0) {
+      line += "; stopping the other " + std::to_string(others) + " (SIGTERM, SIGKILL after " +
+              std::to_string(options_.shutdown_grace.count()) + " ms)";
+    }
+    say(line + "\n");
+    beginStop();
+    signalRunning(SIGTERM);
+  }
+
+  void handleSignals() {
+    signals_.drainWake();
+    for (int sig : kForwardedSignals) {
+      int count = g_pending[sig].exchange(0);
+      if (count == 0) continue;
+      for (; count > 0; --count) signalRunning(sig);
+      if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+        if (interrupt_signal_ == 0) {
+          interrupt_signal_ = sig;
+          say("taehv-run: got " + signalName(sig) + "; forwarded to the workers, waiting for them to exit\n");
+        }
+        beginStop();
+      }
+    }
+  }
+
+  void reap() {
+    for (std::size_t i = 0; i < children_.size(); ++i) {
+      Child& c = children_[i];
+      if (!c.running) continue;
+      int status = 0;
+      const pid_t r = ::waitpid(c.pid, &status, WNOHANG);
+      if (r == 0 || (r < 0 && errno == EINTR)) continue;
+      c.running = false;
+      c.ended = true;
+      if (r < 0) {  // ECHILD: reaped behind our back; its status is lost
+        c.exit_code = 255;
+        c.tail.push_back("taehv-run: exit status of the worker was lost (reaped elsewhere)");
+      } else if (WIFSIGNALED(status)) {
+        c.signal = WTERMSIG(status);
+      } else {
+        c.exit_code = WEXITSTATUS(status);
+      }
+      if (c.failed() && interrupt_signal_ == 0) noteFailure(i);
+    }
+  }
+
+  void pollOnce(Clock::time_point now) {
+    pollfds_.clear();
+    owners_.clear();
+    pollfds_.push_back({signals_.wakeFd(), POLLIN, 0});
+    owners_.push_back(nullptr);
+    for (Child& c : children_) {
+      for (Stream* s : {&c.out, &c.err}) {
+        if (s->fd < 0) continue;
+        pollfds_.push_back({s->fd, POLLIN, 0});
+        owners_.push_back(&c);
+      }
+    }
+    auto wait = kPollCap;
+    auto until = [&](Clock::time_point t) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(t - now) + std::chrono::milliseconds(1);
+      if (left < wait) wait = std::max(left, std::chrono::milliseconds(0));
+    };
+    if (stopping_ && !killed_) until(kill_deadline_);
+    if (groups_killed_) until(drain_deadline_);
+    const int ready = ::poll(pollfds_.data(), pollfds_.size(), static_cast<int>(wait.count()));
+    if (ready <= 0) return;
+    for (std::size_t i = 1; i < pollfds_.size(); ++i) {
+      if (pollfds_[i].revents == 0) continue;
+      Child& c = *owners_[i];
+      pump(c, pollfds_[i].fd == c.out.fd ? c.out : c.err);
+    }
+  }
+
+  /// Reads what one stream has (one chunk), relays whole lines, closes the stream at EOF.
+  void pump(Child& c, Stream& s) {
+    buffer_.resize(kReadChunk);
+    const ssize_t n = ::read(s.fd, buffer_.data(), buffer_.size());
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n > 0) {
+      relay(c, s, std::string_view(buffer_.data(), static_cast<std::size_t>(n)), false);
+    } else {
+      relay(c, s, {}, true);
+      ::close(s.fd);
+      s.fd = -1;
+    }
+  }
+
+  /// Cuts data into lines, then writes all of them with one write() per destination, so lines of different
+  /// children never interleave and a prefix always starts a line.
+  void relay(Child& c, Stream& s, std::string_view data, bool at_eof) {
+    console_.clear();
+    log_.clear();
+    auto onLine = [&](std::string_view line) {
+      if (c.spec.echo) {
+        if (options_.prefix_output) console_.append("[").append(c.spec.label).append("] ");
+        console_.append(line).push_back('\n');
+      }
+      if (c.log_fd >= 0) log_.append(line).push_back('\n');
+      if (s.is_stderr && options_.stderr_tail_lines > 0) {
+        c.tail.emplace_back(line.substr(0, kTailLineCap));
+        while (c.tail.size() > options_.stderr_tail_lines) c.tail.pop_front();
+      }
+    };
+    s.lines.feed(data, onLine);
+    if (at_eof) s.lines.flush(onLine);  // the unterminated last line, completed with '\n'
+    if (!console_.empty()) writeAll(s.is_stderr ? STDERR_FILENO : STDOUT_FILENO, console_);
+    if (!log_.empty()) writeAll(c.log_fd, log_);
+  }
+
+  void closeEverything() {
+    for (Child& c : children_) {
+      for (Stream* s : {&c.out, &c.err}) {
+        if (s->fd < 0) continue;
+        relay(c, *s, {}, true);
+        ::close(s->fd);
+        s->fd = -1;
+      }
+      if (c.stdin_fd >= 0) ::close(c.stdin_fd);
+      c.stdin_fd = -1;
+      if (c.log_fd >= 0) ::close(c.log_fd);
+      c.log_fd = -1;
+      if (c.pid > 0) {
+        if (c.running) {  // only on an exception path: never leave a child behind
+          ::kill(-c.pid, SIGKILL);
+          while (::waitpid(c.pid, nullptr, 0) < 0 && errno == EINTR) {
+          }
+          c.running = false;
+        }
+        guardian_.remove(c.pid);
+        c.pid = -1;
+      }
+    }
+  }
+
+  const SupervisorOptions& options_;
+  Guardian& guardian_;
+  const SignalScope& signals_;
+  std::vector<Child> children_;
+  int first_failure_ = -1;
+  int interrupt_signal_ = 0;
+  bool spawn_failed_ = false;
+  bool stopping_ = false;
+  bool killed_ = false;
+  bool groups_killed_ = false;
+  Clock::time_point kill_deadline_{};
+  Clock::time_point drain_deadline_{};
+  std::vector<pollfd> pollfds_;
+  std::vector<Child*> owners_;
+  std::string buffer_;
+  std::string console_;
+  std::string log_;
+};
+
+std::string utcTime(std::time_t t) {
+  char buf[64];
+  struct tm tm {};
+  ::gmtime_r(&t, &tm);
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
+
+void printSummary(const ChildExit& f, int restarts, int max_restarts, std::size_t tail_lines) {
+  std::string s = "taehv-run: ==== worker failure ====\n";
+  s += "taehv-run: first failure: rank " + std::to_string(f.rank) + "\n";
+  s += "taehv-run: label: " + (f.label.empty() ? std::string("-") : f.label) + "\n";
+  s += "taehv-run: host: " + (f.host.empty() ? std::string("localhost") : f.host) + "\n";
+  if (f.signal != 0) {
+    s += "taehv-run: signal: " + signalName(f.signal) + " (" + std::to_string(f.signal) + ")\n";
+  } else {
+    s += "taehv-run: exit code: " + std::to_string(f.exit_code) + "\n";
+  }
+  s += "taehv-run: time: " + utcTime(std::time(nullptr)) + "\n";
+  s += "taehv-run: restarts: " + std::to_string(restarts) + " of " + std::to_string(max_restarts) + " used\n";
+  if (f.stderr_tail.empty()) {
+    s += "taehv-run: stderr: (empty)\n";
+  } else {
+    s += "taehv-run: last " + std::to_string(f.stderr_tail.size()) + " stderr lines (at most " +
+         std::to_string(tail_lines) + "):\n";
+    for (const std::string& line : f.stderr_tail) s += "  | " + line + "\n";
+  }
+  s += "taehv-run: ========================\n";
+  say(s);
+}
+
+/// Clears the "active" flag when supervise() returns, whichever way.
+struct ActiveFlag {
+  ~ActiveFlag() { g_active.store(false); }
+};
+
+}  // namespace
+
+SupervisorResult supervise(const std::function<std::vector<ChildSpec>(int restart_count)>& make_children,
+                           const SupervisorOptions& options) {
+  SupervisorResult result;
+  if (g_active.exchange(true)) {
+    say("taehv-run: internal error: supervise() called while another supervise() runs in this process\n");
+    result.exit_code = 1;
+    return result;
+  }
+  ActiveFlag active;
+  ensureStdFds();
+  Guardian guardian;  // started before our handlers are installed, so it inherits none of them
+  if (!guardian.start()) {
+    say("taehv-run: warning: cannot start the orphan guardian; processes started by workers may outlive a "
+        "kill -9 of taehv-run\n");
+  }
+  SignalScope signals;
+  if (std::string error = signals.install(); !error.empty()) {
+    say("taehv-run: cannot install signal handlers: " + error + "\n");
+    result.exit_code = 1;
+    return result;
+  }
+
+  GenerationOutcome last;
+  for (int restart = 0;; ++restart) {
+    std::vector<ChildSpec> specs = make_children(restart);
+    Generation generation(std::move(specs), options, guardian, signals);
+    last = generation.run();
+    result.restarts = restart;
+    if (last.first_failure) printSummary(*last.first_failure, restart, options.max_restarts, options.stderr_tail_lines);
+    const bool failed = last.first_failure.has_value();
+    if (!failed || last.interrupt_signal != 0 || last.spawn_failed || restart >= options.max_restarts) break;
+    say("taehv-run: restarting all workers (restart " + std::to_string(restart + 1) + " of " +
+        std::to_string(options.max_restarts) + ")\n");
+  }
+
+  result.first_failure = last.first_failure;
+  if (last.interrupt_signal != 0) {
+    result.interrupt_signal = last.interrupt_signal;
+    result.exit_code = 128 + last.interrupt_signal;
+  } else if (last.first_failure) {
+    const ChildExit& f = *last.first_failure;
+    result.exit_code = f.signal != 0 ? 128 + f.signal : f.exit_code;
+  }
+
+  if (!options.error_file.empty() && result.exit_code != 0) {
+    std::string json;
+    if (result.interrupt_signal == 0 && last.first_failure) {
+      json = childErrorFileJson(last.child_error_file, last.failure_started, result.exit_code);
+    }
+    if (json.empty()) json = errorFileJson(result, std::time(nullptr));
+    if (std::string error = writeFileAtomically(options.error_file, json); !error.empty()) say("taehv-run: " + error + "\n");
+  }
+  return result;
+}
+
 }  // namespace taehv::process

@@ -1,0 +1,83 @@
+#include "error_file.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "signal_name.h"
+
+namespace taehv::process {
+
+std::string errorFileJson(const SupervisorResult& result, std::time_t now) {
+  using nlohmann::json;
+  json extra;
+  extra["timestamp"] = std::to_string(static_cast<long long>(now));
+  std::string message;
+  int code = result.exit_code;
+  if (result.interrupt_signal != 0) {
+    message = "SignalException: Process " + std::to_string(::getpid()) + " got signal: " +
+              std::to_string(result.interrupt_signal);
+    extra["py_callstack"] = "";
+  } else if (result.first_failure) {
+    const ChildExit& f = *result.first_failure;
+    message = "ChildFailedError: rank " + std::to_string(f.rank) + " (" + f.label + ") on host " +
+              (f.host.empty() ? std::string("localhost") : f.host) + " " +
+              (f.signal != 0 ? "died by signal " + signalName(f.signal) : "exited with code " + std::to_string(f.exit_code));
+    std::string tail;
+    for (const std::string& line : f.stderr_tail) tail += line + "\n";
+    extra["py_callstack"] = tail;
+    extra["rank"] = f.rank;
+    extra["label"] = f.label;
+    extra["host"] = f.host;
+    if (f.signal != 0) extra["signal"] = signalName(f.signal);
+  } else {
+    message = "ChildFailedError: exit code " + std::to_string(code);
+    extra["py_callstack"] = "";
+  }
+  json doc;
+  doc["message"]["message"] = message;
+  doc["message"]["extraInfo"] = extra;
+  doc["message"]["errorCode"] = code;
+  return doc.dump();
+}
+
+std::string childErrorFileJson(const std::string& path, std::time_t not_before, int error_code) {
+  if (path.empty()) return "";
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0 || st.st_mtime < not_before) {
+    return "";
+  }
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json doc = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object() || !doc.contains("message")) return "";
+  if (doc["message"].is_object() && error_code != 0) doc["message"]["errorCode"] = error_code;
+  return doc.dump();
+}
+
+std::string writeFileAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    out.close();
+    if (!out) {
+      ::unlink(tmp.c_str());
+      return "cannot write error file '" + path + "': " + std::strerror(errno);
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return "cannot write error file '" + path + "': " + std::strerror(err);
+  }
+  return "";
+}
+
+}  // namespace taehv::process

@@ -1,0 +1,39 @@
+// Starting one child process: own process group, parent-death signal, pipes, clean signal state.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "taehv/process/supervisor.h"
+
+namespace taehv::process {
+
+/// A started child and the supervisor's ends of its pipes (all close-on-exec, read ends non-blocking).
+struct SpawnedChild {
+  pid_t pid = -1;      ///< also its process group id
+  int stdout_fd = -1;  ///< read end of the child's stdout
+  int stderr_fd = -1;  ///< read end of the child's stderr
+  int stdin_fd = -1;   ///< write end of the child's stdin when spec.stdin_pipe, else -1
+};
+
+/// Outcome of spawnChild: a child, or a message saying why none was started (command not found, not
+/// executable, bad working directory, ...). The message names the command.
+struct SpawnOutcome {
+  SpawnedChild child;
+  std::string error;  ///< empty on success
+};
+
+/// Looks argv0 up in the search path `path` (colon separated, empty entries mean "."), like execvp.
+/// Returns the path to execute, or "" when no executable regular file was found. A name containing '/'
+/// is returned unchanged.
+std::string findExecutable(const std::string& argv0, const std::string& path);
+
+/// Starts spec as a child: own process group (pgid == pid), PR_SET_PDEATHSIG=SIGKILL (with the check that
+/// the parent did not die before it was set), default dispositions for the signals the supervisor handles,
+/// an empty signal mask, stdin from /dev/null or a pipe, stdout/stderr into pipes, spec.cwd, exactly
+/// spec.env. PATH lookup uses spec.env's PATH (as Python's subprocess does), else ours. Blocks only until
+/// the child has called execve (or failed to).
+SpawnOutcome spawnChild(const ChildSpec& spec);
+
+}  // namespace taehv::process
