@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -25,10 +26,33 @@ struct LoadedPlugin {
   std::string error;
 };
 
-inline std::string pluginPath(const std::string& name) {
-  const char* dir = std::getenv("TAEHV_PLUGIN_DIR");
-  return std::string(dir ? dir : ".") + "/taehv_plugin_" + name + ".so";
+/// The build tree: TAEHV_BUILD_DIR, else derived from this test's own path (<build>/tests/<test>), so that a
+/// test run by hand, or with an incomplete ctest ENVIRONMENT, still finds what it needs.
+inline std::string buildDir() {
+  if (const char* dir = std::getenv("TAEHV_BUILD_DIR")) return dir;
+  char exe[4096] = {};
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  std::string path(exe, n > 0 ? static_cast<size_t>(n) : 0);
+  for (int up = 0; up < 2 && path.find('/') != std::string::npos; ++up) path.erase(path.rfind('/'));
+  return path;
 }
+
+inline std::string pluginDir() {
+  const char* dir = std::getenv("TAEHV_PLUGIN_DIR");
+  return dir ? std::string(dir) : buildDir() + "/lib/taehv/plugins";
+}
+
+/// The source tree: TAEHV_SOURCE_DIR, else the one this test was configured from.
+inline std::string sourceDir() {
+  if (const char* dir = std::getenv("TAEHV_SOURCE_DIR")) return dir;
+#ifdef TAEHV_TEST_SOURCE_DIR
+  return TAEHV_TEST_SOURCE_DIR;
+#else
+  return ".";
+#endif
+}
+
+inline std::string pluginPath(const std::string& name) { return pluginDir() + "/taehv_plugin_" + name + ".so"; }
 
 inline LoadedPlugin loadPlugin(const std::string& name) {
   LoadedPlugin p;
@@ -60,10 +84,24 @@ struct CommandOutput {
   std::vector<std::string> logs;  // what it logged through the host
 };
 
-/// Runs backend->runCommand with stdout redirected to a temporary file.
-inline CommandOutput runPluginCommand(Backend& backend, const Env& env, const std::string& command,
+/// The plugin `name`, loaded once per test process; nullptr (and `error` set) when it cannot be loaded.
+inline Backend* sharedPlugin(const std::string& name, std::string* error = nullptr) {
+  static std::map<std::string, LoadedPlugin> plugins;
+  auto it = plugins.find(name);
+  if (it == plugins.end()) it = plugins.emplace(name, loadPlugin(name)).first;
+  if (error) *error = it->second.error;
+  return it->second.backend.get();
+}
+
+/// Runs backend->runCommand with stdout redirected to a temporary file. A null backend (plugin not loaded)
+/// gives rc -1 and a log line instead of a crash.
+inline CommandOutput runPluginCommand(Backend* backend, const Env& env, const std::string& command,
                                       const std::vector<std::string>& args) {
   CommandOutput result;
+  if (!backend) {
+    result.logs.push_back("plugin not loaded (is TAEHV_PLUGIN_DIR set and the plugin built?)");
+    return result;
+  }
   HostContext host;
   host.env = env;
   host.log = [&](LogLevel, const std::string& m) { result.logs.push_back(m); };
@@ -72,7 +110,7 @@ inline CommandOutput runPluginCommand(Backend& backend, const Env& env, const st
   std::fflush(stdout);
   int saved = dup(1);
   dup2(fd, 1);
-  result.rc = backend.runCommand(host, command, args);
+  result.rc = backend->runCommand(host, command, args);
   std::fflush(stdout);
   dup2(saved, 1);
   close(saved);
@@ -89,6 +127,22 @@ inline std::string joinLogs(const CommandOutput& o) {
   std::string s;
   for (const auto& l : o.logs) s += l + "\n";
   return s;
+}
+
+/// A fresh private folder under /tmp.
+inline std::string makeTempDir() {
+  char tmpl[] = "/tmp/taehv-k8s-test-XXXXXX";
+  const char* dir = mkdtemp(tmpl);
+  return dir ? dir : "/tmp";
+}
+
+inline void writeFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+inline std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 }  // namespace taehv::testing

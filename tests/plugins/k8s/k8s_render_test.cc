@@ -1,0 +1,196 @@
+// `taehv-run --backend k8s render|submit`, through the built plugin (.so loaded as taehv-run loads it):
+// argument errors, the manifest's content, the render -> pod environment -> plan round trip, and submit with a
+// fake kubectl. Schema validation of the rendered manifests is in k8s_validate_test.cc.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "plugin_host.h"
+#include "taehv/k8s/k8s_mapping.h"
+
+namespace taehv {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::CommandOutput;
+using testing::joinLogs;
+using testing::loadPlugin;
+using testing::runPluginCommand;
+
+Backend* k8s() { return testing::sharedPlugin("k8s"); }
+
+Env baseEnv() {
+  Env env;
+  env["PATH"] = "/usr/bin:/bin";
+  return env;
+}
+
+CommandOutput render(const std::vector<std::string>& args) { return runPluginCommand(k8s(), baseEnv(), "render", args); }
+
+std::vector<YAML::Node> docs(const std::string& text) { return YAML::LoadAll(text); }
+
+std::string tempDir() { return testing::makeTempDir(); }
+using testing::readFile;
+using testing::writeFile;
+
+TEST(K8sRender, PluginLoadsWithItsCommands) {
+  auto plugin = loadPlugin("k8s");
+  ASSERT_TRUE(plugin.backend) << plugin.error;
+  EXPECT_STREQ(plugin.info->name, "k8s");
+  auto commands = plugin.backend->commands();
+  ASSERT_EQ(commands.size(), 2u);
+  EXPECT_EQ(commands[0].name, "render");
+  EXPECT_EQ(commands[1].name, "submit");
+}
+
+TEST(K8sRender, MissingOrBadArgumentsAreUsageErrors) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string expect;
+  };
+  const Case cases[] = {
+      {{"--gpus-per-node", "8", "--image", "img"}, "--nodes N is required"},
+      {{"--nodes", "2", "--image", "img"}, "--gpus-per-node G is required"},
+      {{"--nodes", "2", "--gpus-per-node", "8"}, "--image IMAGE is required"},
+      {{"--nodes", "zero", "--gpus-per-node", "8", "--image", "img"}, "--nodes zero"},
+      {{"--nodes", "2", "--gpus-per-node", "8", "--image", "img", "--flavor", "mpijob"}, "--flavor mpijob"},
+      {{"--nodes", "2", "--gpus-per-node", "8", "--image", "img", "--name", "Bad_Name"}, "--name Bad_Name"},
+      {{"--nodes", "2", "--gpus-per-node", "8", "--image", "img", "--nodez", "2"}, "unknown option --nodez"},
+      {{"--nodes", "2", "--gpus-per-node", "8", "--image", "img", "--"}, "nothing after `--`"},
+      {{"--nodes", "2", "--gpus-per-node", "8", "--image", "img", "--name", std::string(62, 'a')}, "too long"},
+  };
+  for (const auto& c : cases) {
+    auto out = render(c.args);
+    EXPECT_EQ(out.rc, 2) << c.expect;
+    EXPECT_TRUE(out.out.empty()) << "no partial manifest on errors";
+    EXPECT_NE(joinLogs(out).find(c.expect), std::string::npos) << joinLogs(out);
+  }
+}
+
+TEST(K8sRender, IndexedJobHasServiceFailurePolicyGpusShmAndCommand) {
+  auto out = render({"--nodes", "4", "--gpus-per-node", "8", "--image", "registry.example/taehv:1", "--name", "vae",
+                     "--namespace", "ml", "--", "taehv-train", "--config", "c.yaml"});
+  ASSERT_EQ(out.rc, 0) << joinLogs(out);
+  auto d = docs(out.out);
+  ASSERT_EQ(d.size(), 2u);
+  const auto& svc = d[0];
+  EXPECT_EQ(svc["kind"].as<std::string>(), "Service");
+  EXPECT_EQ(svc["spec"]["clusterIP"].as<std::string>(), "None");
+  EXPECT_EQ(svc["metadata"]["namespace"].as<std::string>(), "ml");
+  const auto& job = d[1];
+  EXPECT_EQ(job["kind"].as<std::string>(), "Job");
+  const auto& spec = job["spec"];
+  EXPECT_EQ(spec["completionMode"].as<std::string>(), "Indexed");
+  EXPECT_EQ(spec["completions"].as<int>(), 4);
+  EXPECT_EQ(spec["parallelism"].as<int>(), 4);
+  EXPECT_EQ(spec["backoffLimit"].as<int>(), 0);
+  EXPECT_EQ(spec["podFailurePolicy"]["rules"][0]["action"].as<std::string>(), "FailJob");
+  const auto& pod = spec["template"]["spec"];
+  EXPECT_EQ(pod["subdomain"].as<std::string>(), svc["metadata"]["name"].as<std::string>());
+  EXPECT_EQ(pod["restartPolicy"].as<std::string>(), "Never");
+  // The Service selects exactly the Job's pods.
+  for (auto kv : svc["spec"]["selector"]) {
+    EXPECT_EQ(spec["template"]["metadata"]["labels"][kv.first.as<std::string>()].as<std::string>(),
+              kv.second.as<std::string>());
+  }
+  const auto& c = pod["containers"][0];
+  EXPECT_EQ(c["image"].as<std::string>(), "registry.example/taehv:1");
+  EXPECT_EQ(c["command"][0].as<std::string>(), "taehv-run");
+  EXPECT_EQ(c["args"][0].as<std::string>(), "--");
+  EXPECT_EQ(c["args"][1].as<std::string>(), "taehv-train");
+  EXPECT_EQ(c["resources"]["limits"]["nvidia.com/gpu"].as<int>(), 8);
+  EXPECT_EQ(c["volumeMounts"][0]["mountPath"].as<std::string>(), "/dev/shm");
+  EXPECT_EQ(pod["volumes"][0]["emptyDir"]["medium"].as<std::string>(), "Memory");
+}
+
+TEST(K8sRender, CpuOnlyRenderHasNoGpuLimit) {
+  auto out = render({"--nodes", "2", "--gpus-per-node", "0", "--image", "img"});
+  ASSERT_EQ(out.rc, 0) << joinLogs(out);
+  auto d = docs(out.out);
+  EXPECT_FALSE(d[1]["spec"]["template"]["spec"]["containers"][0]["resources"]);
+}
+
+// The contract between render and plan: each pod's environment (the manifest's env + what the Job controller
+// adds) maps to the right node, and every pod agrees on the master, which is pod 0's stable name.
+TEST(K8sRender, RenderedEnvironmentMapsToEachNode) {
+  auto out = render({"--nodes", "3", "--gpus-per-node", "2", "--image", "img", "--name", "vae", "--port", "29555"});
+  ASSERT_EQ(out.rc, 0) << joinLogs(out);
+  auto job = docs(out.out)[1];
+  const auto& c = job["spec"]["template"]["spec"]["containers"][0];
+  for (int index = 0; index < 3; ++index) {
+    Env env;
+    for (auto e : c["env"]) {
+      if (e["value"]) env[e["name"].as<std::string>()] = e["value"].as<std::string>();
+    }
+    env["JOB_COMPLETION_INDEX"] = std::to_string(index);  // what the controller sets (downward API entry)
+    auto r = planK8s(env, {});
+    ASSERT_TRUE(r.ok()) << r.error;
+    EXPECT_EQ(*r.plan.node_rank.value, index);
+    EXPECT_EQ(*r.plan.nnodes.value, 3);
+    EXPECT_EQ(*r.plan.nproc_per_node.value, 2);
+    EXPECT_EQ(*r.plan.master_addr.value, "vae-0.vae");
+    EXPECT_EQ(*r.plan.master_port.value, 29555);
+  }
+  EXPECT_EQ(c["ports"][0]["containerPort"].as<int>(), 29555);
+}
+
+TEST(K8sRender, PyTorchJobHasMasterAndWorkers) {
+  auto out = render({"--nodes", "3", "--gpus-per-node", "4", "--image", "img", "--flavor", "pytorchjob"});
+  ASSERT_EQ(out.rc, 0) << joinLogs(out);
+  auto d = docs(out.out);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0]["kind"].as<std::string>(), "PyTorchJob");
+  EXPECT_EQ(d[0]["spec"]["nprocPerNode"].as<std::string>(), "4");
+  const auto& replicas = d[0]["spec"]["pytorchReplicaSpecs"];
+  EXPECT_EQ(replicas["Master"]["replicas"].as<int>(), 1);
+  EXPECT_EQ(replicas["Worker"]["replicas"].as<int>(), 2);
+  EXPECT_EQ(replicas["Worker"]["template"]["spec"]["containers"][0]["name"].as<std::string>(), "pytorch");
+  EXPECT_EQ(d[0]["spec"]["runPolicy"]["backoffLimit"].as<int>(), 0);
+}
+
+// --- submit ---
+// No Kubernetes API server can run here: a fake `kubectl` first on PATH records its arguments and stdin.
+TEST(K8sSubmit, PipesTheManifestToKubectlApply) {
+  const std::string dir = tempDir();
+  writeFile(dir + "/kubectl",
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" > " + dir + "/args\ncat > " + dir + "/stdin\necho applied\n");
+  chmod((dir + "/kubectl").c_str(), 0755);
+  Env env = baseEnv();
+  env["PATH"] = dir + ":" + env["PATH"];
+  const std::vector<std::string> args = {"--nodes", "2", "--gpus-per-node", "1", "--image", "img:1"};
+  auto out = runPluginCommand(k8s(), env, "submit", args);
+  EXPECT_EQ(out.rc, 0) << joinLogs(out);
+  EXPECT_EQ(readFile(dir + "/args"), "apply\n-f\n-\n");
+  EXPECT_EQ(readFile(dir + "/stdin"), render(args).out);
+  fs::remove_all(dir);
+}
+
+TEST(K8sSubmit, KubectlFailureIsReported) {
+  const std::string dir = tempDir();
+  writeFile(dir + "/kubectl", "#!/bin/sh\n/bin/cat >/dev/null\necho 'error: no cluster' >&2\nexit 3\n");
+  chmod((dir + "/kubectl").c_str(), 0755);
+  Env env = baseEnv();
+  env["PATH"] = dir;
+  auto out = runPluginCommand(k8s(), env, "submit", {"--nodes", "2", "--gpus-per-node", "1", "--image", "i"});
+  EXPECT_EQ(out.rc, 3);
+  EXPECT_NE(joinLogs(out).find("exit code 3"), std::string::npos) << joinLogs(out);
+  fs::remove_all(dir);
+}
+
+TEST(K8sSubmit, MissingKubectlIsAClearError) {
+  const std::string dir = tempDir();
+  Env env = baseEnv();
+  env["PATH"] = dir;  // empty folder: no kubectl
+  auto out = runPluginCommand(k8s(), env, "submit", {"--nodes", "2", "--gpus-per-node", "1", "--image", "i"});
+  EXPECT_EQ(out.rc, 1);
+  EXPECT_NE(joinLogs(out).find("kubectl not found on PATH"), std::string::npos) << joinLogs(out);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace taehv
