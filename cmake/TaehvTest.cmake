@@ -16,10 +16,13 @@ function(taehv_add_gtest name)
   target_link_libraries(${name} PRIVATE GTest::gtest GTest::gtest_main Threads::Threads ${T_LIBRARIES})
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/tests")
   taehv_enable_warnings(${name})
+  # The environment goes through `env` as the test's launcher: gtest_discover_tests splits a multi-variable
+  # ENVIRONMENT property at its semicolons, so only the first variable would reach the tests.
+  set_target_properties(${name} PROPERTIES CROSSCOMPILING_EMULATOR
+    "/usr/bin/env;TAEHV_SHARED_DIR=${TAEHV_SHARED_DIR};TAEHV_BIN_DIR=${PROJECT_BINARY_DIR}/bin;TAEHV_PLUGIN_DIR=${TAEHV_PLUGIN_OUTPUT_DIR};TAEHV_SOURCE_DIR=${PROJECT_SOURCE_DIR};TAEHV_BUILD_DIR=${PROJECT_BINARY_DIR}")
   gtest_discover_tests(${name}
     DISCOVERY_TIMEOUT 60
     PROPERTIES
       LABELS "${T_LABELS}"
-      TIMEOUT ${T_TIMEOUT}
-      ENVIRONMENT "TAEHV_SHARED_DIR=${TAEHV_SHARED_DIR};TAEHV_BIN_DIR=${PROJECT_BINARY_DIR}/bin;TAEHV_PLUGIN_DIR=${TAEHV_PLUGIN_OUTPUT_DIR};TAEHV_SOURCE_DIR=${PROJECT_SOURCE_DIR};TAEHV_BUILD_DIR=${PROJECT_BINARY_DIR}")
+      TIMEOUT ${T_TIMEOUT})
 endfunction()
