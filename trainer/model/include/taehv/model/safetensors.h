@@ -5,16 +5,13 @@
 #include <torch/torch.h>
 
 #include <map>
-#include <stdexcept>
 #include <string>
+
+#include "taehv/model/safetensors_format.h"
 
 namespace taehv {
 
 class TAEHVImpl;
-
-struct SafetensorsError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 /// Reads every tensor of `path` (in its stored dtype, on the CPU). Throws SafetensorsError.
 std::map<std::string, torch::Tensor> readSafetensors(const std::string& path);

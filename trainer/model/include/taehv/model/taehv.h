@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,85 @@ struct TAEHVOptions {
   static std::vector<std::string> variantNames();
 };
 
+/// `tanh(x / 3) * 3`: soft clamp of latents to about [-3, 3] (decoder.0).
+class ClampImpl : public torch::nn::Module {
+ public:
+  torch::Tensor forward(const torch::Tensor& x);
+};
+TORCH_MODULE(Clamp);
+
+/// ReLU(conv(ReLU(conv(ReLU(conv(cat[x, past])))))+ x); `past` is the block's input at the previous time step
+/// (zeros at t = 0). Parameters conv.0 (2C -> C), conv.2, conv.4 (C -> C), 3x3, with bias.
+class MemBlockImpl : public torch::nn::Module {
+ public:
+  explicit MemBlockImpl(int64_t channels);
+  /// x, past: (B, C, H, W), one frame per row.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& past);
+  /// x: (N*T, C, H, W), clips of `frames` consecutive rows; past is built by shifting x one step in time.
+  torch::Tensor forwardClip(const torch::Tensor& x, int64_t frames);
+
+  torch::nn::Sequential conv{nullptr};
+
+ private:
+  torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr};
+};
+TORCH_MODULE(MemBlock);
+
+/// Temporal pooling: `stride` consecutive frames stacked on channels (earliest first), 1x1 conv sC -> C, no bias.
+class TPoolImpl : public torch::nn::Module {
+ public:
+  TPoolImpl(int64_t channels, int64_t stride);
+  /// x: (N*T, C, H, W) with T a multiple of stride -> (N*T/stride, C, H, W).
+  torch::Tensor forward(const torch::Tensor& x);
+  int64_t stride() const { return stride_; }
+
+  torch::nn::Conv2d conv{nullptr};
+
+ private:
+  int64_t channels_;
+  int64_t stride_;
+};
+TORCH_MODULE(TPool);
+
+/// Temporal upsampling: 1x1 conv C -> sC, no bias; output frame t*s + k takes channels [kC, (k+1)C).
+class TGrowImpl : public torch::nn::Module {
+ public:
+  TGrowImpl(int64_t channels, int64_t stride);
+  /// x: (B, C, H, W) -> (B*stride, C, H, W).
+  torch::Tensor forward(const torch::Tensor& x);
+  int64_t stride() const { return stride_; }
+  int64_t channels() const { return channels_; }
+
+  torch::nn::Conv2d conv{nullptr};
+
+ private:
+  int64_t channels_;
+  int64_t stride_;
+};
+TORCH_MODULE(TGrow);
+
+/// Nearest-neighbour spatial upsampling by an integer factor (1: identity).
+class UpsampleImpl : public torch::nn::Module {
+ public:
+  explicit UpsampleImpl(int64_t scale) : scale_(scale) {}
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  int64_t scale_;
+};
+TORCH_MODULE(Upsample);
+
+/// One entry of a block list (encoder or decoder), for running it in parallel or streaming mode.
+struct TAEHVLayer {
+  enum class Kind { kConv, kReLU, kClamp, kMemBlock, kTPool, kTGrow, kUpsample };
+  Kind kind = Kind::kReLU;
+  torch::nn::Conv2d conv{nullptr};
+  MemBlock memblock{nullptr};
+  TPool tpool{nullptr};
+  TGrow tgrow{nullptr};
+  Upsample upsample{nullptr};
+};
+
 class TAEHVImpl : public torch::nn::Module {
  public:
   explicit TAEHVImpl(TAEHVOptions options = {});
@@ -41,12 +121,52 @@ class TAEHVImpl : public torch::nn::Module {
   int64_t timeUpscale() const;    ///< 2^(stride-2 TGrows)
   int64_t framesToTrim() const;   ///< timeUpscale() - 1
 
+  /// True for the weight of a decoder TGrow ("decoder.N.conv.weight"), the tensors the loader may patch.
+  bool isTGrowWeight(const std::string& name) const;
+
+  /// The layers of encoder / decoder in order, typed (the Sequentials hold the same modules).
+  const std::vector<TAEHVLayer>& encoderLayers() const { return encoder_layers_; }
+  const std::vector<TAEHVLayer>& decoderLayers() const { return decoder_layers_; }
+
   torch::nn::Sequential encoder{nullptr};
   torch::nn::Sequential decoder{nullptr};
 
  private:
   TAEHVOptions options_;
+  std::vector<TAEHVLayer> encoder_layers_;
+  std::vector<TAEHVLayer> decoder_layers_;
 };
 TORCH_MODULE(TAEHV);
+
+/// Runs a block list one frame at a time, depth first, keeping one memory slot per layer (O(1) memory in time):
+/// a MemBlock remembers its previous input, a TPool buffers inputs until it has `stride`, a TGrow emits its
+/// frames in time order. Holds a reference to the model's layers: the model must outlive it.
+class FrameStream {
+ public:
+  explicit FrameStream(const std::vector<TAEHVLayer>& layers);
+  /// Pushes one frame (N, C, H, W); returns the 0 or more output frames (N, C', H', W') it completes, in order.
+  std::vector<torch::Tensor> push(const torch::Tensor& frame);
+
+ private:
+  void run(std::size_t first, torch::Tensor x, std::vector<torch::Tensor>& out);
+
+  const std::vector<TAEHVLayer>& layers_;
+  std::vector<torch::Tensor> memory_;               // per MemBlock: its previous input
+  std::vector<std::vector<torch::Tensor>> pooled_;  // per TPool: inputs waiting for a full group
+};
+
+/// Live decoding: push latents one time step at a time, get finished frames (N, 3, H, W) in [0, 1] back as soon
+/// as they exist; the first framesToTrim() frames are dropped as in decodeVideo.
+class StreamingDecoder {
+ public:
+  explicit StreamingDecoder(TAEHV model);
+  /// latent: (N, C, h, w). Returns 0..timeUpscale() frames.
+  std::vector<torch::Tensor> push(const torch::Tensor& latent);
+
+ private:
+  TAEHV model_;
+  FrameStream stream_;
+  int64_t to_trim_;
+};
 
 }  // namespace taehv

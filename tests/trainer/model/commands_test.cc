@@ -1,0 +1,132 @@
+// The encode / decode commands end to end (files in, files out) on the reference vectors, and their answers to
+// bad input: exit status 2 and one message saying what is wrong.
+#include "taehv/model/commands.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "taehv/model/safetensors.h"
+#include "test_util.h"
+
+namespace taehv {
+namespace {
+
+using testing::maxAbsDiff;
+using testing::TempDir;
+
+// Runs a command capturing stderr.
+int run(int (*command)(const std::vector<std::string>&), const std::vector<std::string>& args, std::string* err) {
+  ::testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStdout();
+  const int rc = command(args);
+  *err = ::testing::internal::GetCapturedStderr();
+  ::testing::internal::GetCapturedStdout();
+  return rc;
+}
+
+TEST(CommandsTest, EncodeThenDecodeFilesMatchTheReference) {
+  const std::string ref = testing::referenceDir();
+  TempDir dir;
+  std::string err;
+  const std::string weights = ref + "/taehv.f16.safetensors";
+  ASSERT_EQ(run(encodeCommand,
+                {"--variant", "taehv", "--weights", weights, "--input", ref + "/taehv.public.io.safetensors",
+                 "--output", dir.file("latents.safetensors"), "--threads", "2"},
+                &err),
+            0)
+      << err;
+  const auto io = readSafetensors(ref + "/taehv.public.io.safetensors");
+  const auto latents = readSafetensors(dir.file("latents.safetensors"));
+  ASSERT_EQ(latents.count("latents"), 1u);
+  EXPECT_EQ(latents.at("latents").dtype(), torch::kFloat);
+  EXPECT_LE(maxAbsDiff(latents.at("latents"), io.at("latents")), 2e-5);
+
+  // Decode what encode wrote, streaming, with the preview switches on the CLI.
+  ASSERT_EQ(run(decodeCommand,
+                {"--variant=taehv", "--weights", weights, "--input", ref + "/taehv_preview.public.io.safetensors",
+                 "--output", dir.file("frames.safetensors"), "--streaming", "--decoder-time-upscale", "0,0",
+                 "--threads=2"},
+                &err),
+            0)
+      << err;
+  // taehv_preview's file has `latents`, decoded by upstream with time upscale off.
+  const auto preview = readSafetensors(ref + "/taehv_preview.public.io.safetensors");
+  const auto frames = readSafetensors(dir.file("frames.safetensors"));
+  ASSERT_EQ(frames.at("frames").sizes(), preview.at("frames").sizes());
+  EXPECT_LE(maxAbsDiff(frames.at("frames"), preview.at("frames")), 2e-5);
+}
+
+TEST(CommandsTest, BadInputGivesOneClearMessageAndStatus2) {
+  const std::string ref = testing::referenceDir();
+  TempDir dir;
+  const std::string weights = ref + "/taehv.f16.safetensors";
+  const std::string out = dir.file("out.safetensors");
+  std::string err;
+
+  // A frames file whose values are in [-1, 1], and a latents file with the wrong channel count.
+  writeSafetensors(dir.file("signed.safetensors"), {{"input", torch::rand({1, 4, 3, 16, 16}) * 2 - 1}});
+  writeSafetensors(dir.file("lat48.safetensors"), {{"latents", torch::randn({1, 2, 48, 2, 2})}});
+  writeSafetensors(dir.file("nan.safetensors"), {{"latents", torch::full({1, 2, 16, 2, 2}, NAN)}});
+
+  struct Case {
+    int (*command)(const std::vector<std::string>&);
+    std::vector<std::string> args;
+    std::string needle;
+  };
+  const std::vector<Case> cases = {
+      {encodeCommand, {"--variant", "taehv9", "--weights", weights, "--input", "x", "--output", out}, "taehv1_5"},
+      {encodeCommand, {"--variant", "taehv", "--weights", weights, "--output", out}, "missing required option --input"},
+      {encodeCommand, {"--variant", "taehv", "--wieghts", weights}, "did you mean --weights"},
+      {encodeCommand,
+       {"--variant", "taew2_2", "--weights", weights, "--input", dir.file("signed.safetensors"), "--output", out},
+       "wrong --variant"},
+      {encodeCommand,
+       {"--variant", "taehv", "--weights", weights, "--input", dir.file("signed.safetensors"), "--output", out},
+       "must be in [0, 1]"},
+      {encodeCommand,
+       {"--variant", "taehv", "--weights", weights, "--input", dir.file("lat48.safetensors"), "--output", out},
+       "has no tensor 'input'"},
+      {decodeCommand,
+       {"--variant", "taehv", "--weights", weights, "--input", dir.file("lat48.safetensors"), "--output", out},
+       "(N, L, 16, h, w)"},
+      {decodeCommand,
+       {"--variant", "taehv", "--weights", weights, "--input", dir.file("nan.safetensors"), "--output", out},
+       "NaN"},
+      {decodeCommand,
+       {"--variant", "taehv", "--weights", weights, "--input", dir.file("lat48.safetensors"), "--output", out,
+        "--decoder-time-upscale", "1,2"},
+       "switches"},
+      {decodeCommand,
+       {"--variant", "taehv", "--weights", dir.file("missing.safetensors"), "--input", "x", "--output", out},
+       "cannot open"},
+      {benchCommand, {"--device", "tpu"}, "--device must be cpu or cuda"},
+      {benchCommand, {"--steps", "zero"}, "--steps must be an integer"},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(run(c.command, c.args, &err), 2) << c.needle;
+    EXPECT_NE(err.find(c.needle), std::string::npos) << "'" << c.needle << "' not in: " << err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(out));  // nothing written on failure
+}
+
+TEST(CommandsTest, BenchRunsATrainingStepAndPrintsTheSummaryLast) {
+  testing::useTestThreads();
+  ::testing::internal::CaptureStdout();
+  const int rc = benchCommand({"--variant", "taehv", "--batch", "1", "--frames", "4", "--size", "16", "--steps", "1",
+                               "--warmup", "0", "--threads", "2"});
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  ASSERT_EQ(rc, 0) << out;
+  const std::string last = out.substr(out.rfind('\n', out.size() - 2) + 1);
+  EXPECT_EQ(last.rfind("frames_per_s=", 0), 0u) << out;
+  EXPECT_NE(last.find(" step_s="), std::string::npos) << out;
+  EXPECT_NE(last.find(" peak_rss_mb="), std::string::npos) << out;
+  if (!torch::cuda::is_available()) {
+    std::string err;
+    EXPECT_EQ(run(benchCommand, {"--device", "cuda", "--steps", "1"}, &err), 2);
+    EXPECT_NE(err.find("no CUDA device"), std::string::npos) << err;
+  }
+}
+
+}  // namespace
+}  // namespace taehv

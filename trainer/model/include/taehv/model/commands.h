@@ -1,0 +1,25 @@
+// The model's sub-commands of taehv-train. Each takes the arguments after the sub-command name
+// (e.g. {"--variant", "taehv", "--weights", "w.safetensors", ...}), prints errors to stderr and returns the
+// process exit status: 0 on success, 2 on bad usage or bad input (the message says what to fix), 1 otherwise.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace taehv {
+
+/// `encode --variant V --weights W --input IN.safetensors --output OUT.safetensors [--streaming] [--threads K]`:
+/// reads tensor `input` (NTCHW float in [0, 1]) and writes tensor `latents` (float32).
+int encodeCommand(const std::vector<std::string>& args);
+
+/// `decode --variant V --weights W --input IN.safetensors --output OUT.safetensors [--streaming]
+/// [--decoder-time-upscale a,b] [--decoder-space-upscale a,b,c] [--threads K]`: reads tensor `latents`
+/// (NTCHW) and writes tensor `frames` (float32 NTCHW in [0, 1]).
+int decodeCommand(const std::vector<std::string>& args);
+
+/// `bench --variant V --batch B --frames T --size S --steps N [--warmup W] [--threads K] [--device cpu|cuda]
+/// [--precision fp32|bf16]`: times full training steps (MSE of decode(encode(x)) against the aligned input
+/// frames, backward, AdamW) on random data; the last line printed is `frames_per_s=X step_s=Y peak_rss_mb=Z`.
+int benchCommand(const std::vector<std::string>& args);
+
+}  // namespace taehv

@@ -1,0 +1,448 @@
+#include "taehv/model/commands.h"
+
+#include <ATen/autocast_mode.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "taehv/model/safetensors.h"
+#include "taehv/model/taehv.h"
+
+namespace taehv {
+namespace {
+
+/// Bad command line or bad input: printed as one message, exit status 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::size_t editDistance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) {
+    row[j] = j;
+  }
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// `--name value`, `--name=value` and flags; unknown names get "did you mean".
+class Args {
+ public:
+  Args(const std::vector<std::string>& args, const std::set<std::string>& with_value,
+       const std::set<std::string>& flags) {
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      std::string name = args[i];
+      std::string value;
+      bool has_value = false;
+      if (name.rfind("--", 0) != 0) {
+        throw UsageError("unexpected argument '" + name + "' (options start with --)");
+      }
+      name = name.substr(2);
+      if (const auto eq = name.find('='); eq != std::string::npos) {
+        value = name.substr(eq + 1);
+        name = name.substr(0, eq);
+        has_value = true;
+      }
+      if (flags.count(name)) {
+        if (has_value) {
+          throw UsageError("--" + name + " takes no value");
+        }
+        flags_.insert(name);
+        continue;
+      }
+      if (!with_value.count(name)) {
+        std::string best;
+        std::size_t best_d = 3;
+        for (const auto* set : {&with_value, &flags}) {
+          for (const auto& known : *set) {
+            if (const std::size_t d = editDistance(name, known); d < best_d) {
+              best_d = d;
+              best = known;
+            }
+          }
+        }
+        throw UsageError("unknown option --" + name + (best.empty() ? "" : " (did you mean --" + best + "?)"));
+      }
+      if (!has_value) {
+        if (i + 1 >= args.size()) {
+          throw UsageError("--" + name + " needs a value");
+        }
+        value = args[++i];
+      }
+      if (values_.count(name)) {
+        throw UsageError("--" + name + " given twice");
+      }
+      values_[name] = value;
+    }
+  }
+
+  bool flag(const std::string& name) const { return flags_.count(name) > 0; }
+  bool has(const std::string& name) const { return values_.count(name) > 0; }
+
+  std::string required(const std::string& name) const {
+    const auto it = values_.find(name);
+    if (it == values_.end() || it->second.empty()) {
+      throw UsageError("missing required option --" + name);
+    }
+    return it->second;
+  }
+
+  std::string get(const std::string& name, const std::string& fallback) const {
+    const auto it = values_.find(name);
+    return it == values_.end() ? fallback : it->second;
+  }
+
+  int64_t integer(const std::string& name, int64_t fallback, int64_t min, int64_t max) const {
+    const auto it = values_.find(name);
+    if (it == values_.end()) {
+      return fallback;
+    }
+    std::size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(it->second, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != it->second.size() || it->second.empty() || v < min || v > max) {
+      throw UsageError("--" + name + " must be an integer in [" + std::to_string(min) + ", " + std::to_string(max) +
+                       "], got '" + it->second + "'");
+    }
+    return v;
+  }
+
+ private:
+  std::map<std::string, std::string> values_;
+  std::set<std::string> flags_;
+};
+
+std::vector<bool> parseSwitches(const std::string& option, const std::string& text) {
+  std::vector<bool> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (item == "1" || item == "true" || item == "on" || item == "True") {
+      out.push_back(true);
+    } else if (item == "0" || item == "false" || item == "off" || item == "False") {
+      out.push_back(false);
+    } else {
+      throw UsageError("--" + option + " takes comma-separated switches (1/0, true/false, on/off), got '" + text + "'");
+    }
+  }
+  return out;
+}
+
+TAEHVOptions modelOptions(const Args& args) {
+  TAEHVOptions o;
+  try {
+    o = TAEHVOptions::forVariant(args.required("variant"));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--variant: ") + e.what());
+  }
+  if (args.has("decoder-time-upscale")) {
+    const auto s = parseSwitches("decoder-time-upscale", args.get("decoder-time-upscale", ""));
+    if (s.size() == 2) {
+      o.decoder_time_upscale = {false, s[0], s[1]};  // upstream's (a, b) means stages 1 and 2
+    } else if (s.size() == 3) {
+      o.decoder_time_upscale = {s[0], s[1], s[2]};
+    } else {
+      throw UsageError("--decoder-time-upscale takes 2 switches a,b (stages 1 and 2) or 3, e.g. 1,1 or 0,0");
+    }
+  }
+  if (args.has("decoder-space-upscale")) {
+    const auto s = parseSwitches("decoder-space-upscale", args.get("decoder-space-upscale", ""));
+    if (s.size() != 3) {
+      throw UsageError("--decoder-space-upscale takes 3 switches a,b,c, e.g. 1,1,1");
+    }
+    o.decoder_space_upscale = {s[0], s[1], s[2]};
+  }
+  return o;
+}
+
+void applyThreads(const Args& args) {
+  if (args.has("threads")) {
+    at::set_num_threads(static_cast<int>(args.integer("threads", 1, 1, 1024)));
+  }
+}
+
+std::string shapeText(c10::IntArrayRef shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    out += (i ? ", " : "") + std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
+// Reads tensor `name` from `path` as a float32 NTCHW video with `channels` channels, or explains what is wrong.
+torch::Tensor readVideo(const std::string& path, const std::string& name, int64_t channels, const std::string& what) {
+  std::map<std::string, torch::Tensor> tensors;
+  try {
+    tensors = readSafetensors(path);
+  } catch (const SafetensorsError& e) {
+    throw UsageError(std::string("--input: ") + e.what());
+  }
+  const auto it = tensors.find(name);
+  if (it == tensors.end()) {
+    std::string names;
+    for (const auto& [n, t] : tensors) {
+      names += (names.empty() ? "" : ", ") + n;
+    }
+    throw UsageError("--input '" + path + "' has no tensor '" + name + "' (it has: " +
+                     (names.empty() ? "none" : names) + "); " + what);
+  }
+  const torch::Tensor& t = it->second;
+  if (t.dim() != 5 || t.size(2) != channels || t.size(1) < 1 || t.size(3) < 1 || t.size(4) < 1) {
+    throw UsageError("--input '" + path + "', tensor '" + name + "': shape " + shapeText(t.sizes()) + ", expected " +
+                     what);
+  }
+  torch::Tensor x = t.to(torch::kFloat);
+  if (!torch::isfinite(x).all().item<bool>()) {
+    throw UsageError("--input '" + path + "', tensor '" + name + "' contains NaN or infinite values");
+  }
+  return x;
+}
+
+int runGuarded(const char* command, const std::string& usage, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const UsageError& e) {
+    std::cerr << "taehv-train " << command << ": " << e.what() << "\n" << usage;
+    return 2;
+  } catch (const SafetensorsError& e) {
+    std::cerr << "taehv-train " << command << ": " << e.what() << "\n";
+    return 2;
+  } catch (const c10::Error& e) {
+    std::cerr << "taehv-train " << command << ": " << e.what_without_backtrace() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "taehv-train " << command << ": " << e.what() << "\n";
+    return 1;
+  }
+}
+
+const char* kEncodeUsage =
+    "usage: taehv-train encode --variant V --weights W.safetensors --input IN.safetensors --output OUT.safetensors\n"
+    "                          [--streaming] [--threads K]\n"
+    "  reads tensor 'input' (N, T, 3, H, W) in [0, 1], writes tensor 'latents' (float32).\n"
+    "  variants: taehv, taew2_1, taecvx, taeos1_3 (16 channels), taehv1_5 (32), taew2_2 (48)\n";
+
+const char* kDecodeUsage =
+    "usage: taehv-train decode --variant V --weights W.safetensors --input IN.safetensors --output OUT.safetensors\n"
+    "                          [--streaming] [--decoder-time-upscale a,b] [--decoder-space-upscale a,b,c]\n"
+    "                          [--threads K]\n"
+    "  reads tensor 'latents' (N, L, C, h, w), writes tensor 'frames' (float32, in [0, 1]).\n"
+    "  variants: taehv, taew2_1, taecvx, taeos1_3 (16 channels), taehv1_5 (32), taew2_2 (48)\n";
+
+const char* kBenchUsage =
+    "usage: taehv-train bench --variant V --batch B --frames T --size S --steps N [--warmup W] [--threads K]\n"
+    "                         [--device cpu|cuda] [--precision fp32|bf16]\n"
+    "  times training steps (MSE of decode(encode(x)) vs the aligned input frames, backward, AdamW).\n";
+
+const std::set<std::string> kCodecOptions = {"variant", "weights", "input", "output", "threads",
+                                             "decoder-time-upscale", "decoder-space-upscale"};
+
+TAEHV loadModel(const Args& args) {
+  TAEHV model(modelOptions(args));
+  const std::string weights = args.required("weights");
+  try {
+    loadWeights(*model, weights);
+  } catch (const SafetensorsError& e) {
+    throw UsageError(std::string("--weights: ") + e.what());
+  }
+  model->eval();
+  return model;
+}
+
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+int encodeCommand(const std::vector<std::string>& argv) {
+  return runGuarded("encode", kEncodeUsage, [&] {
+    Args args(argv, kCodecOptions, {"streaming"});
+    applyThreads(args);
+    const std::string output = args.required("output");
+    TAEHV model = loadModel(args);
+    const int64_t p = model->options().patch_size;
+    const std::string input = args.required("input");
+    torch::Tensor frames = readVideo(input, "input", 3, "(N, T, 3, H, W) frames in [0, 1]");
+    if (frames.size(3) % p != 0 || frames.size(4) % p != 0) {
+      throw UsageError("--input: frame size " + std::to_string(frames.size(3)) + "x" + std::to_string(frames.size(4)) +
+                       " must be a multiple of the variant's patch size " + std::to_string(p));
+    }
+    const double lo = frames.min().item<double>();
+    const double hi = frames.max().item<double>();
+    if (lo < 0 || hi > 1) {
+      throw UsageError("--input: values must be in [0, 1], found [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                       "] (frames in [-1, 1]? rescale them with (x + 1) / 2)");
+    }
+    const auto start = std::chrono::steady_clock::now();
+    torch::Tensor latents;
+    {
+      torch::InferenceMode guard;
+      latents = model->encodeVideo(frames, args.flag("streaming"));
+    }
+    const double seconds = secondsSince(start);
+    writeSafetensors(output, {{"latents", latents}}, torch::kFloat);
+    std::printf("encoded %s -> latents %s in %.3f s (%s)\n", shapeText(frames.sizes()).c_str(),
+                shapeText(latents.sizes()).c_str(), seconds, args.flag("streaming") ? "streaming" : "parallel");
+    return 0;
+  });
+}
+
+int decodeCommand(const std::vector<std::string>& argv) {
+  return runGuarded("decode", kDecodeUsage, [&] {
+    Args args(argv, kCodecOptions, {"streaming"});
+    applyThreads(args);
+    const std::string output = args.required("output");
+    TAEHV model = loadModel(args);
+    const int64_t c = model->options().latent_channels;
+    const std::string input = args.required("input");
+    torch::Tensor latents =
+        readVideo(input, "latents", c,
+                  "(N, L, " + std::to_string(c) + ", h, w) latents for variant " + args.required("variant"));
+    const auto start = std::chrono::steady_clock::now();
+    torch::Tensor frames;
+    {
+      torch::InferenceMode guard;
+      frames = model->decodeVideo(latents, args.flag("streaming"));
+    }
+    const double seconds = secondsSince(start);
+    writeSafetensors(output, {{"frames", frames}}, torch::kFloat);
+    std::printf("decoded latents %s -> frames %s in %.3f s (%s)\n", shapeText(latents.sizes()).c_str(),
+                shapeText(frames.sizes()).c_str(), seconds, args.flag("streaming") ? "streaming" : "parallel");
+    return 0;
+  });
+}
+
+int benchCommand(const std::vector<std::string>& argv) {
+  return runGuarded("bench", kBenchUsage, [&] {
+    Args args(argv, {"variant", "batch", "frames", "size", "steps", "warmup", "threads", "device", "precision"}, {});
+    TAEHVOptions options;
+    try {
+      options = TAEHVOptions::forVariant(args.get("variant", "taehv"));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("--variant: ") + e.what());
+    }
+    const int64_t batch = args.integer("batch", 2, 1, 4096);
+    const int64_t frames = args.integer("frames", 12, 1, 100000);
+    const int64_t size = args.integer("size", 64, 8, 16384);
+    const int64_t steps = args.integer("steps", 5, 1, 1000000);
+    const int64_t warmup = args.integer("warmup", 1, 0, 1000000);
+    applyThreads(args);
+    const std::string device_name = args.get("device", "cpu");
+    const std::string precision = args.get("precision", "fp32");
+    if (device_name != "cpu" && device_name != "cuda") {
+      throw UsageError("--device must be cpu or cuda, got '" + device_name + "'");
+    }
+    if (precision != "fp32" && precision != "bf16") {
+      throw UsageError("--precision must be fp32 or bf16, got '" + precision + "'");
+    }
+    if (device_name == "cuda" && !torch::cuda::is_available()) {
+      throw UsageError("--device cuda: no CUDA device is available to this libtorch (torch::cuda::is_available() is "
+                       "false); use --device cpu");
+    }
+    const int64_t spatial = 8 * options.patch_size;
+    if (size % spatial != 0) {
+      throw UsageError("--size must be a multiple of " + std::to_string(spatial) + " for this variant, got " +
+                       std::to_string(size));
+    }
+    const torch::Device device(device_name == "cuda" ? torch::kCUDA : torch::kCPU);
+    const bool bf16 = precision == "bf16";
+
+    torch::manual_seed(0);
+    TAEHV model(options);
+    model->to(device);
+    model->train();
+    torch::optim::AdamW optimizer(model->parameters(),
+                                  torch::optim::AdamWOptions(3e-4).betas({0.9, 0.95}).weight_decay(1e-2));
+    const torch::Tensor x = torch::rand({batch, frames, 3, size, size}).to(device);
+    const int64_t latents = (frames + model->timeDownscale() - 1) / model->timeDownscale();
+    const int64_t decoded = std::max<int64_t>(0, model->timeUpscale() * latents - model->framesToTrim());
+    if (decoded < 1) {
+      throw UsageError("--frames " + std::to_string(frames) + " decodes to no frame; use at least 1");
+    }
+    const int64_t aligned = std::min(decoded, frames);
+    const torch::Tensor target = x.slice(1, 0, aligned);
+    std::printf("bench: variant=%s batch=%lld frames=%lld size=%lld device=%s precision=%s threads=%d params=%lld\n",
+                args.get("variant", "taehv").c_str(), static_cast<long long>(batch), static_cast<long long>(frames),
+                static_cast<long long>(size), device_name.c_str(), precision.c_str(), at::get_num_threads(),
+                static_cast<long long>([&] {
+                  int64_t n = 0;
+                  for (const auto& p : model->parameters()) {
+                    n += p.numel();
+                  }
+                  return n;
+                }()));
+    std::fflush(stdout);
+
+    const auto sync = [&] {
+      if (device.is_cuda()) {
+        torch::cuda::synchronize();
+      }
+    };
+    double timed = 0;
+    double loss_value = 0;
+    for (int64_t step = 0; step < warmup + steps; ++step) {
+      sync();
+      const auto start = std::chrono::steady_clock::now();
+      torch::Tensor loss;
+      if (bf16) {
+        if (device.is_cuda()) {
+          at::autocast::set_enabled(true);
+          at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+        } else {
+          at::autocast::set_cpu_enabled(true);
+          at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+        }
+      }
+      torch::Tensor y = model->decodeVideo(model->encodeVideo(x)).slice(1, 0, aligned);
+      loss = torch::mse_loss(y.to(torch::kFloat), target);
+      if (bf16) {
+        at::autocast::set_enabled(false);
+        at::autocast::set_cpu_enabled(false);
+        at::autocast::clear_cache();
+      }
+      optimizer.zero_grad();
+      loss.backward();
+      optimizer.step();
+      loss_value = loss.item<double>();
+      sync();
+      const double seconds = secondsSince(start);
+      if (step >= warmup) {
+        timed += seconds;
+      }
+      std::printf("step %lld%s: %.3f s loss %.6f\n", static_cast<long long>(step), step < warmup ? " (warmup)" : "",
+                  seconds, loss_value);
+      std::fflush(stdout);
+    }
+    const double step_s = timed / static_cast<double>(steps);
+    struct rusage usage {};
+    getrusage(RUSAGE_SELF, &usage);
+    const double peak_rss_mb = static_cast<double>(usage.ru_maxrss) / 1024.0;
+    std::printf("frames_per_s=%.3f step_s=%.4f peak_rss_mb=%.1f\n", static_cast<double>(batch * frames) / step_s,
+                step_s, peak_rss_mb);
+    return 0;
+  });
+}
+
+}  // namespace taehv

@@ -1,0 +1,260 @@
+#include "taehv/model/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <set>
+#include <vector>
+
+#include "taehv/model/taehv.h"
+
+namespace taehv {
+namespace {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is little-endian; this code assumes the host is too");
+
+// Closes a POSIX file descriptor on scope exit.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) {
+      ::close(fd_);
+    }
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+
+ private:
+  int fd_;
+};
+
+std::string errnoText() { return std::strerror(errno); }
+
+// Reads exactly `size` bytes at `offset`; false on a short read (file changed under us) or an error.
+bool preadAll(int fd, void* buffer, uint64_t size, uint64_t offset) {
+  auto* out = static_cast<char*>(buffer);
+  while (size > 0) {
+    const ssize_t n = ::pread(fd, out, size, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      return false;
+    }
+    out += n;
+    size -= static_cast<uint64_t>(n);
+    offset += static_cast<uint64_t>(n);
+  }
+  return true;
+}
+
+bool writeAll(int fd, const void* buffer, std::size_t size) {
+  const auto* in = static_cast<const char*>(buffer);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, in, size);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      return false;
+    }
+    in += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+torch::Dtype torchDtype(SafetensorsDtype dtype) {
+  switch (dtype) {
+    case SafetensorsDtype::kF32:
+      return torch::kFloat;
+    case SafetensorsDtype::kF16:
+      return torch::kHalf;
+    case SafetensorsDtype::kBF16:
+      return torch::kBFloat16;
+  }
+  return torch::kFloat;
+}
+
+SafetensorsDtype fileDtype(torch::Dtype dtype, const std::string& path) {
+  switch (dtype) {
+    case torch::kFloat:
+      return SafetensorsDtype::kF32;
+    case torch::kHalf:
+      return SafetensorsDtype::kF16;
+    case torch::kBFloat16:
+      return SafetensorsDtype::kBF16;
+    default:
+      throw SafetensorsError("writing safetensors file '" + path + "': dtype " + std::string(c10::toString(dtype)) +
+                             " is not supported (use float32, float16 or bfloat16)");
+  }
+}
+
+std::string shapeText(c10::IntArrayRef shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    out += (i ? ", " : "") + std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
+}  // namespace
+
+std::map<std::string, torch::Tensor> readSafetensors(const std::string& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    throw SafetensorsError("cannot open safetensors file '" + path + "': " + errnoText());
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    throw SafetensorsError("cannot stat safetensors file '" + path + "': " + errnoText());
+  }
+  if (!S_ISREG(st.st_mode)) {
+    throw SafetensorsError("safetensors file '" + path + "' is not a regular file");
+  }
+  const auto file_size = static_cast<uint64_t>(st.st_size);
+  // Read the length field, then (after the parser bounded it by the file size) the JSON header.
+  std::vector<uint8_t> prefix(std::min<uint64_t>(file_size, 8));
+  if (!preadAll(fd.get(), prefix.data(), prefix.size(), 0)) {
+    throw SafetensorsError("cannot read safetensors file '" + path + "': " + errnoText());
+  }
+  if (file_size >= 8) {
+    uint64_t header_len = 0;
+    for (int i = 7; i >= 0; --i) {
+      header_len = (header_len << 8) | prefix[static_cast<std::size_t>(i)];
+    }
+    if (header_len <= kSafetensorsMaxHeaderBytes && header_len <= file_size - 8) {
+      prefix.resize(8 + header_len);
+      if (!preadAll(fd.get(), prefix.data() + 8, header_len, 8)) {
+        throw SafetensorsError("cannot read the header of safetensors file '" + path + "' (file changed while reading?)");
+      }
+    }
+  }
+  const SafetensorsHeader header = parseSafetensorsHeader(prefix.data(), prefix.size(), file_size, path);
+  std::map<std::string, torch::Tensor> tensors;
+  for (const auto& entry : header.entries) {
+    // Sizes were checked against the file size, so this allocation is bounded by the file.
+    torch::Tensor t = torch::empty(entry.shape, torch::TensorOptions().dtype(torchDtype(entry.dtype)));
+    if (!preadAll(fd.get(), t.data_ptr(), entry.end - entry.begin, header.data_offset + entry.begin)) {
+      throw SafetensorsError("safetensors file '" + path + "', tensor '" + entry.name +
+                             "': short read (file truncated while reading?)");
+    }
+    tensors.emplace(entry.name, std::move(t));
+  }
+  return tensors;
+}
+
+void writeSafetensors(const std::string& path, const std::map<std::string, torch::Tensor>& tensors,
+                      torch::Dtype dtype) {
+  const SafetensorsDtype out_dtype = fileDtype(dtype, path);
+  std::vector<SafetensorsEntry> entries;
+  std::vector<torch::Tensor> data;
+  uint64_t offset = 0;
+  for (const auto& [name, tensor] : tensors) {
+    if (name.empty() || name == "__metadata__") {
+      throw SafetensorsError("writing safetensors file '" + path + "': invalid tensor name '" + name + "'");
+    }
+    if (!tensor.defined()) {
+      throw SafetensorsError("writing safetensors file '" + path + "', tensor '" + name + "': undefined tensor");
+    }
+    torch::Tensor t = tensor.detach().to(torch::kCPU, dtype).contiguous();
+    SafetensorsEntry e;
+    e.name = name;
+    e.dtype = out_dtype;
+    e.shape = t.sizes().vec();
+    e.begin = offset;
+    e.end = offset + static_cast<uint64_t>(t.numel()) * t.element_size();
+    offset = e.end;
+    entries.push_back(std::move(e));
+    data.push_back(std::move(t));
+  }
+  const std::string header = serializeSafetensorsHeader(entries);
+
+  // Atomic replace: write a temporary file in the same folder, fsync, rename over the target.
+  std::string tmp = path + ".tmp.XXXXXX";
+  Fd fd(::mkstemp(tmp.data()));
+  if (fd.get() < 0) {
+    throw SafetensorsError("cannot create a temporary file beside '" + path + "': " + errnoText());
+  }
+  bool ok = ::fchmod(fd.get(), 0644) == 0 && writeAll(fd.get(), header.data(), header.size());
+  for (std::size_t i = 0; ok && i < data.size(); ++i) {
+    ok = writeAll(fd.get(), data[i].data_ptr(), static_cast<std::size_t>(entries[i].end - entries[i].begin));
+  }
+  ok = ok && ::fsync(fd.get()) == 0;
+  const std::string write_error = ok ? "" : errnoText();
+  const int raw = fd.release();
+  ok = (::close(raw) == 0) && ok;
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = write_error.empty() ? errnoText() : write_error;
+    ::unlink(tmp.c_str());
+    throw SafetensorsError("cannot write safetensors file '" + path + "': " + why);
+  }
+}
+
+void loadWeights(TAEHVImpl& model, const std::string& path) {
+  std::map<std::string, torch::Tensor> file = readSafetensors(path);
+  auto params = model.named_parameters(/*recurse=*/true);
+  std::vector<std::string> missing;
+  for (const auto& item : params) {
+    if (file.find(item.key()) == file.end()) {
+      missing.push_back(item.key());
+    }
+  }
+  std::vector<std::string> extra;
+  for (const auto& [name, tensor] : file) {
+    if (!params.contains(name)) {
+      extra.push_back(name);
+    }
+  }
+  const auto list = [](const std::vector<std::string>& names) {
+    std::string out;
+    for (std::size_t i = 0; i < names.size() && i < 8; ++i) {
+      out += (i ? ", " : "") + names[i];
+    }
+    return names.size() > 8 ? out + ", ... (" + std::to_string(names.size()) + " in all)" : out;
+  };
+  if (!missing.empty()) {
+    throw SafetensorsError("weights file '" + path + "' lacks tensor(s) " + list(missing) +
+                           " that the model needs: wrong --variant for these weights?");
+  }
+  if (!extra.empty()) {
+    throw SafetensorsError("weights file '" + path + "' has unexpected tensor(s) " + list(extra) +
+                           " that the model does not have: wrong --variant for these weights?");
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& item : params) {
+    torch::Tensor source = file.at(item.key());
+    torch::Tensor& target = item.value();
+    if (source.sizes() != target.sizes() && model.isTGrowWeight(item.key()) && source.dim() == target.dim() &&
+        source.size(0) > target.size(0) && source.sizes().slice(1) == target.sizes().slice(1)) {
+      // Time-upscale stage switched off: keep the rows of the last time step, as upstream does.
+      source = source.slice(0, source.size(0) - target.size(0));
+    }
+    if (source.sizes() != target.sizes()) {
+      throw SafetensorsError("weights file '" + path + "', tensor '" + item.key() + "': shape " +
+                             shapeText(source.sizes()) + " but the model needs " + shapeText(target.sizes()) +
+                             ": wrong --variant for these weights?");
+    }
+    target.copy_(source.to(target.dtype()));
+  }
+}
+
+void saveWeights(const TAEHVImpl& model, const std::string& path, torch::Dtype dtype) {
+  std::map<std::string, torch::Tensor> tensors;
+  for (const auto& item : model.named_parameters(/*recurse=*/true)) {
+    tensors.emplace(item.key(), item.value());
+  }
+  writeSafetensors(path, tensors, dtype);
+}
+
+}  // namespace taehv
