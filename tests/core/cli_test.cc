@@ -1,0 +1,254 @@
+// taehv-run's command line and plugin loading, through the real binary (real processes, real dlopen).
+// Test backends live in TEST_PLUGINS_DIR/<case>/ (built by tests/core/CMakeLists.txt), one folder per case
+// because a broken plugin on the path makes auto-detection refuse to run.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "run_process.h"
+
+namespace taehv::test {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+std::string pluginDir(const std::string& name) { return std::string(TEST_PLUGINS_DIR) + "/" + name; }
+
+ProcessResult taehv(std::vector<std::string> args, std::map<std::string, std::string> extra = {}) {
+  auto env = cleanEnv();
+  for (auto& [k, v] : extra) env[k] = v;
+  args.insert(args.begin(), taehvRun());
+  return runProcess(args, env);
+}
+
+Json describeJson(std::vector<std::string> args, std::map<std::string, std::string> extra = {}) {
+  args.insert(args.begin(), {"describe", "--json"});
+  auto r = taehv(args, extra);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  try {
+    return Json::parse(r.out);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not JSON: " << e.what() << "\n" << r.out;
+    return Json::array();
+  }
+}
+
+/// Expects exit code 2 and exactly one error line on stderr containing every piece of `want`.
+void expectUsageError(const ProcessResult& r, const std::vector<std::string>& want) {
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  for (const auto& w : want) EXPECT_NE(r.err.find(w), std::string::npos) << "missing '" << w << "' in: " << r.err;
+}
+
+TEST(Cli, VersionNamesThePluginApi) {
+  auto r = taehv({"--version"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out, "taehv-run 0.1.0 (plugin API 1)\n");
+}
+
+TEST(Cli, PluginsListsThePlatformBackendsAndExtraFolders) {
+  auto r = taehv({"--plugin-dir", pluginDir("alpha"), "plugins", "--json"}, {{"TAEHV_PLUGIN_PATH", pluginDir("beta")}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::map<std::string, Json> by_name;
+  for (const auto& p : Json::parse(r.out)) by_name[p["name"]] = p;
+  for (const char* name : {"slurm", "k8s", "pai", "ssh", "alpha", "beta"}) EXPECT_TRUE(by_name.count(name)) << name;
+  EXPECT_EQ(by_name["alpha"]["plugin_version"], "9.8.7");
+  EXPECT_EQ(by_name["alpha"]["api_version"], 1);
+  EXPECT_EQ(by_name["alpha"]["path"], pluginDir("alpha") + "/taehv_plugin_alpha.so");
+  EXPECT_EQ(by_name["slurm"]["path"],
+            fs::path(std::getenv("TAEHV_PLUGIN_DIR")).lexically_normal().string() + "/taehv_plugin_slurm.so");
+}
+
+TEST(Cli, WrongApiVersionIsRefusedBeforeTheFactoryRuns) {
+  // The plugin's factory calls abort(): exit code 2 (not 134) proves the loader never called it.
+  auto r = taehv({"--plugin-dir", pluginDir("wrong_api"), "--backend", "future", "describe"});
+  expectUsageError(r, {pluginDir("wrong_api") + "/taehv_plugin_future.so", "found 99, supported 1", "rebuild"});
+  r = taehv({"--plugin-dir", pluginDir("wrong_api"), "describe"});  // auto-detection loads every plugin
+  expectUsageError(r, {"found 99, supported 1"});
+}
+
+TEST(Cli, MissingSymbolsNameTheSymbolAndTheFile) {
+  auto r = taehv({"--plugin-dir", pluginDir("no_factory"), "--backend", "nofactory", "describe"});
+  expectUsageError(r, {"taehv_plugin_nofactory.so", "missing symbol 'taehv_plugin_create_v1'"});
+  r = taehv({"--plugin-dir", pluginDir("no_info"), "--backend", "noinfo", "describe"});
+  expectUsageError(r, {"taehv_plugin_noinfo.so", "missing symbol 'taehv_plugin_info'"});
+  r = taehv({"--plugin-dir", pluginDir("null_factory"), "--backend", "nullfactory", "describe"});
+  expectUsageError(r, {"taehv_plugin_nullfactory.so", "factory returned no backend"});
+}
+
+TEST(Cli, AFileThatIsNotASharedLibraryIsRefused) {
+  std::string dir = tempDir();
+  std::ofstream(dir + "/taehv_plugin_junk.so") << "this is text, not ELF\n";
+  auto r = taehv({"--plugin-dir", dir, "--backend", "junk", "describe"});
+  expectUsageError(r, {dir + "/taehv_plugin_junk.so", "not a shared library"});
+  r = taehv({"--plugin-dir", dir, "plugins"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("not a shared library"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("slurm"), std::string::npos) << "good plugins are still listed: " << r.out;
+  fs::remove_all(dir);
+}
+
+TEST(Cli, AWorldWritableFolderIsRefused) {
+  std::string dir = tempDir();
+  fs::copy_file(pluginDir("alpha") + "/taehv_plugin_alpha.so", dir + "/taehv_plugin_alpha.so");
+  ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);
+  auto r = taehv({"--plugin-dir", dir, "--backend", "alpha", "describe"});
+  expectUsageError(r, {dir, "writable by everyone", "chmod o-w"});
+  ::chmod(dir.c_str(), 0700);
+  r = taehv({"--plugin-dir", dir, "--backend", "alpha", "describe"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;  // the same plugin loads once the folder is safe
+  fs::remove_all(dir);
+}
+
+TEST(Cli, UnknownBackendSuggestsTheClosestName) {
+  auto r = taehv({"--plugin-dir", pluginDir("alpha"), "--backend", "alpah", "describe"});
+  expectUsageError(r, {"unknown backend 'alpah'", "did you mean 'alpha'", "taehv-run plugins"});
+  r = taehv({"--backend", "slurn", "describe"});
+  expectUsageError(r, {"did you mean 'slurm'"});
+  r = taehv({"--plugin-dir", "/nonexistent/taehv", "describe"});
+  expectUsageError(r, {"/nonexistent/taehv", "does not exist"});
+}
+
+TEST(Cli, UnknownSubCommandsAndOptionsSuggestTheClosestName) {
+  expectUsageError(taehv({"descibe"}), {"unknown sub-command 'descibe'", "did you mean 'describe'", "after --"});
+  expectUsageError(taehv({"--nnode", "2", "describe"}), {"unknown option '--nnode'", "did you mean '--nnodes'"});
+  expectUsageError(taehv({"describe", "--nproc-per-nod", "2"}), {"did you mean '--nproc-per-node'"});
+  expectUsageError(taehv({"describe", "--nproc-per-node", "two"}), {"--nproc-per-node 'two'"});
+  expectUsageError(taehv({"describe", "--nnodes", "2"}), {"--master-addr"});
+}
+
+TEST(Cli, AutoDetectionPicksTheMostConfidentBackend) {
+  std::map<std::string, std::string> env = {{"TAEHV_PLUGIN_PATH", pluginDir("alpha") + ":" + pluginDir("beta")},
+                                            {"TEST_ALPHA_CONFIDENCE", "40"},
+                                            {"TEST_BETA_CONFIDENCE", "60"}};
+  Json j = describeJson({}, env);
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["env"]["TEST_BACKEND"], "beta");
+  auto text = taehv({"describe"}, env);
+  EXPECT_NE(text.out.find("detected: beta (confidence 60: TEST_BETA_CONFIDENCE=60)"), std::string::npos) << text.out;
+}
+
+TEST(Cli, AutoDetectionTieIsAnErrorNamingBoth) {
+  auto r = taehv({"describe"}, {{"TAEHV_PLUGIN_PATH", pluginDir("alpha") + ":" + pluginDir("beta")},
+                                {"TEST_ALPHA_CONFIDENCE", "50"},
+                                {"TEST_BETA_CONFIDENCE", "50"}});
+  expectUsageError(r, {"'alpha'", "'beta'", "both recognise", "--backend"});
+}
+
+TEST(Cli, NothingDetectedMeansLocalMode) {
+  Json j = describeJson({"--nproc-per-node", "2"}, {{"TAEHV_PLUGIN_PATH", pluginDir("alpha")}});
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_FALSE(j[0]["env"].contains("TEST_BACKEND"));
+  EXPECT_EQ(j[1]["rank"], 1);
+  auto text = taehv({"describe"}, {{"TAEHV_PLUGIN_PATH", pluginDir("alpha")}});
+  EXPECT_NE(text.out.find("backend: local"), std::string::npos) << text.out;
+}
+
+TEST(Cli, DescribeJsonHasTheDocumentedSchema) {
+  Json j = describeJson({"--nnodes", "2", "--node-rank", "1", "--nproc-per-node", "3", "--master-addr", "10.0.0.5",
+                         "--master-port", "1234"});
+  ASSERT_TRUE(j.is_array());
+  ASSERT_EQ(j.size(), 3u);
+  const std::set<std::string> keys = {"rank",   "local_rank",  "world_size",  "local_world_size", "node_rank",
+                                      "nnodes", "master_addr", "master_port", "env",              "provenance"};
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    const Json& w = j[i];
+    std::set<std::string> got;
+    for (auto it = w.begin(); it != w.end(); ++it) got.insert(it.key());
+    EXPECT_EQ(got, keys);
+    EXPECT_EQ(w["rank"], 3 + static_cast<int>(i));
+    EXPECT_EQ(w["local_rank"], static_cast<int>(i));
+    EXPECT_EQ(w["world_size"], 6);
+    EXPECT_EQ(w["local_world_size"], 3);
+    EXPECT_EQ(w["node_rank"], 1);
+    EXPECT_EQ(w["nnodes"], 2);
+    EXPECT_EQ(w["master_addr"], "10.0.0.5");
+    EXPECT_EQ(w["master_port"], 1234);
+    EXPECT_EQ(w["env"]["RANK"], std::to_string(3 + i));
+    EXPECT_EQ(w["env"]["GROUP_RANK"], "1");
+    for (auto it = w["env"].begin(); it != w["env"].end(); ++it) {
+      EXPECT_TRUE(it.value().is_string()) << it.key();
+      EXPECT_TRUE(w["provenance"].contains(it.key())) << "no provenance for " << it.key();
+    }
+    for (const auto& k : keys) {
+      if (k != "env" && k != "provenance") {
+        EXPECT_TRUE(w["provenance"][k].is_string()) << k;
+      }
+    }
+    EXPECT_EQ(w["provenance"]["node_rank"], "flag --node-rank");
+    EXPECT_EQ(w["provenance"]["MASTER_PORT"], "master_port: flag --master-port");
+  }
+}
+
+TEST(Cli, TorchrunSpellingAndPetVariablesAreAccepted) {
+  // --backend local: PET_* variables are also what Kubeflow's PyTorchJob sets, which the k8s backend claims.
+  Json j = describeJson({"--backend", "local", "--nproc_per_node=2"}, {{"PET_NNODES", "2"}, {"PET_NODE_RANK", "1"},
+                                                 {"PET_MASTER_ADDR", "m0"}});
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[1]["rank"], 3);
+  EXPECT_EQ(j[1]["provenance"]["nnodes"], "env PET_NNODES");
+  EXPECT_EQ(j[1]["provenance"]["local_world_size"], "flag --nproc-per-node");
+}
+
+TEST(Cli, BackendPlanFillsGapsAndFlagsWin) {
+  std::map<std::string, std::string> env = {{"TEST_ALPHA_NNODES", "2"},        {"TEST_ALPHA_NODE_RANK", "1"},
+                                            {"TEST_ALPHA_MASTER_ADDR", "m9"},  {"TEST_ALPHA_NPROC", "4"},
+                                            {"PET_NNODES", "5"},               {"PET_MASTER_PORT", "4444"}};
+  Json j = describeJson({"--backend", "alpha", "--plugin-dir", pluginDir("alpha"), "--nproc-per-node", "2"}, env);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["nnodes"], 2);
+  EXPECT_EQ(j[0]["provenance"]["nnodes"], "env TEST_ALPHA_NNODES");
+  EXPECT_EQ(j[0]["local_world_size"], 2);  // the flag beats the plan's 4
+  EXPECT_EQ(j[0]["master_port"], 4444);    // the plan has none: PET_MASTER_PORT
+  EXPECT_EQ(j[1]["rank"], 3);
+  EXPECT_EQ(j[1]["env"]["RANK"], "3");  // the backend's RANK=999 never replaces the contract
+  EXPECT_EQ(j[1]["env"]["TEST_BACKEND"], "alpha");
+  EXPECT_EQ(j[1]["env"]["TEST_REQUEST_NPROC"], "2");
+  EXPECT_EQ(j[1]["provenance"]["TEST_BACKEND"], "rule: test backend name");
+  auto failing = taehv({"--backend", "alpha", "--plugin-dir", pluginDir("alpha"), "describe"},
+                       {{"TEST_ALPHA_FAIL", "no nodes"}});
+  expectUsageError(failing, {"backend alpha: test failure: no nodes"});
+}
+
+TEST(Cli, BackendOptionsReachTheBackend) {
+  Json j = describeJson({"--backend", "alpha", "--plugin-dir", pluginDir("alpha"), "--flavor", "mint", "--tag", "a",
+                         "--tag=b"});
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["env"]["TEST_OPT_flavor"], "mint");
+  EXPECT_EQ(j[0]["env"]["TEST_OPT_tag"], "a,b");
+  auto r = taehv({"--plugin-dir", pluginDir("alpha"), "--flavor", "x", "describe"});
+  expectUsageError(r, {"--flavor is an option of backend alpha", "--backend alpha"});
+}
+
+TEST(Cli, BackendSubCommandsGetTheirArgumentsUntouched) {
+  auto r = taehv({"--backend", "alpha", "--plugin-dir", pluginDir("alpha"), "hello", "x", "--weird", "-z", "--",
+                  "python", "t.py"});
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_EQ(r.out, "hello from alpha: [x] [--weird] [-z] [--] [python] [t.py]\n");
+  EXPECT_NE(r.err.find("hello ran"), std::string::npos) << "plugin logs go through the host: " << r.err;
+  r = taehv({"--plugin-dir", pluginDir("alpha"), "hello"});
+  expectUsageError(r, {"sub-command of backend alpha", "--backend alpha hello"});
+}
+
+TEST(Cli, ABackendThatTakesOverGetsTheLaunchOptionsAndCommand) {
+  auto r = taehv({"--backend", "alpha", "--plugin-dir", pluginDir("alpha"), "--takeover", "--nproc-per-node", "2",
+                  "--max-restarts=1", "--flavor", "x", "--", "/bin/echo", "hi"});
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  EXPECT_EQ(r.out, "launcher_args: [--nproc-per-node] [2] [--max-restarts=1]\ncommand: [/bin/echo] [hi]\n");
+}
+
+TEST(Cli, DescribeTextShowsWhereEachValueCameFrom) {
+  auto r = taehv({"describe", "--nproc-per-node", "2", "--run-id", "r1", "--", "/bin/true"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("nproc_per_node = 2    <- flag --nproc-per-node"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("TORCHELASTIC_RUN_ID=r1    <- run_id: flag --run-id"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("command: /bin/true"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace taehv::test

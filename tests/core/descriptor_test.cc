@@ -1,0 +1,200 @@
+// Rank descriptors: precedence (flag > backend plan > PET_* > default), provenance, expansion, validation.
+#include "taehv/descriptor.h"
+
+#include <gtest/gtest.h>
+
+namespace taehv {
+namespace {
+
+constexpr int kCores = 8;
+int noPort() { return 0; }
+
+Checked<NodeDescriptor> resolve(const LaunchFlags& flags, const NodePlan* plan = nullptr, const Env& env = {},
+                                const std::function<int()>& port = noPort) {
+  return resolveNode(flags, plan, plan ? "test" : "local", env, "host-a", kCores, port);
+}
+
+TEST(Descriptor, DefaultsAreTorchrunsAndSaySo) {
+  auto r = resolve({});
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(*r.value.nnodes.value, 1);
+  EXPECT_EQ(*r.value.node_rank.value, 0);
+  EXPECT_EQ(*r.value.nproc_per_node.value, 1);
+  EXPECT_EQ(*r.value.master_addr.value, "127.0.0.1");
+  EXPECT_EQ(*r.value.master_port.value, 29500);
+  EXPECT_EQ(*r.value.run_id.value, "none");
+  EXPECT_EQ(r.value.nnodes.source, "default");
+  EXPECT_EQ(r.value.master_port.source, "default");
+}
+
+TEST(Descriptor, FlagBeatsPlanBeatsPetBeatsDefault) {
+  NodePlan plan;
+  plan.nnodes.set(4, "env SLURM_NNODES");
+  plan.node_rank.set(2, "env SLURM_NODEID");
+  plan.master_addr.set("n1", "rule: first host of SLURM_JOB_NODELIST");
+  Env env = {{"PET_NNODES", "8"}, {"PET_NODE_RANK", "7"}, {"PET_MASTER_PORT", "4000"}, {"PET_NPROC_PER_NODE", "5"}};
+  LaunchFlags flags;
+  flags.nproc_per_node = 3;
+  auto r = resolve(flags, &plan, env);
+  ASSERT_TRUE(r.ok()) << r.error;
+  const NodeDescriptor& n = r.value;
+  EXPECT_EQ(*n.nproc_per_node.value, 3);  // flag over PET_NPROC_PER_NODE
+  EXPECT_EQ(n.nproc_per_node.source, "flag --nproc-per-node");
+  EXPECT_EQ(*n.nnodes.value, 4);  // plan over PET_NNODES
+  EXPECT_EQ(n.nnodes.source, "env SLURM_NNODES");
+  EXPECT_EQ(*n.node_rank.value, 2);
+  EXPECT_EQ(*n.master_addr.value, "n1");
+  EXPECT_EQ(n.master_addr.source, "rule: first host of SLURM_JOB_NODELIST");
+  EXPECT_EQ(*n.master_port.value, 4000);  // PET over default
+  EXPECT_EQ(n.master_port.source, "env PET_MASTER_PORT");
+
+  flags.nnodes = 6;  // an explicit flag overrides even the platform
+  flags.node_rank = 5;
+  r = resolve(flags, &plan, env);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(*r.value.nnodes.value, 6);
+  EXPECT_EQ(r.value.nnodes.source, "flag --nnodes");
+}
+
+TEST(Descriptor, PetVariablesAreDefaultsInLocalMode) {
+  Env env = {{"PET_NNODES", "2:2"}, {"PET_NODE_RANK", "1"}, {"PET_MASTER_ADDR", "10.0.0.1"}, {"PET_RDZV_ID", "job7"},
+             {"PET_MAX_RESTARTS", "3"}};
+  auto r = resolve({}, nullptr, env);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(*r.value.nnodes.value, 2);
+  EXPECT_EQ(r.value.nnodes.source, "env PET_NNODES");
+  EXPECT_EQ(*r.value.master_addr.value, "10.0.0.1");
+  EXPECT_EQ(*r.value.run_id.value, "job7");
+  EXPECT_EQ(*r.value.max_restarts.value, 3);
+}
+
+TEST(Descriptor, BadPetValuesAreErrorsNamingTheVariable) {
+  auto r = resolve({}, nullptr, {{"PET_NNODES", "1:4"}});
+  EXPECT_NE(r.error.find("PET_NNODES='1:4'"), std::string::npos) << r.error;
+  r = resolve({}, nullptr, {{"PET_NPROC_PER_NODE", "two"}});
+  EXPECT_NE(r.error.find("PET_NPROC_PER_NODE='two' is not a whole number"), std::string::npos) << r.error;
+}
+
+TEST(Descriptor, ExpansionIsNodeRankTimesNprocPlusLocalRank) {
+  LaunchFlags flags;
+  flags.nnodes = 3;
+  flags.node_rank = 2;
+  flags.nproc_per_node = 4;
+  flags.master_addr = "m";
+  auto r = resolve(flags);
+  ASSERT_TRUE(r.ok()) << r.error;
+  auto workers = expandWorkers(r.value, {});
+  ASSERT_EQ(workers.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(*workers[i].local_rank.value, i);
+    EXPECT_EQ(*workers[i].rank.value, 2 * 4 + i);
+    EXPECT_EQ(*workers[i].world_size.value, 12);
+    EXPECT_EQ(*workers[i].local_world_size.value, 4);
+    EXPECT_EQ(workers[i].rank.source, "rule: node_rank*nproc_per_node+local_rank = 2*4+" + std::to_string(i));
+  }
+}
+
+TEST(Descriptor, ValidationErrorsNameTheFieldAndItsSource) {
+  struct Case {
+    LaunchFlags flags;
+    std::string expect;
+  };
+  LaunchFlags rank_too_big;
+  rank_too_big.nnodes = 2, rank_too_big.node_rank = 2, rank_too_big.master_addr = "m";
+  LaunchFlags zero_procs;
+  zero_procs.nproc_per_node = 0;
+  LaunchFlags zero_nodes;
+  zero_nodes.nnodes = 0;
+  LaunchFlags bad_port;
+  bad_port.master_port = 70000;
+  LaunchFlags empty_master;
+  empty_master.master_addr = "";
+  LaunchFlags no_master;
+  no_master.nnodes = 2;
+  LaunchFlags negative_rank;
+  negative_rank.node_rank = -1;
+  for (const Case& c : std::vector<Case>{
+           {rank_too_big, "node rank must be in 0..1 (nnodes 2), got 2 (from flag --node-rank)"},
+           {zero_procs, "processes per node must be at least 1, got 0 (from flag --nproc-per-node)"},
+           {zero_nodes, "node count must be at least 1, got 0 (from flag --nnodes)"},
+           {bad_port, "master port must be in 1..65535, got 70000 (from flag --master-port)"},
+           {empty_master, "master address is empty (from flag --master-addr)"},
+           {no_master, "no master address was given; pass --master-addr"},
+           {negative_rank, "node rank must be in 0..0"},
+       }) {
+    auto r = resolve(c.flags);
+    EXPECT_FALSE(r.ok());
+    EXPECT_NE(r.error.find(c.expect), std::string::npos) << "got: " << r.error << "\nwant: " << c.expect;
+  }
+}
+
+TEST(Descriptor, StandaloneTakesAFreePortAndARunId) {
+  LaunchFlags flags;
+  flags.standalone = true;
+  flags.nproc_per_node = 2;
+  int calls = 0;
+  auto r = resolve(flags, nullptr, {{"PET_MASTER_PORT", "1234"}}, [&] { return ++calls, 41234; });
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(*r.value.master_port.value, 41234);
+  EXPECT_EQ(r.value.master_port.source, "flag --standalone (free port)");
+  EXPECT_EQ(*r.value.master_addr.value, "127.0.0.1");
+  EXPECT_NE(*r.value.run_id.value, "none");
+
+  flags.master_port = 5555;  // an explicit port wins and no port is probed
+  r = resolve(flags, nullptr, {}, [&] { return ++calls, 1; });
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(*r.value.master_port.value, 5555);
+
+  flags.nnodes = 2;
+  r = resolve(flags);
+  EXPECT_NE(r.error.find("--standalone runs one node, but --nnodes 2"), std::string::npos) << r.error;
+}
+
+TEST(Descriptor, SingleWorkerTakesRankFromThePlan) {
+  NodePlan plan;
+  plan.nnodes.set(2, "env OMPI_A");
+  plan.node_rank.set(1, "env OMPI_B");
+  plan.nproc_per_node.set(2, "env OMPI_LOCAL_SIZE");
+  plan.master_addr.set("m", "env MASTER_ADDR");
+  plan.single_worker.set(true, "rule: mpirun started this process");
+  plan.rank.set(3, "env OMPI_COMM_WORLD_RANK");
+  plan.local_rank.set(1, "env OMPI_COMM_WORLD_LOCAL_RANK");
+  auto r = resolve({}, &plan);
+  ASSERT_TRUE(r.ok()) << r.error;
+  auto workers = expandWorkers(r.value, {});
+  ASSERT_EQ(workers.size(), 1u);
+  EXPECT_EQ(*workers[0].rank.value, 3);
+  EXPECT_EQ(workers[0].rank.source, "env OMPI_COMM_WORLD_RANK");
+  EXPECT_EQ(*workers[0].world_size.value, 4);
+
+  plan.rank.set(4, "env OMPI_COMM_WORLD_RANK");
+  r = resolve({}, &plan);
+  EXPECT_NE(r.error.find("rank must be in 0..3 (world size 4), got 4 (from env OMPI_COMM_WORLD_RANK)"),
+            std::string::npos)
+      << r.error;
+}
+
+TEST(Descriptor, DeviceIsLocalRankOnAGpuNode) {
+  NodePlan plan;
+  plan.nproc_per_node.set(2, "test");
+  plan.gpus_on_node.set(2, "env TEST_GPUS");
+  auto r = resolve({}, &plan);
+  ASSERT_TRUE(r.ok()) << r.error;
+  auto workers = expandWorkers(r.value, {});
+  EXPECT_EQ(*workers[1].device.value, 1);
+  r = resolve({});
+  EXPECT_FALSE(expandWorkers(r.value, {})[0].device.has());
+}
+
+TEST(Descriptor, ParseIntRejectsPartialNumbers) {
+  EXPECT_EQ(parseInt("12"), 12);
+  EXPECT_EQ(parseInt("-3"), -3);
+  EXPECT_FALSE(parseInt(""));
+  EXPECT_FALSE(parseInt("1x"));
+  EXPECT_FALSE(parseInt("99999999999"));
+}
+
+}  // namespace
+}  // namespace taehv

@@ -1,0 +1,163 @@
+// Launching real workers under taehv-run: single-worker exec, the default trainer path, waiting for the
+// master, and (through the process supervisor) a standalone node whose workers print their environment.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "run_process.h"
+
+namespace taehv::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string pluginDir(const std::string& name) { return std::string(TEST_PLUGINS_DIR) + "/" + name; }
+
+ProcessResult taehv(std::vector<std::string> args, std::map<std::string, std::string> extra = {},
+                    const std::string& binary = taehvRun()) {
+  auto env = cleanEnv();
+  for (auto& [k, v] : extra) env[k] = v;
+  args.insert(args.begin(), binary);
+  return runProcess(args, env);
+}
+
+/// A listening TCP socket on 127.0.0.1 (port chosen by the kernel); closed on destruction.
+struct Listener {
+  int fd = -1;
+  int port = 0;
+  Listener() {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::listen(fd, 8);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+  }
+  ~Listener() { ::close(fd); }
+};
+
+std::map<std::string, std::string> singleWorker(int rank, int local_rank, int nproc) {
+  return {{"TEST_ALPHA_RANK", std::to_string(rank)},
+          {"TEST_ALPHA_LOCAL_RANK", std::to_string(local_rank)},
+          {"TEST_ALPHA_NPROC", std::to_string(nproc)}};
+}
+
+TEST(Launch, SingleWorkerReplacesTaehvRunWithTheCommand) {
+  auto r = taehv({"--backend", "alpha", "--plugin-dir", pluginDir("alpha"), "--", "/bin/sh", "-c",
+                  "echo pid=$$; echo RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE; exit 3"},
+                 singleWorker(1, 1, 2));
+  EXPECT_EQ(r.exit_code, 3) << r.err;  // the worker's own exit code: nothing stood between
+  EXPECT_NE(r.out.find("pid=" + std::to_string(r.pid) + "\n"), std::string::npos)
+      << "the worker must be taehv-run's own process (exec, no fork): " << r.out;
+  EXPECT_NE(r.out.find("RANK=1 LOCAL_RANK=1 WORLD_SIZE=2"), std::string::npos) << r.out;
+}
+
+TEST(Launch, SingleWorkerCommandThatCannotRunIsReported) {
+  auto r = taehv({"--backend", "alpha", "--plugin-dir", pluginDir("alpha"), "--", "/nonexistent/worker"},
+                 singleWorker(0, 0, 1));
+  EXPECT_EQ(r.exit_code, 127);
+  EXPECT_NE(r.err.find("cannot execute '/nonexistent/worker'"), std::string::npos) << r.err;
+}
+
+TEST(Launch, DefaultWorkerIsTaehvTrainBesideTaehvRun) {
+  // A private install tree: bin/taehv-run (a copy) and a stand-in bin/taehv-train script.
+  std::string root = tempDir();
+  fs::create_directories(root + "/bin");
+  fs::copy_file(taehvRun(), root + "/bin/taehv-run");
+  std::ofstream(root + "/bin/taehv-train") << "#!/bin/sh\necho \"trainer rank=$RANK args=$#\"\n";
+  fs::permissions(root + "/bin/taehv-train", fs::perms::owner_all);
+  auto r = taehv({"--backend", "alpha", "--plugin-dir", pluginDir("alpha")}, singleWorker(0, 0, 1),
+                 root + "/bin/taehv-run");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "trainer rank=0 args=0\n");
+  fs::remove(root + "/bin/taehv-train");
+  r = taehv({"--backend", "alpha", "--plugin-dir", pluginDir("alpha")}, singleWorker(0, 0, 1), root + "/bin/taehv-run");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(root + "/bin/taehv-train does not exist"), std::string::npos) << r.err;
+  fs::remove_all(root);
+}
+
+TEST(Launch, NodesWaitForTheMasterAndGiveUpClearly) {
+  int closed_port;
+  {
+    Listener probe;
+    closed_port = probe.port;
+  }  // closed again: nobody listens there now
+  auto env = singleWorker(2, 0, 2);
+  env.insert({{"TEST_ALPHA_NNODES", "2"},
+              {"TEST_ALPHA_NODE_RANK", "1"},
+              {"TEST_ALPHA_MASTER_ADDR", "127.0.0.1"},
+              {"TEST_ALPHA_MASTER_PORT", std::to_string(closed_port)},
+              {"TEST_ALPHA_MASTER_WAIT", "1"}});
+  auto start = std::chrono::steady_clock::now();
+  auto r = taehv({"--backend", "alpha", "--plugin-dir", pluginDir("alpha"), "--", "/bin/echo", "started"}, env);
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "") << "the worker must not start";
+  EXPECT_NE(r.err.find("master 127.0.0.1:" + std::to_string(closed_port)), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("did not accept a connection within 1 s"), std::string::npos) << r.err;
+  EXPECT_LT(took, std::chrono::seconds(5));
+
+  Listener master;
+  env["TEST_ALPHA_MASTER_PORT"] = std::to_string(master.port);
+  env["TEST_ALPHA_MASTER_WAIT"] = "10";
+  r = taehv({"--backend", "alpha", "--plugin-dir", pluginDir("alpha"), "--", "/bin/echo", "started"}, env);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "started\n");
+
+  env["TEST_ALPHA_MASTER_ADDR"] = "no-such-host.invalid";
+  env["TEST_ALPHA_MASTER_WAIT"] = "1";
+  r = taehv({"--backend", "alpha", "--plugin-dir", pluginDir("alpha"), "--", "/bin/echo", "started"}, env);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("cannot resolve 'no-such-host.invalid'"), std::string::npos) << r.err;
+}
+
+// Needs the process supervisor (core/process): each worker prints its contract, prefixed [node:rank].
+TEST(Launch, StandaloneWorkersGetTheContract) {
+  auto r = taehv({"--standalone", "--nproc-per-node", "3", "--", "/bin/sh", "-c",
+                  "echo RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE "
+                  "GROUP_RANK=$GROUP_RANK ROLE_RANK=$ROLE_RANK ROLE_NAME=$ROLE_NAME MASTER_ADDR=$MASTER_ADDR "
+                  "MASTER_PORT=$MASTER_PORT OMP=$OMP_NUM_THREADS RUN=$TORCHELASTIC_RUN_ID "
+                  "RESTART=$TORCHELASTIC_RESTART_COUNT NODE=$TAEHV_NODE_RANK/$TAEHV_NNODES"},
+                 {{"OMP_NUM_THREADS", "3"}});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex("MASTER_PORT=([0-9]+) OMP=3 RUN=([0-9a-f]+) ")));
+  const std::string port = m[1], run = m[2];
+  EXPECT_NE(port, "29500");  // --standalone picks a free port
+  for (int rank = 0; rank < 3; ++rank) {
+    std::string line = "[0:" + std::to_string(rank) + "] RANK=" + std::to_string(rank) +
+                       " LOCAL_RANK=" + std::to_string(rank) +
+                       " WORLD_SIZE=3 LOCAL_WORLD_SIZE=3 GROUP_RANK=0 ROLE_RANK=" + std::to_string(rank) +
+                       " ROLE_NAME=default MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " OMP=3 RUN=" + run +
+                       " RESTART=0 NODE=0/1\n";
+    EXPECT_NE(r.out.find(line), std::string::npos) << "missing: " << line << "in:\n" << r.out;
+  }
+}
+
+// Needs the process supervisor: a failing worker's exit code becomes taehv-run's, restarts bump the count.
+TEST(Launch, WorkerFailureAndRestartsReachTheExitCode) {
+  std::string dir = tempDir();
+  auto r = taehv({"--standalone", "--nproc-per-node", "2", "--max-restarts", "1", "--shutdown-grace", "2",
+                  "--log-dir", dir, "--no-prefix", "--", "/bin/sh", "-c",
+                  "echo attempt=$TORCHELASTIC_RESTART_COUNT max=$TORCHELASTIC_MAX_RESTARTS; "
+                  "if [ $RANK = 1 ]; then exit 4; fi; sleep 30"});
+  EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
+  EXPECT_NE(r.out.find("attempt=0 max=1\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("attempt=1 max=1\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("[0:"), std::string::npos) << "--no-prefix: " << r.out;
+  EXPECT_NE(readFile(dir + "/rank_1.log").find("attempt=1"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace taehv::test

@@ -1,0 +1,135 @@
+// A backend for the core tests, driven by environment variables so each test can set the scene.
+// Built several times (tests/core/CMakeLists.txt) with TEST_PLUGIN_NAME and TEST_PLUGIN_KIND:
+//   kind 0: a working backend "<name>"; its variables are TEST_<NAME>_* (NAME upper-cased).
+//   kind 1: reports api_version 99, and its factory aborts: the loader must never call it.
+//   kind 2: exports taehv_plugin_info but no factory.
+//   kind 3: exports nothing at all.
+//   kind 4: a working backend whose factory returns null.
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include "taehv/plugin_api.h"
+
+#ifndef TEST_PLUGIN_NAME
+#error "TEST_PLUGIN_NAME must be defined"
+#endif
+
+namespace {
+
+std::string upper(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+const std::string kVar = "TEST_" + upper(TEST_PLUGIN_NAME) + "_";
+
+const std::string* lookup(const taehv::Env& env, const std::string& key) {
+  auto it = env.find(kVar + key);
+  return it == env.end() ? nullptr : &it->second;
+}
+
+class TestBackend final : public taehv::Backend {
+ public:
+  taehv::Detection detect(const taehv::HostContext& host) const override {
+    taehv::Detection d;
+    if (const auto* v = lookup(host.env, "CONFIDENCE")) {
+      d.confidence = std::atoi(v->c_str());
+      d.reason = kVar + "CONFIDENCE=" + *v;
+    }
+    return d;
+  }
+
+  taehv::PlanResult plan(const taehv::HostContext& host, const taehv::PlanRequest& request) const override {
+    taehv::PlanResult r;
+    if (const auto* v = lookup(host.env, "FAIL")) {
+      r.error = "test failure: " + *v;
+      return r;
+    }
+    auto integer = [&](const char* key, taehv::Sourced<int>& out) {
+      if (const auto* v = lookup(host.env, key)) out.set(std::atoi(v->c_str()), "env " + kVar + key);
+    };
+    integer("NNODES", r.plan.nnodes);
+    integer("NODE_RANK", r.plan.node_rank);
+    integer("NPROC", r.plan.nproc_per_node);
+    integer("MASTER_PORT", r.plan.master_port);
+    integer("RESTART_COUNT", r.plan.restart_count);
+    integer("GPUS", r.plan.gpus_on_node);
+    integer("MASTER_WAIT", r.plan.master_wait_seconds);
+    if (const auto* v = lookup(host.env, "MASTER_ADDR")) r.plan.master_addr.set(*v, "env " + kVar + "MASTER_ADDR");
+    if (const auto* v = lookup(host.env, "RANK")) {
+      r.plan.single_worker.set(true, "rule: test single worker");
+      r.plan.rank.set(std::atoi(v->c_str()), "env " + kVar + "RANK");
+      if (const auto* l = lookup(host.env, "LOCAL_RANK")) {
+        r.plan.local_rank.set(std::atoi(l->c_str()), "env " + kVar + "LOCAL_RANK");
+      }
+    }
+    r.plan.extra_env["TEST_BACKEND"].set(TEST_PLUGIN_NAME, "rule: test backend name");
+    r.plan.extra_env["RANK"].set("999", "rule: a backend trying to override the contract");
+    for (const auto& [name, values] : request.options) {
+      std::string joined;
+      for (const auto& v : values) joined += (joined.empty() ? "" : ",") + v;
+      r.plan.extra_env["TEST_OPT_" + name].set(joined, "option --" + name);
+    }
+    if (request.nproc_per_node) {
+      r.plan.extra_env["TEST_REQUEST_NPROC"].set(std::to_string(*request.nproc_per_node), "request");
+    }
+    r.plan.notes.push_back("test backend " + std::string(TEST_PLUGIN_NAME));
+    return r;
+  }
+
+  std::vector<taehv::OptionSpec> options() const override {
+    return {{"flavor", "NAME", "a value option", false},
+            {"tag", "TAG", "a repeatable option", true},
+            {"takeover", "", "make the backend take over the launch", false}};
+  }
+
+  std::vector<taehv::CommandSpec> commands() const override { return {{"hello", "print its arguments"}}; }
+
+  int runCommand(const taehv::HostContext& host, const std::string& name,
+                 const std::vector<std::string>& args) override {
+    std::cout << name << " from " << TEST_PLUGIN_NAME << ":";
+    for (const auto& a : args) std::cout << " [" << a << "]";
+    std::cout << "\n";
+    host.log(taehv::LogLevel::kInfo, "hello ran");
+    return 5;
+  }
+
+  bool takesOverLaunch(const taehv::HostContext&, const taehv::PlanRequest& request) const override {
+    return request.options.count("takeover") > 0;
+  }
+
+  int launch(const taehv::HostContext&, const taehv::JobRequest& job) override {
+    std::cout << "launcher_args:";
+    for (const auto& a : job.launcher_args) std::cout << " [" << a << "]";
+    std::cout << "\ncommand:";
+    for (const auto& a : job.command) std::cout << " [" << a << "]";
+    std::cout << "\n";
+    return 7;
+  }
+};
+
+}  // namespace
+
+#if TEST_PLUGIN_KIND == 0
+TAEHV_DEFINE_PLUGIN(TestBackend, TEST_PLUGIN_NAME, "9.8.7", "core test backend")
+#elif TEST_PLUGIN_KIND == 1
+extern "C" TAEHV_PLUGIN_VISIBLE const taehv_plugin_info_t* taehv_plugin_info() {
+  static const taehv_plugin_info_t info{99, TEST_PLUGIN_NAME, "1.0.0", "built for a future API"};
+  return &info;
+}
+extern "C" TAEHV_PLUGIN_VISIBLE taehv::Backend* taehv_plugin_create_v1() { std::abort(); }
+#elif TEST_PLUGIN_KIND == 2
+extern "C" TAEHV_PLUGIN_VISIBLE const taehv_plugin_info_t* taehv_plugin_info() {
+  static const taehv_plugin_info_t info{taehv::kPluginApiVersion, TEST_PLUGIN_NAME, "1.0.0", "no factory"};
+  return &info;
+}
+#elif TEST_PLUGIN_KIND == 3
+extern "C" TAEHV_PLUGIN_VISIBLE int taehv_test_unrelated_symbol() { return 42; }
+#elif TEST_PLUGIN_KIND == 4
+extern "C" TAEHV_PLUGIN_VISIBLE const taehv_plugin_info_t* taehv_plugin_info() {
+  static const taehv_plugin_info_t info{taehv::kPluginApiVersion, TEST_PLUGIN_NAME, "1.0.0", "null factory"};
+  return &info;
+}
+extern "C" TAEHV_PLUGIN_VISIBLE taehv::Backend* taehv_plugin_create_v1() { return nullptr; }
+#endif
