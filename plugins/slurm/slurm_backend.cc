@@ -1,14 +1,256 @@
-// Bootstrap: loads, recognises nothing. Platform behaviour comes with this backend's own issue.
-#include "taehv/plugin_api.h"
+#include "slurm_backend.h"
 
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+
+#include "hostlist.h"
+#include "sbatch_script.h"
+#include "slurm_env.h"
+
+namespace taehv::slurm {
 namespace {
-class Backend final : public taehv::Backend {
- public:
-  taehv::Detection detect(const taehv::HostContext&) const override { return {}; }
-  taehv::PlanResult plan(const taehv::HostContext&, const taehv::PlanRequest&) const override {
-    return {"the slurm backend has no platform mapping in this build", {}};
+
+void logTo(const HostContext& host, LogLevel level, const std::string& message) {
+  if (host.log) host.log(level, message);
+}
+
+/// Joins the arguments with commas so `hostnames a b,c` reads as one list, as SLURM's separators allow.
+std::string joinArgs(const std::vector<std::string>& args) {
+  std::string out;
+  for (const std::string& a : args) out += (out.empty() ? "" : ",") + a;
+  return out;
+}
+
+/// Runs argv with `env`, feeding nothing on stdin; captures stdout into `out`, stderr into `err`.
+/// Returns the exit code, or -1 with `err` set when it could not be started.
+int runCapture(const std::vector<std::string>& argv, const Env& env, std::string& out, std::string& err) {
+  int out_pipe[2];
+  int err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0) return err = std::strerror(errno), -1;
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+    close(out_pipe[0]);
+    close(out_pipe[1]);
+    return err = std::strerror(errno), -1;
   }
-};
+  std::vector<std::string> env_strings;
+  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_copy = argv;
+  std::vector<char*> argp;
+  for (std::string& a : argv_copy) argp.push_back(a.data());
+  argp.push_back(nullptr);
+  std::string path = "/usr/local/bin:/usr/bin:/bin";
+  if (auto it = env.find("PATH"); it != env.end()) path = it->second;
+  pid_t pid = fork();
+  if (pid < 0) return err = std::strerror(errno), -1;
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_RDONLY);
+    dup2(devnull, 0);
+    dup2(out_pipe[1], 1);
+    dup2(err_pipe[1], 2);
+    if (argv[0].find('/') == std::string::npos) {
+      std::size_t start = 0;
+      while (start <= path.size()) {
+        std::size_t colon = path.find(':', start);
+        if (colon == std::string::npos) colon = path.size();
+        std::string candidate = path.substr(start, colon - start) + "/" + argv[0];
+        execve(candidate.c_str(), argp.data(), envp.data());
+        start = colon + 1;
+      }
+    } else {
+      execve(argv[0].c_str(), argp.data(), envp.data());
+    }
+    std::fprintf(stderr, "cannot run %s: not found in PATH=%s\n", argv[0].c_str(), path.c_str());
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  // sbatch writes little; read stdout then stderr (each fits a pipe buffer long before it blocks).
+  char buf[4096];
+  for (ssize_t n; (n = read(out_pipe[0], buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  for (ssize_t n; (n = read(err_pipe[0], buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    err.append(buf, static_cast<std::size_t>(n));
+  }
+  close(out_pipe[0]);
+  close(err_pipe[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+int runHostnames(const HostContext& host, const std::vector<std::string>& args, bool compress) {
+  std::string list = joinArgs(args);
+  if (args.empty()) {
+    auto it = host.env.find("SLURM_JOB_NODELIST");
+    if (it == host.env.end()) {
+      logTo(host, LogLevel::kError,
+            std::string("usage: taehv-run --backend slurm ") + (compress ? "hostlist" : "hostnames") +
+                " LIST (e.g. n[1-4]); without LIST, SLURM_JOB_NODELIST is used but it is not set");
+      return 2;
+    }
+    list = it->second;
+  }
+  HostlistResult hosts = expandHostlist(list);
+  if (!hosts.ok()) {
+    logTo(host, LogLevel::kError, hosts.error);
+    return 1;
+  }
+  if (compress) {
+    std::cout << compressHostlist(hosts.hosts) << '\n';
+  } else {
+    std::string out;
+    for (const std::string& h : hosts.hosts) out.append(h).push_back('\n');
+    std::cout << out;
+  }
+  std::cout.flush();
+  return std::cout ? 0 : 1;
+}
+
+int runSubmit(const HostContext& host, const std::vector<std::string>& args) {
+  SubmitOptions opts;
+  for (const std::string& a : args) {
+    if (a == "--") break;
+    if (a == "--help" || a == "-h") {
+      std::cout << submitUsage();
+      return 0;
+    }
+  }
+  if (std::string err = parseSubmitArgs(args, opts); !err.empty()) {
+    logTo(host, LogLevel::kError, "submit: " + err + "\n" + submitUsage());
+    return 2;
+  }
+  std::string script = renderSbatchScript(opts, host.self_path, host.version);
+  if (!opts.script_file.empty()) {
+    std::ofstream f(opts.script_file);
+    f << script;
+    if (!f.flush()) {
+      logTo(host, LogLevel::kError, "submit: cannot write the script to " + opts.script_file);
+      return 1;
+    }
+  }
+  if (opts.dry_run) {
+    std::cout << script;
+    std::cout.flush();
+    return 0;
+  }
+  std::string file = opts.script_file;
+  bool temporary = file.empty();
+  if (temporary) {
+    std::string tmpdir = "/tmp";
+    if (auto it = host.env.find("TMPDIR"); it != host.env.end() && !it->second.empty()) tmpdir = it->second;
+    std::string pattern = tmpdir + "/taehv-sbatch-XXXXXX";
+    int fd = mkstemp(pattern.data());
+    if (fd < 0) {
+      logTo(host, LogLevel::kError, "submit: cannot create a script file in " + tmpdir + ": " + std::strerror(errno));
+      return 1;
+    }
+    bool ok = write(fd, script.data(), script.size()) == static_cast<ssize_t>(script.size());
+    close(fd);
+    file = pattern;
+    if (!ok) {
+      unlink(file.c_str());
+      logTo(host, LogLevel::kError, "submit: cannot write " + file);
+      return 1;
+    }
+  }
+  std::string out;
+  std::string err;
+  int rc = runCapture({"sbatch", "--parsable", file}, host.env, out, err);
+  if (temporary) unlink(file.c_str());  // sbatch keeps its own copy of the script
+  if (rc != 0) {
+    logTo(host, LogLevel::kError,
+          "submit: sbatch failed (exit code " + std::to_string(rc) + "): " + trim(err) +
+              (rc == 127 ? " (is SLURM's client installed and on PATH?)" : ""));
+    return 1;
+  }
+  std::string job_id = trim(out);
+  job_id = job_id.substr(0, job_id.find(';'));  // "<id>;<cluster>" on federated setups
+  if (job_id.empty() || job_id.find_first_not_of("0123456789_") != std::string::npos) {
+    logTo(host, LogLevel::kError, "submit: sbatch printed no job ID: '" + trim(out) + "' " + trim(err));
+    return 1;
+  }
+  std::cout << job_id << '\n';
+  std::cout.flush();
+  logTo(host, LogLevel::kInfo,
+        "submitted SLURM job " + job_id + " (" + std::to_string(opts.nodes) + " nodes); follow it with `squeue -j " +
+            job_id + "`, cancel with `scancel " + job_id + "`");
+  return 0;
+}
+
 }  // namespace
 
-TAEHV_DEFINE_PLUGIN(Backend, "slurm", "0.1.0", "slurm backend (bootstrap)")
+Detection SlurmBackend::detect(const HostContext& host) const { return detectSlurm(host.env); }
+
+PlanResult SlurmBackend::plan(const HostContext& host, const PlanRequest& request) const {
+  Layout layout = Layout::kAuto;
+  if (auto it = request.options.find("slurm-layout"); it != request.options.end() && !it->second.empty()) {
+    const std::string& v = it->second.back();
+    if (v == "node") {
+      layout = Layout::kTaskPerNode;
+    } else if (v == "task" || v == "gpu") {
+      layout = Layout::kTaskPerGpu;
+    } else if (v != "auto") {
+      PlanResult bad;
+      bad.error = "--slurm-layout '" + v + "': expected auto, node (one task per node) or task (one task per GPU)";
+      return bad;
+    }
+  }
+  try {
+    return planSlurm(host.env, request, layout);
+  } catch (const std::exception& e) {  // nothing may cross the plugin boundary
+    PlanResult bad;
+    bad.error = std::string("slurm backend: ") + e.what();
+    return bad;
+  }
+}
+
+std::vector<OptionSpec> SlurmBackend::options() const {
+  return {{"slurm-layout", "auto|node|task",
+           "how SLURM tasks map to workers: node = one task per node starts the node's workers, task = each task "
+           "is one worker (one task per GPU); auto (default) picks task when a node runs several tasks",
+           false}};
+}
+
+std::vector<CommandSpec> SlurmBackend::commands() const {
+  return {{"hostnames", "expand a SLURM hostlist (default SLURM_JOB_NODELIST), one host per line"},
+          {"hostlist", "compress host names into a SLURM hostlist"},
+          {"submit", "render an sbatch script for a multi-node training and submit it (--dry-run prints it)"}};
+}
+
+int SlurmBackend::runCommand(const HostContext& host, const std::string& name, const std::vector<std::string>& args) {
+  try {
+    if (name == "hostnames") return runHostnames(host, args, false);
+    if (name == "hostlist") return runHostnames(host, args, true);
+    if (name == "submit") return runSubmit(host, args);
+    logTo(host, LogLevel::kError, "unknown slurm command '" + name + "': use hostnames, hostlist or submit");
+    return 2;
+  } catch (const std::exception& e) {  // nothing may cross the plugin boundary
+    logTo(host, LogLevel::kError, std::string("slurm ") + name + ": " + e.what());
+    return 1;
+  }
+}
+
+}  // namespace taehv::slurm

@@ -1,0 +1,230 @@
+#include "sbatch_script.h"
+
+#include <optional>
+#include <sstream>
+
+namespace taehv::slurm {
+namespace {
+
+std::optional<int> parseInt(const std::string& s, int min, int max) {
+  if (s.empty() || s.size() > 9) return std::nullopt;
+  int v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  if (v < min || v > max) return std::nullopt;
+  return v;
+}
+
+/// Text safe inside an #SBATCH line: no newline, no '#', not empty.
+bool safeDirective(const std::string& s) { return !s.empty() && s.find_first_of("\n\r") == std::string::npos; }
+
+/// Bash words for `word` where every "{ckpt}" becomes the value of $resume.
+std::string quoteWithCheckpoint(const std::string& word) {
+  static const std::string kMark = "{ckpt}";
+  std::string out;
+  std::size_t pos = 0;
+  for (std::size_t hit; (hit = word.find(kMark, pos)) != std::string::npos; pos = hit + kMark.size()) {
+    if (hit > pos) out += shellQuote(word.substr(pos, hit - pos));
+    out += "\"$resume\"";
+  }
+  if (pos < word.size() || out.empty()) out += shellQuote(word.substr(pos));
+  return out;
+}
+
+}  // namespace
+
+std::string shellQuote(const std::string& word) {
+  if (!word.empty() && word.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+                                              "_-+=./:,@%") == std::string::npos) {
+    return word;
+  }
+  std::string out = "'";
+  for (char c : word) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out + "'";
+}
+
+std::string submitUsage() {
+  return "usage: taehv-run --backend slurm submit --nodes N [--gpus-per-node G] [--nproc-per-node K]\n"
+         "         [--time T] [--partition P] [--job-name J] [--max-restarts R] [--layout node|task]\n"
+         "         [--output FILE] [--checkpoint-dir DIR] [--resume-arg ARG]... [--sbatch-arg ARG]...\n"
+         "         [--launch-arg ARG]... [--srun-wait S] [--script FILE] [--dry-run] [-- COMMAND...]\n"
+         "Renders an sbatch script that runs COMMAND (default: taehv-run's trainer) on N nodes with srun,\n"
+         "submits it with sbatch and prints the job ID (--dry-run prints the script instead).\n"
+         "  --nproc-per-node K  workers per node (default G, or 1 without GPUs)\n"
+         "  --layout node       one SLURM task per node; taehv-run starts its K workers (default)\n"
+         "  --layout task       one SLURM task per worker (K tasks per node); each task is one worker\n"
+         "  --max-restarts R    after a failure, requeue the job up to R times (SLURM_RESTART_COUNT counts)\n"
+         "  --checkpoint-dir D  on a requeued run, TAEHV_RESUME_FROM = newest entry of D, and each\n"
+         "  --resume-arg ARG    is appended to COMMAND with {ckpt} replaced by that path\n";
+}
+
+std::string parseSubmitArgs(const std::vector<std::string>& args, SubmitOptions& out) {
+  bool have_nodes = false;
+  std::vector<std::string> resume_args;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
+    if (arg == "--") {
+      out.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+      break;
+    }
+    std::optional<std::string> inline_value;
+    if (arg.rfind("--", 0) == 0) {
+      if (std::size_t eq = arg.find('='); eq != std::string::npos) {
+        inline_value = arg.substr(eq + 1);
+        arg = arg.substr(0, eq);
+      }
+    }
+    if (arg == "--dry-run") {
+      if (inline_value) return "--dry-run takes no value";
+      out.dry_run = true;
+      continue;
+    }
+    auto value = [&]() -> std::optional<std::string> {
+      if (inline_value) return inline_value;
+      if (i + 1 < args.size()) return args[++i];
+      return std::nullopt;
+    };
+    auto number = [&](int min, int max, int& target) -> std::string {
+      std::optional<std::string> v = value();
+      if (!v) return arg + " needs a value";
+      std::optional<int> n = parseInt(*v, min, max);
+      if (!n) return arg + " '" + *v + "': expected a whole number from " + std::to_string(min) + " to " +
+                     std::to_string(max);
+      target = *n;
+      return "";
+    };
+    auto text = [&](std::string& target) -> std::string {
+      std::optional<std::string> v = value();
+      if (!v) return arg + " needs a value";
+      if (!safeDirective(*v)) return arg + " must be a non-empty single line";
+      target = *v;
+      return "";
+    };
+    std::string err;
+    std::string scratch;
+    if (arg == "--nodes" || arg == "-N") {
+      err = number(1, 100000, out.nodes);
+      have_nodes = true;
+    } else if (arg == "--gpus-per-node") {
+      err = number(0, 1024, out.gpus_per_node);
+    } else if (arg == "--nproc-per-node") {
+      err = number(1, 1024, out.nproc_per_node);
+    } else if (arg == "--time" || arg == "-t") {
+      err = text(out.time);
+    } else if (arg == "--partition" || arg == "-p") {
+      err = text(out.partition);
+    } else if (arg == "--job-name" || arg == "-J") {
+      err = text(out.job_name);
+    } else if (arg == "--max-restarts") {
+      err = number(0, 1000, out.max_restarts);
+    } else if (arg == "--srun-wait") {
+      err = number(0, 86400, out.srun_wait_s);
+    } else if (arg == "--output" || arg == "-o") {
+      err = text(out.output);
+    } else if (arg == "--checkpoint-dir") {
+      err = text(out.checkpoint_dir);
+    } else if (arg == "--script") {
+      err = text(out.script_file);
+    } else if (arg == "--layout") {
+      err = text(scratch);
+      if (err.empty() && scratch != "node" && scratch != "task") {
+        err = "--layout '" + scratch + "': expected node (one task per node) or task (one task per worker)";
+      }
+      out.task_per_gpu = scratch == "task";
+    } else if (arg == "--sbatch-arg") {
+      err = text(scratch);
+      out.sbatch_args.push_back(scratch);
+    } else if (arg == "--launch-arg") {
+      err = text(scratch);
+      out.launch_args.push_back(scratch);
+    } else if (arg == "--resume-arg") {
+      err = text(scratch);
+      resume_args.push_back(scratch);
+    } else {
+      err = "unknown option '" + args[i] + "' (put the command after --)";
+    }
+    if (!err.empty()) return err;
+  }
+  if (!have_nodes) return "--nodes N is required";
+  if (!resume_args.empty()) {
+    if (out.checkpoint_dir.empty()) return "--resume-arg needs --checkpoint-dir (where to look for checkpoints)";
+    if (out.command.empty()) return "--resume-arg needs an explicit command after --";
+  }
+  out.command.insert(out.command.end(), resume_args.begin(), resume_args.end());
+  // Remember which trailing words are resume args: they are only passed when a checkpoint was found.
+  out.resume_arg_count = resume_args.size();
+  return "";
+}
+
+std::string renderSbatchScript(const SubmitOptions& opts, const std::string& taehv_run, const std::string& version) {
+  int workers = opts.nproc_per_node > 0 ? opts.nproc_per_node : (opts.gpus_per_node > 0 ? opts.gpus_per_node : 1);
+  int tasks_per_node = opts.task_per_gpu ? workers : 1;
+  std::ostringstream s;
+  s << "#!/bin/bash\n"
+    << "# Rendered by `taehv-run --backend slurm submit` (taehv-run " << version << ").\n"
+    << "# One srun step runs the whole training: a task that fails ends every task (--kill-on-bad-exit);\n"
+    << "# after a failure the job requeues itself up to MAX_RESTARTS times (SLURM_RESTART_COUNT counts them)\n"
+    << "# and the next run resumes from the newest checkpoint.\n"
+    << "#SBATCH --job-name=" << opts.job_name << "\n"
+    << "#SBATCH --nodes=" << opts.nodes << "\n"
+    << "#SBATCH --ntasks-per-node=" << tasks_per_node << "\n";
+  if (opts.gpus_per_node > 0) s << "#SBATCH --gpus-per-node=" << opts.gpus_per_node << "\n";
+  s << "#SBATCH --time=" << opts.time << "\n";
+  if (!opts.partition.empty()) s << "#SBATCH --partition=" << opts.partition << "\n";
+  s << "#SBATCH --output=" << (opts.output.empty() ? opts.job_name + "-%j.out" : opts.output) << "\n"
+    << "#SBATCH --open-mode=append\n"
+    << (opts.max_restarts > 0 ? "#SBATCH --requeue\n" : "#SBATCH --no-requeue\n");
+  for (const std::string& extra : opts.sbatch_args) s << "#SBATCH " << extra << "\n";
+  s << "set -uo pipefail\n"
+    << "export PYTHONUNBUFFERED=1\n"
+    << "TAEHV_RUN=" << shellQuote(taehv_run) << "\n"
+    << "MAX_RESTARTS=" << opts.max_restarts << "\n"
+    << "CHECKPOINT_DIR=" << shellQuote(opts.checkpoint_dir) << "\n"
+    << "restart=${SLURM_RESTART_COUNT:-0}\n"
+    << "resume=\n"
+    << "if [ \"$restart\" -gt 0 ] && [ -n \"$CHECKPOINT_DIR\" ] && [ -d \"$CHECKPOINT_DIR\" ]; then\n"
+    << "  resume=$(ls -1td -- \"$CHECKPOINT_DIR\"/* 2>/dev/null | head -n 1)\n"
+    << "fi\n"
+    << "export TAEHV_RESTART_COUNT=$restart TAEHV_RESUME_FROM=$resume\n"
+    << "echo \"taehv: job $SLURM_JOB_ID run $((restart + 1)) of $((MAX_RESTARTS + 1)) on $SLURM_JOB_NODELIST\"\\\n"
+    << "     \"${resume:+, resuming from $resume}\"\n";
+  std::size_t plain = opts.command.size() - opts.resume_arg_count;
+  s << "resume_args=()\n";
+  if (opts.resume_arg_count > 0) {
+    s << "if [ -n \"$resume\" ]; then\n  resume_args=(";
+    for (std::size_t i = plain; i < opts.command.size(); ++i) s << (i > plain ? " " : "") << quoteWithCheckpoint(opts.command[i]);
+    s << ")\nfi\n";
+  }
+  s << "srun --kill-on-bad-exit=1 --wait=" << opts.srun_wait_s << " --unbuffered --nodes=" << opts.nodes
+    << " --ntasks-per-node=" << tasks_per_node << " \\\n  \"$TAEHV_RUN\" --backend slurm";
+  if (opts.task_per_gpu) {
+    s << " --slurm-layout task";
+  } else {
+    s << " --nproc-per-node " << workers;
+  }
+  for (const std::string& a : opts.launch_args) s << " " << shellQuote(a);
+  if (plain > 0) {
+    s << " --";
+    for (std::size_t i = 0; i < plain; ++i) s << " " << shellQuote(opts.command[i]);
+  }
+  s << " \"${resume_args[@]}\"\n"
+    << "rc=$?\n"
+    << "if [ \"$rc\" -ne 0 ] && [ \"$restart\" -lt \"$MAX_RESTARTS\" ]; then\n"
+    << "  echo \"taehv: run failed (exit code $rc); requeueing job $SLURM_JOB_ID, restart $((restart + 1)) of "
+       "$MAX_RESTARTS\"\n"
+    << "  scontrol requeue \"$SLURM_JOB_ID\" && exit 0\n"
+    << "  echo \"taehv: scontrol requeue failed; giving up\"\n"
+    << "fi\n"
+    << "exit \"$rc\"\n";
+  return s.str();
+}
+
+}  // namespace taehv::slurm

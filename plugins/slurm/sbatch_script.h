@@ -1,0 +1,45 @@
+// `taehv-run --backend slurm submit`: the options and the sbatch script they render.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace taehv::slurm {
+
+/// What the user asked `submit` for. Defaults are what an omitted option means.
+struct SubmitOptions {
+  int nodes = 0;                ///< --nodes N (required, >= 1)
+  int gpus_per_node = 0;        ///< --gpus-per-node G; 0 = no GPU request (CPU/Gloo)
+  int nproc_per_node = 0;       ///< --nproc-per-node K workers per node; 0 = G (or 1 without GPUs)
+  std::string time = "01:00:00";  ///< --time, any form sbatch accepts
+  std::string partition;        ///< --partition; empty = the cluster's default
+  std::string job_name = "taehv";
+  int max_restarts = 0;         ///< --max-restarts R: requeue after a failure up to R times
+  bool task_per_gpu = false;    ///< --layout task: one SLURM task per worker instead of one per node
+  int srun_wait_s = 60;         ///< srun --wait: seconds the others may run on after one task ends cleanly
+  std::string output;           ///< --output; empty = "<job-name>-%j.out" in the submit directory
+  std::string checkpoint_dir;   ///< --checkpoint-dir: searched for the newest checkpoint on requeue
+  std::vector<std::string> sbatch_args;   ///< --sbatch-arg ARG (repeatable): extra #SBATCH lines
+  std::vector<std::string> launch_args;   ///< --launch-arg ARG (repeatable): extra taehv-run launch options
+  std::vector<std::string> command;       ///< after `--`; empty = taehv-run's default trainer
+  std::size_t resume_arg_count = 0;       ///< the last words of `command` are --resume-arg words (passed
+                                          ///< only on a requeued run that found a checkpoint)
+  bool dry_run = false;
+  std::string script_file;      ///< --script FILE: also write the script there
+};
+
+/// Parses `submit`'s arguments. Returns "" or one line saying what is wrong and how to fix it.
+std::string parseSubmitArgs(const std::vector<std::string>& args, SubmitOptions& out);
+
+/// The usage text of `submit`.
+std::string submitUsage();
+
+/// Quotes `word` for bash (single quotes unless it is plainly safe).
+std::string shellQuote(const std::string& word);
+
+/// The sbatch script for `opts`; `taehv_run` is the absolute path of taehv-run on the cluster,
+/// `version` goes into the header comment.
+std::string renderSbatchScript(const SubmitOptions& opts, const std::string& taehv_run, const std::string& version);
+
+}  // namespace taehv::slurm

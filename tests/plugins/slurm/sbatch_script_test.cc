@@ -1,0 +1,156 @@
+// `submit`: argument parsing and the rendered sbatch script (checked with `bash -n` and by running its
+// requeue logic against fake srun/scontrol on PATH; the real cluster runs it in slurm_cluster_test).
+#include "sbatch_script.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace taehv::slurm {
+namespace {
+
+SubmitOptions parse(const std::vector<std::string>& args) {
+  SubmitOptions o;
+  std::string err = parseSubmitArgs(args, o);
+  EXPECT_TRUE(err.empty()) << err;
+  return o;
+}
+
+std::string parseError(const std::vector<std::string>& args) {
+  SubmitOptions o;
+  return parseSubmitArgs(args, o);
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+TEST(SlurmSubmitArgs, ParsesEveryOption) {
+  SubmitOptions o = parse({"--nodes", "2", "--gpus-per-node=8", "--time", "02:00:00", "--partition", "gpu",
+                           "--job-name", "vae", "--max-restarts", "3", "--layout", "task", "--checkpoint-dir",
+                           "/ck", "--sbatch-arg=--account=abc", "--resume-arg", "--resume={ckpt}", "--dry-run",
+                           "--", "taehv-train", "--set", "train.steps=10"});
+  EXPECT_EQ(o.nodes, 2);
+  EXPECT_EQ(o.gpus_per_node, 8);
+  EXPECT_EQ(o.time, "02:00:00");
+  EXPECT_EQ(o.partition, "gpu");
+  EXPECT_EQ(o.job_name, "vae");
+  EXPECT_EQ(o.max_restarts, 3);
+  EXPECT_TRUE(o.task_per_gpu);
+  EXPECT_TRUE(o.dry_run);
+  EXPECT_EQ(o.sbatch_args, (std::vector<std::string>{"--account=abc"}));
+  EXPECT_EQ(o.command, (std::vector<std::string>{"taehv-train", "--set", "train.steps=10", "--resume={ckpt}"}));
+  EXPECT_EQ(o.resume_arg_count, 1u);
+}
+
+TEST(SlurmSubmitArgs, BadInputSaysWhatIsWrong) {
+  EXPECT_EQ(parseError({}), "--nodes N is required");
+  EXPECT_TRUE(contains(parseError({"--nodes", "0"}), "--nodes '0': expected a whole number from 1"));
+  EXPECT_TRUE(contains(parseError({"--nodes", "two"}), "--nodes 'two'"));
+  EXPECT_EQ(parseError({"--nodes"}), "--nodes needs a value");
+  EXPECT_TRUE(contains(parseError({"--nodes", "2", "--frobnicate"}), "unknown option '--frobnicate'"));
+  EXPECT_TRUE(contains(parseError({"--nodes", "2", "--layout", "gpus"}), "--layout 'gpus'"));
+  EXPECT_TRUE(contains(parseError({"--nodes", "2", "--job-name", "a\nb"}), "single line"));
+  EXPECT_TRUE(contains(parseError({"--nodes", "2", "--resume-arg", "x", "--", "cmd"}), "needs --checkpoint-dir"));
+}
+
+TEST(SlurmSubmitScript, OneTaskPerNodeScript) {
+  SubmitOptions o = parse({"--nodes", "4", "--gpus-per-node", "8", "--time", "1:00:00", "--partition", "p1",
+                           "--job-name", "j1", "--max-restarts", "2", "--", "taehv-train", "--set", "a b"});
+  std::string s = renderSbatchScript(o, "/opt/taehv/bin/taehv-run", "0.1.0");
+  for (const char* line : {"#SBATCH --job-name=j1\n", "#SBATCH --nodes=4\n", "#SBATCH --ntasks-per-node=1\n",
+                           "#SBATCH --gpus-per-node=8\n", "#SBATCH --time=1:00:00\n", "#SBATCH --partition=p1\n",
+                           "#SBATCH --requeue\n", "#SBATCH --open-mode=append\n", "MAX_RESTARTS=2\n",
+                           "srun --kill-on-bad-exit=1 --wait=60 --unbuffered --nodes=4 --ntasks-per-node=1",
+                           "\"$TAEHV_RUN\" --backend slurm --nproc-per-node 8 -- taehv-train --set 'a b'",
+                           "scontrol requeue \"$SLURM_JOB_ID\"", "TAEHV_RUN=/opt/taehv/bin/taehv-run\n"}) {
+    EXPECT_TRUE(contains(s, line)) << "missing: " << line << "\n" << s;
+  }
+}
+
+TEST(SlurmSubmitScript, OneTaskPerGpuScriptWithoutGpus) {
+  SubmitOptions o = parse({"--nodes", "2", "--nproc-per-node", "2", "--layout", "task"});
+  std::string s = renderSbatchScript(o, "/x/taehv-run", "0.1.0");
+  EXPECT_TRUE(contains(s, "#SBATCH --ntasks-per-node=2\n"));
+  EXPECT_FALSE(contains(s, "--gpus-per-node"));
+  EXPECT_FALSE(contains(s, "--partition"));
+  EXPECT_TRUE(contains(s, "#SBATCH --no-requeue\n"));
+  EXPECT_TRUE(contains(s, "--ntasks-per-node=2 \\\n  \"$TAEHV_RUN\" --backend slurm --slurm-layout task \"${"));
+}
+
+TEST(SlurmSubmitScript, ShellQuoting) {
+  EXPECT_EQ(shellQuote("plain-word_1.2=x"), "plain-word_1.2=x");
+  EXPECT_EQ(shellQuote(""), "''");
+  EXPECT_EQ(shellQuote("a b"), "'a b'");
+  EXPECT_EQ(shellQuote("it's $HOME"), "'it'\\''s $HOME'");
+}
+
+/// Writes `text` to `path` as an executable script.
+void writeExecutable(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+  chmod(path.c_str(), 0755);
+}
+
+/// A folder with fake srun/scontrol that record their arguments, and a checkpoint folder with two entries.
+class FakeCluster : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/taehv-sbatch-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    writeExecutable(dir_ + "/scontrol", "#!/bin/sh\necho \"scontrol $*\" >> " + dir_ + "/log\n");
+    mkdir((dir_ + "/ck").c_str(), 0755);
+    std::ofstream(dir_ + "/ck/step-000020.pt") << "new";
+    std::ofstream(dir_ + "/ck/step-000010.pt") << "old";
+    ASSERT_EQ(system(("touch -d '2020-01-01' " + dir_ + "/ck/step-000010.pt").c_str()), 0);
+  }
+  void TearDown() override { ASSERT_EQ(system(("rm -rf " + dir_).c_str()), 0); }
+
+  /// Runs `script` with srun exiting `srun_rc`; returns the fakes' log, sets *rc to the script's exit code.
+  std::string run(const std::string& script, const std::string& env, int srun_rc, int* rc) {
+    unlink((dir_ + "/log").c_str());
+    writeExecutable(dir_ + "/srun", "#!/bin/sh\necho \"srun $* RESUME=$TAEHV_RESUME_FROM\" >> " + dir_ +
+                                        "/log\nexit " + std::to_string(srun_rc) + "\n");
+    std::ofstream(dir_ + "/job.sh") << script;
+    std::string cmd = "cd " + dir_ + " && PATH=" + dir_ + ":$PATH SLURM_JOB_ID=9 SLURM_JOB_NODELIST='n[1-2]' " + env +
+                      " bash job.sh > out 2>&1";
+    int status = system(cmd.c_str());
+    *rc = WEXITSTATUS(status);
+    std::ifstream in(dir_ + "/log");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  std::string dir_;
+};
+
+TEST_F(FakeCluster, RequeuesAfterAFailureAndResumesFromTheNewestCheckpoint) {
+  SubmitOptions o = parse({"--nodes", "2", "--max-restarts", "1", "--checkpoint-dir", dir_ + "/ck", "--resume-arg",
+                           "train.resume={ckpt}", "--", "worker"});
+  std::string script = renderSbatchScript(o, "/x/taehv-run", "0.1.0");
+  ASSERT_EQ(system(("bash -n <<'EOF'\n" + script + "\nEOF").c_str()), 0) << script;
+
+  int rc = -1;
+  // The first run fails: the job requeues itself.
+  std::string log = run(script, "", 3, &rc);
+  EXPECT_EQ(rc, 0) << log;
+  EXPECT_TRUE(contains(log, "scontrol requeue 9")) << log;
+  EXPECT_TRUE(contains(log, "-- worker RESUME=\n")) << "no resume on the first run: " << log;
+  // The requeued run (SLURM_RESTART_COUNT=1) resumes from the newest checkpoint and, failing again, gives up.
+  log = run(script, "SLURM_RESTART_COUNT=1", 3, &rc);
+  EXPECT_EQ(rc, 3) << log;
+  EXPECT_FALSE(contains(log, "scontrol requeue")) << log;
+  EXPECT_TRUE(contains(log, "-- worker train.resume=" + dir_ + "/ck/step-000020.pt RESUME=" + dir_ +
+                                "/ck/step-000020.pt\n"))
+      << log;
+  // A successful run exits 0 without requeueing.
+  log = run(script, "", 0, &rc);
+  EXPECT_EQ(rc, 0);
+  EXPECT_FALSE(contains(log, "scontrol requeue")) << log;
+}
+
+}  // namespace
+}  // namespace taehv::slurm
