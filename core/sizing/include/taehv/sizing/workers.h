@@ -1,0 +1,63 @@
+// How many workers a node runs and which GPU each owns.
+//
+// Contract: `--nproc-per-node auto` means one worker per visible GPU, or 1 on a CPU-only node (Gloo). Asking for
+// more workers than the node has GPUs is refused before anything starts, with the command line that was probably
+// meant (the "CUDA error: invalid device ordinal" that otherwise appears minutes later, on one rank only).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "taehv/plugin_api.h"
+#include "taehv/sizing/gpu.h"
+
+namespace taehv::sizing {
+
+/// How a worker is told which GPU it owns.
+enum class GpuBinding {
+  kVisibleDevices,  ///< CUDA_VISIBLE_DEVICES holds only its GPU; it uses cuda:0 (default; isolates workers)
+  kLocalRank,       ///< every worker sees every GPU and uses cuda:LOCAL_RANK
+  kNone,            ///< no binding, no GPU-count check (the command manages devices itself)
+};
+
+/// "visible-devices", "local-rank", "none" -> binding; anything else -> nullopt.
+std::optional<GpuBinding> parseGpuBinding(const std::string& text);
+/// The inverse of parseGpuBinding.
+std::string gpuBindingName(GpuBinding binding);
+
+/// What the user asked and what the node has.
+struct NprocInput {
+  Sourced<int> requested;       ///< unset = auto; else the number and where it came from ("flag --nproc-per-node")
+  int visible_gpus = 0;         ///< visibleGpus(...).gpus.size()
+  std::string gpu_source;       ///< visibleGpus(...).source, quoted in reasons
+  int nnodes = 1;               ///< nodes in the job
+  Sourced<int> scheduler_gpus;  ///< GPUs the platform says this node has (NodePlan::gpus_on_node), if it says
+  GpuBinding binding = GpuBinding::kVisibleDevices;
+};
+
+/// The decision, or why there is none.
+struct NprocDecision {
+  std::string error;               ///< empty on success; else one line with the fix
+  Sourced<int> nproc_per_node;     ///< the value and its reason
+  bool use_gpus = false;           ///< workers own GPUs (NCCL); false = CPU workers (Gloo)
+  std::vector<std::string> notes;  ///< e.g. the scheduler's GPU count differs from the detected one
+  bool ok() const { return error.empty(); }
+};
+
+/// Resolves --nproc-per-node (auto or a number) against the node's GPUs. See the file comment.
+NprocDecision decideNprocPerNode(const NprocInput& input);
+
+/// The GPU one worker owns: its environment (with reasons) and the torch device string it should use.
+struct WorkerGpu {
+  std::map<std::string, Sourced<std::string>> env;  ///< CUDA_VISIBLE_DEVICES (kVisibleDevices) or nothing
+  std::string device;                               ///< "cuda:0", "cuda:3" or "cpu"
+  std::string reason;                               ///< e.g. "local rank 3 owns GPU 3 (NVIDIA H100, 80 GiB)"
+};
+
+/// Binding of worker `local_rank` when `use_gpus`; CPU workers get device "cpu" and no GPU variables.
+/// Precondition: local_rank < gpus.gpus.size() when use_gpus and binding != kNone (decideNprocPerNode ensures it).
+WorkerGpu workerGpu(const VisibleGpus& gpus, int local_rank, bool use_gpus, GpuBinding binding);
+
+}  // namespace taehv::sizing

@@ -1,0 +1,160 @@
+#include "taehv/sizing/profiles.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+#include <sstream>
+
+namespace taehv::sizing {
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::regex& profileNamePattern() {
+  static const std::regex pattern(R"(^(.*)-([0-9]+)x([0-9]+)\.ya?ml$)");
+  return pattern;
+}
+
+bool isProfileName(const std::string& file) { return std::regex_match(file, profileNamePattern()); }
+
+std::string shape(int nodes, int per_node) { return std::to_string(nodes) + "x" + std::to_string(per_node); }
+
+}  // namespace
+
+std::string formatLr(double value) {
+  char buf[64];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, value);
+    if (std::strtod(buf, nullptr) == value) break;
+  }
+  return buf;
+}
+
+TrainProfile loadProfile(const std::string& path, std::string& error) {
+  TrainProfile p;
+  p.path = path;
+  const std::string file = fs::path(path).filename().string();
+  std::smatch m;
+  if (!std::regex_match(file, m, profileNamePattern())) {
+    error = path + ": not a profile name; name it <anything>-<NODES>x<GPUS_PER_NODE>.yaml, e.g. h100-2x8.yaml";
+    return p;
+  }
+  p.name = fs::path(path).stem().string();
+  p.nodes = std::atoi(m[2].str().c_str());
+  p.gpus_per_node = std::atoi(m[3].str().c_str());
+  if (p.nodes < 1 || p.gpus_per_node < 1) {
+    error = path + ": the name says " + shape(p.nodes, p.gpus_per_node) + "; both counts must be at least 1";
+    return p;
+  }
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    error = path + ": not valid YAML: " + e.what();
+    return p;
+  }
+  const YAML::Node train = root.IsMap() ? root["train"] : YAML::Node();
+  if (!train || !train.IsMap()) {
+    error = path + ": no 'train:' section; a profile sets at least train.lr";
+    return p;
+  }
+  try {
+    if (!train["lr"]) {
+      error = path + ": no train.lr; a profile must set the learning rate of its effective batch";
+      return p;
+    }
+    p.lr = train["lr"].as<double>();
+    if (train["batch_per_rank"]) p.batch_per_rank = train["batch_per_rank"].as<int>();
+    if (train["grad_accum"]) p.grad_accum = train["grad_accum"].as<int>();
+  } catch (const YAML::Exception& e) {
+    error = path + ": train.lr / train.batch_per_rank / train.grad_accum must be numbers (" + e.what() + ")";
+    return p;
+  }
+  if (!(p.lr > 0) || p.batch_per_rank < 1 || p.grad_accum < 1) {
+    error = path + ": needs train.lr > 0, train.batch_per_rank >= 1 and train.grad_accum >= 1";
+  }
+  return p;
+}
+
+std::vector<TrainProfile> loadProfiles(const std::string& dir, std::string& error) {
+  std::vector<TrainProfile> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    error = "--config " + dir + ": not a directory; give a folder of profiles such as examples/configs";
+    return out;
+  }
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string file = entry.path().filename().string();
+    if (entry.is_regular_file(ec) && isProfileName(file)) files.push_back(entry.path().string());
+  }
+  if (ec) {
+    error = "--config " + dir + ": cannot list it (" + ec.message() + ")";
+    return out;
+  }
+  std::sort(files.begin(), files.end());
+  for (const std::string& f : files) {
+    TrainProfile p = loadProfile(f, error);
+    if (!error.empty()) return {};
+    out.push_back(p);
+  }
+  if (out.empty()) {
+    error = "--config " + dir + ": no profile in it; profiles are named <anything>-<NODES>x<GPUS_PER_NODE>.yaml";
+    return out;
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const TrainProfile& a, const TrainProfile& b) { return a.worldSize() < b.worldSize(); });
+  return out;
+}
+
+ProfileChoice chooseProfile(const std::string& dir, int nnodes, int nproc_per_node) {
+  ProfileChoice c;
+  std::vector<TrainProfile> profiles = loadProfiles(dir, c.error);
+  if (!c.ok()) return c;
+  const int world = nnodes * nproc_per_node;
+  const std::string job = std::to_string(world) + " workers (" + shape(nnodes, nproc_per_node) + ")";
+
+  const TrainProfile* exact = nullptr;
+  for (const TrainProfile& p : profiles) {
+    if (p.worldSize() != world) continue;
+    if (exact == nullptr || (p.nodes == nnodes && exact->nodes != nnodes)) exact = &p;
+  }
+  if (exact != nullptr) {
+    c.config_path = exact->path;
+    c.profile = *exact;
+    c.reason = "profile " + exact->name + " matches the world size: " + job + "; effective batch " +
+               std::to_string(exact->effectiveBatch()) + " = " + std::to_string(world) + " x " +
+               std::to_string(exact->batch_per_rank) + " per rank x " + std::to_string(exact->grad_accum) +
+               " accumulation, lr " + formatLr(exact->lr);
+    if (exact->nodes != nnodes) {
+      c.reason += " (the profile is laid out " + shape(exact->nodes, exact->gpus_per_node) +
+                  "; only the world size matters to the trainer)";
+    }
+    return c;
+  }
+
+  const TrainProfile& base = profiles.front();
+  TrainProfile d = base;
+  d.nodes = nnodes;
+  d.gpus_per_node = nproc_per_node;
+  d.lr = base.lr * static_cast<double>(d.effectiveBatch()) / static_cast<double>(base.effectiveBatch());
+  std::string available;
+  for (const TrainProfile& p : profiles) available += (available.empty() ? "" : ", ") + std::to_string(p.worldSize());
+  c.derived = true;
+  c.config_path = base.path;
+  c.profile = d;
+  c.overrides.emplace_back(kLrKey, formatLr(d.lr));
+  c.reason = "no profile for " + job + " in " + dir + " (profiles exist for " + available +
+             " workers); derived from the base profile " + base.name + " (the smallest): batch " +
+             std::to_string(d.batch_per_rank) + " per rank x " + std::to_string(d.grad_accum) +
+             " accumulation kept, effective batch " + std::to_string(base.effectiveBatch()) + " -> " +
+             std::to_string(d.effectiveBatch()) + ", lr scaled linearly " + formatLr(base.lr) + " -> " + formatLr(d.lr);
+  return c;
+}
+
+}  // namespace taehv::sizing

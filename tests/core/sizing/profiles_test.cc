@@ -1,0 +1,168 @@
+// Profile selection by world size, on the shipped examples/configs/h100-*.yaml and on broken folders made here.
+#include "taehv/sizing/profiles.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+namespace taehv::sizing {
+namespace {
+namespace fs = std::filesystem;
+
+std::string sourceDir() {
+  const char* src = std::getenv("TAEHV_SOURCE_DIR");
+  return src != nullptr && *src != '\0' ? src : TAEHV_TEST_SOURCE_DIR;
+}
+
+std::string configsDir() { return sourceDir() + "/examples/configs"; }
+
+class SizingProfileDir : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/taehv-sizing-profiles-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  void write(const std::string& name, const std::string& text) { std::ofstream(fs::path(dir_) / name) << text; }
+  std::string dir_;
+};
+
+TEST(SizingShippedProfiles, FollowTheLinearLrRule) {
+  std::string error;
+  std::vector<TrainProfile> profiles = loadProfiles(configsDir(), error);
+  ASSERT_TRUE(error.empty()) << error;
+  std::set<int> worlds;
+  for (const TrainProfile& p : profiles) {
+    worlds.insert(p.worldSize());
+    if (p.name.rfind("h100-", 0) != 0) continue;
+    // 1e-4 at an effective batch of 128, linear.
+    EXPECT_NEAR(p.lr, 1e-4 * static_cast<double>(p.effectiveBatch()) / 128.0, 1e-12) << p.path;
+  }
+  EXPECT_EQ(worlds.count(8) + worlds.count(16) + worlds.count(64), 3u) << "H100 profiles for 8, 16 and 64 GPUs";
+}
+
+TEST(SizingShippedProfiles, UseOnlyKeysTheTrainerKnows) {
+  // The trainer's key table lives in trainer/train/src/config.cc ({"train.lr", &c.train.lr}, ...).
+  fs::path table = fs::path(sourceDir()) / "trainer/train/src/config.cc";
+  std::ifstream in(table);
+  if (!in) GTEST_SKIP() << table << " not present";
+  std::stringstream text;
+  text << in.rdbuf();
+  std::set<std::string> known;
+  const std::string s = text.str();
+  std::regex entry(R"re(\{"([a-z_]+\.[a-z_0-9]+)",\s*&)re");
+  for (auto it = std::sregex_iterator(s.begin(), s.end(), entry); it != std::sregex_iterator(); ++it) {
+    known.insert((*it)[1].str());
+  }
+  ASSERT_GT(known.size(), 10u) << "could not read the trainer's key table";
+  std::string error;
+  for (const TrainProfile& p : loadProfiles(configsDir(), error)) {
+    YAML::Node root = YAML::LoadFile(p.path);
+    for (const auto& section : root) {
+      for (const auto& key : section.second) {
+        const std::string dotted = section.first.as<std::string>() + "." + key.first.as<std::string>();
+        EXPECT_TRUE(known.count(dotted)) << p.path << ": " << dotted << " is not a trainer key";
+      }
+    }
+  }
+}
+
+TEST(SizingChooseProfile, ExactWorldSizesPickTheirFile) {
+  struct Case {
+    int nodes, per_node;
+    const char* name;
+  };
+  for (Case c : {Case{1, 8, "h100-1x8"}, Case{2, 8, "h100-2x8"}, Case{8, 8, "h100-8x8"}}) {
+    ProfileChoice p = chooseProfile(configsDir(), c.nodes, c.per_node);
+    ASSERT_TRUE(p.ok()) << p.error;
+    EXPECT_FALSE(p.derived);
+    EXPECT_EQ(p.profile.name, c.name);
+    EXPECT_TRUE(p.overrides.empty());
+    EXPECT_NE(p.reason.find("matches the world size"), std::string::npos) << p.reason;
+  }
+}
+
+TEST(SizingChooseProfile, SameWorldSizeDifferentLayoutStillMatches) {
+  ProfileChoice p = chooseProfile(configsDir(), 4, 4);  // 16 workers as 4x4
+  ASSERT_TRUE(p.ok()) << p.error;
+  EXPECT_EQ(p.profile.name, "h100-2x8");
+  EXPECT_NE(p.reason.find("only the world size matters"), std::string::npos) << p.reason;
+}
+
+TEST(SizingChooseProfile, OtherWorldSizesAreDerivedByLinearScaling) {
+  ProfileChoice p = chooseProfile(configsDir(), 4, 8);  // 32 workers: no profile
+  ASSERT_TRUE(p.ok()) << p.error;
+  EXPECT_TRUE(p.derived);
+  EXPECT_EQ(fs::path(p.config_path).filename(), "h100-1x8.yaml") << "the base is the smallest";
+  EXPECT_EQ(p.profile.effectiveBatch(), 32 * 4 * 4);
+  EXPECT_DOUBLE_EQ(p.profile.lr, 4e-4);
+  ASSERT_EQ(p.overrides.size(), 1u);
+  EXPECT_EQ(p.overrides[0].first, "train.lr");
+  EXPECT_EQ(p.overrides[0].second, "0.0004");
+  EXPECT_NE(p.reason.find("lr scaled linearly 0.0001 -> 0.0004"), std::string::npos) << p.reason;
+
+  ProfileChoice cpu = chooseProfile(configsDir(), 1, 2);  // two CPU workers
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_EQ(cpu.overrides.at(0).second, "2.5e-05");
+}
+
+TEST_F(SizingProfileDir, SeveralSameSizeProfilesPreferTheMatchingLayout) {
+  write("a-4x4.yaml", "train:\n  lr: 1\n");
+  write("b-2x8.yaml", "train:\n  lr: 2\n");
+  ProfileChoice p = chooseProfile(dir_, 2, 8);
+  ASSERT_TRUE(p.ok()) << p.error;
+  EXPECT_EQ(p.profile.name, "b-2x8");
+}
+
+TEST_F(SizingProfileDir, OtherFilesAreNotProfiles) {
+  write("quickstart.yaml", "train:\n  lr: 1\n");
+  write("notes-2x8.txt", "hello");
+  ProfileChoice p = chooseProfile(dir_, 1, 8);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error.find("no profile in it"), std::string::npos) << p.error;
+}
+
+TEST_F(SizingProfileDir, BrokenProfilesNameTheFileAndTheFix) {
+  write("x-1x8.yaml", "train: [unclosed\n");
+  ProfileChoice p = chooseProfile(dir_, 1, 8);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error.find("x-1x8.yaml: not valid YAML"), std::string::npos) << p.error;
+
+  fs::remove(fs::path(dir_) / "x-1x8.yaml");
+  write("y-1x8.yaml", "train:\n  batch_per_rank: 2\n");
+  p = chooseProfile(dir_, 1, 8);
+  EXPECT_NE(p.error.find("no train.lr"), std::string::npos) << p.error;
+
+  fs::remove(fs::path(dir_) / "y-1x8.yaml");
+  write("z-1x8.yaml", "train:\n  lr: fast\n");
+  p = chooseProfile(dir_, 1, 8);
+  EXPECT_NE(p.error.find("must be numbers"), std::string::npos) << p.error;
+
+  fs::remove(fs::path(dir_) / "z-1x8.yaml");
+  write("w-0x8.yaml", "train:\n  lr: 1\n");
+  p = chooseProfile(dir_, 1, 8);
+  EXPECT_NE(p.error.find("at least 1"), std::string::npos) << p.error;
+}
+
+TEST(SizingChooseProfile, MissingFolderIsAClearError) {
+  ProfileChoice p = chooseProfile("/nonexistent/configs", 1, 8);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error.find("not a directory"), std::string::npos) << p.error;
+}
+
+TEST(SizingFormatLr, ShortestExactText) {
+  EXPECT_EQ(formatLr(1e-4), "0.0001");
+  EXPECT_EQ(formatLr(2.5e-5), "2.5e-05");
+  EXPECT_EQ(std::strtod(formatLr(1.0 / 3.0).c_str(), nullptr), 1.0 / 3.0);
+}
+
+}  // namespace
+}  // namespace taehv::sizing
