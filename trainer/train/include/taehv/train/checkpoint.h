@@ -1,0 +1,40 @@
+// Checkpoint folders <output.dir>/checkpoint-STEP/: written atomically (a temporary folder whose files are
+// fsynced, then renamed into place, then the parent fsynced), verified on load through manifest.json (size and
+// CRC-32C of every file), pruned to the last K. No libtorch here: the trainer writes the files it needs into
+// the folder this hands it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace taehv::train {
+
+/// Writes checkpoint-`step` under `output_dir`: `write(tmp_dir)` creates the files, then the manifest is
+/// added, everything fsynced and the folder renamed into place (an existing folder for the same step is
+/// replaced). Then only the newest `keep` checkpoints are kept. Returns the final path. Throws std::runtime_error.
+std::string saveCheckpoint(const std::string& output_dir, int64_t step, int64_t keep,
+                           const std::function<void(const std::string& tmp_dir)>& write);
+
+/// True when `dir` holds a manifest whose files all exist with the recorded size and CRC. `why` says what is
+/// wrong otherwise.
+bool verifyCheckpoint(const std::string& dir, std::string* why);
+
+/// checkpoint-STEP folders under `output_dir`, newest first.
+std::vector<std::pair<int64_t, std::string>> listCheckpoints(const std::string& output_dir);
+
+/// Resolves `--resume`: "latest" -> the newest valid checkpoint in `output_dir` (invalid newer ones are
+/// skipped, each with a warning through `warn`; nullopt when there is none); a checkpoint folder -> it (throws
+/// std::runtime_error when it fails verification); an output folder -> its newest valid checkpoint.
+std::optional<std::string> resolveResume(const std::string& resume, const std::string& output_dir,
+                                         const std::function<void(const std::string&)>& warn);
+
+/// The step recorded in a checkpoint folder's manifest. Throws std::runtime_error.
+int64_t checkpointStep(const std::string& dir);
+
+/// fsyncs a file or folder (best effort for folders on filesystems that refuse).
+void fsyncPath(const std::string& path);
+
+}  // namespace taehv::train

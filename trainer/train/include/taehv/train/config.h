@@ -1,0 +1,110 @@
+// The trainer's configuration: every knob, read from YAML (yaml-cpp) and `--set a.b=value` overrides.
+// Keys are dotted paths ("train.lr"); an unknown key is a ConfigError naming the closest valid key.
+// No libtorch here, so the config can be parsed and tested without it.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace taehv::train {
+
+/// Bad configuration input; the message says what was wrong and how to fix it.
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct ModelConfig {
+  std::string variant = "taehv";  ///< TAEHVOptions::forVariant name
+  std::string init;               ///< safetensors weights to start from; empty = random init (seeded)
+};
+
+struct TrainConfig {
+  int64_t steps = 300;          ///< optimizer steps in total
+  int64_t batch_per_rank = 1;   ///< clips per rank per micro-step
+  int64_t grad_accum = 1;       ///< micro-steps per optimizer step (only the last one communicates)
+  double lr = 3e-4;             ///< peak learning rate
+  int64_t warmup_steps = 20;    ///< linear warmup from 0 to lr
+  double min_lr_ratio = 0.1;    ///< cosine decays to lr * min_lr_ratio at the last step
+  double weight_decay = 0.01;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double grad_clip = 1.0;       ///< max global gradient L2 norm; 0 = off
+  double ema = 0.0;             ///< EMA decay of the weights (e.g. 0.999); 0 = off
+  int64_t seed = 0;             ///< model init, data order and augmentation derive from it
+  int64_t threads = 0;          ///< intra-op CPU threads per rank; 0 = cores / local ranks
+  std::string loss = "mse";     ///< mse | l1 | mse+l1 (reconstruction term)
+  std::string objective = "auto";  ///< reconstruction | distillation | auto (distillation when latents exist)
+  std::string device = "auto";  ///< auto | cpu | cuda
+  bool bf16 = true;             ///< bf16 autocast on GPU (never on CPU)
+};
+
+struct DataConfig {
+  std::string source = "synthetic";  ///< "synthetic" or a path: video file, frame folder, or folder of either
+  int64_t frames = 12;               ///< T frames per clip (a multiple of 4)
+  int64_t size = 64;                 ///< square training size in pixels (a multiple of 8)
+  int64_t stride_max = 5;            ///< random frame stride in [1, stride_max]
+  double crop_min = 0.6;             ///< random square crop side in [crop_min, 1] of the short side
+  int64_t synthetic_clips = 10000;   ///< clips per epoch of the synthetic source
+  int64_t prefetch = 4;              ///< batches decoded ahead by the background thread
+};
+
+struct DistConfig {
+  std::string backend = "auto";  ///< auto | gloo | nccl
+  double timeout_s = 300;        ///< collective and store timeout
+  double bucket_mb = 25;         ///< gradient all-reduce bucket size
+};
+
+struct CheckpointConfig {
+  int64_t every = 100;   ///< save every N steps (and at the end, and on SIGTERM); 0 = only those
+  int64_t keep = 3;      ///< keep the last K checkpoints
+  bool export_safetensors = true;  ///< also write weights.safetensors (upstream names) at the end
+};
+
+struct LogConfig {
+  int64_t every = 10;          ///< log line / metrics.jsonl every N steps
+  int64_t preview_every = 100; ///< preview PNG + TensorBoard image every N steps; 0 = off
+  bool tensorboard = true;
+};
+
+struct OutputConfig {
+  std::string dir = "runs/taehv";
+};
+
+struct EvalConfig {
+  int64_t clips = 16;  ///< clips evaluated by `taehv-train eval`
+};
+
+/// The complete configuration.
+struct Config {
+  ModelConfig model;
+  TrainConfig train;
+  DataConfig data;
+  DistConfig dist;
+  CheckpointConfig checkpoint;
+  LogConfig log;
+  OutputConfig output;
+  EvalConfig eval;
+
+  /// Every valid dotted key, in print order.
+  static std::vector<std::string> keys();
+  /// Sets `key` from its text form. Throws ConfigError (unknown key -> names the closest one; bad value).
+  void set(const std::string& key, const std::string& value);
+  /// Text form of `key`'s value.
+  std::string get(const std::string& key) const;
+  /// Merges a YAML document (nested maps) into this config. Throws ConfigError naming the file.
+  void mergeYamlFile(const std::string& path);
+  void mergeYamlText(const std::string& text, const std::string& origin = "<text>");
+  /// Applies "a.b=value".
+  void applyOverride(const std::string& assignment);
+  /// Checks cross-field constraints (frames multiple of 4, ...). Throws ConfigError.
+  void validate() const;
+  /// The effective config as YAML (nested), loadable by mergeYamlText.
+  std::string toYaml() const;
+};
+
+/// The valid name closest to `name` by edit distance (for "did you mean").
+std::string closestName(const std::string& name, const std::vector<std::string>& candidates);
+
+}  // namespace taehv::train

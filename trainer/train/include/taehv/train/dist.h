@@ -1,0 +1,130 @@
+// Distributed data parallelism over c10d: the torchrun environment, a TCPStore, a ProcessGroup (Gloo on CPU,
+// NCCL with a CUDA libtorch), fail-fast abort through the store, and bucketed gradient all-reduce that
+// overlaps backward. c10d types stay out of this header (see c10d_compat.h for the libtorch 1.x/2.x split).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace taehv::train {
+
+/// What taehv-run (or torchrun) tells a worker through the environment.
+struct DistEnv {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  bool from_launcher = false;  ///< RANK and WORLD_SIZE were set
+
+  /// Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. With none set: one
+  /// process, no c10d. Throws std::runtime_error naming the variable when one is malformed or inconsistent.
+  static DistEnv fromEnvironment();
+};
+
+/// A collective in flight. wait() blocks until it completes and throws if it failed or the run was aborted.
+class PendingCollective {
+ public:
+  virtual ~PendingCollective() = default;
+  virtual void wait() = 0;
+};
+
+/// Exit status of a rank that stops because another rank failed.
+constexpr int kAbortExitCode = 3;
+
+/// One process group for the whole run. Thread safety: collectives are issued from one thread at a time
+/// (the training thread, or autograd hooks running on it); every rank issues them in the same order.
+class Distributed {
+ public:
+  /// Connects to the store (rank 0 serves it) and creates the process group. `backend`: auto | gloo | nccl.
+  /// With world_size 1 no store or group is created and collectives are no-ops.
+  Distributed(const DistEnv& env, const std::string& backend, std::chrono::milliseconds timeout,
+              const torch::Device& device);
+  ~Distributed();
+  Distributed(const Distributed&) = delete;
+  Distributed& operator=(const Distributed&) = delete;
+
+  int rank() const { return env_.rank; }
+  int worldSize() const { return env_.world_size; }
+  const DistEnv& env() const { return env_; }
+  const std::string& backendName() const { return backend_name_; }
+
+  /// Sum-all-reduces `tensor` in place, asynchronously. The tensor must stay untouched until wait().
+  std::unique_ptr<PendingCollective> allreduceSumAsync(torch::Tensor tensor);
+  /// Blocking sum all-reduce in place.
+  void allreduceSum(torch::Tensor tensor);
+  /// Overwrites each tensor (in place) with rank 0's values.
+  void broadcastFromRank0(const std::vector<torch::Tensor>& tensors);
+  /// Blocks until every rank arrives.
+  void barrier();
+
+  /// Tells every rank to stop (this rank failed: `reason` is shown by the others). Never throws.
+  void announceFailure(const std::string& reason);
+  /// True once another rank announced a failure or the store became unreachable.
+  bool aborted() const { return aborted_.load(); }
+  /// Stops the watcher thread (before a clean shutdown, so rank 0 tearing down the store is no failure).
+  void stopWatching();
+
+ private:
+  struct Impl;
+  void watch();
+
+  DistEnv env_;
+  std::string backend_name_ = "none";
+  std::unique_ptr<Impl> impl_;
+  std::atomic<bool> aborted_{false};
+  std::atomic<bool> stop_watch_{false};
+  std::thread watcher_;
+};
+
+/// Turns bf16 autocast of CUDA ops on or off for this thread (no effect on CPU ops).
+void setCudaBf16Autocast(bool on);
+
+/// Averages gradients across ranks in buckets (~bucket_mb, parameters in reverse registration order, the
+/// order backward produces them). A bucket's all-reduce starts as soon as its last gradient is computed,
+/// overlapping the rest of backward; buckets are launched in index order on every rank. Only backward passes
+/// after setSync(true) communicate (the last micro-step of an accumulation); finish() then waits and writes
+/// sum(grads over ranks) / world_size into each parameter's .grad.
+class GradSync {
+ public:
+  GradSync(Distributed& dist, std::vector<torch::Tensor> params, double bucket_mb);
+  ~GradSync();
+  GradSync(const GradSync&) = delete;
+  GradSync& operator=(const GradSync&) = delete;
+
+  void setSync(bool sync) { sync_ = sync; }
+  /// After the synchronising backward: launches what is left, waits, writes averaged grads.
+  void finish();
+  size_t bucketCount() const { return buckets_.size(); }
+
+ private:
+  struct Bucket {
+    std::vector<size_t> params;   ///< indices into params_
+    std::vector<int64_t> offsets; ///< element offset of each in flat
+    torch::Tensor flat;
+    size_t ready = 0;
+    bool launched = false;
+    std::unique_ptr<PendingCollective> pending;
+  };
+  void onGrad(size_t param, const torch::Tensor& grad);
+  void launchReady();
+
+  Distributed& dist_;
+  std::vector<torch::Tensor> params_;
+  std::vector<size_t> bucket_of_;
+  std::vector<size_t> slot_of_;
+  std::vector<bool> filled_;
+  std::vector<Bucket> buckets_;
+  std::vector<unsigned> hooks_;
+  size_t next_launch_ = 0;
+  bool sync_ = true;
+};
+
+}  // namespace taehv::train

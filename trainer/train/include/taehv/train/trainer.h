@@ -1,0 +1,39 @@
+// The training run and the evaluation behind `taehv-train train` and `taehv-train eval`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "taehv/train/config.h"
+
+namespace taehv::train {
+
+struct TrainOptions {
+  Config config;
+  std::string resume;        ///< "", "latest", a checkpoint folder or an output folder
+  int64_t stop_at_step = 0;  ///< >0: after this step save and exit 0 as if preempted (tests, scripted pauses)
+};
+
+/// Runs data-parallel training as the torchrun environment says (one process when it is absent).
+/// Returns the exit status: 0 done or stopped by SIGTERM/SIGINT after saving; 2 bad input; 1 failure;
+/// kAbortExitCode when another rank failed.
+int runTraining(const TrainOptions& options);
+
+struct EvalOptions {
+  Config config;
+  std::string checkpoint;  ///< checkpoint folder, output folder / "latest" (output.dir), or weights .safetensors
+  bool ema = true;         ///< use the EMA weights when the checkpoint has them
+};
+
+struct EvalResult {
+  double psnr = 0;  ///< dB, mean over clips
+  double ssim = 0;  ///< mean over clips, frames and channels (11x11 Gaussian window, sigma 1.5)
+  int64_t clips = 0;
+};
+
+/// Evaluates PSNR and SSIM of decode(encode(x)) against the aligned input frames on `eval.clips` clips of
+/// data.source (for the synthetic source: scenes drawn from a seed the training never uses).
+EvalResult runEval(const EvalOptions& options);
+
+}  // namespace taehv::train

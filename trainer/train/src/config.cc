@@ -1,0 +1,305 @@
+#include "taehv/train/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <variant>
+
+namespace taehv::train {
+namespace {
+
+using Field = std::variant<int64_t*, double*, bool*, std::string*>;
+
+struct Entry {
+  std::string key;
+  Field field;
+};
+
+// The one table of keys: order here is the print order of toYaml().
+std::vector<Entry> table(Config& c) {
+  return {
+      {"model.variant", &c.model.variant},
+      {"model.init", &c.model.init},
+      {"train.steps", &c.train.steps},
+      {"train.batch_per_rank", &c.train.batch_per_rank},
+      {"train.grad_accum", &c.train.grad_accum},
+      {"train.lr", &c.train.lr},
+      {"train.warmup_steps", &c.train.warmup_steps},
+      {"train.min_lr_ratio", &c.train.min_lr_ratio},
+      {"train.weight_decay", &c.train.weight_decay},
+      {"train.beta1", &c.train.beta1},
+      {"train.beta2", &c.train.beta2},
+      {"train.grad_clip", &c.train.grad_clip},
+      {"train.ema", &c.train.ema},
+      {"train.seed", &c.train.seed},
+      {"train.threads", &c.train.threads},
+      {"train.loss", &c.train.loss},
+      {"train.objective", &c.train.objective},
+      {"train.device", &c.train.device},
+      {"train.bf16", &c.train.bf16},
+      {"data.source", &c.data.source},
+      {"data.frames", &c.data.frames},
+      {"data.size", &c.data.size},
+      {"data.stride_max", &c.data.stride_max},
+      {"data.crop_min", &c.data.crop_min},
+      {"data.synthetic_clips", &c.data.synthetic_clips},
+      {"data.prefetch", &c.data.prefetch},
+      {"dist.backend", &c.dist.backend},
+      {"dist.timeout_s", &c.dist.timeout_s},
+      {"dist.bucket_mb", &c.dist.bucket_mb},
+      {"checkpoint.every", &c.checkpoint.every},
+      {"checkpoint.keep", &c.checkpoint.keep},
+      {"checkpoint.export_safetensors", &c.checkpoint.export_safetensors},
+      {"log.every", &c.log.every},
+      {"log.preview_every", &c.log.preview_every},
+      {"log.tensorboard", &c.log.tensorboard},
+      {"output.dir", &c.output.dir},
+      {"eval.clips", &c.eval.clips},
+  };
+}
+
+size_t editDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  const auto e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+std::string formatDouble(double v) {
+  std::ostringstream out;
+  out.precision(10);
+  out << v;
+  return out.str();
+}
+
+void flatten(const YAML::Node& node, const std::string& prefix, std::vector<std::pair<std::string, YAML::Node>>& out,
+             const std::string& origin) {
+  if (node.IsMap()) {
+    for (const auto& kv : node) {
+      const std::string key = kv.first.as<std::string>();
+      flatten(kv.second, prefix.empty() ? key : prefix + "." + key, out, origin);
+    }
+  } else if (node.IsScalar() || node.IsNull()) {
+    if (prefix.empty()) throw ConfigError(origin + ": expected a YAML mapping of sections (train:, data:, ...)");
+    out.emplace_back(prefix, node);
+  } else {
+    throw ConfigError(origin + ": key '" + prefix + "' holds a list; every config value is a single scalar");
+  }
+}
+
+}  // namespace
+
+std::string closestName(const std::string& name, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = std::string::npos;
+  for (const auto& c : candidates) {
+    // Compare against the whole key and against its last component ("lr" -> "train.lr").
+    const auto leaf = c.substr(c.rfind('.') + 1);
+    const size_t d = std::min(editDistance(name, c), editDistance(name, leaf) + 1);
+    if (d < best_distance) {
+      best_distance = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
+std::vector<std::string> Config::keys() {
+  Config c;
+  std::vector<std::string> out;
+  for (const auto& e : table(c)) out.push_back(e.key);
+  return out;
+}
+
+void Config::set(const std::string& key, const std::string& raw) {
+  auto entries = table(*this);
+  auto it = std::find_if(entries.begin(), entries.end(), [&](const Entry& e) { return e.key == key; });
+  if (it == entries.end()) {
+    throw ConfigError("unknown config key '" + key + "'; did you mean '" + closestName(key, keys()) + "'?");
+  }
+  const std::string value = trim(raw);
+  auto bad = [&](const char* what) {
+    return ConfigError("config key '" + key + "': '" + value + "' is not " + what);
+  };
+  std::visit(
+      [&](auto* p) {
+        using T = std::remove_pointer_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, int64_t>) {
+          size_t used = 0;
+          try {
+            const long long v = std::stoll(value, &used);
+            if (used != value.size()) throw bad("an integer");
+            *p = v;
+          } catch (const std::logic_error&) {
+            throw bad("an integer");
+          }
+        } else if constexpr (std::is_same_v<T, double>) {
+          size_t used = 0;
+          try {
+            const double v = std::stod(value, &used);
+            if (used != value.size() || !std::isfinite(v)) throw bad("a number");
+            *p = v;
+          } catch (const std::logic_error&) {
+            throw bad("a number");
+          }
+        } else if constexpr (std::is_same_v<T, bool>) {
+          std::string v = value;
+          std::transform(v.begin(), v.end(), v.begin(), [](unsigned char ch) { return std::tolower(ch); });
+          if (v == "true" || v == "yes" || v == "on" || v == "1") {
+            *p = true;
+          } else if (v == "false" || v == "no" || v == "off" || v == "0") {
+            *p = false;
+          } else {
+            throw bad("a boolean (true or false)");
+          }
+        } else {
+          *p = value;
+        }
+      },
+      it->field);
+}
+
+std::string Config::get(const std::string& key) const {
+  auto entries = table(const_cast<Config&>(*this));
+  for (const auto& e : entries) {
+    if (e.key != key) continue;
+    return std::visit(
+        [](auto* p) -> std::string {
+          using T = std::remove_pointer_t<decltype(p)>;
+          if constexpr (std::is_same_v<T, int64_t>) return std::to_string(*p);
+          if constexpr (std::is_same_v<T, double>) return formatDouble(*p);
+          if constexpr (std::is_same_v<T, bool>) return *p ? "true" : "false";
+          if constexpr (std::is_same_v<T, std::string>) return *p;
+        },
+        e.field);
+  }
+  throw ConfigError("unknown config key '" + key + "'; did you mean '" + closestName(key, keys()) + "'?");
+}
+
+void Config::mergeYamlText(const std::string& text, const std::string& origin) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(origin + ": not valid YAML: " + e.what());
+  }
+  if (root.IsNull()) return;
+  std::vector<std::pair<std::string, YAML::Node>> flat;
+  flatten(root, "", flat, origin);
+  for (const auto& [key, node] : flat) {
+    try {
+      set(key, node.IsNull() ? std::string() : node.Scalar());
+    } catch (const ConfigError& e) {
+      throw ConfigError(origin + ": " + e.what());
+    }
+  }
+}
+
+void Config::mergeYamlFile(const std::string& path) {
+  YAML::Node root;
+  std::string text;
+  {
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) throw ConfigError("cannot read config file '" + path + "': check the path");
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+    std::fclose(f);
+  }
+  mergeYamlText(text, path);
+}
+
+void Config::applyOverride(const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw ConfigError("--set expects key=value (e.g. --set train.lr=1e-4), got '" + assignment + "'");
+  }
+  set(trim(assignment.substr(0, eq)), assignment.substr(eq + 1));
+}
+
+void Config::validate() const {
+  auto fail = [](const std::string& m) { throw ConfigError(m); };
+  if (train.steps < 1) fail("train.steps must be >= 1");
+  if (train.batch_per_rank < 1) fail("train.batch_per_rank must be >= 1");
+  if (train.grad_accum < 1) fail("train.grad_accum must be >= 1");
+  if (!(train.lr > 0)) fail("train.lr must be > 0");
+  if (train.warmup_steps < 0) fail("train.warmup_steps must be >= 0");
+  if (train.ema < 0 || train.ema >= 1) fail("train.ema must be in [0, 1) (0 = off)");
+  if (train.loss != "mse" && train.loss != "l1" && train.loss != "mse+l1") {
+    fail("train.loss must be mse, l1 or mse+l1, got '" + train.loss + "'");
+  }
+  if (train.objective != "auto" && train.objective != "reconstruction" && train.objective != "distillation") {
+    fail("train.objective must be auto, reconstruction or distillation, got '" + train.objective + "'");
+  }
+  if (train.device != "auto" && train.device != "cpu" && train.device != "cuda") {
+    fail("train.device must be auto, cpu or cuda, got '" + train.device + "'");
+  }
+  if (data.frames < 4 || data.frames % 4 != 0) {
+    fail("data.frames must be a positive multiple of 4 (the model encodes 4 frames per latent), got " +
+         std::to_string(data.frames));
+  }
+  if (data.size < 8 || data.size % 8 != 0) {
+    fail("data.size must be a positive multiple of 8 (the model downsamples 8x), got " + std::to_string(data.size));
+  }
+  if (data.stride_max < 1) fail("data.stride_max must be >= 1");
+  if (data.crop_min <= 0 || data.crop_min > 1) fail("data.crop_min must be in (0, 1]");
+  if (data.synthetic_clips < 1) fail("data.synthetic_clips must be >= 1");
+  if (data.prefetch < 1) fail("data.prefetch must be >= 1");
+  if (data.source.empty()) fail("data.source must be 'synthetic' or a path");
+  if (dist.backend != "auto" && dist.backend != "gloo" && dist.backend != "nccl") {
+    fail("dist.backend must be auto, gloo or nccl, got '" + dist.backend + "'");
+  }
+  if (!(dist.timeout_s > 0)) fail("dist.timeout_s must be > 0");
+  if (!(dist.bucket_mb > 0)) fail("dist.bucket_mb must be > 0");
+  if (checkpoint.every < 0) fail("checkpoint.every must be >= 0");
+  if (checkpoint.keep < 1) fail("checkpoint.keep must be >= 1");
+  if (log.every < 1) fail("log.every must be >= 1");
+  if (log.preview_every < 0) fail("log.preview_every must be >= 0");
+  if (output.dir.empty()) fail("output.dir must not be empty");
+  if (eval.clips < 1) fail("eval.clips must be >= 1");
+}
+
+std::string Config::toYaml() const {
+  // Grouped by section, in table order; strings are quoted by yaml-cpp where needed.
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  std::string section;
+  auto entries = table(const_cast<Config&>(*this));
+  for (const auto& e : entries) {
+    const auto dot = e.key.find('.');
+    const std::string s = e.key.substr(0, dot);
+    if (s != section) {
+      if (!section.empty()) out << YAML::EndMap;
+      out << YAML::Key << s << YAML::Value << YAML::BeginMap;
+      section = s;
+    }
+    out << YAML::Key << e.key.substr(dot + 1) << YAML::Value;
+    if (std::holds_alternative<std::string*>(e.field)) {
+      out << YAML::DoubleQuoted << *std::get<std::string*>(e.field);
+    } else {
+      out << get(e.key);
+    }
+  }
+  if (!section.empty()) out << YAML::EndMap;
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace taehv::train

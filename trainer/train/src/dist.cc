@@ -1,0 +1,322 @@
+#include "taehv/train/dist.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+
+#include "c10d_compat.h"
+
+namespace taehv::train {
+namespace {
+
+constexpr const char* kAbortKey = "taehv/abort";
+/// How often each rank looks at the abort key.
+constexpr std::chrono::milliseconds kWatchPeriod{200};
+/// After another rank failed: time the training thread gets to notice by itself before the process exits.
+constexpr std::chrono::milliseconds kAbortGrace{3000};
+
+int envInt(const char* name, int fallback, int min_value) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  if (*end != '\0' || x < min_value || x > 1 << 30) {
+    throw std::runtime_error(std::string("environment variable ") + name + "='" + v +
+                             "' is not a valid integer >= " + std::to_string(min_value) +
+                             " (it is set by taehv-run/torchrun)");
+  }
+  return static_cast<int>(x);
+}
+
+class WorkHandle : public PendingCollective {
+ public:
+  WorkHandle(c10::intrusive_ptr<c10d::Work> work, std::vector<at::Tensor> keep, const std::atomic<bool>& aborted)
+      : work_(std::move(work)), keep_(std::move(keep)), aborted_(aborted) {}
+  void wait() override {
+    if (!work_) return;
+    // Wait in slices so an abort announced by another rank is noticed even if the peer never answers.
+    while (!work_->isCompleted()) {
+      if (aborted_.load()) throw std::runtime_error("collective abandoned: another rank failed");
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    work_->wait();
+    work_.reset();
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+  std::vector<at::Tensor> keep_;
+  const std::atomic<bool>& aborted_;
+};
+
+class DoneHandle : public PendingCollective {
+ public:
+  void wait() override {}
+};
+
+}  // namespace
+
+DistEnv DistEnv::fromEnvironment() {
+  DistEnv env;
+  const char* rank = std::getenv("RANK");
+  const char* world = std::getenv("WORLD_SIZE");
+  if ((rank && *rank) != (world && *world)) {
+    throw std::runtime_error("RANK and WORLD_SIZE must be set together (taehv-run sets both); found only " +
+                             std::string(rank && *rank ? "RANK" : "WORLD_SIZE"));
+  }
+  if (!(rank && *rank)) return env;
+  env.from_launcher = true;
+  env.world_size = envInt("WORLD_SIZE", 1, 1);
+  env.rank = envInt("RANK", 0, 0);
+  if (env.rank >= env.world_size) {
+    throw std::runtime_error("RANK=" + std::to_string(env.rank) + " is not below WORLD_SIZE=" +
+                             std::to_string(env.world_size));
+  }
+  env.local_rank = envInt("LOCAL_RANK", 0, 0);
+  env.local_world_size = envInt("LOCAL_WORLD_SIZE", 1, 1);
+  if (const char* a = std::getenv("MASTER_ADDR"); a && *a) env.master_addr = a;
+  env.master_port = envInt("MASTER_PORT", 29500, 1);
+  if (env.master_port > 65535) throw std::runtime_error("MASTER_PORT must be a TCP port (1-65535)");
+  return env;
+}
+
+struct Distributed::Impl {
+  c10::intrusive_ptr<c10d::Store> store;
+  compat::BackendPtr group;
+  std::chrono::milliseconds timeout;
+};
+
+Distributed::Distributed(const DistEnv& env, const std::string& backend, std::chrono::milliseconds timeout,
+                         const torch::Device& device)
+    : env_(env), impl_(std::make_unique<Impl>()) {
+  impl_->timeout = timeout;
+  if (env_.world_size == 1) return;
+  std::string chosen = backend;
+  if (chosen == "auto") chosen = device.is_cuda() ? "nccl" : "gloo";
+#if !defined(TAEHV_WITH_NCCL)
+  if (chosen == "nccl") {
+    throw std::runtime_error(
+        "dist.backend nccl: this taehv-train was built against a libtorch without CUDA/NCCL; use dist.backend=gloo");
+  }
+#endif
+  try {
+    impl_->store = compat::makeTcpStore(env_.master_addr, env_.master_port, env_.rank == 0, env_.world_size, timeout);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("cannot reach the rendezvous store at " + env_.master_addr + ":" +
+                             std::to_string(env_.master_port) + " (MASTER_ADDR/MASTER_PORT): " + e.what());
+  }
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("taehv/pg", impl_->store);
+#if defined(TAEHV_WITH_NCCL)
+  if (chosen == "nccl") impl_->group = compat::makeNccl(prefixed, env_.rank, env_.world_size, timeout);
+#endif
+  if (!impl_->group) impl_->group = compat::makeGloo(prefixed, env_.rank, env_.world_size, timeout, env_.master_addr);
+  backend_name_ = chosen;
+  watcher_ = std::thread([this] { watch(); });
+}
+
+Distributed::~Distributed() {
+  stopWatching();
+  if (impl_) {
+    impl_->group.reset();
+    impl_->store.reset();
+  }
+}
+
+void Distributed::stopWatching() {
+  stop_watch_ = true;
+  if (watcher_.joinable()) watcher_.join();
+}
+
+void Distributed::watch() {
+  // Its own store connection: the TCPStore client is not meant to be shared between threads.
+  c10::intrusive_ptr<c10d::Store> store;
+  std::string reason;
+  try {
+    store = compat::makeTcpStore(env_.master_addr, env_.master_port, false, env_.world_size, impl_->timeout);
+    while (!stop_watch_) {
+      if (store->check({kAbortKey})) {
+        auto v = store->get(kAbortKey);
+        reason = std::string(v.begin(), v.end());
+        break;
+      }
+      std::this_thread::sleep_for(kWatchPeriod);
+    }
+  } catch (const std::exception& e) {
+    if (stop_watch_) return;
+    reason = std::string("the rendezvous store (served by rank 0) is gone: ") + e.what();
+  }
+  if (stop_watch_ || reason.empty()) return;
+  if (aborted_.exchange(true)) return;  // this rank announced it itself
+  std::fprintf(stderr, "[rank %d] stopping: %s\n", env_.rank, reason.c_str());
+  std::fflush(stderr);
+  // The training thread may be blocked inside a collective whose peer is gone; give it a moment to unwind,
+  // then leave without waiting out the collective timeout.
+  const auto deadline = std::chrono::steady_clock::now() + kAbortGrace;
+  while (!stop_watch_ && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!stop_watch_) {
+    std::fprintf(stderr, "[rank %d] exiting (status %d) without waiting for the stuck collective\n", env_.rank,
+                 kAbortExitCode);
+    std::fflush(stderr);
+    std::_Exit(kAbortExitCode);
+  }
+}
+
+void Distributed::announceFailure(const std::string& reason) {
+  const bool was = aborted_.exchange(true);
+  if (was || env_.world_size == 1 || !impl_ || !impl_->store) return;
+  try {
+    const std::string text = "rank " + std::to_string(env_.rank) + " failed: " + reason;
+    impl_->store->set(kAbortKey, std::vector<uint8_t>(text.begin(), text.end()));
+  } catch (const std::exception&) {
+    // The store may already be gone (rank 0 died); the others then notice that instead.
+  }
+}
+
+std::unique_ptr<PendingCollective> Distributed::allreduceSumAsync(torch::Tensor tensor) {
+  if (env_.world_size == 1) return std::make_unique<DoneHandle>();
+  if (aborted_) throw std::runtime_error("collective refused: another rank failed");
+  std::vector<at::Tensor> tensors{tensor};
+  auto work = impl_->group->allreduce(tensors, c10d::AllreduceOptions{});
+  return std::make_unique<WorkHandle>(std::move(work), std::move(tensors), aborted_);
+}
+
+void Distributed::allreduceSum(torch::Tensor tensor) { allreduceSumAsync(std::move(tensor))->wait(); }
+
+void Distributed::broadcastFromRank0(const std::vector<torch::Tensor>& tensors) {
+  if (env_.world_size == 1) return;
+  for (const auto& t : tensors) {
+    // Broadcast a contiguous copy and write it back, so views and non-contiguous parameters work too.
+    torch::NoGradGuard no_grad;
+    std::vector<at::Tensor> buffer{t.detach().contiguous().clone()};
+    c10d::BroadcastOptions options;
+    options.rootRank = 0;
+    WorkHandle(impl_->group->broadcast(buffer, options), buffer, aborted_).wait();
+    t.detach().copy_(buffer[0]);
+  }
+}
+
+void Distributed::barrier() {
+  if (env_.world_size == 1) return;
+  allreduceSum(torch::zeros({1}));
+}
+
+void setCudaBf16Autocast(bool on) { compat::enableCudaBf16Autocast(on); }
+
+// ---------------------------------------------------------------------------------------------------------
+GradSync::GradSync(Distributed& dist, std::vector<torch::Tensor> params, double bucket_mb)
+    : dist_(dist), params_(std::move(params)) {
+  if (dist_.worldSize() == 1) return;
+  const int64_t bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * 1024 * 1024));
+  bucket_of_.assign(params_.size(), 0);
+  slot_of_.assign(params_.size(), 0);
+  filled_.assign(params_.size(), false);
+  // Reverse registration order: the decoder's last layers get their gradients first in backward.
+  int64_t bytes = 0;
+  for (size_t k = params_.size(); k-- > 0;) {
+    const auto& p = params_[k];
+    if (buckets_.empty() || bytes >= bucket_bytes) {
+      buckets_.emplace_back();
+      bytes = 0;
+    }
+    auto& b = buckets_.back();
+    bucket_of_[k] = buckets_.size() - 1;
+    slot_of_[k] = b.params.size();
+    b.offsets.push_back(b.params.empty() ? 0 : b.offsets.back() + params_[b.params.back()].numel());
+    b.params.push_back(k);
+    bytes += p.numel() * static_cast<int64_t>(p.element_size());
+  }
+  for (auto& b : buckets_) {
+    const int64_t n = b.offsets.back() + params_[b.params.back()].numel();
+    b.flat = torch::zeros({n}, params_[b.params.front()].options().requires_grad(false));
+  }
+  for (size_t k = 0; k < params_.size(); ++k) {
+    hooks_.push_back(params_[k].register_hook([this, k](const torch::Tensor& grad) { onGrad(k, grad); }));
+  }
+}
+
+GradSync::~GradSync() {
+  sync_ = false;
+  for (size_t k = 0; k < hooks_.size(); ++k) params_[k].remove_hook(hooks_[k]);
+  for (auto& b : buckets_) {
+    if (b.pending) {
+      try {
+        b.pending->wait();
+      } catch (const std::exception&) {
+      }
+    }
+  }
+}
+
+void GradSync::onGrad(size_t k, const torch::Tensor& grad) {
+  if (!sync_ || buckets_.empty()) return;
+  auto& b = buckets_[bucket_of_[k]];
+  if (b.launched || filled_[k]) return;
+  torch::NoGradGuard no_grad;
+  const auto& p = params_[k];
+  auto slot = b.flat.narrow(0, b.offsets[slot_of_[k]], p.numel());
+  // This hook runs before autograd adds `grad` into p.grad, which holds the earlier micro-steps' sum.
+  if (p.grad().defined()) {
+    slot.copy_((p.grad() + grad).reshape({-1}));
+  } else {
+    slot.copy_(grad.reshape({-1}));
+  }
+  filled_[k] = true;
+  ++b.ready;
+  if (b.ready == b.params.size()) launchReady();
+}
+
+void GradSync::launchReady() {
+  // Strictly in bucket order, so every rank issues the same collectives in the same sequence.
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].ready == buckets_[next_launch_].params.size()) {
+    auto& b = buckets_[next_launch_++];
+    b.launched = true;
+    b.pending = dist_.allreduceSumAsync(b.flat);
+  }
+}
+
+void GradSync::finish() {
+  if (buckets_.empty()) return;
+  torch::NoGradGuard no_grad;
+  // Parameters that got no gradient this pass contribute their accumulated grad (or zeros).
+  for (auto& b : buckets_) {
+    if (b.ready == b.params.size()) continue;
+    for (size_t s = 0; s < b.params.size(); ++s) {
+      const size_t k = b.params[s];
+      if (filled_[k]) continue;
+      auto slot = b.flat.narrow(0, b.offsets[s], params_[k].numel());
+      if (params_[k].grad().defined()) {
+        slot.copy_(params_[k].grad().reshape({-1}));
+      } else {
+        slot.zero_();
+      }
+      filled_[k] = true;
+      ++b.ready;
+    }
+  }
+  launchReady();
+  const double scale = 1.0 / dist_.worldSize();
+  for (auto& b : buckets_) {
+    b.pending->wait();
+    b.pending.reset();
+    b.flat.mul_(scale);
+    for (size_t s = 0; s < b.params.size(); ++s) {
+      auto& p = params_[b.params[s]];
+      auto averaged = b.flat.narrow(0, b.offsets[s], p.numel()).view(p.sizes());
+      if (p.grad().defined()) {
+        p.mutable_grad().copy_(averaged);
+      } else {
+        p.mutable_grad() = averaged.clone();
+      }
+    }
+    b.ready = 0;
+    b.launched = false;
+  }
+  std::fill(filled_.begin(), filled_.end(), false);
+  next_launch_ = 0;
+}
+
+}  // namespace taehv::train

@@ -1,0 +1,237 @@
+#include "taehv/train/events.h"
+
+#include <fcntl.h>
+#include <png.h>
+#include <turbojpeg.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+namespace taehv::train {
+namespace {
+
+std::array<uint32_t, 256> makeCrcTable() {
+  std::array<uint32_t, 256> table{};
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;  // reversed Castagnoli
+    table[i] = c;
+  }
+  return table;
+}
+
+// Protobuf wire format, only what Event/Summary need.
+void putVarint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+void putTag(std::string& out, int field, int wire_type) { putVarint(out, (static_cast<uint64_t>(field) << 3) | wire_type); }
+void putBytes(std::string& out, int field, const void* data, size_t size) {
+  putTag(out, field, 2);
+  putVarint(out, size);
+  out.append(static_cast<const char*>(data), size);
+}
+void putBytes(std::string& out, int field, const std::string& s) { putBytes(out, field, s.data(), s.size()); }
+void putDouble(std::string& out, int field, double v) {
+  putTag(out, field, 1);
+  char b[8];
+  std::memcpy(b, &v, 8);  // little-endian host (x86-64, aarch64)
+  out.append(b, 8);
+}
+void putFloat(std::string& out, int field, float v) {
+  putTag(out, field, 5);
+  char b[4];
+  std::memcpy(b, &v, 4);
+  out.append(b, 4);
+}
+void putInt(std::string& out, int field, int64_t v) {
+  putTag(out, field, 0);
+  putVarint(out, static_cast<uint64_t>(v));
+}
+
+// Event: wall_time = 1 (double), step = 2 (int64), file_version = 3 (string), summary = 5 (Summary).
+// Summary: value = 1 (repeated Value). Value: tag = 1, simple_value = 2 (float), image = 4 (Image).
+// Image: height = 1, width = 2, colorspace = 3 (3 = RGB), encoded_image_string = 4.
+std::string eventWithValue(double wall_time, int64_t step, const std::string& value) {
+  std::string summary;
+  putBytes(summary, 1, value);
+  std::string event;
+  putDouble(event, 1, wall_time);
+  putInt(event, 2, step);
+  putBytes(event, 5, summary);
+  return event;
+}
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+uint32_t crc32c(const void* data, size_t size, uint32_t crc) {
+  static const auto table = makeCrcTable();
+  const auto* p = static_cast<const uint8_t*>(data);
+  crc = ~crc;
+  for (size_t i = 0; i < size; ++i) crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+  return ~crc;
+}
+
+uint32_t maskedCrc32c(const void* data, size_t size) {
+  const uint32_t crc = crc32c(data, size);
+  return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+}
+
+std::string encodeFileVersionEvent(double wall_time) {
+  std::string event;
+  putDouble(event, 1, wall_time);
+  putBytes(event, 3, std::string("brain.Event:2"));
+  return event;
+}
+
+std::string encodeScalarEvent(double wall_time, int64_t step, const std::string& tag, float value) {
+  std::string v;
+  putBytes(v, 1, tag);
+  putFloat(v, 2, value);
+  return eventWithValue(wall_time, step, v);
+}
+
+std::string encodeImageEvent(double wall_time, int64_t step, const std::string& tag, const std::vector<uint8_t>& png,
+                             int width, int height) {
+  std::string image;
+  putInt(image, 1, height);
+  putInt(image, 2, width);
+  putInt(image, 3, 3);
+  putBytes(image, 4, png.data(), png.size());
+  std::string v;
+  putBytes(v, 1, tag);
+  putBytes(v, 4, image);
+  return eventWithValue(wall_time, step, v);
+}
+
+TfEventsWriter::TfEventsWriter(const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  char host[256] = "localhost";
+  gethostname(host, sizeof host - 1);
+  path_ = dir + "/events.out.tfevents." + std::to_string(static_cast<int64_t>(now())) + "." + host;
+  file_ = std::fopen(path_.c_str(), "ab");
+  if (!file_) throw std::runtime_error("cannot create TensorBoard event file " + path_);
+  writeRecord(encodeFileVersionEvent(now()));
+}
+
+TfEventsWriter::~TfEventsWriter() {
+  if (file_) std::fclose(file_);
+}
+
+void TfEventsWriter::writeRecord(const std::string& data) {
+  // TFRecord: uint64 length, uint32 masked crc of length, data, uint32 masked crc of data (little-endian).
+  const uint64_t length = data.size();
+  const uint32_t length_crc = maskedCrc32c(&length, 8);
+  const uint32_t data_crc = maskedCrc32c(data.data(), data.size());
+  std::fwrite(&length, 8, 1, file_);
+  std::fwrite(&length_crc, 4, 1, file_);
+  std::fwrite(data.data(), 1, data.size(), file_);
+  std::fwrite(&data_crc, 4, 1, file_);
+  std::fflush(file_);
+}
+
+void TfEventsWriter::scalar(const std::string& tag, int64_t step, double value) {
+  writeRecord(encodeScalarEvent(now(), step, tag, static_cast<float>(value)));
+}
+
+void TfEventsWriter::image(const std::string& tag, int64_t step, const std::vector<uint8_t>& png, int width,
+                           int height) {
+  writeRecord(encodeImageEvent(now(), step, tag, png, width, height));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+std::vector<uint8_t> encodePng(const RgbImage& image) {
+  png_image img;
+  std::memset(&img, 0, sizeof img);
+  img.version = PNG_IMAGE_VERSION;
+  img.width = static_cast<png_uint_32>(image.width);
+  img.height = static_cast<png_uint_32>(image.height);
+  img.format = PNG_FORMAT_RGB;
+  png_alloc_size_t size = 0;
+  if (!png_image_write_get_memory_size(img, size, 0, image.pixels.data(), 0, nullptr)) {
+    throw std::runtime_error(std::string("PNG encoding failed: ") + img.message);
+  }
+  std::vector<uint8_t> out(size);
+  if (!png_image_write_to_memory(&img, out.data(), &size, 0, image.pixels.data(), 0, nullptr)) {
+    throw std::runtime_error(std::string("PNG encoding failed: ") + img.message);
+  }
+  out.resize(size);
+  return out;
+}
+
+RgbImage decodePng(const std::vector<uint8_t>& bytes) {
+  png_image img;
+  std::memset(&img, 0, sizeof img);
+  img.version = PNG_IMAGE_VERSION;
+  if (!png_image_begin_read_from_memory(&img, bytes.data(), bytes.size())) {
+    throw std::runtime_error(std::string("not a readable PNG: ") + img.message);
+  }
+  img.format = PNG_FORMAT_RGB;
+  RgbImage out;
+  out.width = static_cast<int>(img.width);
+  out.height = static_cast<int>(img.height);
+  out.pixels.resize(PNG_IMAGE_SIZE(img));
+  if (!png_image_finish_read(&img, nullptr, out.pixels.data(), 0, nullptr)) {
+    png_image_free(&img);
+    throw std::runtime_error(std::string("corrupt PNG: ") + img.message);
+  }
+  return out;
+}
+
+RgbImage decodeJpeg(const std::vector<uint8_t>& bytes) {
+  tjhandle tj = tjInitDecompress();
+  if (!tj) throw std::runtime_error("libturbojpeg initialisation failed");
+  int width = 0, height = 0, subsamp = 0, colorspace = 0;
+  auto* data = const_cast<unsigned char*>(bytes.data());
+  const auto size = static_cast<unsigned long>(bytes.size());
+  if (tjDecompressHeader3(tj, data, size, &width, &height, &subsamp, &colorspace) != 0 || width <= 0 ||
+      height <= 0) {
+    const std::string why = tjGetErrorStr2(tj);
+    tjDestroy(tj);
+    throw std::runtime_error("not a readable JPEG: " + why);
+  }
+  RgbImage out;
+  out.width = width;
+  out.height = height;
+  out.pixels.resize(static_cast<size_t>(width) * height * 3);
+  if (tjDecompress2(tj, data, size, out.pixels.data(), width, 0, height, TJPF_RGB, 0) != 0) {
+    const std::string why = tjGetErrorStr2(tj);
+    tjDestroy(tj);
+    throw std::runtime_error("corrupt JPEG: " + why);
+  }
+  tjDestroy(tj);
+  return out;
+}
+
+std::vector<uint8_t> readFileBytes(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
+  std::vector<uint8_t> out;
+  uint8_t buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.insert(out.end(), buf, buf + n);
+  std::fclose(f);
+  return out;
+}
+
+void writeFileBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
+  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  if (std::fclose(f) != 0 || !ok) throw std::runtime_error("cannot write " + tmp + ": disk full?");
+  std::filesystem::rename(tmp, path);
+}
+
+}  // namespace taehv::train

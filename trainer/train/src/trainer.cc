@@ -1,0 +1,592 @@
+#include "taehv/train/trainer.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "taehv/model/safetensors.h"
+#include "taehv/model/taehv.h"
+#include "taehv/train/checkpoint.h"
+#include "taehv/train/data.h"
+#include "taehv/train/dist.h"
+#include "taehv/train/events.h"
+
+namespace taehv::train {
+namespace fs = std::filesystem;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::atomic<int> g_stop_signal{0};
+extern "C" void onStopSignal(int sig) { g_stop_signal = sig; }
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+std::string formatDuration(double s) {
+  if (!std::isfinite(s) || s < 0) return "?";
+  const auto total = static_cast<int64_t>(s + 0.5);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", static_cast<long long>(total / 3600),
+                static_cast<long long>(total / 60 % 60), static_cast<long long>(total % 60));
+  return buf;
+}
+
+double learningRate(const TrainConfig& t, int64_t step) {
+  if (step < t.warmup_steps) return t.lr * static_cast<double>(step + 1) / static_cast<double>(t.warmup_steps);
+  const double span = static_cast<double>(std::max<int64_t>(1, t.steps - t.warmup_steps));
+  const double progress = std::min(1.0, static_cast<double>(step - t.warmup_steps) / span);
+  return t.lr * (t.min_lr_ratio + (1 - t.min_lr_ratio) * 0.5 * (1 + std::cos(M_PI * progress)));
+}
+
+torch::Tensor reconstructionLoss(const std::string& kind, const torch::Tensor& pred, const torch::Tensor& target) {
+  if (kind == "l1") return torch::l1_loss(pred, target);
+  if (kind == "mse+l1") return torch::mse_loss(pred, target) + torch::l1_loss(pred, target);
+  return torch::mse_loss(pred, target);
+}
+
+/// Mean over clips of 10 log10(1 / MSE) for frames in [0, 1].
+double psnr(const torch::Tensor& pred, const torch::Tensor& target) {
+  auto mse = (pred.detach().to(torch::kFloat) - target.to(torch::kFloat)).pow(2).flatten(1).mean(1).clamp_min(1e-10);
+  return (-10.0 * torch::log10(mse)).mean().item<double>();
+}
+
+/// SSIM (Wang et al.), 11x11 Gaussian window (sigma 1.5), data range 1; a, b: [N, C, H, W]; mean over all.
+double ssim(const torch::Tensor& a_in, const torch::Tensor& b_in) {
+  auto a = a_in.to(torch::kFloat), b = b_in.to(torch::kFloat);
+  const int64_t C = a.size(1);
+  int64_t win = std::min<int64_t>({11, a.size(2), a.size(3)});
+  if (win % 2 == 0) --win;
+  auto x = torch::arange(win, torch::kFloat) - static_cast<double>(win / 2);
+  auto g = torch::exp(-x.pow(2) / (2 * 1.5 * 1.5));
+  g = g / g.sum();
+  auto w = torch::outer(g, g).expand({C, 1, win, win}).contiguous();
+  auto filt = [&](const torch::Tensor& t) { return torch::conv2d(t, w, torch::Tensor(), at::IntArrayRef{1}, at::IntArrayRef{0}, at::IntArrayRef{1}, C); };
+  const double c1 = 0.01 * 0.01, c2 = 0.03 * 0.03;
+  auto mu_a = filt(a), mu_b = filt(b);
+  auto s_aa = filt(a * a) - mu_a * mu_a, s_bb = filt(b * b) - mu_b * mu_b, s_ab = filt(a * b) - mu_a * mu_b;
+  auto ssim_map = ((2 * mu_a * mu_b + c1) * (2 * s_ab + c2)) / ((mu_a.pow(2) + mu_b.pow(2) + c1) * (s_aa + s_bb + c2));
+  return ssim_map.mean().item<double>();
+}
+
+struct Objective {
+  torch::Tensor loss;
+  torch::Tensor pred;    ///< reconstruction [B, T', 3, S, S]
+  torch::Tensor target;  ///< aligned input frames
+};
+
+/// Reconstruction: decode(encode(x)) against the first T' input frames (decoded frame j matches input frame j).
+/// Distillation (upstream recipe): MSE(encoder(x), teacher latents) + reconstruction of decode(teacher latents).
+Objective computeObjective(TAEHV& model, const Batch& batch, const torch::Device& device, const std::string& loss,
+                           bool distill) {
+  auto x = batch.frames.to(device);
+  Objective out;
+  if (distill) {
+    auto teacher = batch.latents.to(device);
+    auto latents = model->encodeVideo(x);
+    const int64_t L = std::min(latents.size(1), teacher.size(1));
+    auto enc = torch::mse_loss(latents.narrow(1, 0, L).to(torch::kFloat), teacher.narrow(1, 0, L));
+    out.pred = model->decodeVideo(teacher);
+    out.target = x.narrow(1, 0, out.pred.size(1));
+    out.loss = enc + reconstructionLoss(loss, out.pred.to(torch::kFloat), out.target);
+  } else {
+    out.pred = model->decodeVideo(model->encodeVideo(x));
+    out.target = x.narrow(1, 0, out.pred.size(1));
+    out.loss = reconstructionLoss(loss, out.pred.to(torch::kFloat), out.target);
+  }
+  return out;
+}
+
+/// Input frames above, reconstructions below, up to 6 frames of the first clip.
+RgbImage previewImage(const torch::Tensor& target, const torch::Tensor& pred) {
+  const int64_t n = std::min<int64_t>(6, pred.size(1));
+  auto top = torch::cat(target[0].narrow(0, 0, n).unbind(0), 2);  // [3, S, n*S]
+  auto bottom = torch::cat(pred[0].narrow(0, 0, n).unbind(0), 2);
+  auto img = torch::cat({top, bottom}, 1).detach().to(torch::kCPU, torch::kFloat).clamp(0, 1);
+  img = img.mul(255).round().to(torch::kUInt8).permute({1, 2, 0}).contiguous();
+  RgbImage out;
+  out.height = static_cast<int>(img.size(0));
+  out.width = static_cast<int>(img.size(1));
+  out.pixels.assign(img.data_ptr<uint8_t>(), img.data_ptr<uint8_t>() + img.numel());
+  return out;
+}
+
+void saveTensors(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
+  torch::serialize::OutputArchive archive;
+  for (const auto& [name, t] : tensors) archive.write(name, t.detach().to(torch::kCPU));
+  archive.save_to(path);
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> namedParams(TAEHV& model) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& item : model->named_parameters()) out.emplace_back(item.key(), item.value());
+  return out;
+}
+
+TAEHV makeModel(const Config& cfg, const torch::Device& device) {
+  torch::manual_seed(static_cast<uint64_t>(cfg.train.seed));
+  TAEHV model(TAEHVOptions::forVariant(cfg.model.variant));
+  if (!cfg.model.init.empty()) {
+    loadWeights(*model, cfg.model.init);
+  } else {
+    // Upstream recipe: the final decoder conv's bias starts at 0.5 (mid-grey output).
+    std::string last;
+    for (const auto& item : model->named_parameters()) {
+      if (item.key().rfind("decoder.", 0) == 0 && item.key().size() > 5 &&
+          item.key().compare(item.key().size() - 5, 5, ".bias") == 0) {
+        last = item.key();
+      }
+    }
+    if (!last.empty()) {
+      torch::NoGradGuard no_grad;
+      model->named_parameters()[last].fill_(0.5);
+    }
+  }
+  model->to(device);
+  return model;
+}
+
+torch::Device pickDevice(const Config& cfg, const DistEnv& env) {
+  if (cfg.train.device == "cuda" || (cfg.train.device == "auto" && torch::cuda::is_available())) {
+    if (!torch::cuda::is_available()) throw ConfigError("train.device=cuda but no CUDA device is usable here");
+    const auto count = static_cast<int>(torch::cuda::device_count());
+    return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank % std::max(1, count)));
+  }
+  return torch::Device(torch::kCPU);
+}
+
+void setThreads(const Config& cfg, const DistEnv& env) {
+  int threads = static_cast<int>(cfg.train.threads);
+  if (threads <= 0) {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    threads = std::max(1, cores / std::max(1, env.local_world_size));
+  }
+  torch::set_num_threads(threads);
+}
+
+class StopSignals {
+ public:
+  StopSignals() {
+    struct sigaction sa {};
+    sa.sa_handler = onStopSignal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, &old_term_);
+    sigaction(SIGINT, &sa, &old_int_);
+  }
+  ~StopSignals() {
+    sigaction(SIGTERM, &old_term_, nullptr);
+    sigaction(SIGINT, &old_int_, nullptr);
+  }
+
+ private:
+  struct sigaction old_term_ {};
+  struct sigaction old_int_ {};
+};
+
+struct Run {
+  const TrainOptions& options;
+  const Config& cfg;
+  DistEnv env;
+  torch::Device device{torch::kCPU};
+  bool rank0 = true;
+  bool tty = false;
+
+  void say(const std::string& line) const {
+    if (!rank0) return;
+    if (tty) std::fputs("\r\033[K", stdout);
+    std::fprintf(stdout, "%s\n", line.c_str());
+    std::fflush(stdout);
+  }
+};
+
+int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, const torch::Device& device) {
+  const Config& cfg = options.config;
+  Run run{options, cfg, env, device, env.rank == 0, isatty(STDOUT_FILENO) == 1};
+  const int64_t W = env.world_size, B = cfg.train.batch_per_rank, A = cfg.train.grad_accum, T = cfg.data.frames;
+  const std::string out_dir = cfg.output.dir;
+
+  TAEHV model = makeModel(cfg, device);
+  std::vector<torch::Tensor> params = model->parameters();
+  int64_t n_params = 0;
+  for (const auto& p : params) n_params += p.numel();
+
+  torch::optim::AdamW optimizer(params, torch::optim::AdamWOptions(cfg.train.lr)
+                                            .betas({cfg.train.beta1, cfg.train.beta2})
+                                            .weight_decay(cfg.train.weight_decay));
+  std::vector<torch::Tensor> ema;
+  if (cfg.train.ema > 0) {
+    for (const auto& p : params) ema.push_back(p.detach().clone());
+  }
+
+  // Resume.
+  int64_t start_step = 0, base_position = 0, skipped_before = 0;
+  std::string resumed_from;
+  if (!options.resume.empty()) {
+    auto found = resolveResume(options.resume, out_dir, [&](const std::string& w) {
+      std::fprintf(stderr, "[rank %d] warning: %s\n", env.rank, w.c_str());
+    });
+    if (found) {
+      resumed_from = *found;
+      std::ifstream in(fs::path(*found) / "state.json");
+      const auto state = nlohmann::json::parse(in);
+      start_step = state.at("step").get<int64_t>();
+      base_position = state.at("samples_consumed").get<int64_t>();
+      skipped_before = state.value("data_skipped", int64_t{0});
+      {
+        torch::serialize::InputArchive archive;
+        archive.load_from((fs::path(*found) / "model.pt").string(), device);
+        torch::NoGradGuard no_grad;
+        for (auto& item : model->named_parameters()) {
+          torch::Tensor t;
+          archive.read(item.key(), t);
+          item.value().copy_(t);
+        }
+      }
+      {
+        torch::serialize::InputArchive archive;
+        archive.load_from((fs::path(*found) / "optimizer.pt").string(), device);
+        optimizer.load(archive);
+      }
+      if (!ema.empty() && fs::exists(fs::path(*found) / "ema.pt")) {
+        torch::serialize::InputArchive archive;
+        archive.load_from((fs::path(*found) / "ema.pt").string(), device);
+        auto named = namedParams(model);
+        for (size_t i = 0; i < ema.size(); ++i) {
+          torch::Tensor t;
+          archive.read(named[i].first, t);
+          ema[i].copy_(t);
+        }
+      }
+      if (fs::exists(fs::path(*found) / "rng.pt")) {
+        torch::Tensor rng_state;
+        torch::load(rng_state, (fs::path(*found) / "rng.pt").string());
+        at::Generator generator = at::detail::getDefaultCPUGenerator();
+        generator.set_state(rng_state);
+      }
+    } else if (run.rank0) {
+      run.say("resume: no checkpoint in " + out_dir + " yet; starting from step 0");
+    }
+  }
+  // Every rank must resume from the same step (checkpoints live on a shared filesystem).
+  {
+    auto check = torch::tensor({static_cast<double>(start_step), 1.0}, torch::kDouble);
+    dist.allreduceSum(check);
+    if (check[0].item<double>() != static_cast<double>(start_step * W)) {
+      throw std::runtime_error("ranks found different checkpoints to resume from; output.dir must be on a "
+                               "filesystem every rank sees");
+    }
+  }
+  // Every rank starts from rank 0's weights (and EMA).
+  dist.broadcastFromRank0(params);
+  if (!ema.empty()) dist.broadcastFromRank0(ema);
+
+  GradSync sync(dist, params, cfg.dist.bucket_mb);
+  std::shared_ptr<const ClipSource> source = makeSource(cfg.data, static_cast<uint64_t>(cfg.train.seed));
+  const bool distill = cfg.train.objective == "distillation" ||
+                       (cfg.train.objective == "auto" && source->hasLatents());
+  if (cfg.train.objective == "distillation" && !source->hasLatents()) {
+    throw ConfigError("train.objective=distillation needs teacher latents for every item of data.source "
+                      "(X.latents.safetensors beside each video or frame folder X)");
+  }
+  Loader::Layout layout{base_position, start_step, A, W, env.rank, B};
+  Loader loader(source, cfg.data, static_cast<uint64_t>(cfg.train.seed), layout, cfg.data.prefetch);
+
+  std::unique_ptr<TfEventsWriter> tb;
+  std::ofstream metrics;
+  if (run.rank0) {
+    fs::create_directories(out_dir);
+    if (cfg.log.tensorboard) tb = std::make_unique<TfEventsWriter>((fs::path(out_dir) / "tensorboard").string());
+    metrics.open(fs::path(out_dir) / "metrics.jsonl", std::ios::app);
+    run.say("taehv-train: " + std::to_string(W) + " rank(s), backend " + dist.backendName() + ", device " +
+            device.str() + ", " + std::to_string(torch::get_num_threads()) + " threads/rank, model " +
+            cfg.model.variant + " (" + std::to_string(n_params) + " parameters, " +
+            std::to_string(sync.bucketCount()) + " gradient buckets), objective " +
+            (distill ? "distillation" : "reconstruction") + ", data " + cfg.data.source + " (" +
+            std::to_string(source->size()) + " items)");
+    run.say("effective config:\n" + cfg.toYaml());
+    if (!resumed_from.empty()) run.say("resumed from " + resumed_from + " at step " + std::to_string(start_step));
+  }
+
+  auto saveAt = [&](int64_t step_done) {
+    if (!run.rank0) return std::string();
+    return saveCheckpoint(out_dir, step_done, cfg.checkpoint.keep, [&](const std::string& dir) {
+      saveTensors(dir + "/model.pt", namedParams(model));
+      {
+        torch::serialize::OutputArchive archive;
+        optimizer.save(archive);
+        archive.save_to(dir + "/optimizer.pt");
+      }
+      if (!ema.empty()) {
+        auto named = namedParams(model);
+        std::vector<std::pair<std::string, torch::Tensor>> e;
+        for (size_t i = 0; i < ema.size(); ++i) e.emplace_back(named[i].first, ema[i]);
+        saveTensors(dir + "/ema.pt", e);
+      }
+      torch::save(at::detail::getDefaultCPUGenerator().get_state(), dir + "/rng.pt");
+      nlohmann::json state;
+      state["step"] = step_done;
+      state["samples_consumed"] = base_position + (step_done - start_step) * A * W * B;
+      state["world_size"] = W;
+      state["batch_per_rank"] = B;
+      state["grad_accum"] = A;
+      state["seed"] = cfg.train.seed;
+      state["data_skipped"] = skipped_before + loader.skipped();
+      std::ofstream(dir + "/state.json") << state.dump(1) << "\n";
+      std::ofstream(dir + "/config.yaml") << cfg.toYaml();
+    });
+  };
+
+  const auto run_start = Clock::now();
+  double step_time_avg = 0;
+  double data_wait_window = 0, step_time_window = 0;
+  int64_t window_steps = 0;
+  int64_t last_saved = start_step;
+  int64_t step = start_step;
+  bool stopped_by_signal = false;
+  for (; step < cfg.train.steps; ++step) {
+    const auto t0 = Clock::now();
+    const double lr = learningRate(cfg.train, step);
+    for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+    for (auto& p : params) p.mutable_grad().reset();
+    double loss_sum = 0, psnr_sum = 0, data_wait = 0;
+    Objective last;
+    for (int64_t a = 0; a < A; ++a) {
+      const auto w0 = Clock::now();
+      Batch batch = loader.next();
+      data_wait += seconds(Clock::now() - w0);
+      sync.setSync(a == A - 1);
+      if (device.is_cuda() && cfg.train.bf16) setCudaBf16Autocast(true);
+      Objective obj = computeObjective(model, batch, device, cfg.train.loss, distill);
+      if (device.is_cuda() && cfg.train.bf16) setCudaBf16Autocast(false);
+      (obj.loss / static_cast<double>(A)).backward();
+      loss_sum += obj.loss.item<double>();
+      psnr_sum += psnr(obj.pred, obj.target);
+      last = std::move(obj);
+    }
+    sync.finish();
+    double grad_norm = 0;
+    if (cfg.train.grad_clip > 0) {
+      grad_norm = torch::nn::utils::clip_grad_norm_(params, cfg.train.grad_clip);
+    }
+    optimizer.step();
+    if (!ema.empty()) {
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < ema.size(); ++i) ema[i].mul_(cfg.train.ema).add_(params[i].detach(), 1 - cfg.train.ema);
+    }
+    // One small all-reduce per step: loss and PSNR means for the log, and whether any rank must stop.
+    const bool want_stop = g_stop_signal.load() != 0 || (options.stop_at_step > 0 && step + 1 >= options.stop_at_step);
+    auto stats = torch::tensor({loss_sum / static_cast<double>(A), psnr_sum / static_cast<double>(A),
+                                want_stop ? 1.0 : 0.0, static_cast<double>(loader.skipped())},
+                               torch::kDouble);
+    dist.allreduceSum(stats);
+    const double loss_mean = stats[0].item<double>() / static_cast<double>(W);
+    const double psnr_mean = stats[1].item<double>() / static_cast<double>(W);
+    const bool stop = stats[2].item<double>() > 0;
+    const auto skipped_total = static_cast<int64_t>(stats[3].item<double>()) + skipped_before;
+    if (!std::isfinite(loss_mean)) throw std::runtime_error("loss is not finite at step " + std::to_string(step + 1));
+
+    const double step_s = seconds(Clock::now() - t0);
+    step_time_avg = step == start_step ? step_s : 0.9 * step_time_avg + 0.1 * step_s;
+    data_wait_window += data_wait;
+    step_time_window += step_s;
+    ++window_steps;
+    const int64_t done = step + 1;
+    const bool last_step = done == cfg.train.steps;
+    if (run.rank0 && (done % cfg.log.every == 0 || last_step || stop || done == start_step + 1)) {
+      const double step_mean = step_time_window / static_cast<double>(window_steps);
+      const double wait_mean = data_wait_window / static_cast<double>(window_steps);
+      const double fps = static_cast<double>(A * W * B * T) / step_mean;
+      const double eta = step_time_avg * static_cast<double>(cfg.train.steps - done);
+      char line[512];
+      std::snprintf(line, sizeof line,
+                    "step %lld/%lld | loss %.5f | PSNR %.2f dB | %.1f frames/s | step %.3f s | data-wait %.3f s | "
+                    "lr %.2e | ETA %s",
+                    static_cast<long long>(done), static_cast<long long>(cfg.train.steps), loss_mean, psnr_mean, fps,
+                    step_mean, wait_mean, lr, formatDuration(eta).c_str());
+      run.say(line);
+      nlohmann::json m;
+      m["step"] = done;
+      m["loss"] = loss_mean;
+      m["psnr"] = psnr_mean;
+      m["lr"] = lr;
+      m["frames_per_s"] = fps;
+      m["step_s"] = step_mean;
+      m["data_wait_s"] = wait_mean;
+      m["grad_norm"] = grad_norm;
+      m["data_skipped"] = skipped_total;
+      m["elapsed_s"] = seconds(Clock::now() - run_start);
+      metrics << m.dump() << "\n" << std::flush;
+      if (tb) {
+        tb->scalar("train/loss", done, loss_mean);
+        tb->scalar("train/psnr_db", done, psnr_mean);
+        tb->scalar("train/lr", done, lr);
+        tb->scalar("train/frames_per_s", done, fps);
+        tb->scalar("train/step_s", done, step_mean);
+        tb->scalar("train/data_wait_s", done, wait_mean);
+        tb->scalar("train/grad_norm", done, grad_norm);
+      }
+      data_wait_window = step_time_window = 0;
+      window_steps = 0;
+    } else if (run.rank0 && run.tty) {
+      const int width = 30;
+      const int filled = static_cast<int>(width * done / cfg.train.steps);
+      std::printf("\r[%s%s] %lld/%lld loss %.5f", std::string(static_cast<size_t>(filled), '#').c_str(),
+                  std::string(static_cast<size_t>(width - filled), '.').c_str(), static_cast<long long>(done),
+                  static_cast<long long>(cfg.train.steps), loss_mean);
+      std::fflush(stdout);
+    }
+    if (run.rank0 && cfg.log.preview_every > 0 && (done % cfg.log.preview_every == 0 || last_step)) {
+      const RgbImage img = previewImage(last.target, last.pred);
+      const auto png = encodePng(img);
+      char name[64];
+      std::snprintf(name, sizeof name, "step-%07lld.png", static_cast<long long>(done));
+      fs::create_directories(fs::path(out_dir) / "previews");
+      writeFileBytes((fs::path(out_dir) / "previews" / name).string(), png);
+      if (tb) tb->image("preview/input_top_reconstruction_bottom", done, png, img.width, img.height);
+    }
+    if ((cfg.checkpoint.every > 0 && done % cfg.checkpoint.every == 0) || last_step || stop) {
+      const auto path = saveAt(done);
+      last_saved = done;
+      if (stop && run.rank0) {
+        run.say("stopping after step " + std::to_string(done) + (g_stop_signal ? " (signal)" : " (--stop-at-step)") +
+                "; checkpoint " + path + "; continue with --resume latest");
+      }
+    }
+    if (stop) {
+      stopped_by_signal = true;
+      ++step;
+      break;
+    }
+  }
+  (void)last_saved;
+  if (!stopped_by_signal && run.rank0 && cfg.checkpoint.export_safetensors) {
+    // The exported weights are the EMA weights when EMA is on (the upstream recipe's weight averaging).
+    if (!ema.empty()) {
+      torch::NoGradGuard no_grad;
+      std::vector<torch::Tensor> backup;
+      for (size_t i = 0; i < ema.size(); ++i) {
+        backup.push_back(params[i].detach().clone());
+        params[i].copy_(ema[i]);
+      }
+      saveWeights(*model, (fs::path(out_dir) / "weights.safetensors").string(), torch::kFloat);
+      for (size_t i = 0; i < ema.size(); ++i) params[i].copy_(backup[i]);
+    } else {
+      saveWeights(*model, (fs::path(out_dir) / "weights.safetensors").string(), torch::kFloat);
+    }
+    run.say("exported " + (fs::path(out_dir) / "weights.safetensors").string() +
+            (ema.empty() ? "" : " (EMA weights)"));
+  }
+  dist.stopWatching();
+  dist.barrier();
+  if (run.rank0) {
+    run.say("done: " + std::to_string(step) + "/" + std::to_string(cfg.train.steps) + " steps in " +
+            formatDuration(seconds(Clock::now() - run_start)) + "; output in " + out_dir);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int runTraining(const TrainOptions& options) {
+  DistEnv env;
+  try {
+    env = DistEnv::fromEnvironment();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "taehv-train: %s\n", e.what());
+    return 2;
+  }
+  g_stop_signal = 0;
+  StopSignals signals;
+  std::unique_ptr<Distributed> dist;
+  try {
+    options.config.validate();
+    setThreads(options.config, env);
+    const torch::Device device = pickDevice(options.config, env);
+    if (device.is_cuda()) torch::cuda::manual_seed_all(static_cast<uint64_t>(options.config.train.seed));
+    dist = std::make_unique<Distributed>(env, options.config.dist.backend,
+                                         std::chrono::milliseconds(static_cast<int64_t>(options.config.dist.timeout_s * 1000)),
+                                         device);
+    return train(options, *dist, env, device);
+  } catch (const ConfigError& e) {
+    std::fprintf(stderr, "[rank %d] taehv-train: %s\n", env.rank, e.what());
+    if (dist) dist->announceFailure(e.what());
+    return 2;
+  } catch (const DataError& e) {
+    std::fprintf(stderr, "[rank %d] taehv-train: data: %s\n", env.rank, e.what());
+    if (dist) dist->announceFailure(e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    if (dist && dist->aborted()) {
+      std::fprintf(stderr, "[rank %d] taehv-train: stopped because another rank failed\n", env.rank);
+      return kAbortExitCode;
+    }
+    std::fprintf(stderr, "[rank %d] taehv-train: error: %s\n", env.rank, e.what());
+    if (dist) dist->announceFailure(e.what());
+    return 1;
+  }
+}
+
+EvalResult runEval(const EvalOptions& options) {
+  const Config& cfg = options.config;
+  cfg.validate();
+  DistEnv env;
+  setThreads(cfg, env);
+  const torch::Device device = pickDevice(cfg, env);
+  TAEHV model(TAEHVOptions::forVariant(cfg.model.variant));
+  std::string path = options.checkpoint;
+  if (path.size() > 12 && path.compare(path.size() - 12, 12, ".safetensors") == 0) {
+    loadWeights(*model, path);
+  } else {
+    auto found = resolveResume(path, cfg.output.dir, [](const std::string& w) {
+      std::fprintf(stderr, "warning: %s\n", w.c_str());
+    });
+    if (!found) throw std::runtime_error("no checkpoint in " + cfg.output.dir + "; pass --checkpoint PATH");
+    const bool use_ema = options.ema && fs::exists(fs::path(*found) / "ema.pt");
+    torch::serialize::InputArchive archive;
+    archive.load_from((fs::path(*found) / (use_ema ? "ema.pt" : "model.pt")).string());
+    torch::NoGradGuard no_grad;
+    for (auto& item : model->named_parameters()) {
+      torch::Tensor t;
+      archive.read(item.key(), t);
+      item.value().copy_(t);
+    }
+    std::fprintf(stderr, "eval: %s weights of %s\n", use_ema ? "EMA" : "model", found->c_str());
+  }
+  model->to(device);
+  model->eval();
+  // Synthetic scenes from a seed training never uses; for files, the same items with their own clip draws.
+  const uint64_t seed = static_cast<uint64_t>(cfg.train.seed) + 1000003;
+  auto source = makeSource(cfg.data, seed);
+  SampleOrder order(source->size(), seed);
+  EvalResult result;
+  torch::NoGradGuard no_grad;
+  for (int64_t i = 0; i < cfg.eval.clips; ++i) {
+    ClipRequest req{cfg.data.frames, cfg.data.size, cfg.data.stride_max, cfg.data.crop_min, order.sampleSeed(i)};
+    Clip clip;
+    try {
+      clip = source->load(order.itemAt(i), req);
+    } catch (const DataError& e) {
+      std::fprintf(stderr, "warning: skipping unreadable item: %s\n", e.what());
+      continue;
+    }
+    auto x = clip.frames.unsqueeze(0).to(device);
+    auto y = model->decodeVideo(model->encodeVideo(x));
+    auto target = x.narrow(1, 0, y.size(1));
+    result.psnr += psnr(y, target);
+    result.ssim += ssim(y[0].to(torch::kCPU), target[0].to(torch::kCPU));
+    ++result.clips;
+  }
+  if (result.clips == 0) throw DataError("no readable clip to evaluate in " + cfg.data.source);
+  result.psnr /= static_cast<double>(result.clips);
+  result.ssim /= static_cast<double>(result.clips);
+  return result;
+}
+
+}  // namespace taehv::train
