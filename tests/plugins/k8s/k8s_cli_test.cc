@@ -1,0 +1,274 @@
+// The k8s and pai backends through the real `taehv-run` binary: `describe --json` on each platform's
+// environment (given exactly, nothing inherited), contradictions as clear errors, and simulated multi-pod jobs:
+// one taehv-run process per pod with exactly the environment that pod would get (master on 127.0.0.1), the
+// non-master pod started first so that it must wait for the master.
+// Environment fixtures and their documentation sources: see k8s_mapping_test.cc and ../pai/pai_test.cc.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "child_process.h"
+#include "plugin_host.h"
+
+namespace taehv {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+using namespace std::chrono_literals;
+using testing::ChildProcess;
+
+std::string binDir() {
+  const char* dir = std::getenv("TAEHV_BIN_DIR");
+  return dir ? std::string(dir) : testing::buildDir() + "/bin";
+}
+
+std::string taehvRun() { return binDir() + "/taehv-run"; }
+
+/// A base pod environment: what every container gets, with taehv-run on PATH as in the image.
+Env podEnv(Env extra) {
+  extra["PATH"] = binDir() + ":/usr/local/bin:/usr/bin:/bin";
+  extra["KUBERNETES_SERVICE_HOST"] = "10.96.0.1";
+  extra["KUBERNETES_SERVICE_PORT"] = "443";
+  return extra;
+}
+
+int freePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+class K8sCli : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = testing::makeTempDir(); }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  struct Result {
+    int rc;
+    std::string out, err;
+  };
+  Result run(const std::vector<std::string>& args, const Env& env, std::chrono::seconds limit = 20s) {
+    std::vector<std::string> argv = {taehvRun()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    ChildProcess p(argv, env, dir_ + "/run" + std::to_string(++runs_));
+    EXPECT_TRUE(p.started());
+    int rc = p.wait(limit);
+    return {rc, p.out(), p.err()};
+  }
+  /// `taehv-run describe --json` (detection on) -> the workers' JSON array.
+  Json describe(const Env& env) {
+    auto r = run({"describe", "--json"}, env);
+    EXPECT_EQ(r.rc, 0) << r.err;
+    return r.rc == 0 ? Json::parse(r.out) : Json::array();
+  }
+  std::string backendOf(const Env& env) {
+    auto r = run({"describe"}, env);
+    auto pos = r.out.find("backend: ");
+    return pos == std::string::npos ? "?" + r.err : r.out.substr(pos + 9, r.out.find('\n', pos) - pos - 9);
+  }
+  std::string dir_;
+  int runs_ = 0;
+};
+
+TEST_F(K8sCli, IndexedJobDescribe) {
+  Env env = podEnv({{"JOB_COMPLETION_INDEX", "1"}, {"TAEHV_K8S_NNODES", "2"}, {"TAEHV_K8S_MASTER_ADDR", "t-0.t"},
+                    {"TAEHV_K8S_MASTER_PORT", "29500"}, {"TAEHV_K8S_NPROC_PER_NODE", "2"}});
+  EXPECT_EQ(backendOf(env), "k8s");
+  Json w = describe(env);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0]["nnodes"], 2);
+  EXPECT_EQ(w[0]["node_rank"], 1);
+  EXPECT_EQ(w[0]["rank"], 2);
+  EXPECT_EQ(w[1]["rank"], 3);
+  EXPECT_EQ(w[0]["world_size"], 4);
+  EXPECT_EQ(w[0]["master_addr"], "t-0.t");
+  EXPECT_EQ(w[0]["provenance"]["node_rank"], "env JOB_COMPLETION_INDEX");
+}
+
+// The WORLD_SIZE trap: training-operator >= v1.7 counts processes; taehv-run must not read 8 as nodes.
+TEST_F(K8sCli, PyTorchJobWorldSizeTrapDescribe) {
+  Env env = podEnv({{"MASTER_ADDR", "mnist-master-0"}, {"MASTER_PORT", "23456"}, {"PET_MASTER_ADDR", "mnist-master-0"},
+                    {"PET_MASTER_PORT", "23456"}, {"WORLD_SIZE", "8"}, {"RANK", "1"}, {"PET_NODE_RANK", "1"},
+                    {"PET_NPROC_PER_NODE", "4"}, {"PET_NNODES", "2"}, {"PYTHONUNBUFFERED", "1"}});
+  EXPECT_EQ(backendOf(env), "k8s");
+  Json w = describe(env);
+  ASSERT_EQ(w.size(), 4u);
+  EXPECT_EQ(w[0]["nnodes"], 2);
+  EXPECT_EQ(w[0]["world_size"], 8);
+  EXPECT_EQ(w[0]["rank"], 4);
+  EXPECT_EQ(w[3]["env"]["WORLD_SIZE"], "8");
+  auto text = run({"describe"}, env).out;
+  EXPECT_NE(text.find("WORLD_SIZE=8 counts processes"), std::string::npos) << text;
+}
+
+TEST_F(K8sCli, KubeBrainDescribe) {
+  Env env = podEnv({{"WORLD_SIZE", "3"}, {"RANK", "2"}, {"MASTER_ADDR", "job-master.ns.svc"}, {"MASTER_PORT", "29500"}});
+  EXPECT_EQ(backendOf(env), "k8s");
+  Json w = describe(env);
+  ASSERT_GE(w.size(), 1u);
+  EXPECT_EQ(w[0]["nnodes"], 3);
+  EXPECT_EQ(w[0]["node_rank"], 2);
+  EXPECT_EQ(w[0]["world_size"], 3 * static_cast<int>(w.size())) << "world = nodes x workers on this node";
+}
+
+TEST_F(K8sCli, PaiDlcDescribe) {
+  Env env = podEnv({{"MASTER_ADDR", "dlc18isgeayd1234-master-0"}, {"MASTER_PORT", "23456"}, {"WORLD_SIZE", "2"},
+                    {"RANK", "1"}, {"NPROC_PER_NODE", "2"}});
+  EXPECT_EQ(backendOf(env), "pai");
+  Json w = describe(env);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0]["nnodes"], 2);
+  EXPECT_EQ(w[0]["world_size"], 4);
+  EXPECT_EQ(w[1]["rank"], 3);
+  EXPECT_EQ(w[0]["provenance"]["local_world_size"], "env NPROC_PER_NODE");
+}
+
+TEST_F(K8sCli, ContradictionsFailWithOneClearMessage) {
+  struct Case {
+    Env env;
+    std::string expect;
+  };
+  const Case cases[] = {
+      {podEnv({{"WORLD_SIZE", "2"}, {"RANK", "2"}, {"MASTER_ADDR", "m"}, {"MASTER_PORT", "1"}}), "node rank 2"},
+      {podEnv({{"WORLD_SIZE", "7"}, {"RANK", "1"}, {"PET_NODE_RANK", "1"}, {"PET_NNODES", "2"},
+               {"PET_NPROC_PER_NODE", "4"}, {"MASTER_ADDR", "m"}, {"MASTER_PORT", "1"}}),
+       "WORLD_SIZE=7 is not a multiple of PET_NPROC_PER_NODE=4"},
+      {podEnv({{"WORLD_SIZE", "2"}, {"RANK", "1"}, {"MASTER_PORT", "1"}}), "no master address"},
+      {podEnv({{"JOB_COMPLETION_INDEX", "0"}}), "TAEHV_K8S_NNODES"},
+      {podEnv({{"MASTER_ADDR", "dlc1x-master-0"}, {"MASTER_PORT", "1"}, {"WORLD_SIZE", "2"}, {"RANK", "5"}}),
+       "PAI-DLC: node rank 5"},
+  };
+  for (const auto& c : cases) {
+    auto r = run({"describe", "--json"}, c.env);
+    EXPECT_NE(r.rc, 0) << c.expect;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
+  }
+}
+
+// ---- simulated pods ----
+
+std::string workerScript() { return testing::sourceDir() + "/tests/plugins/k8s/rendezvous_worker.py"; }
+
+/// The container (command + args + env) of the Indexed Job that `taehv-run --backend k8s render` prints.
+struct Container {
+  std::vector<std::string> argv;
+  Env env;
+};
+
+class K8sPods : public K8sCli {
+ protected:
+  Container renderedContainer(const std::vector<std::string>& render_args) {
+    std::vector<std::string> args = {"--backend", "k8s", "render"};
+    args.insert(args.end(), render_args.begin(), render_args.end());
+    auto r = run(args, podEnv({}));
+    EXPECT_EQ(r.rc, 0) << r.err;
+    Container c;
+    if (r.rc != 0) return c;
+    YAML::Node job = YAML::LoadAll(r.out).at(1);
+    const auto& spec = job["spec"]["template"]["spec"]["containers"][0];
+    for (auto a : spec["command"]) c.argv.push_back(a.as<std::string>());
+    for (auto a : spec["args"]) c.argv.push_back(a.as<std::string>());
+    for (auto e : spec["env"]) {
+      if (e["value"]) c.env[e["name"].as<std::string>()] = e["value"].as<std::string>();
+    }
+    return c;
+  }
+
+  /// Starts pod `index` of the Indexed Job: the manifest's env, what the Job controller adds, and the master
+  /// moved to 127.0.0.1:port (no cluster DNS here). argv[0] "taehv-run" is resolved on the pod's PATH.
+  std::unique_ptr<ChildProcess> startPod(const Container& c, int index, int port, std::vector<std::string> extra = {}) {
+    Env env = podEnv(c.env);
+    env["JOB_COMPLETION_INDEX"] = std::to_string(index);
+    env["HOSTNAME"] = "sim-" + std::to_string(index);
+    env["TAEHV_K8S_MASTER_ADDR"] = "127.0.0.1";
+    env["TAEHV_K8S_MASTER_PORT"] = std::to_string(port);
+    std::vector<std::string> argv = c.argv;
+    argv[0] = taehvRun();
+    argv.insert(argv.begin() + 1, extra.begin(), extra.end());
+    return std::make_unique<ChildProcess>(argv, env, dir_ + "/pod" + std::to_string(index));
+  }
+};
+
+TEST_F(K8sPods, TwoPodIndexedJobRendezvousWithWorkerPodFirst) {
+  const std::string out = dir_ + "/results";
+  fs::create_directories(out);
+  Container c = renderedContainer({"--nodes", "2", "--gpus-per-node", "0", "--nproc-per-node", "2", "--image", "img",
+                                   "--name", "sim", "--", "python3", workerScript(), out});
+  ASSERT_FALSE(c.argv.empty());
+  ASSERT_EQ(c.argv[0], "taehv-run");
+  const int port = freePort();
+  auto pod1 = startPod(c, 1, port);
+  std::this_thread::sleep_for(1500ms);
+  ASSERT_TRUE(pod1->running()) << "pod 1 must wait for the master, not fail: " << pod1->err();
+  auto pod0 = startPod(c, 0, port);
+  EXPECT_EQ(pod0->wait(60s), 0) << pod0->err();
+  EXPECT_EQ(pod1->wait(60s), 0) << pod1->err();
+  EXPECT_NE(pod1->err().find("waiting up to"), std::string::npos) << pod1->err();
+  // The master saw ranks 0..3 once each, all with WORLD_SIZE=4 (2 pods x 2 workers).
+  const std::string master = testing::readFile(out + "/master.txt");
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_NE(master.find("RANK=" + std::to_string(r) + " WORLD_SIZE=4"), std::string::npos) << master;
+    EXPECT_TRUE(fs::exists(out + "/rank" + std::to_string(r) + ".txt")) << r;
+  }
+  EXPECT_NE(master.find("GROUP_RANK=1"), std::string::npos) << master;
+}
+
+TEST_F(K8sPods, TwoPodPyTorchJobRendezvousWithOperatorEnvironment) {
+  // What training-operator >= v1.7 gives a 2-pod job with nprocPerNode "2" (see k8s_mapping_test.cc), with
+  // MASTER_ADDR moved to loopback. WORLD_SIZE=4 counts processes.
+  const std::string out = dir_ + "/results";
+  fs::create_directories(out);
+  const std::string port = std::to_string(freePort());
+  auto pod = [&](int rank) {
+    Env env = podEnv({{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}, {"PET_MASTER_ADDR", "127.0.0.1"},
+                      {"PET_MASTER_PORT", port}, {"WORLD_SIZE", "4"}, {"RANK", std::to_string(rank)},
+                      {"PET_NODE_RANK", std::to_string(rank)}, {"PET_NPROC_PER_NODE", "2"}, {"PET_NNODES", "2"},
+                      {"PYTHONUNBUFFERED", "1"}});
+    return std::make_unique<ChildProcess>(
+        std::vector<std::string>{taehvRun(), "--", "python3", workerScript(), out}, env,
+        dir_ + "/ptj" + std::to_string(rank));
+  };
+  auto worker = pod(1);
+  std::this_thread::sleep_for(1000ms);
+  ASSERT_TRUE(worker->running()) << worker->err();
+  auto master = pod(0);
+  EXPECT_EQ(master->wait(60s), 0) << master->err();
+  EXPECT_EQ(worker->wait(60s), 0) << worker->err();
+  const std::string seen = testing::readFile(out + "/master.txt");
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_NE(seen.find("RANK=" + std::to_string(r) + " WORLD_SIZE=4"), std::string::npos) << seen;
+  }
+}
+
+TEST_F(K8sPods, MasterThatNeverComesIsAClearErrorNotAHang) {
+  Container c = renderedContainer({"--nodes", "2", "--gpus-per-node", "0", "--image", "img", "--name", "sim", "--",
+                                   "python3", workerScript(), dir_});
+  ASSERT_FALSE(c.argv.empty());
+  const int port = freePort();
+  const auto start = std::chrono::steady_clock::now();
+  auto pod1 = startPod(c, 1, port, {"--master-wait", "2"});
+  const int rc = pod1->wait(30s);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(rc, -1) << "killed at the deadline: it hung";
+  EXPECT_LT(took, 15s);
+  EXPECT_GE(took, 1500ms) << "it must wait (--master-wait 2), not fail at once";
+  const std::string err = pod1->err();
+  EXPECT_NE(err.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << err;
+  EXPECT_NE(err.find("did not accept"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace taehv
