@@ -54,7 +54,7 @@ std::vector<PluginDir> pluginSearchPath(const std::string& self_path, const std:
   }
   // The build tree mirrors the install tree (bin/ and lib/taehv/plugins), so one rule serves both.
   if (!self_path.empty()) {
-    fs::path install = fs::path(self_path).parent_path().parent_path() / "lib" / "taehv" / "plugins";
+    fs::path install = fs::path(self_path).parent_path().parent_path() / TAEHV_PLUGIN_SUBDIR;
     dirs.push_back({install.lexically_normal().string(), "install", false});
   }
   return dirs;

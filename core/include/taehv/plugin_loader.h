@@ -3,7 +3,7 @@
 //
 // A plugin is a file named taehv_plugin_<name>.so in one folder of the search path, in this order (the first
 // file of a name wins): --plugin-dir folders, TAEHV_PLUGIN_PATH (colon-separated), then the plugin folder of
-// the install or build tree (<dir of taehv-run>/../lib/taehv/plugins).
+// the install or build tree (<dir of taehv-run>/../<libdir>/taehv/plugins, libdir as GNUInstallDirs says).
 //
 // Loading checks, each failure one line naming the file and what to do:
 //   folder or file writable by everyone -> refused; not an ELF shared library; dlopen failure (missing

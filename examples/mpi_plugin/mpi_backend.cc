@@ -1,0 +1,92 @@
+// taehv-run backend for processes started by Open MPI's mpirun: one MPI rank = one worker.
+//
+// mpirun already started every process, so this backend plans single-worker mode: taehv-run sets torchrun's
+// environment from Open MPI's variables and replaces itself with the worker (no extra process):
+//   OMPI_COMM_WORLD_RANK -> rank          OMPI_COMM_WORLD_SIZE -> world size (nnodes x per-node)
+//   OMPI_COMM_WORLD_LOCAL_RANK -> local rank   OMPI_COMM_WORLD_LOCAL_SIZE -> processes per node
+// The node rank follows from mpirun's default block mapping (--map-by slot/core): rank = node*local_size+local.
+// mpirun does not provide a rendezvous address: MASTER_ADDR / MASTER_PORT come from the environment
+// (`mpirun -x MASTER_ADDR -x MASTER_PORT`) or taehv-run's --master-addr / --master-port flags.
+#include <string>
+
+#include "taehv/plugin_api.h"
+
+namespace {
+
+const char* const kRank = "OMPI_COMM_WORLD_RANK";
+const char* const kSize = "OMPI_COMM_WORLD_SIZE";
+const char* const kLocalRank = "OMPI_COMM_WORLD_LOCAL_RANK";
+const char* const kLocalSize = "OMPI_COMM_WORLD_LOCAL_SIZE";
+
+/// Reads `name` from `env` as a non-negative int; "" on success, else what is wrong.
+std::string readCount(const taehv::Env& env, const char* name, int& out) {
+  auto it = env.find(name);
+  if (it == env.end()) return std::string(name) + " is not set; start the job with Open MPI's mpirun";
+  const std::string& text = it->second;
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 9) {
+    return std::string(name) + "='" + text + "' is not a non-negative number";
+  }
+  out = std::stoi(text);
+  return "";
+}
+
+class MpiBackend final : public taehv::Backend {
+ public:
+  taehv::Detection detect(const taehv::HostContext& host) const override {
+    taehv::Detection d;
+    if (host.env.count(kRank) && host.env.count(kSize)) {
+      d.confidence = 80;
+      d.reason = std::string(kRank) + "=" + host.env.at(kRank) + " and " + kSize + " set (started by mpirun)";
+    }
+    return d;
+  }
+
+  taehv::PlanResult plan(const taehv::HostContext& host, const taehv::PlanRequest& request) const override {
+    (void)request;
+    taehv::PlanResult r;
+    int rank = 0, size = 0, local_rank = 0, local_size = 0;
+    for (const auto& [name, out] : {std::pair<const char*, int*>{kRank, &rank}, {kSize, &size},
+                                    {kLocalRank, &local_rank}, {kLocalSize, &local_size}}) {
+      r.error = readCount(host.env, name, *out);
+      if (!r.ok()) return r;
+    }
+    if (size < 1 || local_size < 1 || rank >= size || local_rank >= local_size) {
+      r.error = "inconsistent Open MPI environment: rank " + std::to_string(rank) + " of " + std::to_string(size) +
+                ", local rank " + std::to_string(local_rank) + " of " + std::to_string(local_size);
+      return r;
+    }
+    if (size % local_size != 0 || (rank - local_rank) % local_size != 0) {
+      r.error = "ranks are not laid out in equal blocks per node (rank " + std::to_string(rank) + ", local rank " +
+                std::to_string(local_rank) + " of " + std::to_string(local_size) + ", world " +
+                std::to_string(size) + "); run mpirun with the same number of slots per node and --map-by slot";
+      return r;
+    }
+    taehv::NodePlan& p = r.plan;
+    p.single_worker.set(true, "rule: mpirun started this process");
+    p.rank.set(rank, std::string("env ") + kRank);
+    p.local_rank.set(local_rank, std::string("env ") + kLocalRank);
+    p.nproc_per_node.set(local_size, std::string("env ") + kLocalSize);
+    p.nnodes.set(size / local_size, std::string("rule: ") + kSize + " / " + kLocalSize);
+    p.node_rank.set(rank / local_size, std::string("rule: ") + kRank + " / " + kLocalSize + " (block mapping)");
+    auto addr = host.env.find("MASTER_ADDR");
+    if (addr != host.env.end() && !addr->second.empty()) p.master_addr.set(addr->second, "env MASTER_ADDR");
+    auto port = host.env.find("MASTER_PORT");
+    if (port != host.env.end() && !port->second.empty()) {
+      if (port->second.find_first_not_of("0123456789") != std::string::npos || port->second.size() > 5) {
+        r.error = "MASTER_PORT='" + port->second + "' is not a port number";
+        return r;
+      }
+      p.master_port.set(std::stoi(port->second), "env MASTER_PORT");
+    }
+    auto job = host.env.find("OMPI_MCA_orte_ess_jobid");
+    if (job != host.env.end()) p.run_id.set(job->second, "env OMPI_MCA_orte_ess_jobid");
+    if (!p.master_addr.has() && size / local_size > 1) {
+      p.notes.push_back("mpirun gives no master address: pass -x MASTER_ADDR to mpirun or --master-addr");
+    }
+    return r;
+  }
+};
+
+}  // namespace
+
+TAEHV_DEFINE_PLUGIN(MpiBackend, "mpi", "1.0.0", "Open MPI (mpirun): one MPI rank per worker")
