@@ -27,6 +27,7 @@ std::vector<Entry> table(Config& c) {
       {"train.steps", &c.train.steps},
       {"train.batch_per_rank", &c.train.batch_per_rank},
       {"train.grad_accum", &c.train.grad_accum},
+      {"train.optimizer", &c.train.optimizer},
       {"train.lr", &c.train.lr},
       {"train.warmup_steps", &c.train.warmup_steps},
       {"train.min_lr_ratio", &c.train.min_lr_ratio},
@@ -241,6 +242,9 @@ void Config::validate() const {
   if (train.grad_accum < 1) fail("train.grad_accum must be >= 1");
   if (!(train.lr > 0)) fail("train.lr must be > 0");
   if (train.warmup_steps < 0) fail("train.warmup_steps must be >= 0");
+  if (train.optimizer != "adamw" && train.optimizer != "sgd") {
+    fail("train.optimizer must be adamw or sgd, got '" + train.optimizer + "'");
+  }
   if (train.ema < 0 || train.ema >= 1) fail("train.ema must be in [0, 1) (0 = off)");
   if (train.loss != "mse" && train.loss != "l1" && train.loss != "mse+l1") {
     fail("train.loss must be mse, l1 or mse+l1, got '" + train.loss + "'");

@@ -217,9 +217,17 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
   int64_t n_params = 0;
   for (const auto& p : params) n_params += p.numel();
 
-  torch::optim::AdamW optimizer(params, torch::optim::AdamWOptions(cfg.train.lr)
-                                            .betas({cfg.train.beta1, cfg.train.beta2})
-                                            .weight_decay(cfg.train.weight_decay));
+  std::unique_ptr<torch::optim::Optimizer> optimizer_holder;
+  if (cfg.train.optimizer == "sgd") {
+    optimizer_holder = std::make_unique<torch::optim::SGD>(
+        params, torch::optim::SGDOptions(cfg.train.lr).weight_decay(cfg.train.weight_decay));
+  } else {
+    optimizer_holder = std::make_unique<torch::optim::AdamW>(
+        params, torch::optim::AdamWOptions(cfg.train.lr)
+                    .betas({cfg.train.beta1, cfg.train.beta2})
+                    .weight_decay(cfg.train.weight_decay));
+  }
+  torch::optim::Optimizer& optimizer = *optimizer_holder;
   std::vector<torch::Tensor> ema;
   if (cfg.train.ema > 0) {
     for (const auto& p : params) ema.push_back(p.detach().clone());
@@ -353,7 +361,7 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
   for (; step < cfg.train.steps; ++step) {
     const auto t0 = Clock::now();
     const double lr = learningRate(cfg.train, step);
-    for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+    for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
     for (auto& p : params) p.mutable_grad().reset();
     double loss_sum = 0, psnr_sum = 0, data_wait = 0;
     Objective last;

@@ -24,6 +24,7 @@ struct TrainConfig {
   int64_t steps = 300;          ///< optimizer steps in total
   int64_t batch_per_rank = 1;   ///< clips per rank per micro-step
   int64_t grad_accum = 1;       ///< micro-steps per optimizer step (only the last one communicates)
+  std::string optimizer = "adamw";  ///< adamw (the recipe) | sgd (plain, for exactness checks)
   double lr = 3e-4;             ///< peak learning rate
   int64_t warmup_steps = 20;    ///< linear warmup from 0 to lr
   double min_lr_ratio = 0.1;    ///< cosine decays to lr * min_lr_ratio at the last step
