@@ -190,12 +190,13 @@ TEST(Supervisor, AllSucceedAndOutputIsPrefixed) {
 TEST(Supervisor, FailFastStopsTheOthersAndSummarises) {
   TempDir dir;
   const std::string marker = uniqueMarker();
-  Driver d(dir, cat({"--nproc", "4", "--grace-ms", "3000", "--"},
+  Driver d(dir, cat({"--nproc", "4", "--grace-ms", "10000", "--"},
                     rankSplit(kChild + " exit 3 300", kChild + " sleep 60 " + marker)));
   const Finished f = d.wait();
   EXPECT_EQ(f.exit_code, 3) << f.err;
-  // The sleepers die by SIGTERM at once: well within the grace period.
-  EXPECT_LT(f.seconds, 3.0) << f.err;
+  // The sleepers die of the SIGTERM at once, well within the grace period (no SIGKILL was needed).
+  EXPECT_LT(f.seconds, 8.0) << f.err;
+  EXPECT_EQ(f.err.find("shutdown grace elapsed"), std::string::npos) << f.err;
   EXPECT_NE(f.err.find("rank 1 [0:1] on testhost exited with code 3; stopping the other 3"), std::string::npos) << f.err;
   EXPECT_NE(f.err.find("taehv-run: first failure: rank 1\n"), std::string::npos) << f.err;
   EXPECT_NE(f.err.find("taehv-run: label: 0:1\n"), std::string::npos) << f.err;
@@ -214,7 +215,7 @@ TEST(Supervisor, FailFastSendsSigkillAfterTheGracePeriod) {
   const Finished f = d.wait();
   EXPECT_EQ(f.exit_code, 5) << f.err;
   EXPECT_GE(f.seconds, 0.7 + 0.3 - 0.05) << f.err;  // the failure at ~0.3 s, then the whole grace
-  EXPECT_LT(f.seconds, 4.0) << f.err;
+  EXPECT_LT(f.seconds, 8.0) << f.err;
   EXPECT_NE(f.err.find("shutdown grace elapsed; sending SIGKILL"), std::string::npos) << f.err;
   EXPECT_TRUE(processesWith(marker).empty());
 }
