@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <initializer_list>
 
 namespace taehv::process {
@@ -13,6 +14,8 @@ namespace {
 
 /// Most process groups one guardian tracks at once (workers of one node, or ssh clients of one fan-out).
 constexpr int kMaxGroups = 4096;
+/// How long stop() waits for the watchdog to exit before killing it.
+constexpr std::chrono::milliseconds kStopWait{2000};
 
 // Runs in the forked watchdog: async-signal-safe calls only, no allocation.
 [[noreturn]] void watch(int read_fd) {
@@ -96,7 +99,19 @@ void Guardian::stop() {
     write_fd_ = -1;
   }
   if (pid_ > 0) {
-    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+    // It exits as soon as it sees EOF. Should another fork of this process (not ours) still hold the write
+    // end, do not hang: give it kStopWait, then kill it.
+    const auto deadline = std::chrono::steady_clock::now() + kStopWait;
+    for (;;) {
+      const pid_t r = ::waitpid(pid_, nullptr, WNOHANG);
+      if (r == pid_ || (r < 0 && errno != EINTR)) break;
+      if (std::chrono::steady_clock::now() >= deadline) {
+        ::kill(pid_, SIGKILL);
+        while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+        }
+        break;
+      }
+      ::usleep(200);
     }
     pid_ = -1;
   }
