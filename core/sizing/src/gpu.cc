@@ -291,6 +291,7 @@ VisibleGpus visibleGpus(const GpuInventory& inventory, const Env& env) {
         }
       }
       out.source = std::string(var) + "=" + it->second + over;
+      out.from_scheduler_list = true;
       return out;
     }
     out.gpus = inventory.gpus;

@@ -71,8 +71,11 @@ TrainProfile loadProfile(const std::string& path, std::string& error) {
     p.lr = train["lr"].as<double>();
     if (train["batch_per_rank"]) p.batch_per_rank = train["batch_per_rank"].as<int>();
     if (train["grad_accum"]) p.grad_accum = train["grad_accum"].as<int>();
+    if (root["output"] && root["output"]["dir"]) p.output_dir = root["output"]["dir"].as<std::string>();
+    if (root["data"] && root["data"]["source"]) p.data_source = root["data"]["source"].as<std::string>();
   } catch (const YAML::Exception& e) {
-    error = path + ": train.lr / train.batch_per_rank / train.grad_accum must be numbers (" + e.what() + ")";
+    error = path + ": train.lr / train.batch_per_rank / train.grad_accum must be numbers, output.dir and " +
+            "data.source strings (" + e.what() + ")";
     return p;
   }
   if (!(p.lr > 0) || p.batch_per_rank < 1 || p.grad_accum < 1) {

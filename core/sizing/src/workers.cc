@@ -53,6 +53,12 @@ NprocDecision decideNprocPerNode(const NprocInput& in) {
     return d;
   }
   d.use_gpus = true;
+  if (in.single_worker && gpus == 1 && asked > 1) {
+    d.nproc_per_node.set(asked, in.requested.source);
+    d.notes.push_back("each worker is its own task and this one sees exactly one GPU (" + in.gpu_source +
+                      "): it owns it as cuda:0");
+    return d;
+  }
   if (asked <= gpus) {
     d.nproc_per_node.set(asked, in.requested.source);
     if (asked < gpus) {
@@ -90,29 +96,48 @@ WorkerGpu workerGpu(const VisibleGpus& gpus, int local_rank, bool use_gpus, GpuB
   if (!use_gpus) {
     w.device = "cpu";
     w.reason = "no GPU: CPU worker";
+    w.env[kDeviceEnv].set(w.device, w.reason);
     return w;
   }
-  if (binding == GpuBinding::kNone || local_rank < 0 || static_cast<std::size_t>(local_rank) >= gpus.gpus.size()) {
+  if (binding == GpuBinding::kNone || gpus.gpus.empty() || local_rank < 0) {
     w.device = "cuda";
     w.reason = "--gpu-binding none: the command chooses its device";
     return w;
   }
-  const GpuInfo& gpu = gpus.gpus[static_cast<std::size_t>(local_rank)];
+  // A worker that sees one GPU while its local rank is higher was bound by its platform (one task per GPU).
+  const bool own_single = gpus.gpus.size() == 1 && local_rank >= 1;
+  const std::size_t index = own_single ? 0 : static_cast<std::size_t>(local_rank);
+  if (index >= gpus.gpus.size()) {
+    w.device = "cuda";
+    w.reason = "local rank " + std::to_string(local_rank) + " has no GPU of its own (" +
+               std::to_string(gpus.gpus.size()) + " visible)";
+    return w;
+  }
+  const GpuInfo& gpu = gpus.gpus[index];
   std::string what = "GPU " + gpu.device_token;
   if (!gpu.name.empty() || gpu.memory_bytes > 0) {
     what += " (" + gpu.name +
             (gpu.memory_bytes > 0 ? (gpu.name.empty() ? "" : ", ") + formatBytes(gpu.memory_bytes) : std::string()) +
             ")";
   }
-  if (binding == GpuBinding::kVisibleDevices) {
+  w.reason = "local rank " + std::to_string(local_rank) + " owns " + what;
+  if (own_single) {
     w.device = "cuda:0";
-    w.reason = "local rank " + std::to_string(local_rank) + " owns " + what;
+    w.env[kDeviceEnv].set(w.device, w.reason + ", the only GPU it sees (bound by the platform)");
+  } else if (binding == GpuBinding::kVisibleDevices) {
+    w.device = "cuda:0";
     w.env["CUDA_VISIBLE_DEVICES"].set(gpu.device_token,
-                                      w.reason + " (--gpu-binding visible-devices: it sees only that GPU, as cuda:0)");
+                                      w.reason + " (--gpu-binding visible-devices: it sees only that GPU)");
+    w.env[kDeviceEnv].set(w.device, w.reason + ", as cuda:0 (--gpu-binding visible-devices)");
   } else {
     w.device = "cuda:" + std::to_string(local_rank);
-    w.reason = "local rank " + std::to_string(local_rank) + " owns " + what +
-               " (--gpu-binding local-rank: cuda:LOCAL_RANK among all visible GPUs)";
+    w.env[kDeviceEnv].set(w.device, w.reason + " (--gpu-binding local-rank: cuda:LOCAL_RANK)");
+    if (gpus.from_scheduler_list) {
+      std::string list;
+      for (const GpuInfo& g : gpus.gpus) list += (list.empty() ? "" : ",") + g.device_token;
+      w.env["CUDA_VISIBLE_DEVICES"].set(
+          list, "the node's GPUs from " + gpus.source + ", so that cuda:LOCAL_RANK is one of them");
+    }
   }
   return w;
 }

@@ -87,6 +87,7 @@ TEST(SizingChooseProfile, ExactWorldSizesPickTheirFile) {
     EXPECT_EQ(p.profile.name, c.name);
     EXPECT_TRUE(p.overrides.empty());
     EXPECT_NE(p.reason.find("matches the world size"), std::string::npos) << p.reason;
+    EXPECT_EQ(p.profile.output_dir, std::string("runs/taehv-") + c.name) << "read for doctor's output check";
   }
 }
 

@@ -52,6 +52,7 @@ TEST(SizingNproc, FewerWorkersThanGpusIsFineWithANote) {
 }
 
 TEST(SizingNproc, TotalGpusGivenPerNodeOnTwoNodesIsRefusedWithTheFix) {
+  // (default binding: local-rank)
   // The seeds' "CUDA error: invalid device ordinal": 16 = 2 nodes x 8 GPUs given as the per-node count.
   NprocDecision d = decideNprocPerNode(asked(node(8, 2), 16));
   ASSERT_FALSE(d.ok());
@@ -126,15 +127,53 @@ TEST(SizingWorkerGpu, VisibleDevicesGivesEachWorkerOnlyItsGpu) {
       << w.env["CUDA_VISIBLE_DEVICES"].source;
 }
 
-TEST(SizingWorkerGpu, LocalRankBindingSetsNoVariable) {
+TEST(SizingWorkerGpu, LocalRankBindingIsTheTorchrunContract) {
   WorkerGpu w = workerGpu(twoOfEight(), 1, true, GpuBinding::kLocalRank);
   EXPECT_EQ(w.device, "cuda:1");
-  EXPECT_TRUE(w.env.empty());
+  EXPECT_EQ(w.env.count("CUDA_VISIBLE_DEVICES"), 0u) << "workers inherit the node's CUDA_VISIBLE_DEVICES";
+  ASSERT_TRUE(w.env.count(kDeviceEnv));
+  EXPECT_EQ(*w.env[kDeviceEnv].value, "cuda:1");
+  EXPECT_EQ(NprocInput().binding, GpuBinding::kLocalRank) << "the default keeps unchanged PyTorch scripts working";
+}
+
+TEST(SizingWorkerGpu, SchedulerListIsExportedForLocalRankBinding) {
+  VisibleGpus v = twoOfEight();
+  v.from_scheduler_list = true;
+  v.source = "SLURM_JOB_GPUS=6,2 over NVML (8 GPUs)";
+  WorkerGpu w = workerGpu(v, 0, true, GpuBinding::kLocalRank);
+  ASSERT_TRUE(w.env.count("CUDA_VISIBLE_DEVICES"));
+  EXPECT_EQ(*w.env["CUDA_VISIBLE_DEVICES"].value, "6,2");
+  EXPECT_EQ(w.device, "cuda:0");
+}
+
+TEST(SizingWorkerGpu, SingleWorkerTaskWithItsOwnGpuUsesCuda0) {
+  VisibleGpus v = twoOfEight();
+  v.gpus.resize(1);
+  WorkerGpu w = workerGpu(v, 5, true, GpuBinding::kLocalRank);
+  EXPECT_EQ(w.device, "cuda:0");
+  EXPECT_EQ(*w.env[kDeviceEnv].value, "cuda:0");
+  EXPECT_NE(w.env[kDeviceEnv].source.find("bound by the platform"), std::string::npos);
+}
+
+TEST(SizingNproc, SingleWorkerTasksSeeingOneGpuEachAreFine) {
+  NprocInput in = asked(node(1), 8);
+  in.single_worker = true;
+  NprocDecision d = decideNprocPerNode(in);
+  ASSERT_TRUE(d.ok()) << d.error;
+  EXPECT_TRUE(d.use_gpus);
+  in.single_worker = false;
+  EXPECT_FALSE(decideNprocPerNode(in).ok()) << "8 workers started by taehv-run on a 1-GPU node are refused";
 }
 
 TEST(SizingWorkerGpu, CpuWorker) {
-  WorkerGpu w = workerGpu({}, 0, false, GpuBinding::kVisibleDevices);
+  WorkerGpu w = workerGpu({}, 0, false, GpuBinding::kLocalRank);
   EXPECT_EQ(w.device, "cpu");
+  EXPECT_EQ(*w.env[kDeviceEnv].value, "cpu");
+  EXPECT_EQ(w.env.size(), 1u);
+}
+
+TEST(SizingWorkerGpu, BindingNoneSetsNothing) {
+  WorkerGpu w = workerGpu(twoOfEight(), 0, true, GpuBinding::kNone);
   EXPECT_TRUE(w.env.empty());
 }
 

@@ -99,6 +99,8 @@ struct VisibleGpus {
   std::string source;
   /// Entries CUDA would ignore (unknown index or UUID, duplicates, entries after the first invalid one).
   std::vector<std::string> warnings;
+  /// The list came from a scheduler variable, not CUDA_VISIBLE_DEVICES: workers must be given it explicitly.
+  bool from_scheduler_list = false;
 };
 
 /// Applies CUDA_VISIBLE_DEVICES (indices, GPU-/MIG- UUIDs or UUID prefixes, CUDA's stop-at-first-invalid rule),

@@ -18,13 +18,15 @@ namespace taehv::sizing {
 
 /// One profile file, as far as sizing needs to know it.
 struct TrainProfile {
-  std::string path;        ///< the file
-  std::string name;        ///< file name without .yaml, e.g. "h100-2x8"
-  int nodes = 0;           ///< from the file name
-  int gpus_per_node = 0;   ///< from the file name
-  int batch_per_rank = 1;  ///< train.batch_per_rank (trainer default 1 when absent)
-  int grad_accum = 1;      ///< train.grad_accum (trainer default 1 when absent)
-  double lr = 0;           ///< train.lr (required in a profile)
+  std::string path;         ///< the file
+  std::string name;         ///< file name without .yaml, e.g. "h100-2x8"
+  int nodes = 0;            ///< from the file name
+  int gpus_per_node = 0;    ///< from the file name
+  int batch_per_rank = 1;   ///< train.batch_per_rank (trainer default 1 when absent)
+  int grad_accum = 1;       ///< train.grad_accum (trainer default 1 when absent)
+  double lr = 0;            ///< train.lr (required in a profile)
+  std::string output_dir;   ///< output.dir; "" when the profile leaves it to the trainer
+  std::string data_source;  ///< data.source; "" when the profile leaves it to the trainer
 
   int worldSize() const { return nodes * gpus_per_node; }
   /// Clips per optimizer step over the whole job.

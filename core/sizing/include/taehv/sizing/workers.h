@@ -15,11 +15,15 @@
 
 namespace taehv::sizing {
 
-/// How a worker is told which GPU it owns.
+/// How a worker is told which GPU it owns. Every worker also gets TAEHV_DEVICE ("cuda:N" or "cpu").
 enum class GpuBinding {
-  kVisibleDevices,  ///< CUDA_VISIBLE_DEVICES holds only its GPU; it uses cuda:0 (default; isolates workers)
-  kLocalRank,       ///< every worker sees every GPU and uses cuda:LOCAL_RANK
-  kNone,            ///< no binding, no GPU-count check (the command manages devices itself)
+  /// Every worker sees the node's GPUs and uses cuda:LOCAL_RANK: torchrun's contract, so unchanged PyTorch
+  /// scripts (torch.cuda.set_device(local_rank)) work. The default.
+  kLocalRank,
+  /// CUDA_VISIBLE_DEVICES holds only the worker's GPU and it uses cuda:0: workers cannot touch each other's GPUs,
+  /// but scripts must not index devices by LOCAL_RANK.
+  kVisibleDevices,
+  kNone,  ///< no binding, no GPU-count check (the command manages devices itself)
 };
 
 /// "visible-devices", "local-rank", "none" -> binding; anything else -> nullopt.
@@ -34,7 +38,10 @@ struct NprocInput {
   std::string gpu_source;       ///< visibleGpus(...).source, quoted in reasons
   int nnodes = 1;               ///< nodes in the job
   Sourced<int> scheduler_gpus;  ///< GPUs the platform says this node has (NodePlan::gpus_on_node), if it says
-  GpuBinding binding = GpuBinding::kVisibleDevices;
+  GpuBinding binding = GpuBinding::kLocalRank;
+  /// The platform starts each worker itself (NodePlan::single_worker, e.g. one SLURM task per GPU): `requested`
+  /// is the platform's task count, never auto, and a task that sees exactly one GPU owns that one.
+  bool single_worker = false;
 };
 
 /// The decision, or why there is none.
@@ -49,15 +56,21 @@ struct NprocDecision {
 /// Resolves --nproc-per-node (auto or a number) against the node's GPUs. See the file comment.
 NprocDecision decideNprocPerNode(const NprocInput& input);
 
+/// The device a worker should use, in TAEHV_DEVICE ("cuda:N" or "cpu"; absent with --gpu-binding none).
+inline constexpr const char* kDeviceEnv = "TAEHV_DEVICE";
+
 /// The GPU one worker owns: its environment (with reasons) and the torch device string it should use.
 struct WorkerGpu {
-  std::map<std::string, Sourced<std::string>> env;  ///< CUDA_VISIBLE_DEVICES (kVisibleDevices) or nothing
-  std::string device;                               ///< "cuda:0", "cuda:3" or "cpu"
-  std::string reason;                               ///< e.g. "local rank 3 owns GPU 3 (NVIDIA H100, 80 GiB)"
+  /// TAEHV_DEVICE always (unless kNone); CUDA_VISIBLE_DEVICES with kVisibleDevices (only its GPU), or with
+  /// kLocalRank when the GPU list came from the scheduler (SLURM_STEP_GPUS/SLURM_JOB_GPUS) rather than from
+  /// CUDA_VISIBLE_DEVICES (then it lists the node's usable GPUs, so cuda:LOCAL_RANK is one of them).
+  std::map<std::string, Sourced<std::string>> env;
+  std::string device;  ///< "cuda:0", "cuda:3", "cuda" (kNone) or "cpu"
+  std::string reason;  ///< e.g. "local rank 3 owns GPU 3 (NVIDIA H100, 80 GiB)"
 };
 
-/// Binding of worker `local_rank` when `use_gpus`; CPU workers get device "cpu" and no GPU variables.
-/// Precondition: local_rank < gpus.gpus.size() when use_gpus and binding != kNone (decideNprocPerNode ensures it).
+/// Binding of worker `local_rank` when `use_gpus`; CPU workers get device "cpu". A worker that sees exactly one
+/// GPU (a single-worker task bound by its platform) owns it as cuda:0 whatever its local rank.
 WorkerGpu workerGpu(const VisibleGpus& gpus, int local_rank, bool use_gpus, GpuBinding binding);
 
 }  // namespace taehv::sizing
