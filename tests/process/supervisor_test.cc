@@ -367,6 +367,31 @@ TEST(Supervisor, PrefixCanBeTurnedOffAndPartialLastLineIsFlushed) {
   }
 }
 
+TEST(Supervisor, OverlongLinesComeOutInPrefixedPiecesOfOneMebibyte) {
+  TempDir dir;
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  Driver d(dir, {"--", kChild, "long", std::to_string(2 * kMiB + 1000)});
+  const Finished f = d.wait();
+  ASSERT_EQ(f.exit_code, 0) << f.err;
+  const std::vector<std::string> lines = splitLines(f.out);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0], "[0:0] " + std::string(kMiB, 'x'));
+  EXPECT_EQ(lines[1], "[0:0] " + std::string(kMiB, 'x'));
+  EXPECT_EQ(lines[2], "[0:0] " + std::string(1000, 'x'));
+}
+
+TEST(Supervisor, LeftoversOfAFinishedWorkerDoNotHoldTheRunOpen) {
+  TempDir dir;
+  const std::string marker = uniqueMarker();
+  // The worker exits 0 at once, but its background child keeps the worker's stdout open for 30 s.
+  Driver d(dir, {"--", "/bin/sh", "-c", kChild + " sleep 30 " + marker + " & echo worker done"});
+  const Finished f = d.wait();
+  EXPECT_EQ(f.exit_code, 0) << f.err;
+  EXPECT_EQ(f.out, "[0:0] worker done\n");
+  EXPECT_LT(f.seconds, 10.0);
+  EXPECT_TRUE(processesWith(marker).empty());
+}
+
 TEST(Supervisor, LogFilesAndEchoFilter) {
   TempDir dir;
   const fs::path logs = dir.path() / "logs" / "nested";

@@ -10,6 +10,7 @@
 //   restart-check FILE UNTIL         append "rank=R restart=N" to FILE; exit 1 while N < UNTIL, else 0
 //   env FILE NAME...                 write NAME=value lines of our environment to FILE, exit 0
 //   partial TEXT                     write TEXT without a trailing newline, exit 0
+//   long BYTES                       write one line of BYTES 'x' characters to stdout, exit 0
 //   sigstate FILE                    write our signal mask, ignored set, pgid and parent-death signal to FILE
 //   elastic-fail CODE                write a torchelastic error file to $TORCHELASTIC_ERROR_FILE, exit CODE
 #include <signal.h>
@@ -150,6 +151,12 @@ int main(int argc, char** argv) {
     std::FILE* f = std::fopen(argv[2], "w");
     for (int i = 3; i < argc; ++i) std::fprintf(f, "%s=%s\n", argv[i], envOr(argv[i], "<unset>").c_str());
     std::fclose(f);
+    return 0;
+  }
+  if (mode == "long") {
+    std::string line(static_cast<std::size_t>(std::atol(argv[2])), 'x');
+    line.push_back('\n');
+    writeFully(1, line.data(), line.size());
     return 0;
   }
   if (mode == "partial") {
