@@ -3,14 +3,21 @@
 //
 // Contract:
 //  - Each child runs in its own process group and gets SIGKILL when this process dies (PR_SET_PDEATHSIG),
-//    so no child outlives the supervisor, even after `kill -9` of it.
+//    so no child outlives the supervisor, even after `kill -9` of it. A small watchdog process (forked once
+//    per supervise() call) also SIGKILLs every child's process group when the supervisor dies, so processes a
+//    child started in its group die too; only processes that leave the group (setsid) escape.
+//  - When a generation ends, whatever is left in the children's process groups is killed, so a background
+//    process of a finished child cannot hold the run open.
 //  - Output is relayed whole line by whole line, prefixed "[label] " unless prefixing is off; lines of
 //    different children never interleave mid-line.
 //  - Fail fast: the first child that exits non-zero or dies by a signal makes the others get SIGTERM, then
 //    SIGKILL after shutdown_grace. With restarts left, all children are then started again.
 //  - SIGINT, SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 received by this process are forwarded to every child's
 //    process group; SIGINT/SIGTERM/SIGHUP then end the run like a failure (no restart).
-//  - Called from the main thread; installs its signal handlers for the duration of the call only.
+//  - Called from the main thread; installs its signal handlers (and ignores SIGPIPE) for the duration of the
+//    call only. Children start with default dispositions for those signals and an empty signal mask.
+//  - A command that cannot be started (not found, not executable, bad cwd) counts as a failure with exit code
+//    127 and a message naming the command; it is not restarted (retrying would not help).
 #pragma once
 
 #include <chrono>
