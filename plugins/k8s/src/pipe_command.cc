@@ -14,7 +14,8 @@ namespace taehv {
 
 std::optional<std::string> findOnPath(const std::string& name, const Env& env) {
   auto it = env.find("PATH");
-  const std::string path = it == env.end() ? std::string() : it->second;
+  if (it == env.end() || it->second.empty()) return std::nullopt;  // no PATH: do not guess the current folder
+  const std::string& path = it->second;
   size_t start = 0;
   while (start <= path.size()) {
     size_t end = path.find(':', start);

@@ -50,6 +50,31 @@ Detection detectPai(const Env& env) {
 PlanResult planPai(const Env& env, const PlanRequest& request) {
   PlanResult r = planTorchStyle(env, request,
                                 {"PAI-DLC", "DLC sets it to the number of nodes (1 master + workers)", true});
+  // DLC documents WORLD_SIZE as nodes. Should a DLC image also carry the training-operator's PET_NNODES, the two
+  // must agree, or WORLD_SIZE must be PET_NNODES x NPROC_PER_NODE (processes); anything else is a contradiction.
+  if (r.ok()) {
+    if (auto text = envValue(env, "PET_NNODES")) {
+      auto pet = parseInt(*text);
+      const int ws = *r.plan.nnodes.value;
+      const int nproc = r.plan.nproc_per_node.has() ? *r.plan.nproc_per_node.value : 0;
+      if (pet && *pet == ws) {
+        r.plan.notes.push_back("PET_NNODES=" + *text + " agrees with WORLD_SIZE");
+      } else if (pet && *pet >= 1 && nproc > 0 && ws == *pet * nproc) {
+        r.plan.nnodes.set(*pet, "env PET_NNODES");
+        r.plan.notes.push_back("WORLD_SIZE=" + std::to_string(ws) + " counts processes here (PET_NNODES=" + *text +
+                               " x NPROC_PER_NODE=" + std::to_string(nproc) + "); node count from PET_NNODES");
+        if (*r.plan.node_rank.value >= *pet) {
+          return {"PAI-DLC: node rank " + std::to_string(*r.plan.node_rank.value) + " (env RANK) is not below the "
+                  "node count " + *text + " (env PET_NNODES)", {}};
+        }
+      } else {
+        return {"PAI-DLC: WORLD_SIZE=" + std::to_string(ws) + " contradicts PET_NNODES=" + *text +
+                    (nproc > 0 ? " (nor is it PET_NNODES x NPROC_PER_NODE=" + std::to_string(nproc) + ")" : "") +
+                    "; the node's environment is inconsistent",
+                {}};
+      }
+    }
+  }
   if (r.ok() && !r.plan.nproc_per_node.has()) {
     r.plan.notes.push_back("NPROC_PER_NODE not set: workers per node left to taehv-run's GPU detection");
   }

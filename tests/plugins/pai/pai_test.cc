@@ -94,6 +94,23 @@ TEST(PaiMapping, ContradictionsAreErrors) {
   EXPECT_NE(r.error.find("WORLD_SIZE"), std::string::npos) << r.error;
 }
 
+TEST(PaiMapping, PetNnodesIsCheckedAgainstWorldSize) {
+  Env env = dlc();
+  env["PET_NNODES"] = "3";  // agrees with WORLD_SIZE = nodes
+  auto r = planPai(env, {});
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(*r.plan.nnodes.value, 3);
+  env["WORLD_SIZE"] = "24";  // processes: 3 nodes x NPROC_PER_NODE 8
+  r = planPai(env, {});
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(*r.plan.nnodes.value, 3) << "WORLD_SIZE=24 must not become the node count";
+  EXPECT_EQ(r.plan.nnodes.source, "env PET_NNODES");
+  env["WORLD_SIZE"] = "5";
+  r = planPai(env, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error.find("contradicts PET_NNODES=3"), std::string::npos) << r.error;
+}
+
 TEST(PaiMapping, NotPaiOnOtherPlatforms) {
   EXPECT_EQ(detectPai({{"JOB_COMPLETION_INDEX", "0"}, {"TAEHV_K8S_NNODES", "2"}}).confidence, 0);
   EXPECT_EQ(detectPai({{"PATH", "/bin"}}).confidence, 0);
