@@ -234,3 +234,36 @@ TEST(SafetensorsTest, MalformedFilesAreRejectedWithTheFileAndTensorNamed) {
 
 }  // namespace
 }  // namespace taehv
+
+namespace taehv {
+namespace {
+
+// Replays the libFuzzer corpus (tests/trainer/model/fuzz_corpus, grown by taehv_safetensors_fuzz) through the
+// parser in this ordinary build: every file is either accepted with in-bounds entries or rejected cleanly.
+TEST(SafetensorsTest, FuzzCorpusParsesOrIsRejectedCleanly) {
+  const char* source = std::getenv("TAEHV_SOURCE_DIR");
+  const std::filesystem::path corpus =
+      std::filesystem::path(source ? source : TAEHV_SOURCE_DIR_FALLBACK) / "tests/trainer/model/fuzz_corpus";
+  ASSERT_TRUE(std::filesystem::is_directory(corpus)) << corpus;
+  int accepted = 0;
+  int rejected = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(corpus)) {
+    const std::string bytes = readBytes(entry.path().string());
+    try {
+      const SafetensorsHeader h = parseSafetensorsHeader(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
+                                                         bytes.size(), entry.path().string());
+      for (const auto& e : h.entries) {
+        EXPECT_LE(h.data_offset + e.end, bytes.size()) << entry.path();
+      }
+      ++accepted;
+    } catch (const SafetensorsError& e) {
+      EXPECT_NE(std::string(e.what()).find(entry.path().string()), std::string::npos) << e.what();
+      ++rejected;
+    }
+  }
+  EXPECT_GT(accepted, 0);
+  EXPECT_GT(rejected, 0);
+}
+
+}  // namespace
+}  // namespace taehv

@@ -1,0 +1,58 @@
+"""The Python baseline of `taehv-train bench`: the same model (taehv_py.TAEHV), objective (MSE of
+decode(encode(x)) against the aligned input frames: decoded frame j vs input frame j), optimizer (AdamW lr 3e-4,
+betas (0.9, 0.95), weight decay 1e-2), batch and thread count, in a plain PyTorch loop. Prints per-step times and
+a last line `frames_per_s=X step_s=Y peak_rss_mb=Z` like the C++ bench."""
+import argparse
+import resource
+import time
+
+import torch
+import torch.nn.functional as F
+
+from taehv_py import TAEHV
+
+VARIANTS = {"taehv": (1, 16), "taew2_1": (1, 16), "taecvx": (1, 16), "taeos1_3": (1, 16), "taehv1_5": (2, 32),
+            "taew2_2": (2, 48)}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--variant", default="taehv", choices=sorted(VARIANTS))
+    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--frames", type=int, default=12)
+    ap.add_argument("--size", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=2)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    p, z = VARIANTS[a.variant]
+    model = TAEHV(patch_size=p, latent_channels=z).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=1e-2)
+    x = torch.rand(a.batch, a.frames, 3, a.size, a.size)
+    latents = -(-a.frames // model.t_downscale)
+    aligned = min(4 * latents - model.frames_to_trim, a.frames)
+    target = x[:, :aligned]
+    print(f"python bench: torch {torch.__version__} threads={torch.get_num_threads()} "
+          f"params={sum(q.numel() for q in model.parameters())}", flush=True)
+    timed = 0.0
+    for step in range(a.warmup + a.steps):
+        start = time.perf_counter()
+        y = model.decode_video(model.encode_video(x))[:, :aligned]
+        loss = F.mse_loss(y, target)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        seconds = time.perf_counter() - start
+        if step >= a.warmup:
+            timed += seconds
+        print(f"step {step}{' (warmup)' if step < a.warmup else ''}: {seconds:.3f} s loss {loss.item():.6f}",
+              flush=True)
+    step_s = timed / a.steps
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"frames_per_s={a.batch * a.frames / step_s:.3f} step_s={step_s:.4f} peak_rss_mb={rss:.1f}")
+
+
+if __name__ == "__main__":
+    main()
