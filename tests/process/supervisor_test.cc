@@ -107,9 +107,10 @@ struct Finished {
 /// The driver as a real process with stdout/stderr in files.
 class Driver {
  public:
-  Driver(const TempDir& dir, std::vector<std::string> args, const std::map<std::string, std::string>& env = {})
+  Driver(const TempDir& dir, std::vector<std::string> args, const std::map<std::string, std::string>& env = {},
+         const std::string& program = kDriver)
       : out_(dir.path() / "driver.out"), err_(dir.path() / "driver.err") {
-    args.insert(args.begin(), kDriver);
+    args.insert(args.begin(), program);
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -530,6 +531,56 @@ TEST(Supervisor, InterruptWritesASignalExceptionErrorFile) {
   const auto doc = nlohmann::json::parse(readFile(error_file));
   EXPECT_EQ(doc.at("message").at("message").get<std::string>().rfind("SignalException: Process ", 0), 0u);
   EXPECT_EQ(doc.at("message").at("errorCode").get<int>(), 130);
+}
+
+// ---- the same guarantees through the product: taehv-run --standalone ----------------------------------
+
+std::string taehvRun() {
+  const char* dir = std::getenv("TAEHV_BIN_DIR");
+  return dir ? std::string(dir) + "/taehv-run" : std::string();
+}
+
+TEST(TaehvRunSupervision, Kill9OfTaehvRunLeavesNoWorker) {
+  const std::string run = taehvRun();
+  if (run.empty() || ::access(run.c_str(), X_OK) != 0) GTEST_SKIP() << "taehv-run not built";
+  TempDir dir;
+  const std::string marker = uniqueMarker();
+  Driver d(dir, {"--standalone", "--nproc-per-node", "2", "--", kChild, "tree", marker, "60"}, {}, run);
+  ASSERT_TRUE(waitFor([&] { return splitLines(d.out()).size() == 2; }, 10s)) << d.out() << d.err();
+  ASSERT_GE(processesWith(marker).size(), 4u);
+  d.signal(SIGKILL);
+  EXPECT_EQ(d.wait().signal, SIGKILL);
+  EXPECT_TRUE(waitFor([&] { return processesWith(marker).empty(); }, 5s))
+      << processesWith(marker).size() << " processes survived kill -9 of taehv-run";
+}
+
+TEST(TaehvRunSupervision, FailFastAndSignalForwarding) {
+  const std::string run = taehvRun();
+  if (run.empty() || ::access(run.c_str(), X_OK) != 0) GTEST_SKIP() << "taehv-run not built";
+  TempDir dir;
+  {
+    Driver d(dir, cat({"--standalone", "--nproc-per-node", "3", "--shutdown-grace", "10", "--"},
+                      rankSplit(kChild + " exit 4 200", kChild + " sleep 60")),
+             {}, run);
+    const Finished f = d.wait();
+    EXPECT_EQ(f.exit_code, 4) << f.err;
+    EXPECT_LT(f.seconds, 8.0) << f.err;
+    EXPECT_NE(f.err.find("taehv-run: first failure: rank 1\n"), std::string::npos) << f.err;
+    EXPECT_NE(f.err.find("  | err of rank 1\n"), std::string::npos) << f.err;
+  }
+  {
+    const std::string rec = (dir.path() / "sig").string();
+    Driver d(dir, {"--standalone", "--nproc-per-node", "2", "--", "/bin/sh", "-c", "exec " + kChild + " record " + rec + "$RANK 30"},
+             {}, run);
+    ASSERT_TRUE(waitFor([&] { return fs::exists(rec + "0.ready") && fs::exists(rec + "1.ready"); }, 10s)) << d.err();
+    d.signal(SIGUSR1);
+    EXPECT_TRUE(waitFor([&] { return readFile(rec + "0") == "SIGUSR1\n" && readFile(rec + "1") == "SIGUSR1\n"; }, 5s));
+    d.signal(SIGTERM);
+    const Finished f = d.wait();
+    EXPECT_EQ(f.exit_code, 128 + SIGTERM) << f.err;
+    EXPECT_EQ(readFile(rec + "0"), "SIGUSR1\nSIGTERM\n");
+    EXPECT_EQ(readFile(rec + "1"), "SIGUSR1\nSIGTERM\n");
+  }
 }
 
 }  // namespace
