@@ -500,6 +500,11 @@ int Cli::run() {
   auto backends = scanOption(raw_args_, "backend");
   if (!backends.empty()) backend_ = backends.back();
   plugin_dirs_ = scanOption(raw_args_, "plugin-dir");
+  // --standalone means this machine only: auto-detection is skipped, so the plugins need not be loaded either
+  // (that keeps the launch overhead of the common single-machine case at a few milliseconds).
+  if (backend_ == "auto" && std::find(raw_args_.begin(), raw_args_.end(), "--standalone") != raw_args_.end()) {
+    backend_ = "local";
+  }
   loadBackends();
   for (const auto& plugin : plugins_) {
     for (const OptionSpec& spec : plugin.backend->options()) option_owners_[spec.name].push_back(plugin.name);

@@ -133,6 +133,24 @@ TEST(Cli, AutoDetectionPicksTheMostConfidentBackend) {
   EXPECT_NE(text.out.find("detected: beta (confidence 60: TEST_BETA_CONFIDENCE=60)"), std::string::npos) << text.out;
 }
 
+TEST(Cli, StandaloneMeansThisMachineEvenWhenABackendWouldClaimIt) {
+  auto r = taehv({"describe", "--standalone"}, {{"TAEHV_PLUGIN_PATH", pluginDir("alpha")},
+                                                 {"TEST_ALPHA_CONFIDENCE", "90"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("backend: local"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("master_port = "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("<- flag --standalone (free port)"), std::string::npos) << r.out;
+}
+
+TEST(Cli, HelpListsSubCommandsAndBackendOptions) {
+  auto r = taehv({"--backend", "alpha", "--plugin-dir", pluginDir("alpha"), "--help"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* want : {"describe", "plugins", "--backend alpha hello", "--nproc-per-node", "--standalone",
+                           "--flavor", "--local-ranks-filter", "--no-prefix"}) {
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << " not in:\n" << r.out;
+  }
+}
+
 TEST(Cli, AutoDetectionTieIsAnErrorNamingBoth) {
   auto r = taehv({"describe"}, {{"TAEHV_PLUGIN_PATH", pluginDir("alpha") + ":" + pluginDir("beta")},
                                 {"TEST_ALPHA_CONFIDENCE", "50"},

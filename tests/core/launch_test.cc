@@ -144,6 +144,21 @@ TEST(Launch, StandaloneWorkersGetTheContract) {
   }
 }
 
+TEST(Launch, LocalRanksFilterHidesOthersButLogFilesKeepEverything) {
+  std::string dir = tempDir();
+  auto r = taehv({"--standalone", "--nproc-per-node", "3", "--local-ranks-filter", "1", "--log-dir", dir, "--",
+                  "/bin/sh", "-c", "echo hello from $RANK"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "[0:1] hello from 1\n");
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(readFile(dir + "/rank_" + std::to_string(rank) + ".log"), "hello from " + std::to_string(rank) + "\n");
+  }
+  r = taehv({"--standalone", "--nproc-per-node", "2", "--local-ranks-filter", "2", "--", "/bin/true"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("names local rank 2 but this node runs 2 worker(s)"), std::string::npos) << r.err;
+  fs::remove_all(dir);
+}
+
 // Needs the process supervisor: a failing worker's exit code becomes taehv-run's, restarts bump the count.
 TEST(Launch, WorkerFailureAndRestartsReachTheExitCode) {
   std::string dir = tempDir();
