@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
@@ -182,7 +183,14 @@ int launchNode(const NodeDescriptor& node, const LaunchSettings& settings, const
   options.max_restarts = *node.max_restarts.value;
   options.prefix_output = settings.prefix_output;
   auto error_file = inherited.find("TORCHELASTIC_ERROR_FILE");
-  if (error_file != inherited.end()) options.error_file = error_file->second;
+  // As torchrun does, each worker gets its own TORCHELASTIC_ERROR_FILE (where torch's @record writes its
+  // exception); the supervisor folds the failing worker's file into ours. They live in a private temp folder.
+  std::string worker_error_dir;
+  if (error_file != inherited.end() && !error_file->second.empty()) {
+    options.error_file = error_file->second;
+    std::string pattern = (std::filesystem::temp_directory_path() / "taehv-run-errors-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) != nullptr) worker_error_dir = pattern;
+  }
 
   auto make_children = [&](int restart) {
     std::vector<process::ChildSpec> children;
@@ -190,6 +198,12 @@ int launchNode(const NodeDescriptor& node, const LaunchSettings& settings, const
       process::ChildSpec child;
       child.argv = settings.command;
       child.env = completeEnvironment(w, inherited);
+      if (!worker_error_dir.empty()) {
+        child.env["TORCHELASTIC_ERROR_FILE"] = worker_error_dir + "/rank_" + std::to_string(*w.rank.value) +
+                                               "_attempt_" + std::to_string(restart) + ".json";
+      } else {
+        child.env.erase("TORCHELASTIC_ERROR_FILE");
+      }
       child.rank = *w.rank.value;
       child.label = std::to_string(*w.node_rank.value) + ":" + std::to_string(child.rank);
       child.host = node.host;
@@ -205,6 +219,10 @@ int launchNode(const NodeDescriptor& node, const LaunchSettings& settings, const
     return children;
   };
   process::SupervisorResult result = process::supervise(make_children, options);
+  if (!worker_error_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(worker_error_dir, ec);
+  }
   return result.exit_code;
 }
 

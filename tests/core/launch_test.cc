@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 
 #include "run_process.h"
 
@@ -156,6 +157,32 @@ TEST(Launch, LocalRanksFilterHidesOthersButLogFilesKeepEverything) {
   r = taehv({"--standalone", "--nproc-per-node", "2", "--local-ranks-filter", "2", "--", "/bin/true"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("names local rank 2 but this node runs 2 worker(s)"), std::string::npos) << r.err;
+  fs::remove_all(dir);
+}
+
+TEST(Launch, EachWorkerGetsItsOwnTorchelasticErrorFile) {
+  std::string dir = tempDir();
+  const std::string parent_file = dir + "/error.json";
+  auto r = taehv({"--standalone", "--nproc-per-node", "2", "--shutdown-grace", "2", "--no-prefix", "--", "/bin/sh",
+                  "-c",
+                  "echo file=$TORCHELASTIC_ERROR_FILE; if [ $RANK = 1 ]; then "
+                  "echo '{\"message\": {\"message\": \"ValueError: boom\", \"extraInfo\": "
+                  "{\"py_callstack\": \"tb\", \"timestamp\": \"1\"}}}' > $TORCHELASTIC_ERROR_FILE; exit 3; fi; "
+                  "sleep 20"},
+                 {{"TORCHELASTIC_ERROR_FILE", parent_file}});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  std::smatch m;
+  std::string out = r.out;
+  std::set<std::string> files;
+  while (std::regex_search(out, m, std::regex("file=(\\S+)"))) {
+    files.insert(m[1]);
+    out = m.suffix();
+  }
+  EXPECT_EQ(files.size(), 2u) << r.out;
+  EXPECT_EQ(files.count(parent_file), 0u) << "workers must not write the launcher's own error file";
+  const std::string written = readFile(parent_file);
+  EXPECT_NE(written.find("ValueError: boom"), std::string::npos) << written;
+  for (const auto& f : files) EXPECT_FALSE(fs::exists(f)) << "temporary worker error files are cleaned up: " << f;
   fs::remove_all(dir);
 }
 
