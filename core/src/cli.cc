@@ -360,6 +360,14 @@ bool Cli::parse(const po::options_description& extra, po::variables_map& vm) {
   try {
     const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
     po::parsed_options parsed = po::command_line_parser(tokens).options(all).style(style).run();
+    for (const auto& option : parsed.options) {
+      if (option.position_key >= 0 || option.string_key.empty()) {
+        const std::string token = option.original_tokens.empty() ? "" : option.original_tokens.front();
+        log(LogLevel::kError, "unexpected argument '" + token + "'; put the worker command after --, e.g. "
+                              "taehv-run [options] -- python train.py");
+        return false;
+      }
+    }
     po::store(parsed, vm);
     po::notify(vm);
     launcher_args_.clear();
@@ -372,10 +380,6 @@ bool Cli::parse(const po::options_description& extra, po::variables_map& vm) {
     std::string name = e.get_option_name();
     log(LogLevel::kError, "unknown option '" + name + "'" + didYouMean(name, knownOptionNames(all)) +
                               "; see taehv-run --help");
-    return false;
-  } catch (const po::too_many_positional_options_error&) {
-    log(LogLevel::kError, "unexpected argument; put the worker command after --, e.g. taehv-run [options] -- "
-                          "python train.py");
     return false;
   } catch (const po::error& e) {
     log(LogLevel::kError, std::string(e.what()) + "; see taehv-run --help");

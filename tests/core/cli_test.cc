@@ -120,6 +120,8 @@ TEST(Cli, UnknownSubCommandsAndOptionsSuggestTheClosestName) {
   expectUsageError(taehv({"describe", "--nproc-per-nod", "2"}), {"did you mean '--nproc-per-node'"});
   expectUsageError(taehv({"describe", "--nproc-per-node", "two"}), {"--nproc-per-node 'two'"});
   expectUsageError(taehv({"describe", "--nnodes", "2"}), {"--master-addr"});
+  expectUsageError(taehv({"describe", "train.py"}), {"unexpected argument 'train.py'", "after --"});
+  expectUsageError(taehv({"describe", "--nnodes", "abc"}), {"'abc'", "--nnodes"});
 }
 
 TEST(Cli, AutoDetectionPicksTheMostConfidentBackend) {
