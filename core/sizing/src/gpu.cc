@@ -254,6 +254,10 @@ std::unique_ptr<GpuProbe> makeSystemGpuProbe(const Env& env) {
 
 VisibleGpus visibleGpus(const GpuInventory& inventory, const Env& env) {
   VisibleGpus out;
+  if (inventory.source == "none") {
+    out.source = inventory.error.empty() ? "no NVIDIA driver library found" : "the NVIDIA driver failed";
+    return out;
+  }
   const std::string over = " over " + inventory.source + " (" + std::to_string(inventory.gpus.size()) + " GPU" +
                            (inventory.gpus.size() == 1 ? "" : "s") + ")";
   auto cvd = env.find("CUDA_VISIBLE_DEVICES");

@@ -24,6 +24,12 @@ bool isProfileName(const std::string& file) { return std::regex_match(file, prof
 
 std::string shape(int nodes, int per_node) { return std::to_string(nodes) + "x" + std::to_string(per_node); }
 
+double roundLr(double value) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", value);
+  return std::strtod(buf, nullptr);
+}
+
 }  // namespace
 
 std::string formatLr(double value) {
@@ -145,7 +151,8 @@ ProfileChoice chooseProfile(const std::string& dir, int nnodes, int nproc_per_no
   TrainProfile d = base;
   d.nodes = nnodes;
   d.gpus_per_node = nproc_per_node;
-  d.lr = base.lr * static_cast<double>(d.effectiveBatch()) / static_cast<double>(base.effectiveBatch());
+  // Rounded to 6 significant digits: 1e-4 x 48/128 is 3.75e-05, not 3.7500000000000003e-05.
+  d.lr = roundLr(base.lr * static_cast<double>(d.effectiveBatch()) / static_cast<double>(base.effectiveBatch()));
   std::string available;
   for (const TrainProfile& p : profiles) available += (available.empty() ? "" : ", ") + std::to_string(p.worldSize());
   c.derived = true;

@@ -25,12 +25,12 @@ NodeSizing sizeNode(const NodeSizingInput& in) {
   n.binding = in.binding;
   n.single_worker = in.single_worker;
   s.nproc = decideNprocPerNode(n);
-  if (!s.nproc.ok()) return s;
 
+  // Computed even when the decision failed, so the doctor can still check the interfaces.
   TuningInput t;
   t.nnodes = in.nnodes;
   t.master_addr = in.master_addr;
-  t.use_gpus = s.nproc.use_gpus;
+  t.use_gpus = s.nproc.ok() ? s.nproc.use_gpus : !s.visible.gpus.empty();
   t.env = in.env;
   s.tuning = computeTuning(t, in.policy);
   return s;

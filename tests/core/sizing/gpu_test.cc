@@ -55,6 +55,7 @@ TEST(SizingGpuProbe, SystemProbeOnThisMachineFindsNoGpu) {
   EXPECT_EQ(inv.notes.size(), 2u) << "both libraries tried";
   VisibleGpus v = visibleGpus(inv, {});
   EXPECT_TRUE(v.gpus.empty());
+  EXPECT_EQ(v.source, "no NVIDIA driver library found");
 }
 
 TEST(SizingGpuProbe, LibraryWithoutTheSymbolsIsAnError) {

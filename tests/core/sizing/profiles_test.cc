@@ -113,6 +113,10 @@ TEST(SizingChooseProfile, OtherWorldSizesAreDerivedByLinearScaling) {
   ProfileChoice cpu = chooseProfile(configsDir(), 1, 2);  // two CPU workers
   ASSERT_TRUE(cpu.ok());
   EXPECT_EQ(cpu.overrides.at(0).second, "2.5e-05");
+
+  ProfileChoice three = chooseProfile(configsDir(), 1, 3);  // 1e-4 x 48 / 128
+  ASSERT_TRUE(three.ok());
+  EXPECT_EQ(three.overrides.at(0).second, "3.75e-05") << "rounded to 6 significant digits";
 }
 
 TEST_F(SizingProfileDir, SeveralSameSizeProfilesPreferTheMatchingLayout) {

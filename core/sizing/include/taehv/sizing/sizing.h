@@ -49,7 +49,8 @@ struct NodeSizing {
   std::vector<std::string> notes() const;
 };
 
-/// Probes, decides and tunes. The tuning is computed only when the nproc decision succeeded.
+/// Probes, decides and tunes. When the decision fails (ok() false) the tuning is still computed, for the doctor;
+/// taehv-run must refuse to start.
 NodeSizing sizeNode(const NodeSizingInput& input);
 
 }  // namespace taehv::sizing
