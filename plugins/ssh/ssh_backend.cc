@@ -1,14 +1,267 @@
-// Bootstrap: loads, recognises nothing. Platform behaviour comes with this backend's own issue.
-#include "taehv/plugin_api.h"
+// The ssh backend: `taehv-run --backend ssh --hostfile FILE [options] [-- command]` starts taehv-run on every
+// host of a DeepSpeed-style hostfile at once over the system OpenSSH client, streams their output back
+// prefixed "[host:node]", and takes every host down when one fails, on Ctrl-C, or when this launcher dies.
+//
+// Flow: hostfile -> --include/--exclude -> job shape (nodes x processes) -> environment to forward ->
+// preflight (all hosts in parallel, one deadline; any failure names the host and starts nothing) ->
+// one ssh client per host under taehv::process::supervise() (fail fast, signal forwarding). Each ssh client's
+// stdin is a pipe held by the supervisor; the remote wrapper (fanout.h remoteScript) kills its process group
+// when that pipe reaches EOF, so even `kill -9` of this launcher leaves nothing behind on any host.
+#include <unistd.h>
 
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "command_runner.h"
+#include "fanout.h"
+#include "hostfile.h"
+#include "preflight.h"
+#include "shell_quote.h"
+#include "taehv/plugin_api.h"
+#include "taehv/process/supervisor.h"
+
+namespace taehv::ssh {
 namespace {
-class Backend final : public taehv::Backend {
+
+constexpr int kDefaultPreflightSeconds = 15;
+constexpr int kDefaultRemoteGraceSeconds = 10;
+/// Local SIGTERM -> SIGKILL delay for the ssh clients (they exit on SIGTERM at once; the remote grace is
+/// applied on the hosts by the wrapper).
+constexpr std::chrono::milliseconds kClientShutdownGrace{std::chrono::seconds(5)};
+/// Exit code for a job that never started (bad input, failed preflight).
+constexpr int kNotStarted = 2;
+
+using Options = std::map<std::string, std::vector<std::string>>;
+
+std::string lastOption(const Options& options, const std::string& name) {
+  const auto it = options.find(name);
+  if (it == options.end() || it->second.empty()) return {};
+  return it->second.back();
+}
+
+bool readFile(const std::string& path, std::string* text, std::string* error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    *error = "cannot read " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  std::ostringstream s;
+  s << in.rdbuf();
+  *text = s.str();
+  return true;
+}
+
+bool parseSeconds(const std::string& text, int* out) {
+  if (text.empty() || text.size() > 5 || text.find_first_not_of("0123456789") != std::string::npos) return false;
+  *out = std::stoi(text);
+  return *out > 0;
+}
+
+std::string currentDirectory() {
+  char buf[PATH_MAX];
+  return ::getcwd(buf, sizeof buf) ? std::string(buf) : std::string();
+}
+
+class SshBackend final : public Backend {
  public:
-  taehv::Detection detect(const taehv::HostContext&) const override { return {}; }
-  taehv::PlanResult plan(const taehv::HostContext&, const taehv::PlanRequest&) const override {
-    return {"the ssh backend has no platform mapping in this build", {}};
+  Detection detect(const HostContext&) const override {
+    return {0, "the ssh backend is chosen with --backend ssh --hostfile FILE"};
+  }
+
+  PlanResult plan(const HostContext&, const PlanRequest&) const override {
+    return {"the ssh backend starts whole jobs from one host: pass --hostfile FILE (lines 'HOST slots=N')", {}};
+  }
+
+  std::vector<OptionSpec> options() const override {
+    return {
+        {"hostfile", "FILE", "hosts of the job, one 'HOST slots=N' per line (DeepSpeed format); node ranks in file order",
+         false},
+        {"include", "SPEC", "use only these hosts/slots: HOST[:SLOT,...][@HOST...] (DeepSpeed syntax)", false},
+        {"exclude", "SPEC", "leave out these hosts/slots: HOST[:SLOT,...][@HOST...]", false},
+        {"remote-bin", "PATH", "taehv-run on the hosts (default: the same absolute path as this one)", false},
+        {"remote-cwd", "DIR", "working directory on the hosts (default: the current one)", false},
+        {"ssh-opts", "OPTS", "extra options for ssh, e.g. \"-p 2222 -F ~/.ssh/cluster_config\"", true},
+        {"env", "NAME=VALUE", "set this variable for the job on every host (repeatable)", true},
+        {"preflight-timeout", "SECONDS", "deadline for checking all hosts before starting (default 15)", false},
+        {"remote-grace", "SECONDS", "on teardown, SIGTERM -> SIGKILL delay on the hosts (default 10)", false},
+    };
+  }
+
+  bool takesOverLaunch(const HostContext&, const PlanRequest& request) const override {
+    return request.options.count("hostfile") > 0;
+  }
+
+  int launch(const HostContext& host, const JobRequest& job) override {
+    const auto log = [&](LogLevel level, const std::string& message) {
+      if (host.log) host.log(level, message);
+    };
+    const auto fail = [&](const std::string& message) {
+      log(LogLevel::kError, message);
+      return kNotStarted;
+    };
+    const Options& opts = job.request.options;
+
+    // Hosts.
+    const std::string hostfile = lastOption(opts, "hostfile");
+    if (hostfile.empty()) return fail("--hostfile needs a file name");
+    std::string text;
+    std::string error;
+    if (!readFile(hostfile, &text, &error)) return fail(error);
+    HostsResult parsed = parseHostfile(text, hostfile);
+    if (!parsed.ok()) return fail(parsed.error);
+    HostsResult filtered = filterHosts(parsed.hosts, lastOption(opts, "include"), lastOption(opts, "exclude"));
+    if (!filtered.ok()) return fail(filtered.error);
+
+    // Shape and the options the fan-out sets itself.
+    const LauncherArgs args = splitLauncherArgs(job.launcher_args);
+    if (!args.error.empty()) return fail(args.error);
+    const std::string nproc = !args.nproc_per_node.empty() ? args.nproc_per_node
+                              : job.request.nproc_per_node ? std::to_string(*job.request.nproc_per_node)
+                                                           : std::string();
+    const JobShape shape = shapeJob(filtered.hosts, args.nnodes, nproc);
+    if (!shape.error.empty()) return fail(shape.error);
+    for (const auto& note : shape.notes) log(LogLevel::kInfo, note);
+    int master_port = kDefaultMasterPort;
+    if (!args.master_port.empty()) {
+      if (!parseSeconds(args.master_port, &master_port) || master_port > 65535) {
+        return fail("--master-port '" + args.master_port + "' is not a port number (1-65535)");
+      }
+    }
+
+    // Remote side.
+    const std::string remote_bin = opts.count("remote-bin") ? lastOption(opts, "remote-bin") : host.self_path;
+    if (remote_bin.empty() || remote_bin[0] != '/') {
+      return fail("--remote-bin must be an absolute path, got '" + remote_bin + "'");
+    }
+    const std::string cwd = opts.count("remote-cwd") ? lastOption(opts, "remote-cwd") : currentDirectory();
+    if (cwd.empty() || cwd[0] != '/') return fail("--remote-cwd must be an absolute path, got '" + cwd + "'");
+    std::vector<std::string> ssh_opts;
+    if (const auto it = opts.find("ssh-opts"); it != opts.end()) {
+      for (const auto& o : it->second) {
+        SplitResult words = splitWords(o);
+        if (!words.error.empty()) return fail("--ssh-opts: " + words.error);
+        ssh_opts.insert(ssh_opts.end(), words.words.begin(), words.words.end());
+      }
+    }
+    int preflight_seconds = kDefaultPreflightSeconds;
+    if (opts.count("preflight-timeout") && !parseSeconds(lastOption(opts, "preflight-timeout"), &preflight_seconds)) {
+      return fail("--preflight-timeout must be a whole number of seconds > 0");
+    }
+    int grace_seconds = kDefaultRemoteGraceSeconds;
+    if (opts.count("remote-grace") && !parseSeconds(lastOption(opts, "remote-grace"), &grace_seconds)) {
+      return fail("--remote-grace must be a whole number of seconds > 0");
+    }
+
+    // Environment: NCCL_* GLOO_* TAEHV_* TORCH_* < ~/.taehv_env < ./.taehv_env < --env.
+    std::map<std::string, std::string> env = forwardedEnv(host.env);
+    std::vector<std::string> env_files;
+    if (const auto home = host.env.find("HOME"); home != host.env.end() && !home->second.empty()) {
+      env_files.push_back(home->second + "/.taehv_env");
+    }
+    const std::string here = currentDirectory();
+    if (!here.empty() && (env_files.empty() || here + "/.taehv_env" != env_files[0])) {
+      env_files.push_back(here + "/.taehv_env");
+    }
+    for (const auto& file : env_files) {
+      std::string content;
+      std::string ignored;
+      if (::access(file.c_str(), F_OK) != 0) continue;
+      if (!readFile(file, &content, &error)) return fail(error);
+      if (const std::string why = parseEnvFile(content, file, &env); !why.empty()) return fail(why);
+      log(LogLevel::kDebug, "forwarding the variables of " + file);
+    }
+    if (const auto it = opts.find("env"); it != opts.end()) {
+      for (const auto& kv : it->second) {
+        if (const std::string why = parseEnvAssignment(kv, &env); !why.empty()) return fail(why);
+      }
+    }
+
+    const std::string ssh = findInPath("ssh", host.env);
+    if (ssh.empty()) return fail("no 'ssh' in PATH: install the OpenSSH client (Debian: openssh-client)");
+
+    // Preflight: all hosts at once, nothing starts unless every host is ready.
+    PreflightRequest pre;
+    pre.ssh = ssh;
+    pre.ssh_opts = ssh_opts;
+    for (const auto& h : shape.hosts) pre.hosts.push_back(h.host);
+    pre.remote_bin = remote_bin;
+    pre.cwd = cwd;
+    pre.version = host.version;
+    pre.timeout = std::chrono::seconds(preflight_seconds);
+    ProcessCommandRunner runner;
+    const PreflightReport report = runPreflight(runner, host.env, pre);
+    if (!report.ok()) {
+      int bad = 0;
+      for (const auto& check : report.hosts) {
+        if (check.error.empty()) continue;
+        ++bad;
+        log(LogLevel::kError, "host " + check.host + ": " + check.error);
+      }
+      return fail("preflight failed on " + std::to_string(bad) + " of " + std::to_string(report.hosts.size()) +
+                  " host(s); nothing was started");
+    }
+
+    std::string master_addr = args.master_addr;
+    if (master_addr.empty()) {
+      const HostCheck& first = report.hosts.front();
+      if (!first.addresses.empty()) {
+        master_addr = first.addresses.front();
+        log(LogLevel::kInfo, "master: " + master_addr + " (first address of `hostname -I` on " + first.host +
+                                 ", the first host; --master-addr to change)");
+      } else {
+        master_addr = first.host;
+        log(LogLevel::kWarn, "master: " + master_addr + " (the first host's name: `hostname -I` printed nothing "
+                             "there; pass --master-addr if other hosts cannot resolve it)");
+      }
+    }
+
+    // Fan out.
+    const int nnodes = static_cast<int>(shape.hosts.size());
+    std::vector<process::ChildSpec> children;
+    for (int node = 0; node < nnodes; ++node) {
+      const HostEntry& h = shape.hosts[static_cast<std::size_t>(node)];
+      RemoteJob remote;
+      remote.remote_bin = remote_bin;
+      remote.cwd = cwd;
+      remote.env = env;
+      remote.grace_seconds = grace_seconds;
+      bool identity = true;
+      for (std::size_t i = 0; i < h.slots.size(); ++i) identity = identity && h.slots[i] == static_cast<int>(i);
+      if (!identity) {
+        // A slot subset from --include/--exclude: like DeepSpeed, the slots are the devices this node may use.
+        std::string devices;
+        for (int s : h.slots) devices += (devices.empty() ? "" : ",") + std::to_string(s);
+        remote.env["CUDA_VISIBLE_DEVICES"] = devices;
+      }
+      remote.taehv_args = remoteTaehvArgs(nnodes, node, shape.nproc_per_node, master_addr, master_port,
+                                          args.forwarded, job.command);
+      process::ChildSpec child;
+      child.argv = sshArgv(ssh, ssh_opts, h.host, remoteCommand(remoteScript(remote)));
+      child.env = host.env;
+      child.label = h.host + ":" + std::to_string(node);
+      child.rank = node * shape.nproc_per_node;
+      child.host = h.host;
+      child.stdin_pipe = true;
+      children.push_back(std::move(child));
+    }
+    log(LogLevel::kInfo, "starting " + std::to_string(nnodes) + " node(s) x " +
+                             std::to_string(shape.nproc_per_node) + " process(es), master " + master_addr + ":" +
+                             std::to_string(master_port));
+    process::SupervisorOptions sup;
+    sup.shutdown_grace = kClientShutdownGrace;
+    sup.max_restarts = 0;
+    sup.prefix_output = true;
+    const process::SupervisorResult result =
+        process::supervise([&](int) { return children; }, sup);
+    return result.exit_code;
   }
 };
-}  // namespace
 
-TAEHV_DEFINE_PLUGIN(Backend, "ssh", "0.1.0", "ssh backend (bootstrap)")
+}  // namespace
+}  // namespace taehv::ssh
+
+TAEHV_DEFINE_PLUGIN(taehv::ssh::SshBackend, "ssh", "0.1.0",
+                    "SSH fan-out: start a multi-node job on the hosts of a hostfile from one host")

@@ -1,0 +1,244 @@
+#include "fanout.h"
+
+#include <cctype>
+#include <sstream>
+
+#include "shell_quote.h"
+
+namespace taehv::ssh {
+namespace {
+
+bool parsePositive(const std::string& s, int* out) {
+  if (s.empty() || s.size() > 6) return false;
+  for (char c : s) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+  }
+  *out = std::stoi(s);
+  return *out > 0;
+}
+
+std::string normalizeFlag(std::string flag) {
+  for (char& c : flag) {
+    if (c == '_') c = '-';
+  }
+  return flag;
+}
+
+}  // namespace
+
+LauncherArgs splitLauncherArgs(const std::vector<std::string>& args) {
+  LauncherArgs out;
+  const std::map<std::string, std::string*> taken = {
+      {"--nnodes", &out.nnodes},
+      {"--nproc-per-node", &out.nproc_per_node},
+      {"--master-addr", &out.master_addr},
+      {"--master-port", &out.master_port},
+  };
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    std::string name = arg;
+    std::string value;
+    bool has_value = false;
+    if (arg.rfind("--", 0) == 0) {
+      if (const auto eq = arg.find('='); eq != std::string::npos) {
+        name = arg.substr(0, eq);
+        value = arg.substr(eq + 1);
+        has_value = true;
+      }
+    }
+    const std::string flag = normalizeFlag(name);
+    if (flag == "--node-rank") {
+      out.error = "--node-rank is set for every host by the ssh backend (hostfile order); remove it";
+      return out;
+    }
+    if (flag == "--backend") {
+      out.error = "--backend must not appear among the forwarded launch options";
+      return out;
+    }
+    const auto it = taken.find(flag);
+    if (it == taken.end()) {
+      out.forwarded.push_back(arg);
+      continue;
+    }
+    if (!has_value) {
+      if (i + 1 >= args.size()) {
+        out.error = flag + " needs a value";
+        return out;
+      }
+      value = args[++i];
+    }
+    *it->second = value;
+  }
+  return out;
+}
+
+JobShape shapeJob(const std::vector<HostEntry>& hosts, const std::string& nnodes, const std::string& nproc_per_node) {
+  JobShape shape;
+  shape.hosts = hosts;
+  if (!nnodes.empty()) {
+    int n = 0;
+    if (!parsePositive(nnodes, &n)) {
+      shape.error = "--nnodes '" + nnodes + "' is not a positive whole number";
+      return shape;
+    }
+    if (n > static_cast<int>(hosts.size())) {
+      shape.error = "--nnodes " + nnodes + " but the hostfile has " + std::to_string(hosts.size()) +
+                    " host(s) after --include/--exclude; add hosts or lower --nnodes";
+      return shape;
+    }
+    if (n < static_cast<int>(hosts.size())) {
+      shape.notes.push_back("--nnodes " + nnodes + ": using the first " + nnodes + " of " +
+                            std::to_string(hosts.size()) + " hosts");
+      shape.hosts.resize(static_cast<std::size_t>(n));
+    }
+  }
+  if (!nproc_per_node.empty() && nproc_per_node != "auto") {
+    int n = 0;
+    if (!parsePositive(nproc_per_node, &n)) {
+      shape.error = "--nproc-per-node '" + nproc_per_node + "' is not a positive whole number or 'auto'";
+      return shape;
+    }
+    for (auto& h : shape.hosts) {
+      if (static_cast<int>(h.slots.size()) < n) {
+        shape.error = "--nproc-per-node " + nproc_per_node + " but host '" + h.host + "' has " +
+                      std::to_string(h.slots.size()) + " slot(s); raise its slots= or lower --nproc-per-node";
+        return shape;
+      }
+      h.slots.resize(static_cast<std::size_t>(n));
+    }
+    shape.nproc_per_node = n;
+    return shape;
+  }
+  // Slots decide. Ranks are node_rank x nproc_per_node + local_rank, so uneven nodes would make ranks collide
+  // or leave holes: refuse and say how to make them even.
+  const std::size_t first = shape.hosts.front().slots.size();
+  for (const auto& h : shape.hosts) {
+    if (h.slots.size() != first) {
+      std::ostringstream why;
+      why << "hosts have different numbers of slots (" << shape.hosts.front().host << ": " << first << ", " << h.host
+          << ": " << h.slots.size()
+          << "); every node must run the same number of processes (rank = node_rank x nproc_per_node + "
+             "local_rank). Make slots= equal, choose equal slots with --include (HOST:0,1@HOST2:0,1), or pass "
+             "--nproc-per-node N to use the first N slots of every host";
+      shape.error = why.str();
+      return shape;
+    }
+  }
+  shape.nproc_per_node = static_cast<int>(first);
+  return shape;
+}
+
+std::vector<std::string> remoteTaehvArgs(int nnodes, int node_rank, int nproc_per_node, const std::string& master_addr,
+                                         int master_port, const std::vector<std::string>& forwarded,
+                                         const std::vector<std::string>& command) {
+  std::vector<std::string> args = {"--backend",       "local",
+                                   "--nnodes",        std::to_string(nnodes),
+                                   "--node-rank",     std::to_string(node_rank),
+                                   "--nproc-per-node", std::to_string(nproc_per_node),
+                                   "--master-addr",   master_addr,
+                                   "--master-port",   std::to_string(master_port)};
+  args.insert(args.end(), forwarded.begin(), forwarded.end());
+  if (!command.empty()) {
+    args.push_back("--");
+    args.insert(args.end(), command.begin(), command.end());
+  }
+  return args;
+}
+
+std::string remoteScript(const RemoteJob& job) {
+  std::ostringstream s;
+  const std::string cwd = shellQuote(job.cwd.empty() ? std::string("/") : job.cwd);
+  s << "cd " << cwd << " || { echo \"taehv-run (ssh): cannot enter \"" << cwd << "\" on $(hostname)\" >&2; exit 126; }\n";
+  std::vector<std::string> argv = {job.remote_bin};
+  argv.insert(argv.end(), job.taehv_args.begin(), job.taehv_args.end());
+  // fd 3 = ssh's stdin. An asynchronous list gets /dev/null as stdin unless redirected explicitly, so the
+  // watchdog reads fd 3. The job's variables are exported in its own subshell only (the watchdog's processes
+  // stay clean). setsid: taehv-run leads its own session and process group, and $! is its PGID, because a
+  // background child of a non-interactive shell is never a group leader, so setsid does not fork.
+  // `kill -SIG -PGID` (no `--`): dash's kill builtin rejects `--`.
+  s << "exec 3<&0\n"
+    << "(\n";
+  for (const auto& [name, value] : job.env) {
+    // Names were validated ([A-Za-z_][A-Za-z0-9_]*); values are quoted.
+    s << "export " << name << "=" << shellQuote(value) << "\n";
+  }
+  s << "exec setsid " << shellJoin(argv) << " </dev/null 3<&-\n"
+    << ") &\n"
+    << "c=$!\n"
+    << "{ while read -r _ <&3; do :; done; kill -TERM -$c; sleep " << job.grace_seconds
+    << "; kill -KILL -$c; } >/dev/null 2>&1 &\n"
+    << "w=$!\n"
+    << "exec 3<&-\n"
+    << "wait $c 2>/dev/null; s=$?\n"
+    << "kill $w 2>/dev/null\n"
+    << "exit $s\n";
+  return s.str();
+}
+
+std::string remoteCommand(const std::string& script) { return "exec /bin/sh -c " + shellQuote(script); }
+
+std::vector<std::string> sshArgv(const std::string& ssh, const std::vector<std::string>& ssh_opts,
+                                 const std::string& host, const std::string& command) {
+  std::vector<std::string> argv = {ssh};
+  argv.insert(argv.end(), ssh_opts.begin(), ssh_opts.end());
+  // -T: no pty (output stays byte-exact, the remote side sees no SIGHUP semantics we do not control);
+  // BatchMode: never prompt (a prompt would hang a fan-out); keepalives: a vanished host ends its ssh client
+  // within 15 s, which fails the job fast instead of hanging.
+  const std::vector<std::string> defaults = {"-T", "-o", "BatchMode=yes", "-o", "ServerAliveInterval=5",
+                                             "-o", "ServerAliveCountMax=3"};
+  argv.insert(argv.end(), defaults.begin(), defaults.end());
+  argv.push_back("--");
+  argv.push_back(host);
+  argv.push_back(command);
+  return argv;
+}
+
+std::map<std::string, std::string> forwardedEnv(const std::map<std::string, std::string>& env) {
+  std::map<std::string, std::string> out;
+  for (const auto& [name, value] : env) {
+    for (const auto& prefix : kForwardedPrefixes) {
+      if (name.rfind(prefix, 0) == 0 && isValidEnvName(name)) {
+        out[name] = value;
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+std::string parseEnvFile(const std::string& text, const std::string& origin, std::map<std::string, std::string>* out) {
+  std::istringstream in(text);
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::size_t b = 0;
+    while (b < line.size() && std::isspace(static_cast<unsigned char>(line[b]))) ++b;
+    if (b == line.size() || line[b] == '#') continue;
+    const auto eq = line.find('=');
+    if (eq == std::string::npos) {
+      return origin + ":" + std::to_string(line_no) + ": expected KEY=VALUE";
+    }
+    const std::string name = line.substr(b, eq - b);
+    if (!isValidEnvName(name)) {
+      return origin + ":" + std::to_string(line_no) + ": '" + name +
+             "' is not a valid variable name (letters, digits, '_'; not starting with a digit)";
+    }
+    (*out)[name] = line.substr(eq + 1);
+  }
+  return {};
+}
+
+std::string parseEnvAssignment(const std::string& kv, std::map<std::string, std::string>* out) {
+  const auto eq = kv.find('=');
+  if (eq == std::string::npos) return "--env '" + kv + "': expected NAME=VALUE";
+  const std::string name = kv.substr(0, eq);
+  if (!isValidEnvName(name)) {
+    return "--env: '" + name + "' is not a valid variable name (letters, digits, '_'; not starting with a digit)";
+  }
+  (*out)[name] = kv.substr(eq + 1);
+  return {};
+}
+
+}  // namespace taehv::ssh

@@ -1,0 +1,84 @@
+// The pure part of an SSH fan-out: from the filtered hosts, the user's generic launch options and the forwarded
+// environment to one ssh command line per host. No I/O here, so every rule is unit-tested.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "hostfile.h"
+
+namespace taehv::ssh {
+
+/// Port used when the user gives no --master-port (torchrun's default).
+inline constexpr int kDefaultMasterPort = 29500;
+
+/// The generic launch options that the fan-out sets per host, taken out of the forwarded launcher arguments.
+struct LauncherArgs {
+  std::string error;                    ///< empty on success
+  std::vector<std::string> forwarded;   ///< everything else, in order, forwarded unchanged to every host
+  std::string nnodes;                   ///< value of --nnodes, if given
+  std::string nproc_per_node;           ///< value of --nproc-per-node, if given
+  std::string master_addr;              ///< value of --master-addr, if given
+  std::string master_port;              ///< value of --master-port, if given
+};
+
+/// Splits `args` (both "--opt value" and "--opt=value" forms; '_' and '-' alike) into the options above and
+/// the rest. --node-rank and --backend are errors: the fan-out sets them for every host.
+LauncherArgs splitLauncherArgs(const std::vector<std::string>& args);
+
+/// The shape of the job: which hosts, how many processes each.
+struct JobShape {
+  std::string error;
+  std::vector<HostEntry> hosts;  ///< node rank = index
+  int nproc_per_node = 0;
+  std::vector<std::string> notes;  ///< how ambiguous values were resolved (for the log)
+};
+
+/// Applies --nnodes (use the first N hosts, like DeepSpeed's --num_nodes) and --nproc-per-node (use the first N
+/// slots of every host; "auto" or empty = the slots themselves). Every node must end up with the same number
+/// of processes, because ranks are node_rank x nproc_per_node + local_rank; otherwise an error says how to fix it.
+JobShape shapeJob(const std::vector<HostEntry>& hosts, const std::string& nnodes, const std::string& nproc_per_node);
+
+/// Everything one host's command line needs.
+struct RemoteJob {
+  std::string remote_bin;                  ///< absolute path of taehv-run on the host
+  std::string cwd;                         ///< working directory on the host
+  std::map<std::string, std::string> env;  ///< exported before taehv-run starts
+  std::vector<std::string> taehv_args;     ///< taehv-run's arguments (without argv[0])
+  int grace_seconds = 10;                  ///< SIGTERM -> SIGKILL delay for the remote process group
+};
+
+/// taehv-run arguments for node `node_rank`: --backend local and the explicit plan, then `forwarded`, then
+/// `-- command` when a command is given.
+std::vector<std::string> remoteTaehvArgs(int nnodes, int node_rank, int nproc_per_node, const std::string& master_addr,
+                                         int master_port, const std::vector<std::string>& forwarded,
+                                         const std::vector<std::string>& command);
+
+/// The /bin/sh script a host runs: enter cwd, export env, start taehv-run in its own session (process group)
+/// with stdin from /dev/null, and watch our stdin: when it reaches EOF (the ssh client or the launcher died,
+/// or the launcher closed it) send SIGTERM to the group, SIGKILL after grace_seconds. Exits with taehv-run's
+/// status. Every value in it is shell-quoted.
+std::string remoteScript(const RemoteJob& job);
+
+/// The command string handed to ssh: runs `script` under /bin/sh whatever the remote login shell is
+/// (as long as it parses POSIX single quotes).
+std::string remoteCommand(const std::string& script);
+
+/// ssh client argv: ssh, the user's options (first, so that they win: ssh keeps the first value of an
+/// option), our defaults (-T, BatchMode, keepalives), `--`, host, command.
+std::vector<std::string> sshArgv(const std::string& ssh, const std::vector<std::string>& ssh_opts,
+                                 const std::string& host, const std::string& command);
+
+/// Environment forwarding: variables of `env` whose names start with one of kForwardedPrefixes.
+inline const std::vector<std::string> kForwardedPrefixes = {"NCCL_", "GLOO_", "TAEHV_", "TORCH_"};
+std::map<std::string, std::string> forwardedEnv(const std::map<std::string, std::string>& env);
+
+/// Parses a .taehv_env file (KEY=VALUE per line, '#' comment lines and blank lines skipped, the value is
+/// everything after the first '=') into `out`, later files overriding. Returns an error naming ORIGIN:LINE.
+std::string parseEnvFile(const std::string& text, const std::string& origin, std::map<std::string, std::string>* out);
+
+/// Parses one --env K=V into `out`; returns an error for a missing '=' or an invalid name.
+std::string parseEnvAssignment(const std::string& kv, std::map<std::string, std::string>* out);
+
+}  // namespace taehv::ssh

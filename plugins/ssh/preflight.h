@@ -1,0 +1,54 @@
+// Preflight: before anything starts, ask every host at once (one ssh each, one deadline for all) whether it is
+// reachable, lets us in without a prompt, has taehv-run at the remote path with our version, and has the
+// working directory; and learn the first host's address for the master.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "command_runner.h"
+
+namespace taehv::ssh {
+
+/// Marker that starts every line the preflight script prints (login shells may print banners).
+inline constexpr const char* kPreflightTag = "taehv-preflight:";
+
+struct PreflightRequest {
+  std::string ssh;                    ///< absolute path of the ssh client
+  std::vector<std::string> ssh_opts;  ///< the user's --ssh-opts words
+  std::vector<std::string> hosts;
+  std::string remote_bin;
+  std::string cwd;
+  std::string version;  ///< ours; the remote one must be equal
+  std::chrono::milliseconds timeout{std::chrono::seconds(15)};
+};
+
+/// What one host answered.
+struct HostCheck {
+  std::string host;
+  std::string error;           ///< empty = ready; else the reason, without the host name
+  std::vector<std::string> addresses;  ///< from `hostname -I`, may be empty
+};
+
+struct PreflightReport {
+  std::vector<HostCheck> hosts;  ///< in request order
+  bool ok() const {
+    for (const auto& h : hosts) {
+      if (!h.error.empty()) return false;
+    }
+    return true;
+  }
+};
+
+/// The script each host runs (exposed for tests).
+std::string preflightScript(const std::string& remote_bin, const std::string& cwd);
+
+/// Runs the preflight through `runner`.
+PreflightReport runPreflight(CommandRunner& runner, const std::map<std::string, std::string>& env,
+                             const PreflightRequest& request);
+
+/// Interprets one host's captured answer (exposed for tests).
+HostCheck interpretPreflight(const std::string& host, const Captured& answer, const PreflightRequest& request);
+
+}  // namespace taehv::ssh

@@ -1,0 +1,111 @@
+#include "fanout.h"
+
+#include <gtest/gtest.h>
+
+namespace taehv::ssh {
+namespace {
+
+using Strings = std::vector<std::string>;
+
+TEST(LauncherArgs, TakesOutWhatTheFanOutSetsInBothForms) {
+  const auto r = splitLauncherArgs({"--nproc-per-node", "2", "--max-restarts", "1", "--master_addr=10.0.0.1",
+                                    "--master-port=1234", "--nnodes", "3", "--log-dir", "/x"});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.nproc_per_node, "2");
+  EXPECT_EQ(r.master_addr, "10.0.0.1");
+  EXPECT_EQ(r.master_port, "1234");
+  EXPECT_EQ(r.nnodes, "3");
+  EXPECT_EQ(r.forwarded, (Strings{"--max-restarts", "1", "--log-dir", "/x"}));
+}
+
+TEST(LauncherArgs, RefusesNodeRankAndMissingValues) {
+  EXPECT_NE(splitLauncherArgs({"--node-rank", "1"}).error.find("--node-rank is set for every host"),
+            std::string::npos);
+  EXPECT_NE(splitLauncherArgs({"--node_rank=1"}).error.find("--node-rank"), std::string::npos);
+  EXPECT_EQ(splitLauncherArgs({"--master-port"}).error, "--master-port needs a value");
+}
+
+std::vector<HostEntry> hosts(const std::string& text) { return parseHostfile(text, "hf").hosts; }
+
+TEST(JobShape, EvenSlotsGiveNprocPerNode) {
+  const auto s = shapeJob(hosts("a slots=2\nb slots=2\n"), "", "");
+  ASSERT_EQ(s.error, "");
+  EXPECT_EQ(s.nproc_per_node, 2);
+  EXPECT_EQ(s.hosts.size(), 2u);
+}
+
+TEST(JobShape, UnevenSlotsAreRefusedWithTheFix) {
+  const auto s = shapeJob(hosts("a slots=2\nb slots=1\n"), "", "");
+  EXPECT_NE(s.error.find("hosts have different numbers of slots (a: 2, b: 1)"), std::string::npos) << s.error;
+  EXPECT_NE(s.error.find("--nproc-per-node N"), std::string::npos);
+  EXPECT_NE(s.error.find("--include"), std::string::npos);
+}
+
+TEST(JobShape, NprocPerNodeUsesTheFirstSlotsOfEveryHost) {
+  const auto s = shapeJob(hosts("a slots=4\nb slots=2\n"), "", "2");
+  ASSERT_EQ(s.error, "");
+  EXPECT_EQ(s.nproc_per_node, 2);
+  EXPECT_EQ(s.hosts[0].slots, (std::vector<int>{0, 1}));
+  EXPECT_NE(shapeJob(hosts("a slots=4\nb slots=2\n"), "", "3").error.find("host 'b' has 2 slot(s)"),
+            std::string::npos);
+  EXPECT_NE(shapeJob(hosts("a slots=1\n"), "", "x").error.find("not a positive whole number"), std::string::npos);
+  EXPECT_EQ(shapeJob(hosts("a slots=3\n"), "", "auto").nproc_per_node, 3);
+}
+
+TEST(JobShape, NnodesTakesTheFirstHostsLikeDeepSpeedNumNodes) {
+  auto s = shapeJob(hosts("a slots=1\nb slots=1\nc slots=1\n"), "2", "");
+  ASSERT_EQ(s.error, "");
+  ASSERT_EQ(s.hosts.size(), 2u);
+  EXPECT_EQ(s.hosts[1].host, "b");
+  EXPECT_EQ(s.notes.size(), 1u);
+  EXPECT_NE(shapeJob(hosts("a slots=1\n"), "2", "").error.find("--nnodes 2 but the hostfile has 1 host(s)"),
+            std::string::npos);
+  EXPECT_NE(shapeJob(hosts("a slots=1\n"), "0", "").error.find("not a positive"), std::string::npos);
+}
+
+TEST(RemoteArgs, ExplicitPlanThenForwardedThenCommand) {
+  EXPECT_EQ(remoteTaehvArgs(2, 1, 4, "10.0.0.1", 29500, {"--max-restarts", "1"}, {"python", "t.py"}),
+            (Strings{"--backend", "local", "--nnodes", "2", "--node-rank", "1", "--nproc-per-node", "4",
+                     "--master-addr", "10.0.0.1", "--master-port", "29500", "--max-restarts", "1", "--", "python",
+                     "t.py"}));
+  EXPECT_EQ(remoteTaehvArgs(1, 0, 1, "m", 1, {}, {}).back(), "1");  // no command: no "--"
+}
+
+TEST(SshArgv, UserOptionsFirstThenDefaultsThenDoubleDashHost) {
+  const auto argv = sshArgv("/usr/bin/ssh", {"-p", "2222"}, "h1", "CMD");
+  ASSERT_GE(argv.size(), 6u);
+  EXPECT_EQ(argv[0], "/usr/bin/ssh");
+  EXPECT_EQ(argv[1], "-p");
+  EXPECT_EQ(argv[2], "2222");
+  EXPECT_EQ(argv[argv.size() - 3], "--");
+  EXPECT_EQ(argv[argv.size() - 2], "h1");
+  EXPECT_EQ(argv.back(), "CMD");
+  EXPECT_NE(std::find(argv.begin(), argv.end(), "BatchMode=yes"), argv.end());
+}
+
+TEST(Env, ForwardsOnlyKnownPrefixes) {
+  const auto env = forwardedEnv({{"NCCL_DEBUG", "INFO"}, {"GLOO_SOCKET_IFNAME", "eth0"}, {"TAEHV_X", "1"},
+                                 {"HOME", "/root"}, {"PATH", "/bin"}, {"NCCLX", "no"}});
+  EXPECT_EQ(env, (std::map<std::string, std::string>{
+                     {"GLOO_SOCKET_IFNAME", "eth0"}, {"NCCL_DEBUG", "INFO"}, {"TAEHV_X", "1"}}));
+}
+
+TEST(Env, EnvFileLikeDeepSpeedEnv) {
+  std::map<std::string, std::string> env{{"A", "old"}};
+  EXPECT_EQ(parseEnvFile("# comment\n\nA=new=value\nB= spaced \r\n", "f", &env), "");
+  EXPECT_EQ(env["A"], "new=value");
+  EXPECT_EQ(env["B"], " spaced ");
+  EXPECT_EQ(parseEnvFile("A=1\nnovalue\n", "f", &env), "f:2: expected KEY=VALUE");
+  EXPECT_NE(parseEnvFile("1A=1\n", "f", &env).find("f:1: '1A' is not a valid variable name"), std::string::npos);
+}
+
+TEST(Env, EnvFlag) {
+  std::map<std::string, std::string> env;
+  EXPECT_EQ(parseEnvAssignment("K=a;b $(id)", &env), "");
+  EXPECT_EQ(env["K"], "a;b $(id)");
+  EXPECT_NE(parseEnvAssignment("K", &env).find("expected NAME=VALUE"), std::string::npos);
+  EXPECT_NE(parseEnvAssignment("A;B=1", &env).find("not a valid variable name"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace taehv::ssh
