@@ -54,7 +54,8 @@ std::string shellQuote(const std::string& word) {
 std::string submitUsage() {
   return "usage: taehv-run --backend slurm submit --nodes N [--gpus-per-node G] [--nproc-per-node K]\n"
          "         [--time T] [--partition P] [--job-name J] [--max-restarts R] [--layout node|task]\n"
-         "         [--output FILE] [--checkpoint-dir DIR] [--resume-arg ARG]... [--sbatch-arg ARG]...\n"
+         "         [--output FILE] [--checkpoint-dir DIR] [--checkpoint-pattern GLOB] [--resume-arg ARG]...\n"
+         "         [--sbatch-arg ARG]...\n"
          "         [--launch-arg ARG]... [--srun-wait S] [--script FILE] [--dry-run] [-- COMMAND...]\n"
          "Renders an sbatch script that runs COMMAND (default: taehv-run's trainer) on N nodes with srun,\n"
          "submits it with sbatch and prints the job ID (--dry-run prints the script instead).\n"
@@ -62,8 +63,10 @@ std::string submitUsage() {
          "  --layout node       one SLURM task per node; taehv-run starts its K workers (default)\n"
          "  --layout task       one SLURM task per worker (K tasks per node); each task is one worker\n"
          "  --max-restarts R    after a failure, requeue the job up to R times (SLURM_RESTART_COUNT counts)\n"
-         "  --checkpoint-dir D  on a requeued run, TAEHV_RESUME_FROM = newest entry of D, and each\n"
-         "  --resume-arg ARG    is appended to COMMAND with {ckpt} replaced by that path\n";
+         "  --checkpoint-dir D  on a requeued run, TAEHV_RESUME_FROM = the newest D/PATTERN (by time),\n"
+         "  --checkpoint-pattern PATTERN   default checkpoint-* (taehv-train's checkpoint-STEP folders)\n"
+         "  --resume-arg ARG    appended to COMMAND on a resumed run, {ckpt} replaced by that path\n"
+         "                      (taehv-train: --resume-arg=--resume --resume-arg={ckpt})\n";
 }
 
 std::string parseSubmitArgs(const std::vector<std::string>& args, SubmitOptions& out) {
@@ -131,6 +134,12 @@ std::string parseSubmitArgs(const std::vector<std::string>& args, SubmitOptions&
       err = text(out.output);
     } else if (arg == "--checkpoint-dir") {
       err = text(out.checkpoint_dir);
+    } else if (arg == "--checkpoint-pattern") {
+      err = text(out.checkpoint_pattern);
+      if (err.empty() && out.checkpoint_pattern.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                                  "0123456789_.-*?") != std::string::npos) {
+        err = "--checkpoint-pattern '" + out.checkpoint_pattern + "': use letters, digits, _ . - and the wildcards * ?";
+      }
     } else if (arg == "--script") {
       err = text(out.script_file);
     } else if (arg == "--layout") {
@@ -191,11 +200,11 @@ std::string renderSbatchScript(const SubmitOptions& opts, const std::string& tae
     << "restart=${SLURM_RESTART_COUNT:-0}\n"
     << "resume=\n"
     << "if [ \"$restart\" -gt 0 ] && [ -n \"$CHECKPOINT_DIR\" ] && [ -d \"$CHECKPOINT_DIR\" ]; then\n"
-    << "  resume=$(ls -1td -- \"$CHECKPOINT_DIR\"/* 2>/dev/null | head -n 1)\n"
+    << "  resume=$(ls -1td -- \"$CHECKPOINT_DIR\"/" << opts.checkpoint_pattern << " 2>/dev/null | head -n 1)\n"
     << "fi\n"
     << "export TAEHV_RESTART_COUNT=$restart TAEHV_RESUME_FROM=$resume\n"
-    << "echo \"taehv: job $SLURM_JOB_ID run $((restart + 1)) of $((MAX_RESTARTS + 1)) on $SLURM_JOB_NODELIST\"\\\n"
-    << "     \"${resume:+, resuming from $resume}\"\n";
+    << "echo \"taehv: job $SLURM_JOB_ID run $((restart + 1)) of $((MAX_RESTARTS + 1)) on $SLURM_JOB_NODELIST"
+       "${resume:+, resuming from $resume}\"\n";
   std::size_t plain = opts.command.size() - opts.resume_arg_count;
   s << "resume_args=()\n";
   if (opts.resume_arg_count > 0) {

@@ -20,6 +20,8 @@ struct SubmitOptions {
   int srun_wait_s = 60;         ///< srun --wait: seconds the others may run on after one task ends cleanly
   std::string output;           ///< --output; empty = "<job-name>-%j.out" in the submit directory
   std::string checkpoint_dir;   ///< --checkpoint-dir: searched for the newest checkpoint on requeue
+  std::string checkpoint_pattern = "checkpoint-*";  ///< --checkpoint-pattern: glob of checkpoints in it
+                                                   ///< (taehv-train writes checkpoint-STEP folders)
   std::vector<std::string> sbatch_args;   ///< --sbatch-arg ARG (repeatable): extra #SBATCH lines
   std::vector<std::string> launch_args;   ///< --launch-arg ARG (repeatable): extra taehv-run launch options
   std::vector<std::string> command;       ///< after `--`; empty = taehv-run's default trainer

@@ -55,6 +55,7 @@ TEST(SlurmSubmitArgs, BadInputSaysWhatIsWrong) {
   EXPECT_TRUE(contains(parseError({"--nodes", "2", "--layout", "gpus"}), "--layout 'gpus'"));
   EXPECT_TRUE(contains(parseError({"--nodes", "2", "--job-name", "a\nb"}), "single line"));
   EXPECT_TRUE(contains(parseError({"--nodes", "2", "--resume-arg", "x", "--", "cmd"}), "needs --checkpoint-dir"));
+  EXPECT_TRUE(contains(parseError({"--nodes", "2", "--checkpoint-pattern", "a;rm"}), "--checkpoint-pattern 'a;rm'"));
 }
 
 TEST(SlurmSubmitScript, OneTaskPerNodeScript) {
@@ -103,9 +104,10 @@ class FakeCluster : public ::testing::Test {
     dir_ = tmpl;
     writeExecutable(dir_ + "/scontrol", "#!/bin/sh\necho \"scontrol $*\" >> " + dir_ + "/log\n");
     mkdir((dir_ + "/ck").c_str(), 0755);
-    std::ofstream(dir_ + "/ck/step-000020.pt") << "new";
-    std::ofstream(dir_ + "/ck/step-000010.pt") << "old";
-    ASSERT_EQ(system(("touch -d '2020-01-01' " + dir_ + "/ck/step-000010.pt").c_str()), 0);
+    std::ofstream(dir_ + "/ck/checkpoint-20") << "new";
+    std::ofstream(dir_ + "/ck/metrics.jsonl") << "not a checkpoint, and the newest entry";
+    std::ofstream(dir_ + "/ck/checkpoint-10") << "old";
+    ASSERT_EQ(system(("touch -d '2020-01-01' " + dir_ + "/ck/checkpoint-10").c_str()), 0);
   }
   void TearDown() override { ASSERT_EQ(system(("rm -rf " + dir_).c_str()), 0); }
 
@@ -143,8 +145,8 @@ TEST_F(FakeCluster, RequeuesAfterAFailureAndResumesFromTheNewestCheckpoint) {
   log = run(script, "SLURM_RESTART_COUNT=1", 3, &rc);
   EXPECT_EQ(rc, 3) << log;
   EXPECT_FALSE(contains(log, "scontrol requeue")) << log;
-  EXPECT_TRUE(contains(log, "-- worker train.resume=" + dir_ + "/ck/step-000020.pt RESUME=" + dir_ +
-                                "/ck/step-000020.pt\n"))
+  EXPECT_TRUE(contains(log, "-- worker train.resume=" + dir_ + "/ck/checkpoint-20 RESUME=" + dir_ +
+                                "/ck/checkpoint-20\n"))
       << log;
   // A successful run exits 0 without requeueing.
   log = run(script, "", 0, &rc);

@@ -1,0 +1,373 @@
+// The SLURM backend on a real SLURM 22.05 cluster: slurmctld plus one slurmd per network namespace (hosts
+// n1..nN), started by each test through tests/infra/slurm/slurm_cluster.sh and stopped afterwards, even when
+// the test fails. Workers are real processes started by taehv-run under srun/sbatch; the TAEHV training
+// tests run the real taehv-train (skipped when it was not built).
+//
+// Needs root, iproute2 and the SLURM packages (scripts/setup.sh). Label slow; RESOURCE_LOCK slurm (the
+// namespaces sl-h*, bridge sl-br0, subnet 10.78.0.0/24 and ports 16817/16818 are fixed).
+#include <gtest/gtest.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <random>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+std::string envOr(const char* name, const std::string& fallback) {
+  const char* v = getenv(name);
+  return v && *v ? v : fallback;
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct Shell {
+  int rc = -1;
+  std::string out;  ///< stdout and stderr together
+};
+
+/// Runs `cmd` with bash; captures its output and exit code.
+Shell sh(const std::string& cmd) {
+  Shell r;
+  std::string full = "bash -c '" + std::regex_replace(cmd, std::regex("'"), "'\\''") + "' 2>&1";
+  FILE* p = popen(full.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
+  int status = pclose(p);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+/// The hosts each rank reported, from OUT/rank-R.txt files written by worker.sh ("rank=R ... host=H ...").
+std::map<int, std::string> ranksSeen(const std::string& dir, std::string* all) {
+  std::map<int, std::string> seen;
+  DIR* d = opendir(dir.c_str());
+  if (!d) return seen;
+  std::regex line("rank=(\\d+) .*host=(\\S+)");
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name.rfind("rank-", 0) != 0) continue;
+    std::string text = readFile(dir + "/" + name);
+    *all += text;
+    std::smatch m;
+    if (std::regex_search(text, m, line)) seen[std::stoi(m[1])] += m[2];
+  }
+  closedir(d);
+  return seen;
+}
+
+class SlurmCluster : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces, slurmd)";
+    if (sh("command -v slurmctld && command -v slurmd && command -v munged && command -v srun").rc != 0) {
+      GTEST_SKIP() << "SLURM is not installed (scripts/setup.sh installs munge slurmctld slurmd slurm-client)";
+    }
+    bin_ = envOr("TAEHV_BIN_DIR", "");
+    src_ = envOr("TAEHV_SOURCE_DIR", "");
+    ASSERT_FALSE(bin_.empty() || src_.empty()) << "TAEHV_BIN_DIR/TAEHV_SOURCE_DIR are set by ctest";
+    run_ = bin_ + "/taehv-run";
+    char tmpl[] = "/tmp/taehv-slurm-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    base_ = dir_ + "/cluster";
+    out_ = dir_ + "/out";
+    sh("mkdir -p " + base_ + " " + out_);
+    std::random_device rd;
+    marker_ = "taehv-slurm-marker-" + std::to_string(rd()) + std::to_string(getpid());
+    // Each worker logs its descriptor to OUT/rank-RANK.txt, then behaves as MODE says.
+    std::ofstream(dir_ + "/worker.sh")
+        << "#!/bin/bash\n"
+           "echo \"rank=$RANK local=$LOCAL_RANK world=$WORLD_SIZE node=$GROUP_RANK host=$(hostname) "
+           "master=$MASTER_ADDR:$MASTER_PORT restart=$TORCHELASTIC_RESTART_COUNT\" > \"$OUT/rank-$RANK.txt\"\n"
+           "case \"$MODE\" in\n"
+           "  crash) if [ \"$RANK\" = \"$CRASH_RANK\" ]; then sleep 1; exit 7; fi; exec sleep 300 ;;\n"
+           "  sleep) exec sleep 300 ;;\n"
+           "esac\n";
+    chmod((dir_ + "/worker.sh").c_str(), 0755);
+  }
+
+  void TearDown() override {
+    if (started_) {
+      Shell s = sh("BASE=" + base_ + " bash " + src_ + "/tests/infra/slurm/slurm_cluster.sh stop " +
+                   std::to_string(nodes_));
+      EXPECT_EQ(s.rc, 0) << s.out;
+      EXPECT_EQ(countMarked(), 0) << "processes of this test survived the cluster's stop";
+    }
+    if (!dir_.empty() && !HasFailure()) sh("rm -rf " + dir_);
+    if (HasFailure()) std::cerr << "kept " << dir_ << " (cluster logs in cluster/log)\n";
+  }
+
+  void start(int nodes) {
+    nodes_ = nodes;
+    started_ = true;
+    Shell s = sh("BASE=" + base_ + " timeout 60 bash " + src_ + "/tests/infra/slurm/slurm_cluster.sh start " +
+                 std::to_string(nodes));
+    ASSERT_EQ(s.rc, 0) << s.out << readFile(base_ + "/log/slurmctld.log");
+  }
+
+  /// Environment prefix for client commands and, through srun/sbatch, for every task and worker.
+  std::string env(const std::string& extra = "") const {
+    return "SLURM_CONF=" + base_ + "/etc/slurm.conf OUT=" + out_ + " TAEHV_TEST_MARKER=" + marker_ + " " + extra +
+           " ";
+  }
+
+  /// Processes (any namespace) whose environment carries this test's marker.
+  int countMarked() const {
+    Shell s = sh("grep -lsa 'TAEHV_TEST_MARKER=" + marker_ + "' /proc/[0-9]*/environ | wc -l");
+    return std::atoi(s.out.c_str());
+  }
+
+  /// Waits until `scontrol show job` says the job ended; returns its JobState.
+  std::string waitJob(const std::string& id, int seconds) {
+    std::regex state("JobState=(\\S+)");
+    std::string last;
+    for (int i = 0; i < seconds * 5; ++i) {
+      Shell s = sh(env() + "scontrol show job " + id);
+      std::smatch m;
+      if (std::regex_search(s.out, m, state)) last = m[1];
+      if (last == "COMPLETED" || last == "FAILED" || last == "CANCELLED" || last == "TIMEOUT" ||
+          last == "NODE_FAIL") {
+        return last;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    return "still " + last;
+  }
+
+  std::string trainBin() const { return envOr("TAEHV_TRAIN_BIN", bin_ + "/taehv-train"); }
+
+  /// taehv-train arguments for a tiny, fast training writing to `outdir`.
+  std::string tinyTraining(const std::string& outdir) const {
+    return trainBin() + " --set train.steps=3 --set train.batch_per_rank=1 --set data.frames=4 --set data.size=16" +
+           " --set checkpoint.every=2 --set log.every=1 --set log.preview_every=0 --set log.tensorboard=false" +
+           " --set train.threads=1 --set output.dir=" + outdir;
+  }
+
+  /// Ranks 0..3 each appear exactly once; ranks 0,1 on n1 and 2,3 on n2.
+  void expectTwoByTwo() {
+    std::string all;
+    std::map<int, std::string> seen = ranksSeen(out_, &all);
+    EXPECT_EQ(seen, (std::map<int, std::string>{{0, "n1"}, {1, "n1"}, {2, "n2"}, {3, "n2"}})) << all;
+    EXPECT_EQ(std::count(all.begin(), all.end(), '\n'), 4) << all;
+    EXPECT_NE(all.find("world=4"), std::string::npos) << all;
+  }
+
+  std::string dir_, base_, out_, bin_, src_, run_, marker_;
+  int nodes_ = 0;
+  bool started_ = false;
+};
+
+TEST_F(SlurmCluster, SingleNodeStartsTheNodesWorkers) {
+  start(1);
+  Shell s = sh(env() + "timeout 60 srun -N1 -n1 " + run_ + " --nproc-per-node 2 -- " + dir_ + "/worker.sh");
+  ASSERT_EQ(s.rc, 0) << s.out;
+  std::string all;
+  EXPECT_EQ(ranksSeen(out_, &all), (std::map<int, std::string>{{0, "n1"}, {1, "n1"}})) << all;
+  EXPECT_NE(all.find("world=2"), std::string::npos) << all;
+}
+
+TEST_F(SlurmCluster, HostnamesAndDescribeOnThreeNodes) {
+  start(3);
+  // Inside a job, our parser and SLURM's agree on the job's nodes (and without SLURM's tools in the way).
+  Shell ours = sh(env() + "timeout 60 srun -Q -N3 --ntasks-per-node=1 bash -c '[ $SLURM_NODEID != 0 ] || " + run_ +
+                  " --backend slurm hostnames'");
+  Shell theirs = sh(env() + "timeout 60 srun -Q -N3 --ntasks-per-node=1 bash -c "
+                            "'[ $SLURM_NODEID != 0 ] || scontrol show hostnames $SLURM_JOB_NODELIST'");
+  ASSERT_EQ(ours.rc, 0) << ours.out;
+  EXPECT_EQ(ours.out, "n1\nn2\nn3\n");
+  EXPECT_EQ(ours.out, theirs.out);
+  // describe on every node: node rank = position in the step's nodelist, master = its first host.
+  Shell d = sh(env() + "timeout 60 srun -Q -N3 --ntasks-per-node=1 --label " + run_ + " describe");
+  ASSERT_EQ(d.rc, 0) << d.out;
+  for (int node = 0; node < 3; ++node) {
+    std::string p = std::to_string(node) + ": ";
+    EXPECT_NE(d.out.find(p + "node " + std::to_string(node) + " of 3 on n" + std::to_string(node + 1)),
+              std::string::npos)
+        << d.out;
+    EXPECT_NE(d.out.find(p + "  node_rank = " + std::to_string(node) + "    <- env SLURM_NODEID"), std::string::npos)
+        << d.out;
+    EXPECT_NE(d.out.find(p + "  master_addr = n1    <- rule: first host of SLURM_STEP_NODELIST=n[1-3]"),
+              std::string::npos)
+        << d.out;
+  }
+  // A step on the last two nodes only: master is the step's first node, n2.
+  Shell sub = sh(env() + "timeout 60 salloc -Q -N3 srun -Q -N2 -r1 --ntasks-per-node=1 " + run_ + " describe | grep master_addr");
+  EXPECT_NE(sub.out.find("master_addr = n2"), std::string::npos) << sub.out;
+}
+
+TEST_F(SlurmCluster, SrunOneTaskPerNodeTwoByTwo) {
+  start(2);
+  Shell s = sh(env() + "timeout 60 srun -N2 --ntasks-per-node=1 " + run_ + " --nproc-per-node 2 -- " + dir_ +
+               "/worker.sh");
+  ASSERT_EQ(s.rc, 0) << s.out;
+  expectTwoByTwo();
+}
+
+TEST_F(SlurmCluster, SrunOneTaskPerGpuTwoByTwo) {
+  start(2);
+  Shell s = sh(env() + "timeout 60 srun -N2 --ntasks-per-node=2 " + run_ + " -- " + dir_ + "/worker.sh");
+  ASSERT_EQ(s.rc, 0) << s.out;
+  expectTwoByTwo();
+  // Each task became exactly one worker: no supervisor prefix "[node:rank]" in the output.
+  EXPECT_EQ(s.out.find("[0:"), std::string::npos) << s.out;
+}
+
+TEST_F(SlurmCluster, SbatchSubmitTwoByTwo) {
+  start(2);
+  Shell sub = sh("cd " + dir_ + " && " + env() + run_ + " --backend slurm submit --nodes 2 --nproc-per-node 2" +
+                 " --time 5 --partition debug --job-name t22 --output " + dir_ + "/job-%j.out -- " + dir_ +
+                 "/worker.sh");
+  ASSERT_EQ(sub.rc, 0) << sub.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(sub.out, m, std::regex("^(\\d+)\\n"))) << sub.out;
+  std::string id = m[1];
+  EXPECT_EQ(waitJob(id, 60), "COMPLETED") << readFile(dir_ + "/job-" + id + ".out");
+  expectTwoByTwo();
+}
+
+TEST_F(SlurmCluster, WorkerCrashOnOneNodeEndsTheJobEverywhere) {
+  start(2);
+  auto t0 = std::chrono::steady_clock::now();
+  Shell s = sh(env("MODE=crash CRASH_RANK=3") + "timeout 90 srun --kill-on-bad-exit=1 -N2 --ntasks-per-node=1 " +
+               run_ + " --nproc-per-node 2 -- " + dir_ + "/worker.sh");
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(s.rc, 0) << s.out;
+  EXPECT_NE(s.rc, 124) << "srun had to be killed by timeout: the job did not end\n" << s.out;
+  EXPECT_LT(secs, 60) << "the sleeping workers (300 s) should have been stopped";
+  EXPECT_NE(s.out.find("exited with code 7"), std::string::npos) << s.out;
+  std::string all;
+  EXPECT_EQ(ranksSeen(out_, &all).size(), 4u) << all;  // all four had started
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_EQ(countMarked(), 0) << "a worker survived the crash of rank 3";
+}
+
+TEST_F(SlurmCluster, ScancelLeavesNoProcess) {
+  start(2);
+  Shell sub = sh("cd " + dir_ + " && " + env("MODE=sleep") + run_ +
+                 " --backend slurm submit --nodes 2 --nproc-per-node 2 --job-name sc --output " + dir_ +
+                 "/job-%j.out -- " + dir_ + "/worker.sh");
+  ASSERT_EQ(sub.rc, 0) << sub.out;
+  std::string id = sub.out.substr(0, sub.out.find('\n'));
+  std::string all;
+  for (int i = 0; i < 150 && ranksSeen(out_, &all).size() < 4; ++i) {
+    all.clear();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_EQ(ranksSeen(out_, &all).size(), 4u) << all << readFile(dir_ + "/job-" + id + ".out");
+  EXPECT_GE(countMarked(), 4);  // the four workers (and their taehv-run, the batch script)
+  ASSERT_EQ(sh(env() + "scancel " + id).rc, 0);
+  EXPECT_EQ(waitJob(id, 30), "CANCELLED");
+  int left = -1;
+  for (int i = 0; i < 50 && (left = countMarked()) != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(left, 0) << "processes of the cancelled job are still running";
+}
+
+/// Steps a requeued job past SLURM's fixed 120 s requeue hold (EligibleTime) so the test need not wait it out.
+void releaseRequeueHold(const std::string& env, const std::string& id) {
+  for (int i = 0; i < 150; ++i) {
+    Shell s = sh(env + "scontrol show job " + id);
+    if (s.out.find("Restarts=1") != std::string::npos && s.out.find("JobState=PENDING") != std::string::npos) {
+      sh(env + "scontrol update JobId=" + id + " StartTime=now");
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+TEST_F(SlurmCluster, TrainingTwoByTwoViaSrunBothLayoutsAndSbatch) {
+  if (access(trainBin().c_str(), X_OK) != 0) GTEST_SKIP() << "taehv-train was not built (" << trainBin() << ")";
+  start(2);
+  // Each worker logs its descriptor (worker.sh) and then execs the real trainer.
+  std::ofstream(dir_ + "/train.sh") << "#!/bin/bash\n" << dir_ << "/worker.sh\nexec \"$@\"\n";
+  chmod((dir_ + "/train.sh").c_str(), 0755);
+  struct Case {
+    std::string name, launch;
+  };
+  std::vector<Case> cases = {
+      {"srun-node", "timeout 120 srun -N2 --ntasks-per-node=1 " + run_ + " --nproc-per-node 2 -- "},
+      {"srun-task", "timeout 120 srun -N2 --ntasks-per-node=2 " + run_ + " -- "},
+      {"sbatch", run_ + " --backend slurm submit --nodes 2 --nproc-per-node 2 --job-name train --output " + dir_ +
+                     "/sbatch-%j.out -- "}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    sh("rm -f " + out_ + "/rank-*.txt");
+    std::string outdir = dir_ + "/train-" + c.name;
+    Shell s = sh("cd " + dir_ + " && " + env("GLOO_SOCKET_IFNAME=eth0") + c.launch + dir_ + "/train.sh " +
+                 tinyTraining(outdir));
+    ASSERT_EQ(s.rc, 0) << s.out;
+    std::string log = s.out;
+    if (c.name == "sbatch") {
+      std::string id = s.out.substr(0, s.out.find('\n'));
+      EXPECT_EQ(waitJob(id, 120), "COMPLETED");
+      log = readFile(dir_ + "/sbatch-" + id + ".out");
+    }
+    expectTwoByTwo();
+    EXPECT_NE(log.find("done: 3/3 steps"), std::string::npos) << log;
+    EXPECT_EQ(access((outdir + "/checkpoint-3").c_str(), F_OK), 0) << log;
+  }
+}
+
+TEST_F(SlurmCluster, RequeueAfterAFailureResumesFromTheCheckpoint) {
+  bool real_trainer = access(trainBin().c_str(), X_OK) == 0;
+  start(2);
+  std::string outdir = dir_ + "/train";
+  // First run (SLURM_RESTART_COUNT unset): train until step 2 (a checkpoint is written), then rank 3 fails as a
+  // crash would. The requeued run must get --resume <newest checkpoint> and finish the training.
+  std::ofstream(dir_ + "/flaky.sh")
+      << "#!/bin/bash\n"
+      << dir_ << "/worker.sh\n"
+      << "echo \"rank $RANK restart ${SLURM_RESTART_COUNT:-0} args: $*\"\n"
+      << "if [ \"${SLURM_RESTART_COUNT:-0}\" = 0 ]; then\n"
+      << (real_trainer ? "  \"$@\" --stop-at-step 2 || exit $?\n"
+                       : "  mkdir -p " + outdir + "/checkpoint-2\n")
+      << "  [ \"$RANK\" = 3 ] && exit 9\n"
+         "  exit 0\n"
+         "fi\n"
+      << (real_trainer ? "exec \"$@\"\n" : "[ \"$2\" = --resume ] && [ -d \"$3\" ]\n");
+  chmod((dir_ + "/flaky.sh").c_str(), 0755);
+  std::string command = real_trainer ? tinyTraining(outdir) : "fake-train";
+  Shell sub = sh("cd " + dir_ + " && " + env("GLOO_SOCKET_IFNAME=eth0") + run_ +
+                 " --backend slurm submit --nodes 2 --nproc-per-node 2 --job-name rq --max-restarts 1" +
+                 " --checkpoint-dir " + outdir + " --resume-arg=--resume --resume-arg={ckpt} --output " + dir_ +
+                 "/rq-%j.out -- " + dir_ + "/flaky.sh " + command);
+  ASSERT_EQ(sub.rc, 0) << sub.out;
+  std::string id = sub.out.substr(0, sub.out.find('\n'));
+  releaseRequeueHold(env(), id);
+  std::string state = waitJob(id, 150);
+  std::string log = readFile(dir_ + "/rq-" + id + ".out");
+  EXPECT_EQ(state, "COMPLETED") << log;
+  EXPECT_NE(sh(env() + "scontrol show job " + id).out.find("Restarts=1"), std::string::npos);
+  EXPECT_NE(log.find("run 2 of 2 on n[1-2], resuming from " + outdir + "/checkpoint-2"), std::string::npos) << log;
+  EXPECT_NE(log.find("restart 1 args: " + command + " --resume " + outdir + "/checkpoint-2"), std::string::npos)
+      << log;
+  if (real_trainer) {
+    EXPECT_NE(log.find("resumed from " + outdir + "/checkpoint-2 at step 2"), std::string::npos) << log;
+    EXPECT_NE(log.find("done: 3/3 steps"), std::string::npos) << log;
+  } else {
+    std::cerr << "taehv-train not built: the requeue path ran with a stand-in worker\n";
+  }
+}
+
+}  // namespace
