@@ -80,17 +80,7 @@ Env environmentSnapshot() {
 int runLaunch(Cli& cli) {
   po::variables_map vm;
   if (!cli.parse(po::options_description(), vm)) return kUsageError;
-  if (vm.count("json")) {
-    cli.log(LogLevel::kError, "--json applies to `describe` and `plugins`; e.g. taehv-run describe --json");
-    return kUsageError;
-  }
-  std::string error;
-  std::vector<std::string> command = cli.workerCommand(error);
-  if (!error.empty()) {
-    cli.log(LogLevel::kError, error);
-    return kUsageError;
-  }
-  auto resolved = cli.resolve(vm);
+  auto resolved = cli.resolve(vm, /*plan_when_taken_over=*/false);
   if (!resolved.ok()) {
     cli.log(LogLevel::kError, resolved.error);
     return kUsageError;
@@ -104,9 +94,17 @@ int runLaunch(Cli& cli) {
     try {
       return r.plugin->backend->launch(cli.host(), job);
     } catch (const std::exception& e) {
-      cli.log(LogLevel::kError, "backend '" + r.plugin->name + "' failed to launch (" + e.what() + "); " + r.plugin->path);
+      cli.log(LogLevel::kError,
+              "backend '" + r.plugin->name + "' failed to launch (" + e.what() + "); " + r.plugin->path);
       return 1;
     }
+  }
+  // Checked after a take-over: a backend that starts the job elsewhere needs no local trainer.
+  std::string error;
+  std::vector<std::string> command = cli.workerCommand(error);
+  if (!error.empty()) {
+    cli.log(LogLevel::kError, error);
+    return kUsageError;
   }
   LaunchSettings settings;
   settings.command = command;
@@ -399,7 +397,7 @@ std::vector<std::string> Cli::workerCommand(std::string& error) const {
   return {trainer.string()};
 }
 
-Checked<ResolvedLaunch> Cli::resolve(const po::variables_map& vm) {
+Checked<ResolvedLaunch> Cli::resolve(const po::variables_map& vm, bool plan_when_taken_over) {
   Checked<ResolvedLaunch> result;
   ResolvedLaunch& r = result.value;
   LaunchFlags flags;
@@ -432,6 +430,9 @@ Checked<ResolvedLaunch> Cli::resolve(const po::variables_map& vm) {
         d = p.backend->detect(host_);
       } catch (const std::exception& e) {
         result.error = p.path + ": detect() threw (" + e.what() + "); a plugin must not throw: fix the plugin";
+        return result;
+      } catch (...) {
+        result.error = p.path + ": detect() threw; a plugin must not throw: fix the plugin";
         return result;
       }
       log(LogLevel::kDebug, "detect " + p.name + ": confidence " + std::to_string(d.confidence) + " " + d.reason);
@@ -479,9 +480,14 @@ Checked<ResolvedLaunch> Cli::resolve(const po::variables_map& vm) {
   if (r.plugin) {
     try {
       r.backend_takes_over = r.plugin->backend->takesOverLaunch(host_, r.request);
+      // The backend starts the job elsewhere; the nodes' own taehv-run resolve their plans there.
+      if (r.backend_takes_over && !plan_when_taken_over) return result;
       plan = r.plugin->backend->plan(host_, r.request);
     } catch (const std::exception& e) {
-      result.error = r.plugin->path + ": plan() threw (" + e.what() + "); a plugin must not throw: fix the plugin";
+      result.error = r.plugin->path + ": the plugin threw (" + e.what() + "); a plugin must not throw: fix the plugin";
+      return result;
+    } catch (...) {
+      result.error = r.plugin->path + ": the plugin threw; a plugin must not throw: fix the plugin";
       return result;
     }
     if (!plan.ok()) {

@@ -256,10 +256,16 @@ TEST(Cli, BackendSubCommandsGetTheirArgumentsUntouched) {
 }
 
 TEST(Cli, ABackendThatTakesOverGetsTheLaunchOptionsAndCommand) {
+  // TEST_ALPHA_FAIL makes plan() fail: a backend that takes over is not asked for this node's plan.
   auto r = taehv({"--backend", "alpha", "--plugin-dir", pluginDir("alpha"), "--takeover", "--nproc-per-node", "2",
-                  "--max-restarts=1", "--flavor", "x", "--", "/bin/echo", "hi"});
+                  "--max-restarts=1", "--flavor", "x", "--", "/bin/echo", "hi"},
+                 {{"TEST_ALPHA_FAIL", "not on this machine"}});
   EXPECT_EQ(r.exit_code, 7) << r.err;
   EXPECT_EQ(r.out, "launcher_args: [--nproc-per-node] [2] [--max-restarts=1]\ncommand: [/bin/echo] [hi]\n");
+  // No command: the remote side runs its default trainer, so none is needed here either.
+  r = taehv({"--backend", "alpha", "--plugin-dir", pluginDir("alpha"), "--takeover", "--nnodes", "3"});
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  EXPECT_EQ(r.out, "launcher_args: [--nnodes] [3]\ncommand:\n");
 }
 
 TEST(Cli, DescribeTextShowsWhereEachValueCameFrom) {

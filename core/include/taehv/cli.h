@@ -59,8 +59,9 @@ class Cli {
   /// false (the caller exits kUsageError).
   bool parse(const boost::program_options::options_description& extra, boost::program_options::variables_map& vm);
 
-  /// Chooses the backend, asks it for this node's plan and resolves the node descriptor from `vm`.
-  Checked<ResolvedLaunch> resolve(const boost::program_options::variables_map& vm);
+  /// Chooses the backend, asks it for this node's plan and resolves the node descriptor from `vm`. When the
+  /// backend takes over the launch and `plan_when_taken_over` is false, stops before planning (node unset).
+  Checked<ResolvedLaunch> resolve(const boost::program_options::variables_map& vm, bool plan_when_taken_over = true);
 
   /// The worker command: what followed `--`, else taehv-train beside taehv-run. Sets `error` when neither.
   std::vector<std::string> workerCommand(std::string& error) const;
