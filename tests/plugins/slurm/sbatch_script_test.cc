@@ -154,5 +154,23 @@ TEST_F(FakeCluster, RequeuesAfterAFailureAndResumesFromTheNewestCheckpoint) {
   EXPECT_FALSE(contains(log, "scontrol requeue")) << log;
 }
 
+TEST(SlurmSubmitExample, ExampleScriptIsWhatSubmitRenders) {
+  // examples/slurm/train-2x8.sbatch must not drift from the renderer (only TAEHV_RUN is made overridable).
+  const char* src = getenv("TAEHV_SOURCE_DIR");
+  ASSERT_NE(src, nullptr) << "TAEHV_SOURCE_DIR is set by ctest";
+  std::ifstream in(std::string(src) + "/examples/slurm/train-2x8.sbatch");
+  std::stringstream example;
+  example << in.rdbuf();
+  SubmitOptions o = parse({"--nodes", "2", "--gpus-per-node", "8", "--time", "04:00:00", "--partition", "gpu",
+                           "--job-name", "taehv-train", "--max-restarts", "3", "--checkpoint-dir", "runs/taehv-2x8",
+                           "--resume-arg=--resume", "--resume-arg={ckpt}", "--", "taehv-train", "--config",
+                           "examples/configs/h100-2x8.yaml", "--set", "output.dir=runs/taehv-2x8"});
+  std::string rendered = renderSbatchScript(o, "/x/taehv-run", "0.1.0");
+  std::string::size_type at = rendered.find("TAEHV_RUN=/x/taehv-run\n");
+  ASSERT_NE(at, std::string::npos);
+  rendered.replace(at, std::string("TAEHV_RUN=/x/taehv-run").size(), "TAEHV_RUN=${TAEHV_RUN:-taehv-run}");
+  EXPECT_EQ(example.str(), rendered);
+}
+
 }  // namespace
 }  // namespace taehv::slurm
