@@ -419,6 +419,22 @@ TEST(Supervisor, MissingCommandIsAClearErrorAndIsNotRestarted) {
   EXPECT_NE(f.err.find("driver: exit_code=127 restarts=0 "), std::string::npos) << f.err;
 }
 
+TEST(Supervisor, AWorkerThatCannotStartStopsTheOnesAlreadyStarted) {
+  TempDir dir;
+  const std::string marker = uniqueMarker();
+  fs::create_symlink(kChild, dir.path() / "w0");  // rank 0's program exists, rank 1's (w1) does not
+  Driver d(dir, {"--nproc", "2", "--grace-ms", "10000", "--", (dir.path() / "w{rank}").string(), "sleep", "60", marker});
+  const Finished f = d.wait();
+  EXPECT_EQ(f.exit_code, 127) << f.err;
+  EXPECT_LT(f.seconds, 8.0) << f.err;
+  EXPECT_NE(f.err.find("cannot start rank 1 [0:1] on testhost: cannot execute '" + (dir.path() / "w1").string() +
+                       "': No such file or directory"),
+            std::string::npos)
+      << f.err;
+  EXPECT_NE(f.err.find("first_failure_rank=1"), std::string::npos) << f.err;
+  EXPECT_TRUE(processesWith(marker).empty());
+}
+
 TEST(Supervisor, NonExecutableFileAndBadDirectoryAreClearErrors) {
   TempDir dir;
   const fs::path text = dir.path() / "not-a-program";

@@ -185,7 +185,8 @@ SpawnOutcome spawnChild(const ChildSpec& spec) {
                        : child_error.stage == static_cast<int>(ChildStage::kStdio) ? "cannot set up stdio for '"
                                                                                    : "cannot execute '";
     const std::string object = child_error.stage == static_cast<int>(ChildStage::kChdir) ? spec.cwd : exe;
-    out.error = std::string(what) + object + "' for '" + name + "': " + std::strerror(child_error.err);
+    out.error = std::string(what) + object + "'" + (object != name ? " for '" + name + "'" : std::string()) + ": " +
+                std::strerror(child_error.err);
     closeAll();
     return out;
   }
