@@ -249,18 +249,27 @@ TEST_F(SlurmCluster, SbatchSubmitTwoByTwo) {
 
 TEST_F(SlurmCluster, WorkerCrashOnOneNodeEndsTheJobEverywhere) {
   start(2);
-  auto t0 = std::chrono::steady_clock::now();
-  Shell s = sh(env("MODE=crash CRASH_RANK=3") + "timeout 90 srun --kill-on-bad-exit=1 -N2 --ntasks-per-node=1 " +
-               run_ + " --nproc-per-node 2 -- " + dir_ + "/worker.sh");
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_NE(s.rc, 0) << s.out;
-  EXPECT_NE(s.rc, 124) << "srun had to be killed by timeout: the job did not end\n" << s.out;
-  EXPECT_LT(secs, 60) << "the sleeping workers (300 s) should have been stopped";
-  EXPECT_NE(s.out.find("exited with code 7"), std::string::npos) << s.out;
-  std::string all;
-  EXPECT_EQ(ranksSeen(out_, &all).size(), 4u) << all;  // all four had started
-  std::this_thread::sleep_for(std::chrono::seconds(1));
-  EXPECT_EQ(countMarked(), 0) << "a worker survived the crash of rank 3";
+  // Both layouts: taehv-run supervising 2 workers per node, and each task being one worker.
+  for (const std::string layout : {"--ntasks-per-node=1 " + run_ + " --nproc-per-node 2",
+                                   "--ntasks-per-node=2 " + run_}) {
+    SCOPED_TRACE(layout);
+    sh("rm -f " + out_ + "/rank-*.txt");
+    auto t0 = std::chrono::steady_clock::now();
+    Shell s = sh(env("MODE=crash CRASH_RANK=3") + "timeout 90 srun --kill-on-bad-exit=1 -N2 " + layout + " -- " +
+                 dir_ + "/worker.sh");
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_NE(s.rc, 0) << s.out;
+    EXPECT_NE(s.rc, 124) << "srun had to be killed by timeout: the job did not end\n" << s.out;
+    EXPECT_LT(secs, 60) << "the sleeping workers (300 s) should have been stopped";
+    EXPECT_NE(s.out.find("xited with exit code 7"), std::string::npos) << s.out;  // srun's report for rank 3
+    std::string all;
+    EXPECT_EQ(ranksSeen(out_, &all).size(), 4u) << all;  // all four had started
+    int left = -1;
+    for (int i = 0; i < 25 && (left = countMarked()) != 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    EXPECT_EQ(left, 0) << "a worker survived the crash of rank 3";
+  }
 }
 
 TEST_F(SlurmCluster, ScancelLeavesNoProcess) {
