@@ -50,6 +50,16 @@ netns_up() {
   done
 }
 
+clear_stale() {  # namespaces with our prefix left by a run that died before its stop: empty and remove them
+  local ns
+  for ns in $(ip netns list | awk '{print $1}' | grep "^$PFX[0-9]*$" || true); do
+    echo "removing stale namespace $ns" >&2
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
+    ip link del "$ns-v" 2>/dev/null || true
+    ip netns del "$ns" 2>/dev/null || true
+  done
+}
+
 netns_down() {
   for i in $(seq 1 "$N"); do
     ip link del "$PFX$i-v" 2>/dev/null || true  # deleting one end removes the pair
@@ -72,6 +82,11 @@ start() {
   for tool in munged slurmctld slurmd srun; do
     command -v $tool >/dev/null || { echo "missing $tool: apt-get install munge slurmctld slurmd slurm-client" >&2; exit 1; }
   done
+  clear_stale
+  if ss -Hltn "sport = :$CTLD_PORT" | grep -q .; then
+    echo "port $CTLD_PORT is in use (a slurmctld of an earlier run?): stop it, or set CTLD_PORT" >&2
+    exit 1
+  fi
   netns_up
   mkdir -p "$BASE"/{etc,state,log,run,munge}
   dd if=/dev/urandom of="$BASE/munge/munge.key" bs=1 count=1024 status=none

@@ -215,6 +215,13 @@ TEST_F(SlurmCluster, HostnamesAndDescribeOnThreeNodes) {
   // A step on the last two nodes only: master is the step's first node, n2.
   Shell sub = sh(env() + "timeout 60 salloc -Q -N3 srun -Q -N2 -r1 --ntasks-per-node=1 " + run_ + " describe | grep master_addr");
   EXPECT_NE(sub.out.find("master_addr = n2"), std::string::npos) << sub.out;
+  // In the batch script of a 3-node job (no srun, so no step) taehv-run refuses and says how to fix it.
+  Shell batch = sh(env() + "timeout 60 sbatch --wait -N3 -o " + dir_ + "/batch.out --wrap '" + run_ + " describe'");
+  EXPECT_NE(batch.rc, 0) << batch.out;
+  std::string out = readFile(dir_ + "/batch.out");
+  EXPECT_NE(out.find("runs on its first node only, but the job has 3 nodes: start it with `srun --ntasks-per-node=1"),
+            std::string::npos)
+      << out;
 }
 
 TEST_F(SlurmCluster, SrunOneTaskPerNodeTwoByTwo) {
