@@ -1,11 +1,12 @@
-# taehv_add_gtest(<name> SOURCES ... [LIBRARIES ...] [LABELS ...] [TIMEOUT s])
+# taehv_add_gtest(<name> SOURCES ... [LIBRARIES ...] [LABELS ...] [TIMEOUT s] [RESOURCE_LOCK name])
 # One GoogleTest executable; each TEST becomes a ctest test (gtest_discover_tests) carrying LABELS.
 # Labels in use: unit (fast, no infrastructure), integration (real processes, loopback),
 # slow (real SLURM / sshd in network namespaces; run alone with `ctest -L slow`).
 # Every test sees TAEHV_SHARED_DIR (../shared), TAEHV_BIN_DIR (taehv-run, taehv-train),
 # TAEHV_PLUGIN_DIR (built plugins) and TAEHV_SOURCE_DIR in its environment.
+# RESOURCE_LOCK: ctest runs no two tests holding the same lock at once (fixed namespaces, ports, ...).
 function(taehv_add_gtest name)
-  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBRARIES;LABELS" ${ARGN})
+  cmake_parse_arguments(T "" "TIMEOUT;RESOURCE_LOCK" "SOURCES;LIBRARIES;LABELS" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)
   endif()
@@ -20,9 +21,14 @@ function(taehv_add_gtest name)
   # ENVIRONMENT property at its semicolons, so only the first variable would reach the tests.
   set_target_properties(${name} PROPERTIES CROSSCOMPILING_EMULATOR
     "/usr/bin/env;TAEHV_SHARED_DIR=${TAEHV_SHARED_DIR};TAEHV_BIN_DIR=${PROJECT_BINARY_DIR}/bin;TAEHV_PLUGIN_DIR=${TAEHV_PLUGIN_OUTPUT_DIR};TAEHV_SOURCE_DIR=${PROJECT_SOURCE_DIR};TAEHV_BUILD_DIR=${PROJECT_BINARY_DIR}")
+  set(lock_properties "")
+  if(T_RESOURCE_LOCK)
+    set(lock_properties RESOURCE_LOCK ${T_RESOURCE_LOCK})
+  endif()
   gtest_discover_tests(${name}
     DISCOVERY_TIMEOUT 60
     PROPERTIES
       LABELS "${T_LABELS}"
-      TIMEOUT ${T_TIMEOUT})
+      TIMEOUT ${T_TIMEOUT}
+      ${lock_properties})
 endfunction()
