@@ -37,7 +37,10 @@ def main():
     print(f"python bench: torch {torch.__version__} threads={torch.get_num_threads()} "
           f"params={sum(q.numel() for q in model.parameters())}", flush=True)
     timed = 0.0
+    before = None
     for step in range(a.warmup + a.steps):
+        if step == a.warmup:
+            before = resource.getrusage(resource.RUSAGE_SELF)
         start = time.perf_counter()
         y = model.decode_video(model.encode_video(x))[:, :aligned]
         loss = F.mse_loss(y, target)
@@ -50,7 +53,10 @@ def main():
         print(f"step {step}{' (warmup)' if step < a.warmup else ''}: {seconds:.3f} s loss {loss.item():.6f}",
               flush=True)
     step_s = timed / a.steps
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    rss = after.ru_maxrss / 1024
+    cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) / a.steps
+    print(f"cpu_s_per_step={cpu:.4f} minor_faults_per_step={(after.ru_minflt - before.ru_minflt) / a.steps:.0f}")
     print(f"frames_per_s={a.batch * a.frames / step_s:.3f} step_s={step_s:.4f} peak_rss_mb={rss:.1f}")
 
 

@@ -402,7 +402,11 @@ int benchCommand(const std::vector<std::string>& argv) {
     };
     double timed = 0;
     double loss_value = 0;
+    struct rusage before {};
     for (int64_t step = 0; step < warmup + steps; ++step) {
+      if (step == warmup) {
+        getrusage(RUSAGE_SELF, &before);
+      }
       sync();
       const auto start = std::chrono::steady_clock::now();
       torch::Tensor loss;
@@ -438,6 +442,14 @@ int benchCommand(const std::vector<std::string>& argv) {
     const double step_s = timed / static_cast<double>(steps);
     struct rusage usage {};
     getrusage(RUSAGE_SELF, &usage);
+    // CPU seconds per step (all threads, user + system): a steadier figure than wall time on a shared machine.
+    const auto cpu_seconds = [](const struct rusage& r) {
+      return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
+             static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec) * 1e-6;
+    };
+    std::printf("cpu_s_per_step=%.4f minor_faults_per_step=%.0f\n",
+                (cpu_seconds(usage) - cpu_seconds(before)) / static_cast<double>(steps),
+                static_cast<double>(usage.ru_minflt - before.ru_minflt) / static_cast<double>(steps));
     const double peak_rss_mb = static_cast<double>(usage.ru_maxrss) / 1024.0;
     std::printf("frames_per_s=%.3f step_s=%.4f peak_rss_mb=%.1f\n", static_cast<double>(batch * frames) / step_s,
                 step_s, peak_rss_mb);

@@ -17,7 +17,16 @@ nn::Conv2d conv1x1NoBias(int64_t in, int64_t out) { return nn::Conv2d(nn::Conv2d
 // Runs `layers` over (N*T, C, H, W) holding N clips of consecutive frames, all frames at once.
 torch::Tensor runParallel(const std::vector<TAEHVLayer>& layers, torch::Tensor x, int64_t clips) {
   using Kind = TAEHVLayer::Kind;
-  for (const auto& layer : layers) {
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const TAEHVLayer& layer = layers[i];
+    if (layer.kind == Kind::kUpsample && i + 1 < layers.size() && layers[i + 1].kind == Kind::kTGrow) {
+      // Upsample then TGrow == TGrow then Upsample: a nearest-neighbour copy commutes with a 1x1 convolution
+      // without bias (every output pixel is the same dot product of the same input pixel). Running the 1x1
+      // convolution at the lower resolution does 1/4 of its work, forward and backward.
+      x = layers[i].upsample.ptr()->forward(layers[i + 1].tgrow.ptr()->forward(x));
+      ++i;
+      continue;
+    }
     switch (layer.kind) {
       case Kind::kConv:
         x = layer.conv.ptr()->forward(x);
