@@ -215,9 +215,7 @@ void appendNumbers(std::string& out, const HostRange& r) {
   }
 }
 
-bool sameBracket(const HostRange& a, const HostRange& b) {
-  return a.numbered && b.numbered && a.prefix == b.prefix;
-}
+bool sameBracket(const HostRange& a, const HostRange& b) { return a.numbered && b.numbered && a.prefix == b.prefix; }
 
 }  // namespace
 

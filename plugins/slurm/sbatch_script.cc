@@ -99,8 +99,9 @@ std::string parseSubmitArgs(const std::vector<std::string>& args, SubmitOptions&
       std::optional<std::string> v = value();
       if (!v) return arg + " needs a value";
       std::optional<int> n = parseInt(*v, min, max);
-      if (!n) return arg + " '" + *v + "': expected a whole number from " + std::to_string(min) + " to " +
-                     std::to_string(max);
+      if (!n)
+        return arg + " '" + *v + "': expected a whole number from " + std::to_string(min) + " to " +
+               std::to_string(max);
       target = *n;
       return "";
     };
@@ -209,7 +210,8 @@ std::string renderSbatchScript(const SubmitOptions& opts, const std::string& tae
   s << "resume_args=()\n";
   if (opts.resume_arg_count > 0) {
     s << "if [ -n \"$resume\" ]; then\n  resume_args=(";
-    for (std::size_t i = plain; i < opts.command.size(); ++i) s << (i > plain ? " " : "") << quoteWithCheckpoint(opts.command[i]);
+    for (std::size_t i = plain; i < opts.command.size(); ++i)
+      s << (i > plain ? " " : "") << quoteWithCheckpoint(opts.command[i]);
     s << ")\nfi\n";
   }
   s << "srun --kill-on-bad-exit=1 --wait=" << opts.srun_wait_s << " --unbuffered --nodes=" << opts.nodes

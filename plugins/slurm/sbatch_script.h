@@ -9,26 +9,26 @@ namespace taehv::slurm {
 
 /// What the user asked `submit` for. Defaults are what an omitted option means.
 struct SubmitOptions {
-  int nodes = 0;                ///< --nodes N (required, >= 1)
-  int gpus_per_node = 0;        ///< --gpus-per-node G; 0 = no GPU request (CPU/Gloo)
-  int nproc_per_node = 0;       ///< --nproc-per-node K workers per node; 0 = G (or 1 without GPUs)
+  int nodes = 0;                  ///< --nodes N (required, >= 1)
+  int gpus_per_node = 0;          ///< --gpus-per-node G; 0 = no GPU request (CPU/Gloo)
+  int nproc_per_node = 0;         ///< --nproc-per-node K workers per node; 0 = G (or 1 without GPUs)
   std::string time = "01:00:00";  ///< --time, any form sbatch accepts
-  std::string partition;        ///< --partition; empty = the cluster's default
+  std::string partition;          ///< --partition; empty = the cluster's default
   std::string job_name = "taehv";
-  int max_restarts = 0;         ///< --max-restarts R: requeue after a failure up to R times
-  bool task_per_gpu = false;    ///< --layout task: one SLURM task per worker instead of one per node
-  int srun_wait_s = 60;         ///< srun --wait: seconds the others may run on after one task ends cleanly
-  std::string output;           ///< --output; empty = "<job-name>-%j.out" in the submit directory
-  std::string checkpoint_dir;   ///< --checkpoint-dir: searched for the newest checkpoint on requeue
+  int max_restarts = 0;        ///< --max-restarts R: requeue after a failure up to R times
+  bool task_per_gpu = false;   ///< --layout task: one SLURM task per worker instead of one per node
+  int srun_wait_s = 60;        ///< srun --wait: seconds the others may run on after one task ends cleanly
+  std::string output;          ///< --output; empty = "<job-name>-%j.out" in the submit directory
+  std::string checkpoint_dir;  ///< --checkpoint-dir: searched for the newest checkpoint on requeue
   std::string checkpoint_pattern = "checkpoint-*";  ///< --checkpoint-pattern: glob of checkpoints in it
-                                                   ///< (taehv-train writes checkpoint-STEP folders)
-  std::vector<std::string> sbatch_args;   ///< --sbatch-arg ARG (repeatable): extra #SBATCH lines
-  std::vector<std::string> launch_args;   ///< --launch-arg ARG (repeatable): extra taehv-run launch options
-  std::vector<std::string> command;       ///< after `--`; empty = taehv-run's default trainer
-  std::size_t resume_arg_count = 0;       ///< the last words of `command` are --resume-arg words (passed
-                                          ///< only on a requeued run that found a checkpoint)
+                                                    ///< (taehv-train writes checkpoint-STEP folders)
+  std::vector<std::string> sbatch_args;             ///< --sbatch-arg ARG (repeatable): extra #SBATCH lines
+  std::vector<std::string> launch_args;             ///< --launch-arg ARG (repeatable): extra taehv-run launch options
+  std::vector<std::string> command;                 ///< after `--`; empty = taehv-run's default trainer
+  std::size_t resume_arg_count = 0;                 ///< the last words of `command` are --resume-arg words (passed
+                                                    ///< only on a requeued run that found a checkpoint)
   bool dry_run = false;
-  std::string script_file;      ///< --script FILE: also write the script there
+  std::string script_file;  ///< --script FILE: also write the script there
 };
 
 /// Parses `submit`'s arguments. Returns "" or one line saying what is wrong and how to fix it.

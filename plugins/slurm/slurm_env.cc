@@ -214,8 +214,8 @@ PlanResult planSlurm(const Env& env, const PlanRequest& request, Layout layout) 
   if (!r.error().empty()) return failed(r.error());
   if (step_text) {
     if (ntasks && ntasks_alt && *ntasks != *ntasks_alt) {
-      return failed("SLURM_STEP_NUM_TASKS=" + std::to_string(*ntasks) + " contradicts SLURM_NTASKS=" +
-                    std::to_string(*ntasks_alt));
+      return failed("SLURM_STEP_NUM_TASKS=" + std::to_string(*ntasks) +
+                    " contradicts SLURM_NTASKS=" + std::to_string(*ntasks_alt));
     }
     if (!ntasks) ntasks = ntasks_alt;
     if (ntasks && *ntasks != tasks_sum) {
@@ -269,16 +269,17 @@ PlanResult planSlurm(const Env& env, const PlanRequest& request, Layout layout) 
 
   const std::string step_name = *job_text + (step_text ? "." + *step_text : "");
   plan.nnodes.set(static_cast<int>(*nnodes), nnodes_src);
-  plan.node_rank.set(static_cast<int>(*node_id),
-                     env.count("SLURM_NODEID") ? describeValue("SLURM_NODEID", env.at("SLURM_NODEID"))
-                                               : "rule: the batch script runs on node 0");
+  plan.node_rank.set(static_cast<int>(*node_id), env.count("SLURM_NODEID")
+                                                     ? describeValue("SLURM_NODEID", env.at("SLURM_NODEID"))
+                                                     : "rule: the batch script runs on node 0");
   if (std::optional<long long> gpus = r.number("SLURM_GPUS_ON_NODE")) {
     plan.gpus_on_node.set(static_cast<int>(*gpus), describeValue("SLURM_GPUS_ON_NODE", env.at("SLURM_GPUS_ON_NODE")));
   }
   if (per_task) {
     if (!std::all_of(tpn.begin(), tpn.end(), [&](int t) { return t == tpn[0]; })) {
-      return failed(tpn_desc + " is uneven: one task per GPU needs the same task count on every node "
-                               "(use srun --ntasks-per-node=K)");
+      return failed(tpn_desc +
+                    " is uneven: one task per GPU needs the same task count on every node "
+                    "(use srun --ntasks-per-node=K)");
     }
     if (request.nproc_per_node && *request.nproc_per_node != tasks_here) {
       return failed("--nproc-per-node " + std::to_string(*request.nproc_per_node) + " contradicts " + tpn_desc +
@@ -299,7 +300,8 @@ PlanResult planSlurm(const Env& env, const PlanRequest& request, Layout layout) 
     }
     if (const std::string* cvd = r.find("CUDA_VISIBLE_DEVICES");
         cvd && !cvd->empty() && cvd->find(',') == std::string::npos && tasks_here > 1) {
-      plan.notes.push_back("CUDA_VISIBLE_DEVICES=" + *cvd + " shows this task only its own GPU: the worker's device "
+      plan.notes.push_back("CUDA_VISIBLE_DEVICES=" + *cvd +
+                           " shows this task only its own GPU: the worker's device "
                            "is index 0 there, not LOCAL_RANK");
     }
   } else {
@@ -324,11 +326,12 @@ PlanResult planSlurm(const Env& env, const PlanRequest& request, Layout layout) 
   } else {
     std::optional<long long> step_id = step_text ? r.number(step_var, std::numeric_limits<long long>::max()) : 0;
     if (!r.error().empty() || !job_id) return failed(r.error());
-    int derived = derivedMasterPort(static_cast<std::uint64_t>(*job_id), static_cast<std::uint64_t>(step_id.value_or(0)));
+    int derived =
+        derivedMasterPort(static_cast<std::uint64_t>(*job_id), static_cast<std::uint64_t>(step_id.value_or(0)));
     plan.master_port.set(derived, "rule: " + std::to_string(kPortBase) + " + (" + job_var + "=" + *job_text + " mod " +
-                                   std::to_string(kPortJobSlots) + ")*" + std::to_string(kPortStepSlots) + " + (" +
-                                   (step_text ? step_var + "=" + *step_text : std::string("step 0")) + " mod " +
-                                   std::to_string(kPortStepSlots) + ")");
+                                      std::to_string(kPortJobSlots) + ")*" + std::to_string(kPortStepSlots) + " + (" +
+                                      (step_text ? step_var + "=" + *step_text : std::string("step 0")) + " mod " +
+                                      std::to_string(kPortStepSlots) + ")");
   }
   if (!r.error().empty()) return failed(r.error());
 

@@ -14,7 +14,7 @@ namespace {
 class SlurmModule : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string path = TAEHV_SLURM_PLUGIN_PATH;  // the built module, from CMake
+    std::string path = TAEHV_SLURM_PLUGIN_PATH;             // the built module, from CMake
     handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);  // never closed: plugins stay loaded
     ASSERT_NE(handle_, nullptr) << dlerror();
     auto info_fn = reinterpret_cast<const taehv_plugin_info_t* (*)()>(dlsym(handle_, kPluginInfoSymbol));
@@ -88,9 +88,15 @@ TEST_F(SlurmModule, SubmitReportsAMissingSbatch) {
 }
 
 TEST_F(SlurmModule, PlanThroughTheInterface) {
-  host_.env = {{"SLURM_JOB_ID", "3"},         {"SLURM_STEP_ID", "0"},          {"SLURM_PROCID", "1"},
-               {"SLURM_LOCALID", "0"},        {"SLURM_NODEID", "1"},           {"SLURM_STEP_NUM_NODES", "2"},
-               {"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_STEP_TASKS_PER_NODE", "1(x2)"}, {"SLURM_STEP_NODELIST", "n[1-2]"}};
+  host_.env = {{"SLURM_JOB_ID", "3"},
+               {"SLURM_STEP_ID", "0"},
+               {"SLURM_PROCID", "1"},
+               {"SLURM_LOCALID", "0"},
+               {"SLURM_NODEID", "1"},
+               {"SLURM_STEP_NUM_NODES", "2"},
+               {"SLURM_STEP_NUM_TASKS", "2"},
+               {"SLURM_STEP_TASKS_PER_NODE", "1(x2)"},
+               {"SLURM_STEP_NODELIST", "n[1-2]"}};
   EXPECT_EQ(backend_->detect(host_).confidence, 95);
   PlanRequest req;
   PlanResult r = backend_->plan(host_, req);

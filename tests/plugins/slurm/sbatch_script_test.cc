@@ -29,10 +29,29 @@ std::string parseError(const std::vector<std::string>& args) {
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 TEST(SlurmSubmitArgs, ParsesEveryOption) {
-  SubmitOptions o = parse({"--nodes", "2", "--gpus-per-node=8", "--time", "02:00:00", "--partition", "gpu",
-                           "--job-name", "vae", "--max-restarts", "3", "--layout", "task", "--checkpoint-dir",
-                           "/ck", "--sbatch-arg=--account=abc", "--resume-arg", "--resume={ckpt}", "--dry-run",
-                           "--", "taehv-train", "--set", "train.steps=10"});
+  SubmitOptions o = parse({"--nodes",
+                           "2",
+                           "--gpus-per-node=8",
+                           "--time",
+                           "02:00:00",
+                           "--partition",
+                           "gpu",
+                           "--job-name",
+                           "vae",
+                           "--max-restarts",
+                           "3",
+                           "--layout",
+                           "task",
+                           "--checkpoint-dir",
+                           "/ck",
+                           "--sbatch-arg=--account=abc",
+                           "--resume-arg",
+                           "--resume={ckpt}",
+                           "--dry-run",
+                           "--",
+                           "taehv-train",
+                           "--set",
+                           "train.steps=10"});
   EXPECT_EQ(o.nodes, 2);
   EXPECT_EQ(o.gpus_per_node, 8);
   EXPECT_EQ(o.time, "02:00:00");
@@ -114,8 +133,8 @@ class FakeCluster : public ::testing::Test {
   /// Runs `script` with srun exiting `srun_rc`; returns the fakes' log, sets *rc to the script's exit code.
   std::string run(const std::string& script, const std::string& env, int srun_rc, int* rc) {
     unlink((dir_ + "/log").c_str());
-    writeExecutable(dir_ + "/srun", "#!/bin/sh\necho \"srun $* RESUME=$TAEHV_RESUME_FROM\" >> " + dir_ +
-                                        "/log\nexit " + std::to_string(srun_rc) + "\n");
+    writeExecutable(dir_ + "/srun", "#!/bin/sh\necho \"srun $* RESUME=$TAEHV_RESUME_FROM\" >> " + dir_ + "/log\nexit " +
+                                        std::to_string(srun_rc) + "\n");
     std::ofstream(dir_ + "/job.sh") << script;
     std::string cmd = "cd " + dir_ + " && PATH=" + dir_ + ":$PATH SLURM_JOB_ID=9 SLURM_JOB_NODELIST='n[1-2]' " + env +
                       " bash job.sh > out 2>&1";
@@ -145,8 +164,8 @@ TEST_F(FakeCluster, RequeuesAfterAFailureAndResumesFromTheNewestCheckpoint) {
   log = run(script, "SLURM_RESTART_COUNT=1", 3, &rc);
   EXPECT_EQ(rc, 3) << log;
   EXPECT_FALSE(contains(log, "scontrol requeue")) << log;
-  EXPECT_TRUE(contains(log, "-- worker train.resume=" + dir_ + "/ck/checkpoint-20 RESUME=" + dir_ +
-                                "/ck/checkpoint-20\n"))
+  EXPECT_TRUE(
+      contains(log, "-- worker train.resume=" + dir_ + "/ck/checkpoint-20 RESUME=" + dir_ + "/ck/checkpoint-20\n"))
       << log;
   // A successful run exits 0 without requeueing.
   log = run(script, "", 0, &rc);
@@ -161,10 +180,28 @@ TEST(SlurmSubmitExample, ExampleScriptIsWhatSubmitRenders) {
   std::ifstream in(std::string(src) + "/examples/slurm/train-2x8.sbatch");
   std::stringstream example;
   example << in.rdbuf();
-  SubmitOptions o = parse({"--nodes", "2", "--gpus-per-node", "8", "--time", "04:00:00", "--partition", "gpu",
-                           "--job-name", "taehv-train", "--max-restarts", "3", "--checkpoint-dir", "runs/taehv-2x8",
-                           "--resume-arg=--resume", "--resume-arg={ckpt}", "--", "taehv-train", "--config",
-                           "examples/configs/h100-2x8.yaml", "--set", "output.dir=runs/taehv-2x8"});
+  SubmitOptions o = parse({"--nodes",
+                           "2",
+                           "--gpus-per-node",
+                           "8",
+                           "--time",
+                           "04:00:00",
+                           "--partition",
+                           "gpu",
+                           "--job-name",
+                           "taehv-train",
+                           "--max-restarts",
+                           "3",
+                           "--checkpoint-dir",
+                           "runs/taehv-2x8",
+                           "--resume-arg=--resume",
+                           "--resume-arg={ckpt}",
+                           "--",
+                           "taehv-train",
+                           "--config",
+                           "examples/configs/h100-2x8.yaml",
+                           "--set",
+                           "output.dir=runs/taehv-2x8"});
   std::string rendered = renderSbatchScript(o, "/x/taehv-run", "0.1.0");
   std::string::size_type at = rendered.find("TAEHV_RUN=/x/taehv-run\n");
   ASSERT_NE(at, std::string::npos);

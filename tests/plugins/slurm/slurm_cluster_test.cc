@@ -5,14 +5,13 @@
 //
 // Needs root, iproute2 and the SLURM packages (scripts/setup.sh). Label slow; RESOURCE_LOCK slurm (the
 // namespaces sl-h*, bridge sl-br0, subnet 10.78.0.0/24 and ports 16817/16818 are fixed).
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <dirent.h>
 
 #include <algorithm>
 #include <chrono>
@@ -110,8 +109,8 @@ class SlurmCluster : public ::testing::Test {
 
   void TearDown() override {
     if (started_) {
-      Shell s = sh("BASE=" + base_ + " bash " + src_ + "/tests/infra/slurm/slurm_cluster.sh stop " +
-                   std::to_string(nodes_));
+      Shell s =
+          sh("BASE=" + base_ + " bash " + src_ + "/tests/infra/slurm/slurm_cluster.sh stop " + std::to_string(nodes_));
       EXPECT_EQ(s.rc, 0) << s.out;
       EXPECT_EQ(countMarked(), 0) << "processes of this test survived the cluster's stop";
     }
@@ -129,8 +128,7 @@ class SlurmCluster : public ::testing::Test {
 
   /// Environment prefix for client commands and, through srun/sbatch, for every task and worker.
   std::string env(const std::string& extra = "") const {
-    return "SLURM_CONF=" + base_ + "/etc/slurm.conf OUT=" + out_ + " TAEHV_TEST_MARKER=" + marker_ + " " + extra +
-           " ";
+    return "SLURM_CONF=" + base_ + "/etc/slurm.conf OUT=" + out_ + " TAEHV_TEST_MARKER=" + marker_ + " " + extra + " ";
   }
 
   /// Processes (any namespace) whose environment carries this test's marker.
@@ -147,8 +145,7 @@ class SlurmCluster : public ::testing::Test {
       Shell s = sh(env() + "scontrol show job " + id);
       std::smatch m;
       if (std::regex_search(s.out, m, state)) last = m[1];
-      if (last == "COMPLETED" || last == "FAILED" || last == "CANCELLED" || last == "TIMEOUT" ||
-          last == "NODE_FAIL") {
+      if (last == "COMPLETED" || last == "FAILED" || last == "CANCELLED" || last == "TIMEOUT" || last == "NODE_FAIL") {
         return last;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -193,8 +190,9 @@ TEST_F(SlurmCluster, HostnamesAndDescribeOnThreeNodes) {
   // Inside a job, our parser and SLURM's agree on the job's nodes (and without SLURM's tools in the way).
   Shell ours = sh(env() + "timeout 60 srun -Q -N3 --ntasks-per-node=1 bash -c '[ $SLURM_NODEID != 0 ] || " + run_ +
                   " --backend slurm hostnames'");
-  Shell theirs = sh(env() + "timeout 60 srun -Q -N3 --ntasks-per-node=1 bash -c "
-                            "'[ $SLURM_NODEID != 0 ] || scontrol show hostnames $SLURM_JOB_NODELIST'");
+  Shell theirs = sh(env() +
+                    "timeout 60 srun -Q -N3 --ntasks-per-node=1 bash -c "
+                    "'[ $SLURM_NODEID != 0 ] || scontrol show hostnames $SLURM_JOB_NODELIST'");
   ASSERT_EQ(ours.rc, 0) << ours.out;
   EXPECT_EQ(ours.out, "n1\nn2\nn3\n");
   EXPECT_EQ(ours.out, theirs.out);
@@ -213,7 +211,8 @@ TEST_F(SlurmCluster, HostnamesAndDescribeOnThreeNodes) {
         << d.out;
   }
   // A step on the last two nodes only: master is the step's first node, n2.
-  Shell sub = sh(env() + "timeout 60 salloc -Q -N3 srun -Q -N2 -r1 --ntasks-per-node=1 " + run_ + " describe | grep master_addr");
+  Shell sub = sh(env() + "timeout 60 salloc -Q -N3 srun -Q -N2 -r1 --ntasks-per-node=1 " + run_ +
+                 " describe | grep master_addr");
   EXPECT_NE(sub.out.find("master_addr = n2"), std::string::npos) << sub.out;
   // In the batch script of a 3-node job (no srun, so no step) taehv-run refuses and says how to fix it.
   Shell batch = sh(env() + "timeout 60 sbatch --wait -N3 -o " + dir_ + "/batch.out --wrap '" + run_ + " describe'");
@@ -226,8 +225,8 @@ TEST_F(SlurmCluster, HostnamesAndDescribeOnThreeNodes) {
 
 TEST_F(SlurmCluster, SrunOneTaskPerNodeTwoByTwo) {
   start(2);
-  Shell s = sh(env() + "timeout 60 srun -N2 --ntasks-per-node=1 " + run_ + " --nproc-per-node 2 -- " + dir_ +
-               "/worker.sh");
+  Shell s =
+      sh(env() + "timeout 60 srun -N2 --ntasks-per-node=1 " + run_ + " --nproc-per-node 2 -- " + dir_ + "/worker.sh");
   ASSERT_EQ(s.rc, 0) << s.out;
   expectTwoByTwo();
 }
@@ -243,9 +242,9 @@ TEST_F(SlurmCluster, SrunOneTaskPerGpuTwoByTwo) {
 
 TEST_F(SlurmCluster, SbatchSubmitTwoByTwo) {
   start(2);
-  Shell sub = sh("cd " + dir_ + " && " + env() + run_ + " --backend slurm submit --nodes 2 --nproc-per-node 2" +
-                 " --time 5 --partition debug --job-name t22 --output " + dir_ + "/job-%j.out -- " + dir_ +
-                 "/worker.sh");
+  Shell sub =
+      sh("cd " + dir_ + " && " + env() + run_ + " --backend slurm submit --nodes 2 --nproc-per-node 2" +
+         " --time 5 --partition debug --job-name t22 --output " + dir_ + "/job-%j.out -- " + dir_ + "/worker.sh");
   ASSERT_EQ(sub.rc, 0) << sub.out;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(sub.out, m, std::regex("^(\\d+)\\n"))) << sub.out;
@@ -257,13 +256,13 @@ TEST_F(SlurmCluster, SbatchSubmitTwoByTwo) {
 TEST_F(SlurmCluster, WorkerCrashOnOneNodeEndsTheJobEverywhere) {
   start(2);
   // Both layouts: taehv-run supervising 2 workers per node, and each task being one worker.
-  for (const std::string layout : {"--ntasks-per-node=1 " + run_ + " --nproc-per-node 2",
-                                   "--ntasks-per-node=2 " + run_}) {
+  for (const std::string& layout :
+       {"--ntasks-per-node=1 " + run_ + " --nproc-per-node 2", "--ntasks-per-node=2 " + run_}) {
     SCOPED_TRACE(layout);
     sh("rm -f " + out_ + "/rank-*.txt");
     auto t0 = std::chrono::steady_clock::now();
-    Shell s = sh(env("MODE=crash CRASH_RANK=3") + "timeout 90 srun --kill-on-bad-exit=1 -N2 " + layout + " -- " +
-                 dir_ + "/worker.sh");
+    Shell s = sh(env("MODE=crash CRASH_RANK=3") + "timeout 90 srun --kill-on-bad-exit=1 -N2 " + layout + " -- " + dir_ +
+                 "/worker.sh");
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_NE(s.rc, 0) << s.out;
     EXPECT_NE(s.rc, 124) << "srun had to be killed by timeout: the job did not end\n" << s.out;
@@ -296,7 +295,8 @@ TEST_F(SlurmCluster, ScancelLeavesNoProcess) {
   ASSERT_EQ(sh(env() + "scancel " + id).rc, 0);
   EXPECT_EQ(waitJob(id, 30), "CANCELLED");
   int left = -1;
-  for (int i = 0; i < 50 && (left = countMarked()) != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (int i = 0; i < 50 && (left = countMarked()) != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_EQ(left, 0) << "processes of the cancelled job are still running";
 }
 
@@ -351,17 +351,16 @@ TEST_F(SlurmCluster, RequeueAfterAFailureResumesFromTheCheckpoint) {
   std::string outdir = dir_ + "/train";
   // First run (SLURM_RESTART_COUNT unset): train until step 2 (a checkpoint is written), then rank 3 fails as a
   // crash would. The requeued run must get --resume <newest checkpoint> and finish the training.
-  std::ofstream(dir_ + "/flaky.sh")
-      << "#!/bin/bash\n"
-      << dir_ << "/worker.sh\n"
-      << "echo \"rank $RANK restart ${SLURM_RESTART_COUNT:-0} args: $*\"\n"
-      << "if [ \"${SLURM_RESTART_COUNT:-0}\" = 0 ]; then\n"
-      << (real_trainer ? "  \"$@\" --stop-at-step 2 || exit $?\n"
-                       : "  mkdir -p " + outdir + "/checkpoint-2\n")
-      << "  [ \"$RANK\" = 3 ] && exit 9\n"
-         "  exit 0\n"
-         "fi\n"
-      << (real_trainer ? "exec \"$@\"\n" : "[ \"$2\" = --resume ] && [ -d \"$3\" ]\n");
+  std::ofstream(dir_ + "/flaky.sh") << "#!/bin/bash\n"
+                                    << dir_ << "/worker.sh\n"
+                                    << "echo \"rank $RANK restart ${SLURM_RESTART_COUNT:-0} args: $*\"\n"
+                                    << "if [ \"${SLURM_RESTART_COUNT:-0}\" = 0 ]; then\n"
+                                    << (real_trainer ? "  \"$@\" --stop-at-step 2 || exit $?\n"
+                                                     : "  mkdir -p " + outdir + "/checkpoint-2\n")
+                                    << "  [ \"$RANK\" = 3 ] && exit 9\n"
+                                       "  exit 0\n"
+                                       "fi\n"
+                                    << (real_trainer ? "exec \"$@\"\n" : "[ \"$2\" = --resume ] && [ -d \"$3\" ]\n");
   chmod((dir_ + "/flaky.sh").c_str(), 0755);
   std::string command = real_trainer ? tinyTraining(outdir) : "fake-train";
   Shell sub = sh("cd " + dir_ + " && " + env("GLOO_SOCKET_IFNAME=eth0") + run_ +
@@ -376,8 +375,7 @@ TEST_F(SlurmCluster, RequeueAfterAFailureResumesFromTheCheckpoint) {
   EXPECT_EQ(state, "COMPLETED") << log;
   EXPECT_NE(sh(env() + "scontrol show job " + id).out.find("Restarts=1"), std::string::npos);
   EXPECT_NE(log.find("run 2 of 2 on n[1-2], resuming from " + outdir + "/checkpoint-2"), std::string::npos) << log;
-  EXPECT_NE(log.find("restart 1 args: " + command + " --resume " + outdir + "/checkpoint-2"), std::string::npos)
-      << log;
+  EXPECT_NE(log.find("restart 1 args: " + command + " --resume " + outdir + "/checkpoint-2"), std::string::npos) << log;
   if (real_trainer) {
     EXPECT_NE(log.find("resumed from " + outdir + "/checkpoint-2 at step 2"), std::string::npos) << log;
     EXPECT_NE(log.find("done: 3/3 steps"), std::string::npos) << log;

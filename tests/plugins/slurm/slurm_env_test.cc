@@ -12,15 +12,24 @@ namespace {
 /// Task `proc` of `srun -N3 --ntasks-per-node=1` in job 41 (one task per node).
 Env perNodeTask(int node) {
   std::string n = std::to_string(node);
-  return {{"SLURM_JOB_ID", "41"},          {"SLURM_JOBID", "41"},
-          {"SLURM_STEP_ID", "0"},          {"SLURM_STEPID", "0"},
-          {"SLURM_PROCID", n},             {"SLURM_LOCALID", "0"},
-          {"SLURM_NODEID", n},             {"SLURM_NNODES", "3"},
-          {"SLURM_JOB_NUM_NODES", "3"},    {"SLURM_STEP_NUM_NODES", "3"},
-          {"SLURM_NTASKS", "3"},           {"SLURM_STEP_NUM_TASKS", "3"},
-          {"SLURM_TASKS_PER_NODE", "1(x3)"}, {"SLURM_STEP_TASKS_PER_NODE", "1(x3)"},
-          {"SLURM_JOB_NODELIST", "n[1-3]"}, {"SLURM_NODELIST", "n[1-3]"},
-          {"SLURM_STEP_NODELIST", "n[1-3]"}, {"SLURMD_NODENAME", "n" + std::to_string(node + 1)},
+  return {{"SLURM_JOB_ID", "41"},
+          {"SLURM_JOBID", "41"},
+          {"SLURM_STEP_ID", "0"},
+          {"SLURM_STEPID", "0"},
+          {"SLURM_PROCID", n},
+          {"SLURM_LOCALID", "0"},
+          {"SLURM_NODEID", n},
+          {"SLURM_NNODES", "3"},
+          {"SLURM_JOB_NUM_NODES", "3"},
+          {"SLURM_STEP_NUM_NODES", "3"},
+          {"SLURM_NTASKS", "3"},
+          {"SLURM_STEP_NUM_TASKS", "3"},
+          {"SLURM_TASKS_PER_NODE", "1(x3)"},
+          {"SLURM_STEP_TASKS_PER_NODE", "1(x3)"},
+          {"SLURM_JOB_NODELIST", "n[1-3]"},
+          {"SLURM_NODELIST", "n[1-3]"},
+          {"SLURM_STEP_NODELIST", "n[1-3]"},
+          {"SLURMD_NODENAME", "n" + std::to_string(node + 1)},
           {"SLURM_CPUS_ON_NODE", "2"}};
 }
 
@@ -49,10 +58,17 @@ Env perGpuTask(int proc) {
 
 /// The batch script of `sbatch -N3 --ntasks-per-node=2` (no job step).
 Env batchScript() {
-  return {{"SLURM_JOB_ID", "5"},          {"SLURM_PROCID", "0"},          {"SLURM_LOCALID", "0"},
-          {"SLURM_NODEID", "0"},          {"SLURM_NNODES", "3"},          {"SLURM_JOB_NUM_NODES", "3"},
-          {"SLURM_NTASKS", "6"},          {"SLURM_TASKS_PER_NODE", "2(x3)"}, {"SLURM_JOB_NODELIST", "n[1-3]"},
-          {"SLURM_NODELIST", "n[1-3]"},   {"SLURMD_NODENAME", "n1"}};
+  return {{"SLURM_JOB_ID", "5"},
+          {"SLURM_PROCID", "0"},
+          {"SLURM_LOCALID", "0"},
+          {"SLURM_NODEID", "0"},
+          {"SLURM_NNODES", "3"},
+          {"SLURM_JOB_NUM_NODES", "3"},
+          {"SLURM_NTASKS", "6"},
+          {"SLURM_TASKS_PER_NODE", "2(x3)"},
+          {"SLURM_JOB_NODELIST", "n[1-3]"},
+          {"SLURM_NODELIST", "n[1-3]"},
+          {"SLURMD_NODENAME", "n1"}};
 }
 
 PlanResult plan(const Env& env, Layout layout = Layout::kAuto, std::optional<int> nproc = std::nullopt) {
