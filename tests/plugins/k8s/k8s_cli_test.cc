@@ -280,7 +280,8 @@ TEST_F(K8sPods, TwoPodIndexedJobTrainsTaehv) {
                                    "taehv-train", "train", "--set", "train.steps=3", "--set", "train.batch_per_rank=1",
                                    "--set", "data.frames=4", "--set", "data.size=32", "--set", "output.dir=" + out,
                                    "--set", "train.warmup_steps=1", "--set", "log.every=1", "--set",
-                                   "log.preview_every=0", "--set", "checkpoint.every=0"});
+                                   "log.preview_every=0", "--set", "checkpoint.every=0",
+                                   "--set", "train.threads=1"});  // both pods share this machine's cores
   ASSERT_FALSE(c.argv.empty());
   const int port = freePort();
   auto pod1 = startPod(c, 1, port);
