@@ -112,6 +112,14 @@ std::string parseSubmitArgs(const std::vector<std::string>& args, SubmitOptions&
       target = *v;
       return "";
     };
+    // A value that becomes an "#SBATCH --opt=VALUE" line: no blanks (sbatch would split it).
+    auto directive = [&](std::string& target) -> std::string {
+      std::string e = text(target);
+      if (e.empty() && target.find_first_of(" \t") != std::string::npos) {
+        return arg + " '" + target + "': no spaces allowed (it becomes an #SBATCH line)";
+      }
+      return e;
+    };
     std::string err;
     std::string scratch;
     if (arg == "--nodes" || arg == "-N") {
@@ -122,17 +130,17 @@ std::string parseSubmitArgs(const std::vector<std::string>& args, SubmitOptions&
     } else if (arg == "--nproc-per-node") {
       err = number(1, 1024, out.nproc_per_node);
     } else if (arg == "--time" || arg == "-t") {
-      err = text(out.time);
+      err = directive(out.time);
     } else if (arg == "--partition" || arg == "-p") {
-      err = text(out.partition);
+      err = directive(out.partition);
     } else if (arg == "--job-name" || arg == "-J") {
-      err = text(out.job_name);
+      err = directive(out.job_name);
     } else if (arg == "--max-restarts") {
       err = number(0, 1000, out.max_restarts);
     } else if (arg == "--srun-wait") {
       err = number(0, 86400, out.srun_wait_s);
     } else if (arg == "--output" || arg == "-o") {
-      err = text(out.output);
+      err = directive(out.output);
     } else if (arg == "--checkpoint-dir") {
       err = text(out.checkpoint_dir);
     } else if (arg == "--checkpoint-pattern") {

@@ -73,6 +73,7 @@ TEST(SlurmSubmitArgs, BadInputSaysWhatIsWrong) {
   EXPECT_TRUE(contains(parseError({"--nodes", "2", "--frobnicate"}), "unknown option '--frobnicate'"));
   EXPECT_TRUE(contains(parseError({"--nodes", "2", "--layout", "gpus"}), "--layout 'gpus'"));
   EXPECT_TRUE(contains(parseError({"--nodes", "2", "--job-name", "a\nb"}), "single line"));
+  EXPECT_TRUE(contains(parseError({"--nodes", "2", "--job-name", "my job"}), "no spaces allowed"));
   EXPECT_TRUE(contains(parseError({"--nodes", "2", "--resume-arg", "x", "--", "cmd"}), "needs --checkpoint-dir"));
   EXPECT_TRUE(contains(parseError({"--nodes", "2", "--checkpoint-pattern", "a;rm"}), "--checkpoint-pattern 'a;rm'"));
 }
