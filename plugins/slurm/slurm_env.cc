@@ -304,6 +304,10 @@ PlanResult planSlurm(const Env& env, const PlanRequest& request, Layout layout) 
                            " shows this task only its own GPU: the worker's device "
                            "is index 0 there, not LOCAL_RANK");
     }
+    if (plan.gpus_on_node.has() && *plan.gpus_on_node.value > 0 && *plan.gpus_on_node.value != tasks_here) {
+      plan.notes.push_back("SLURM gave this node " + std::to_string(*plan.gpus_on_node.value) + " GPUs but runs " +
+                           std::to_string(tasks_here) + " tasks on it: one task per GPU expects as many of each");
+    }
   } else {
     plan.single_worker.set(false, "rule: " + tpn_desc + " runs one task per node: taehv-run starts the node's workers");
     if (plan.gpus_on_node.has() && *plan.gpus_on_node.value > 0 && !request.nproc_per_node) {

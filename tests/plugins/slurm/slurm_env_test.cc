@@ -170,6 +170,16 @@ TEST(SlurmPlan, OneTaskPerGpuMakesEachTaskOneWorker) {
   }
 }
 
+TEST(SlurmPlan, GpuAndTaskCountMismatchIsNoted) {
+  Env env = perGpuTask(1);
+  env["SLURM_GPUS_ON_NODE"] = "8";
+  PlanResult r = plan(env);
+  ASSERT_TRUE(r.ok()) << r.error;
+  bool noted = false;
+  for (const std::string& n : r.plan.notes) noted |= n.find("8 GPUs but runs 2 tasks") != std::string::npos;
+  EXPECT_TRUE(noted);
+}
+
 TEST(SlurmPlan, ForcedTaskLayoutWithOneTaskPerNode) {
   PlanResult r = plan(perNodeTask(1), Layout::kTaskPerGpu);
   ASSERT_TRUE(r.ok()) << r.error;
