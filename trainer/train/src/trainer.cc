@@ -164,6 +164,9 @@ torch::Device pickDevice(const Config& cfg, const DistEnv& env) {
 
 void setThreads(const Config& cfg, const DistEnv& env) {
   int threads = static_cast<int>(cfg.train.threads);
+  if (const char* omp = std::getenv("OMP_NUM_THREADS"); threads <= 0 && omp && std::atoi(omp) > 0) {
+    threads = std::atoi(omp);  // set per worker by taehv-run / torchrun
+  }
   if (threads <= 0) {
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     threads = std::max(1, cores / std::max(1, env.local_world_size));
@@ -176,6 +179,7 @@ class StopSignals {
   StopSignals() {
     struct sigaction sa {};
     sa.sa_handler = onStopSignal;
+    sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, &old_term_);
     sigaction(SIGINT, &sa, &old_int_);
@@ -353,7 +357,7 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
 
   const auto run_start = Clock::now();
   double step_time_avg = 0;
-  double data_wait_window = 0, step_time_window = 0;
+  double data_wait_window = 0, step_time_window = 0, loss_window = 0, psnr_window = 0;
   int64_t window_steps = 0;
   int64_t last_saved = start_step;
   int64_t step = start_step;
@@ -404,25 +408,30 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
     step_time_avg = step == start_step ? step_s : 0.9 * step_time_avg + 0.1 * step_s;
     data_wait_window += data_wait;
     step_time_window += step_s;
+    loss_window += loss_mean;
+    psnr_window += psnr_mean;
     ++window_steps;
     const int64_t done = step + 1;
     const bool last_step = done == cfg.train.steps;
     if (run.rank0 && (done % cfg.log.every == 0 || last_step || stop || done == start_step + 1)) {
       const double step_mean = step_time_window / static_cast<double>(window_steps);
       const double wait_mean = data_wait_window / static_cast<double>(window_steps);
+      // Loss and PSNR: means over the steps since the previous log line, over all ranks.
+      const double loss_log = loss_window / static_cast<double>(window_steps);
+      const double psnr_log = psnr_window / static_cast<double>(window_steps);
       const double fps = static_cast<double>(A * W * B * T) / step_mean;
       const double eta = step_time_avg * static_cast<double>(cfg.train.steps - done);
       char line[512];
       std::snprintf(line, sizeof line,
                     "step %lld/%lld | loss %.5f | PSNR %.2f dB | %.1f frames/s | step %.3f s | data-wait %.3f s | "
                     "lr %.2e | ETA %s",
-                    static_cast<long long>(done), static_cast<long long>(cfg.train.steps), loss_mean, psnr_mean, fps,
+                    static_cast<long long>(done), static_cast<long long>(cfg.train.steps), loss_log, psnr_log, fps,
                     step_mean, wait_mean, lr, formatDuration(eta).c_str());
       run.say(line);
       nlohmann::json m;
       m["step"] = done;
-      m["loss"] = loss_mean;
-      m["psnr"] = psnr_mean;
+      m["loss"] = loss_log;
+      m["psnr"] = psnr_log;
       m["lr"] = lr;
       m["frames_per_s"] = fps;
       m["step_s"] = step_mean;
@@ -432,15 +441,15 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
       m["elapsed_s"] = seconds(Clock::now() - run_start);
       metrics << m.dump() << "\n" << std::flush;
       if (tb) {
-        tb->scalar("train/loss", done, loss_mean);
-        tb->scalar("train/psnr_db", done, psnr_mean);
+        tb->scalar("train/loss", done, loss_log);
+        tb->scalar("train/psnr_db", done, psnr_log);
         tb->scalar("train/lr", done, lr);
         tb->scalar("train/frames_per_s", done, fps);
         tb->scalar("train/step_s", done, step_mean);
         tb->scalar("train/data_wait_s", done, wait_mean);
         tb->scalar("train/grad_norm", done, grad_norm);
       }
-      data_wait_window = step_time_window = 0;
+      data_wait_window = step_time_window = loss_window = psnr_window = 0;
       window_steps = 0;
     } else if (run.rank0 && run.tty) {
       const int width = 30;
@@ -500,6 +509,19 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
   return 0;
 }
 
+/// Tells the other ranks, then abandons the process group without its destructor: that would wait for
+/// collectives a dead or stuck peer never completes.
+int failed(std::unique_ptr<Distributed>& dist, const std::string& reason, int status) {
+  if (dist) {
+    if (!reason.empty()) dist->announceFailure(reason);
+    dist->stopWatching();
+    (void)dist.release();
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  return status;
+}
+
 }  // namespace
 
 int runTraining(const TrainOptions& options) {
@@ -524,20 +546,17 @@ int runTraining(const TrainOptions& options) {
     return train(options, *dist, env, device);
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "[rank %d] taehv-train: %s\n", env.rank, e.what());
-    if (dist) dist->announceFailure(e.what());
-    return 2;
+    return failed(dist, e.what(), 2);
   } catch (const DataError& e) {
     std::fprintf(stderr, "[rank %d] taehv-train: data: %s\n", env.rank, e.what());
-    if (dist) dist->announceFailure(e.what());
-    return 2;
+    return failed(dist, e.what(), 2);
   } catch (const std::exception& e) {
     if (dist && dist->aborted()) {
       std::fprintf(stderr, "[rank %d] taehv-train: stopped because another rank failed\n", env.rank);
-      return kAbortExitCode;
+      return failed(dist, "", kAbortExitCode);
     }
     std::fprintf(stderr, "[rank %d] taehv-train: error: %s\n", env.rank, e.what());
-    if (dist) dist->announceFailure(e.what());
-    return 1;
+    return failed(dist, e.what(), 1);
   }
 }
 

@@ -34,7 +34,7 @@ struct TrainConfig {
   double grad_clip = 1.0;       ///< max global gradient L2 norm; 0 = off
   double ema = 0.0;             ///< EMA decay of the weights (e.g. 0.999); 0 = off
   int64_t seed = 0;             ///< model init, data order and augmentation derive from it
-  int64_t threads = 0;          ///< intra-op CPU threads per rank; 0 = cores / local ranks
+  int64_t threads = 0;          ///< intra-op CPU threads per rank; 0 = OMP_NUM_THREADS, else cores / local ranks
   std::string loss = "mse";     ///< mse | l1 | mse+l1 (reconstruction term)
   std::string objective = "auto";  ///< reconstruction | distillation | auto (distillation when latents exist)
   std::string device = "auto";  ///< auto | cpu | cuda

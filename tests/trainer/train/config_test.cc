@@ -1,0 +1,88 @@
+#include "taehv/train/config.h"
+
+#include <gtest/gtest.h>
+
+namespace taehv::train {
+namespace {
+
+TEST(Config, RequiredKeysExist) {
+  const auto keys = Config::keys();
+  for (const char* k : {"train.steps", "train.batch_per_rank", "train.lr", "data.frames", "data.size", "data.source",
+                        "checkpoint.every", "output.dir"}) {
+    EXPECT_NE(std::find(keys.begin(), keys.end(), k), keys.end()) << k;
+  }
+}
+
+TEST(Config, YamlAndOverridesApplyInOrder) {
+  Config c;
+  c.mergeYamlText("train:\n  steps: 42\n  lr: 1e-3\ndata:\n  source: /videos\n  size: 128\n", "test.yaml");
+  c.applyOverride("train.lr=5e-4");
+  c.applyOverride("train.bf16=false");
+  EXPECT_EQ(c.train.steps, 42);
+  EXPECT_DOUBLE_EQ(c.train.lr, 5e-4);
+  EXPECT_EQ(c.data.source, "/videos");
+  EXPECT_EQ(c.data.size, 128);
+  EXPECT_FALSE(c.train.bf16);
+}
+
+TEST(Config, UnknownKeyNamesTheClosestValidKey) {
+  Config c;
+  try {
+    c.mergeYamlText("train:\n  learning_rat: 1\n", "my.yaml");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("my.yaml"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("train.learning_rat"), std::string::npos) << e.what();
+  }
+  try {
+    c.applyOverride("train.setps=3");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("did you mean 'train.steps'"), std::string::npos) << e.what();
+  }
+  try {
+    c.applyOverride("data.frame=8");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("'data.frames'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Config, BadValuesAreRejectedWithTheKey) {
+  Config c;
+  EXPECT_THROW(c.applyOverride("train.steps=ten"), ConfigError);
+  EXPECT_THROW(c.applyOverride("train.steps=10x"), ConfigError);
+  EXPECT_THROW(c.applyOverride("train.lr=fast"), ConfigError);
+  EXPECT_THROW(c.applyOverride("train.bf16=maybe"), ConfigError);
+  EXPECT_THROW(c.applyOverride("nonsense"), ConfigError);
+  EXPECT_THROW(c.mergeYamlText("train: [1, 2]\n"), ConfigError);
+  EXPECT_THROW(c.mergeYamlText("train:\n  steps: [1, 2]\n"), ConfigError);
+  EXPECT_THROW(c.mergeYamlText("train: {steps: 1\n"), ConfigError);
+  EXPECT_THROW(c.mergeYamlFile("/nonexistent/config.yaml"), ConfigError);
+}
+
+TEST(Config, ValidateChecksConstraints) {
+  Config c;
+  EXPECT_NO_THROW(c.validate());
+  c.data.frames = 6;
+  EXPECT_THROW(c.validate(), ConfigError);
+  c.data.frames = 8;
+  c.data.size = 30;
+  EXPECT_THROW(c.validate(), ConfigError);
+  c.data.size = 32;
+  c.train.loss = "huber";
+  EXPECT_THROW(c.validate(), ConfigError);
+}
+
+TEST(Config, EffectiveConfigRoundTrips) {
+  Config a;
+  a.applyOverride("train.steps=7");
+  a.applyOverride("output.dir=/tmp/x y");
+  a.applyOverride("train.ema=0.999");
+  Config b;
+  b.mergeYamlText(a.toYaml(), "saved");
+  for (const auto& k : Config::keys()) EXPECT_EQ(a.get(k), b.get(k)) << k;
+}
+
+}  // namespace
+}  // namespace taehv::train

@@ -1,0 +1,184 @@
+#include "taehv/train/data.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <set>
+
+#include "taehv/train/events.h"
+
+namespace taehv::train {
+namespace {
+namespace fs = std::filesystem;
+
+std::string tempDir() {
+  char tmpl[] = "/tmp/taehv-data-XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+ClipRequest request(uint64_t seed, int64_t frames = 4, int64_t size = 32) {
+  ClipRequest r;
+  r.frames = frames;
+  r.size = size;
+  r.seed = seed;
+  return r;
+}
+
+TEST(Synthetic, DeterministicBySeedAndMoving) {
+  auto a = makeSyntheticSource(100, 7), b = makeSyntheticSource(100, 7), c = makeSyntheticSource(100, 8);
+  const Clip x = a->load(3, request(11, 8)), y = b->load(3, request(11, 8)), z = c->load(3, request(11, 8));
+  ASSERT_EQ(x.frames.sizes(), (std::vector<int64_t>{8, 3, 32, 32}));
+  EXPECT_TRUE(torch::equal(x.frames, y.frames));
+  EXPECT_FALSE(torch::equal(x.frames, z.frames));
+  EXPECT_GE(x.frames.min().item<float>(), 0.f);
+  EXPECT_LE(x.frames.max().item<float>(), 1.f);
+  // Frames differ over time (things move) and the content is not flat.
+  EXPECT_GT((x.frames[0] - x.frames[7]).abs().mean().item<float>(), 1e-3);
+  EXPECT_GT(x.frames.std().item<float>(), 0.05);
+  // Another augmentation seed gives another clip of the same item.
+  EXPECT_FALSE(torch::equal(x.frames, a->load(3, request(12, 8)).frames));
+}
+
+TEST(SampleOrder, ShardsAreDisjointPerEpochAndReshuffled) {
+  const int64_t n = 24, W = 3, B = 2, A = 2;
+  SampleOrder order(n, 5);
+  // One epoch = n / (W * B * A) = 2 optimizer steps.
+  std::set<int64_t> seen;
+  std::vector<std::set<int64_t>> per_rank(W);
+  for (int64_t s = 0; s < 2; ++s) {
+    for (int64_t a = 0; a < A; ++a) {
+      for (int64_t r = 0; r < W; ++r) {
+        for (int64_t j = 0; j < B; ++j) {
+          const int64_t item = order.itemAt(SampleOrder::position(0, s, a, r, j, A, W, B));
+          EXPECT_TRUE(seen.insert(item).second) << "item " << item << " read twice in one epoch";
+          per_rank[static_cast<size_t>(r)].insert(item);
+        }
+      }
+    }
+  }
+  EXPECT_EQ(static_cast<int64_t>(seen.size()), n);
+  std::vector<int64_t> e0, e1;
+  for (int64_t p = 0; p < n; ++p) {
+    e0.push_back(order.itemAt(p));
+    e1.push_back(order.itemAt(n + p));
+  }
+  EXPECT_NE(e0, e1) << "epoch 1 must be reshuffled";
+  // W ranks with batch B read what one rank with batch W * B reads, in the same order.
+  for (int64_t r = 0; r < W; ++r) {
+    for (int64_t j = 0; j < B; ++j) {
+      EXPECT_EQ(SampleOrder::position(0, 1, 0, r, j, 1, W, B), SampleOrder::position(0, 1, 0, 0, r * B + j, 1, 1, W * B));
+    }
+  }
+}
+
+TEST(Loader, RanksReadDisjointShardsInTheBackground) {
+  const int64_t n = 12;
+  std::shared_ptr<const ClipSource> source = makeSyntheticSource(n, 1);
+  DataConfig data;
+  data.frames = 4;
+  data.size = 16;
+  std::vector<int64_t> all;
+  for (int64_t r = 0; r < 3; ++r) {
+    Loader loader(source, data, 9, Loader::Layout{0, 0, 1, 3, r, 2}, 2);
+    for (int k = 0; k < 2; ++k) {
+      const Batch b = loader.next();
+      EXPECT_EQ(b.frames.sizes(), (std::vector<int64_t>{2, 4, 3, 16, 16}));
+      EXPECT_EQ(b.step, k);
+    }
+    const auto read = loader.itemsRead();
+    all.insert(all.end(), read.begin(), read.begin() + 4);
+  }
+  std::set<int64_t> unique(all.begin(), all.end());
+  EXPECT_EQ(unique.size(), all.size()) << "ranks overlapped";
+  EXPECT_EQ(static_cast<int64_t>(unique.size()), n);
+}
+
+void writeFrames(const std::string& dir, int count, int w, int h, bool jpeg_free = true) {
+  fs::create_directories(dir);
+  for (int i = 0; i < count; ++i) {
+    RgbImage img{w, h, std::vector<uint8_t>(static_cast<size_t>(w * h * 3))};
+    for (size_t k = 0; k < img.pixels.size(); ++k) img.pixels[k] = static_cast<uint8_t>((k * 7 + i * 40) % 256);
+    char name[32];
+    std::snprintf(name, sizeof name, "/f%03d.png", i);
+    writeFileBytes(dir + name, encodePng(img));
+  }
+  (void)jpeg_free;
+}
+
+TEST(FileSource, FrameFoldersCropAndResize) {
+  const auto dir = tempDir();
+  writeFrames(dir + "/clipA", 10, 48, 40);
+  writeFrames(dir + "/clipB", 3, 20, 20);  // shorter than a clip: last frame repeated
+  auto source = makeFileSource(dir);
+  ASSERT_EQ(source->size(), 2);
+  for (int64_t i = 0; i < 2; ++i) {
+    const Clip c = source->load(i, request(3 + static_cast<uint64_t>(i), 8, 32));
+    EXPECT_EQ(c.frames.sizes(), (std::vector<int64_t>{8, 3, 32, 32}));
+    EXPECT_GE(c.frames.min().item<float>(), 0.f);
+    EXPECT_LE(c.frames.max().item<float>(), 1.f);
+  }
+  fs::remove_all(dir);
+}
+
+TEST(FileSource, EmptyOrMissingSourceIsAClearError) {
+  const auto dir = tempDir();
+  try {
+    makeFileSource(dir);
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("no video files"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(makeFileSource(dir + "/missing"), DataError);
+  fs::remove_all(dir);
+}
+
+bool makeVideo(const std::string& path, int frames) {
+  const std::string cmd = "ffmpeg -loglevel error -y -f lavfi -i testsrc=size=64x48:rate=10 -frames:v " +
+                          std::to_string(frames) + " -pix_fmt yuv420p '" + path + "' </dev/null";
+  return std::system(cmd.c_str()) == 0;
+}
+
+TEST(FileSource, VideosDecodeAndCorruptOnesAreSkippedAndCounted) {
+  if (std::system("command -v ffmpeg >/dev/null 2>&1") != 0) GTEST_SKIP() << "ffmpeg CLI not installed";
+  const auto dir = tempDir();
+  ASSERT_TRUE(makeVideo(dir + "/a.mp4", 30));
+  ASSERT_TRUE(makeVideo(dir + "/b.mkv", 20));
+  writeFileBytes(dir + "/c.mp4", std::vector<uint8_t>(5000, 0x5a));  // not a video at all
+  int64_t estimate = 0;
+  auto frames = decodeVideoFrames(dir + "/a.mp4", 2, 3, 5, &estimate);
+  EXPECT_EQ(frames.size(), 5u);
+  EXPECT_EQ(estimate, 30);
+  EXPECT_EQ(frames[0].sizes(), (std::vector<int64_t>{48, 64, 3}));
+  EXPECT_THROW(decodeVideoFrames(dir + "/c.mp4", 0, 1, 4, nullptr), DataError);
+
+  std::shared_ptr<const ClipSource> source = makeFileSource(dir);
+  ASSERT_EQ(source->size(), 3);
+  DataConfig data;
+  data.frames = 8;
+  data.size = 32;
+  Loader loader(source, data, 1, Loader::Layout{0, 0, 1, 1, 0, 3}, 1);
+  for (int k = 0; k < 3; ++k) {
+    const Batch b = loader.next();
+    EXPECT_EQ(b.frames.sizes(), (std::vector<int64_t>{3, 8, 3, 32, 32}));
+  }
+  EXPECT_EQ(loader.skipped(), 1);
+  for (auto item : loader.itemsRead()) EXPECT_NE(source->name(item), dir + "/c.mp4");
+  fs::remove_all(dir);
+}
+
+TEST(Loader, NoReadableItemIsAFatalErrorNotAHang) {
+  const auto dir = tempDir();
+  writeFileBytes(dir + "/x.mp4", std::vector<uint8_t>(100, 1));
+  writeFileBytes(dir + "/y.webm", std::vector<uint8_t>(100, 2));
+  std::shared_ptr<const ClipSource> source = makeFileSource(dir);
+  DataConfig data;
+  data.frames = 4;
+  data.size = 16;
+  Loader loader(source, data, 1, Loader::Layout{}, 1);
+  EXPECT_THROW(loader.next(), DataError);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace taehv::train

@@ -1,0 +1,418 @@
+// Real taehv-train processes, launched here the way taehv-run launches them (RANK, WORLD_SIZE, LOCAL_RANK,
+// MASTER_ADDR, MASTER_PORT in the environment), talking Gloo over loopback. Tiny sizes (32x32, 4 frames).
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "taehv/model/taehv.h"
+
+namespace taehv::train {
+namespace {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+std::string tempDir() {
+  char tmpl[] = "/tmp/taehv-dist-XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+std::string trainer() {
+  const char* bin = std::getenv("TAEHV_BIN_DIR");
+  return std::string(bin ? bin : "bin") + "/taehv-train";
+}
+
+int freePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+struct Job {
+  std::vector<pid_t> pids;
+  std::vector<std::string> logs;
+  std::vector<int> status;  ///< exit code, or 128 + signal
+};
+
+/// Starts `world` ranks of taehv-train with `args` (per-rank extra args from `per_rank`, may be empty).
+Job launch(int world, const std::vector<std::string>& args, const std::string& log_prefix,
+           const std::vector<std::vector<std::string>>& per_rank = {}) {
+  Job job;
+  const int port = freePort();
+  for (int r = 0; r < world; ++r) {
+    std::vector<std::string> argv{trainer()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    if (static_cast<size_t>(r) < per_rank.size()) argv.insert(argv.end(), per_rank[r].begin(), per_rank[r].end());
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) env.emplace_back(*e);
+    if (world > 1) {
+      env.push_back("RANK=" + std::to_string(r));
+      env.push_back("WORLD_SIZE=" + std::to_string(world));
+      env.push_back("LOCAL_RANK=" + std::to_string(r));
+      env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(world));
+      env.push_back("MASTER_ADDR=127.0.0.1");
+      env.push_back("MASTER_PORT=" + std::to_string(port));
+    }
+    const std::string log = log_prefix + ".rank" + std::to_string(r) + ".log";
+    std::vector<char*> cargv, cenv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    for (auto& e : env) cenv.push_back(e.data());
+    cenv.push_back(nullptr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      execve(cargv[0], cargv.data(), cenv.data());
+      _exit(127);
+    }
+    job.pids.push_back(pid);
+    job.logs.push_back(log);
+  }
+  job.status.assign(static_cast<size_t>(world), -1);
+  return job;
+}
+
+std::string slurp(const std::string& path) {
+  std::string out;
+  if (FILE* f = std::fopen(path.c_str(), "rb")) {
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+    std::fclose(f);
+  }
+  return out;
+}
+
+/// Waits for every rank (killing all after `timeout_s`). Returns false on timeout.
+bool wait(Job& job, double timeout_s) {
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  size_t left = job.pids.size();
+  while (left > 0) {
+    for (size_t i = 0; i < job.pids.size(); ++i) {
+      if (job.status[i] != -1) continue;
+      int st = 0;
+      if (waitpid(job.pids[i], &st, WNOHANG) == job.pids[i]) {
+        job.status[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        --left;
+      }
+    }
+    if (left == 0) break;
+    if (Clock::now() > deadline) {
+      for (size_t i = 0; i < job.pids.size(); ++i) {
+        if (job.status[i] == -1) kill(job.pids[i], SIGKILL);
+      }
+      for (size_t i = 0; i < job.pids.size(); ++i) {
+        if (job.status[i] == -1) waitpid(job.pids[i], nullptr, 0);
+      }
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+void expectSuccess(Job& job, double timeout_s = 180) {
+  ASSERT_TRUE(wait(job, timeout_s)) << "timed out; rank 0 log:\n" << slurp(job.logs[0]);
+  for (size_t i = 0; i < job.pids.size(); ++i) {
+    ASSERT_EQ(job.status[i], 0) << "rank " << i << " log:\n" << slurp(job.logs[i]);
+  }
+}
+
+std::vector<std::string> tiny(const std::string& out, int64_t steps) {
+  return {"--set", "data.size=32", "--set", "data.frames=4", "--set", "train.threads=1", "--set", "log.every=1",
+          "--set", "log.preview_every=0", "--set", "checkpoint.export_safetensors=false", "--set",
+          "train.steps=" + std::to_string(steps), "--set", "output.dir=" + out, "--set", "train.seed=3"};
+}
+
+std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std::string>& sets) {
+  for (const auto& s : sets) {
+    a.push_back("--set");
+    a.push_back(s);
+  }
+  return a;
+}
+
+std::vector<std::string> cat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+/// Named tensors of a checkpoint's model.pt / ema.pt.
+std::map<std::string, torch::Tensor> loadTensors(const std::string& file) {
+  TAEHV model;
+  torch::serialize::InputArchive archive;
+  archive.load_from(file);
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& item : model->named_parameters()) {
+    torch::Tensor t;
+    archive.read(item.key(), t);
+    out[item.key()] = t;
+  }
+  return out;
+}
+
+double distance(const std::map<std::string, torch::Tensor>& a, const std::map<std::string, torch::Tensor>& b) {
+  double sum = 0;
+  for (const auto& [k, t] : a) sum += (t.to(torch::kDouble) - b.at(k).to(torch::kDouble)).pow(2).sum().item<double>();
+  return std::sqrt(sum);
+}
+
+bool bitwiseEqual(const std::map<std::string, torch::Tensor>& a, const std::map<std::string, torch::Tensor>& b) {
+  for (const auto& [k, t] : a) {
+    if (!torch::equal(t, b.at(k))) return false;
+  }
+  return true;
+}
+
+std::vector<nlohmann::json> metrics(const std::string& out) {
+  std::vector<nlohmann::json> rows;
+  std::ifstream in(out + "/metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
+  }
+  return rows;
+}
+
+/// Waits until rank 0 has logged `step` (returns false after `timeout_s`).
+bool waitForStep(const std::string& out, int64_t step, double timeout_s) {
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  while (Clock::now() < deadline) {
+    std::ifstream in(out + "/metrics.jsonl");
+    std::string line, last;
+    while (std::getline(in, line)) {
+      if (!line.empty()) last = line;
+    }
+    try {
+      if (!last.empty() && nlohmann::json::parse(last).at("step").get<int64_t>() >= step) return true;
+    } catch (const std::exception&) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+// Plain SGD makes the update proportional to the averaged gradient, so averaging mistakes (sum instead of
+// mean, a missing bucket, a rank left out) show up in the weights; Adam would hide a scale error.
+const std::vector<std::string> kSgd = {"train.optimizer=sgd", "train.lr=0.5", "train.warmup_steps=0",
+                                       "train.grad_clip=0", "train.weight_decay=0", "checkpoint.every=1",
+                                       "checkpoint.keep=5", "dist.bucket_mb=4"};
+
+/// ||w_b - w_a|| relative to the size of run a's last two updates.
+double relativeError(const std::string& a, const std::string& b, int64_t steps) {
+  const auto wa = loadTensors(a + "/checkpoint-" + std::to_string(steps) + "/model.pt");
+  const auto wb = loadTensors(b + "/checkpoint-" + std::to_string(steps) + "/model.pt");
+  const auto wa_prev = loadTensors(a + "/checkpoint-" + std::to_string(steps - 2) + "/model.pt");
+  const double update = distance(wa, wa_prev);
+  EXPECT_GT(update, 1e-4) << "training did not move the weights; the comparison would be meaningless";
+  const double err = distance(wa, wb) / update;
+  std::printf("  %s vs %s: |w_b - w_a| / |last two updates| = %.3g (update norm %.3g)\n", a.c_str(), b.c_str(), err,
+              update);
+  return err;
+}
+
+TEST(DataParallel, TwoAndThreeRanksMatchOneRankOnTheConcatenatedBatch) {
+  const auto dir = tempDir();
+  for (const auto& [world, ranks_batch] : {std::pair<int, int64_t>{2, 1}, std::pair<int, int64_t>{3, 1}}) {
+    const std::string one = dir + "/one" + std::to_string(world), many = dir + "/many" + std::to_string(world);
+    Job a = launch(1, plus(tiny(one, 3), cat(kSgd, {"train.batch_per_rank=" + std::to_string(world * ranks_batch)})),
+                   one);
+    expectSuccess(a);
+    Job b = launch(world, plus(tiny(many, 3), cat(kSgd, {"train.batch_per_rank=" + std::to_string(ranks_batch)})),
+                   many);
+    expectSuccess(b);
+    const double err = relativeError(one, many, 3);
+    EXPECT_LT(err, 2e-3) << world << " ranks differ from 1 rank on the concatenated batch";
+    const auto log = slurp(b.logs[0]);
+    EXPECT_NE(log.find(std::to_string(world) + " rank(s), backend gloo"), std::string::npos) << log;
+  }
+  EXPECT_GT(relativeError(dir + "/one2", dir + "/one3", 3), 0.05) << "different batches must give different weights";
+  fs::remove_all(dir);
+}
+
+TEST(DataParallel, GradientAccumulationMatchesTheLargeBatch) {
+  const auto dir = tempDir();
+  Job big = launch(1, plus(tiny(dir + "/big", 3), cat(kSgd, {"train.batch_per_rank=4"})), dir + "/big");
+  expectSuccess(big);
+  Job acc2 = launch(2, plus(tiny(dir + "/acc2", 3), cat(kSgd, {"train.batch_per_rank=1", "train.grad_accum=2"})),
+                    dir + "/acc2");
+  expectSuccess(acc2);
+  Job acc1 = launch(1, plus(tiny(dir + "/acc1", 3), cat(kSgd, {"train.batch_per_rank=2", "train.grad_accum=2"})),
+                    dir + "/acc1");
+  expectSuccess(acc1);
+  EXPECT_LT(relativeError(dir + "/big", dir + "/acc2", 3), 2e-3) << "2 ranks x 2 micro-steps x batch 1";
+  EXPECT_LT(relativeError(dir + "/big", dir + "/acc1", 3), 2e-3) << "1 rank x 2 micro-steps x batch 2";
+  fs::remove_all(dir);
+}
+
+TEST(Resume, StopResumeAndSigtermResumeAreBitwiseEqualToAStraightRun) {
+  const auto dir = tempDir();
+  const int64_t steps = 10;
+  const std::vector<std::string> adam = {"train.ema=0.9", "checkpoint.every=100", "train.warmup_steps=3"};
+  Job straight = launch(2, plus(tiny(dir + "/straight", steps), adam), dir + "/straight");
+  expectSuccess(straight);
+
+  // N/2, stop, resume, N/2.
+  Job first = launch(2, plus(tiny(dir + "/paused", steps), adam), dir + "/paused",
+                     {{"--stop-at-step", "5"}, {"--stop-at-step", "5"}});
+  expectSuccess(first);
+  ASSERT_TRUE(fs::exists(dir + "/paused/checkpoint-5/model.pt"));
+  ASSERT_FALSE(fs::exists(dir + "/paused/checkpoint-10"));
+  auto resume_args = plus(tiny(dir + "/paused", steps), adam);
+  resume_args.insert(resume_args.end(), {"--resume", "latest"});
+  Job second = launch(2, resume_args, dir + "/paused");
+  expectSuccess(second);
+  EXPECT_NE(slurp(second.logs[0]).find("resumed from"), std::string::npos);
+
+  // SIGTERM mid-run (what taehv-run forwards on preemption): save, exit 0 promptly, resume.
+  Job run = launch(2, plus(tiny(dir + "/term", steps), adam), dir + "/term");
+  ASSERT_TRUE(waitForStep(dir + "/term", 2, 120)) << slurp(run.logs[0]);
+  const auto t0 = Clock::now();
+  for (pid_t pid : run.pids) kill(pid, SIGTERM);
+  expectSuccess(run, 30);
+  const double stop_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_LT(stop_s, 15) << "SIGTERM must stop the run promptly";
+  const auto saved = metrics(dir + "/term");
+  ASSERT_FALSE(saved.empty());
+  const int64_t stopped_at = saved.back().at("step").get<int64_t>();
+  ASSERT_LT(stopped_at, steps) << "the run finished before SIGTERM arrived; nothing was tested";
+  ASSERT_TRUE(fs::exists(dir + "/term/checkpoint-" + std::to_string(stopped_at) + "/model.pt"))
+      << "no checkpoint at the last completed step " << stopped_at;
+  auto term_resume = plus(tiny(dir + "/term", steps), adam);
+  term_resume.insert(term_resume.end(), {"--resume", "latest"});
+  Job rest = launch(2, term_resume, dir + "/term");
+  expectSuccess(rest);
+
+  const std::string last = "/checkpoint-" + std::to_string(steps);
+  const auto ref = loadTensors(dir + "/straight" + last + "/model.pt");
+  EXPECT_TRUE(bitwiseEqual(ref, loadTensors(dir + "/paused" + last + "/model.pt"))) << "stop + resume differs";
+  EXPECT_TRUE(bitwiseEqual(loadTensors(dir + "/straight" + last + "/ema.pt"),
+                           loadTensors(dir + "/paused" + last + "/ema.pt")))
+      << "EMA differs after resume";
+  EXPECT_TRUE(bitwiseEqual(ref, loadTensors(dir + "/term" + last + "/model.pt"))) << "SIGTERM + resume differs";
+  // Every step was logged exactly once across the interrupted run and its resumption.
+  std::vector<int64_t> logged;
+  for (const auto& m : metrics(dir + "/term")) logged.push_back(m.at("step").get<int64_t>());
+  std::vector<int64_t> expected;
+  for (int64_t s = 1; s <= steps; ++s) expected.push_back(s);
+  EXPECT_EQ(logged, expected);
+  fs::remove_all(dir);
+}
+
+/// Runs 2 ranks, kills rank `victim` with SIGKILL once step 2 is logged; the survivor must stop quickly.
+void deadRankStopsTheOther(int victim) {
+  const auto dir = tempDir();
+  Job job = launch(2, tiny(dir + "/out", 100000), dir + "/out");
+  ASSERT_TRUE(waitForStep(dir + "/out", 2, 120)) << slurp(job.logs[0]);
+  kill(job.pids[static_cast<size_t>(victim)], SIGKILL);
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(wait(job, 60)) << "the surviving rank hung";
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  const size_t survivor = victim == 0 ? 1 : 0;
+  EXPECT_NE(job.status[survivor], 0) << slurp(job.logs[survivor]);
+  EXPECT_LT(s, 15) << "the surviving rank took " << s << " s to stop:\n" << slurp(job.logs[survivor]);
+  fs::remove_all(dir);
+}
+
+TEST(FailFast, KilledRankStopsTheOthersWithinSeconds) {
+  deadRankStopsTheOther(1);
+  deadRankStopsTheOther(0);  // rank 0 also serves the store
+}
+
+TEST(FailFast, RankFailingWithAnErrorStopsTheOthers) {
+  const auto dir = tempDir();
+  // Rank 1 is misconfigured (its data source does not exist); rank 0 must not wait out a collective timeout.
+  Job job = launch(2, plus(tiny(dir + "/out", 100000), {"dist.timeout_s=600"}), dir + "/out",
+                   {{}, {"--set", "data.source=" + dir + "/missing"}});
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(wait(job, 90)) << slurp(job.logs[0]);
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 45);
+  EXPECT_EQ(job.status[1], 2) << slurp(job.logs[1]);
+  EXPECT_NE(slurp(job.logs[1]).find("does not exist"), std::string::npos) << slurp(job.logs[1]);
+  EXPECT_NE(job.status[0], 0) << slurp(job.logs[0]);
+  fs::remove_all(dir);
+}
+
+TEST(Files, CorruptVideoIsSkippedAndEvalReportsPsnrSsim) {
+  if (std::system("command -v ffmpeg >/dev/null 2>&1") != 0) GTEST_SKIP() << "ffmpeg CLI not installed";
+  const auto dir = tempDir();
+  fs::create_directories(dir + "/videos");
+  for (const char* name : {"a.mp4", "b.webm"}) {
+    const std::string cmd = "ffmpeg -loglevel error -y -f lavfi -i testsrc=size=48x40:rate=10 -frames:v 24 '" + dir +
+                            "/videos/" + name + "' </dev/null";
+    ASSERT_EQ(std::system(cmd.c_str()), 0);
+  }
+  std::ofstream(dir + "/videos/broken.mp4") << std::string(4000, 'x');
+  const std::string out = dir + "/out";
+  Job job = launch(1, plus(tiny(out, 3), {"data.source=" + dir + "/videos", "train.batch_per_rank=3",
+                                          "log.preview_every=3", "checkpoint.export_safetensors=true"}),
+                   out);
+  expectSuccess(job);
+  const auto log = slurp(job.logs[0]);
+  EXPECT_NE(log.find("skipping unreadable item " + dir + "/videos/broken.mp4"), std::string::npos) << log;
+  const auto rows = metrics(out);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows.back().at("data_skipped").get<int64_t>(), 1);
+  EXPECT_TRUE(fs::exists(out + "/previews/step-0000003.png"));
+  EXPECT_TRUE(fs::exists(out + "/weights.safetensors"));
+  bool events = false;
+  for (const auto& e : fs::directory_iterator(out + "/tensorboard")) {
+    events |= e.path().filename().string().rfind("events.out.tfevents.", 0) == 0 && fs::file_size(e.path()) > 100;
+  }
+  EXPECT_TRUE(events);
+
+  Job eval = launch(1, {"eval", "--checkpoint", "latest", "--set", "output.dir=" + out, "--set",
+                        "data.source=" + dir + "/videos", "--set", "data.size=32", "--set", "data.frames=4", "--set",
+                        "eval.clips=3", "--set", "train.threads=1"},
+                    dir + "/eval");
+  expectSuccess(eval);
+  const auto eval_log = slurp(eval.logs[0]);
+  const auto brace = eval_log.rfind('{');
+  ASSERT_NE(brace, std::string::npos) << eval_log;
+  const auto result = nlohmann::json::parse(eval_log.substr(brace));
+  EXPECT_EQ(result.at("clips").get<int64_t>(), 2) << "3 clips requested, the broken item skipped";
+  EXPECT_GT(result.at("psnr").get<double>(), 3.0);
+  EXPECT_LT(result.at("psnr").get<double>(), 60.0);
+  EXPECT_GT(result.at("ssim").get<double>(), -1.0);
+  EXPECT_LE(result.at("ssim").get<double>(), 1.0);
+  fs::remove_all(dir);
+}
+
+TEST(Cli, BadInputExitsTwoWithAHint) {
+  const auto dir = tempDir();
+  Job a = launch(1, {"--set", "train.setps=3"}, dir + "/a");
+  ASSERT_TRUE(wait(a, 30));
+  EXPECT_EQ(a.status[0], 2);
+  EXPECT_NE(slurp(a.logs[0]).find("did you mean 'train.steps'"), std::string::npos) << slurp(a.logs[0]);
+  Job b = launch(1, {"trian"}, dir + "/b");
+  ASSERT_TRUE(wait(b, 30));
+  EXPECT_EQ(b.status[0], 2);
+  EXPECT_NE(slurp(b.logs[0]).find("did you mean 'train'"), std::string::npos) << slurp(b.logs[0]);
+  Job c = launch(1, {"--set", "data.frames=6"}, dir + "/c");
+  ASSERT_TRUE(wait(c, 30));
+  EXPECT_EQ(c.status[0], 2);
+  EXPECT_NE(slurp(c.logs[0]).find("multiple of 4"), std::string::npos) << slurp(c.logs[0]);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace taehv::train
