@@ -55,8 +55,9 @@ class K8sBackend final : public Backend {
     }
     auto kubectl = findOnPath("kubectl", host.env);
     if (!kubectl) {
-      logError(host, "k8s submit: kubectl not found on PATH; install kubectl, or run `taehv-run --backend k8s "
-                     "render ...` and apply the YAML where kubectl works");
+      logError(host,
+               "k8s submit: kubectl not found on PATH; install kubectl, or run `taehv-run --backend k8s "
+               "render ...` and apply the YAML where kubectl works");
       return 1;
     }
     std::string error;

@@ -54,22 +54,22 @@ class PaiBackend final : public Backend {
     }
     auto aliyun = findOnPath("aliyun", host.env);
     if (!aliyun) {
-      logError(host, "pai submit: the Alibaba Cloud CLI `aliyun` is not on PATH; install and configure it, or "
-                     "paste the output of `taehv-run --backend pai render ...` into the DLC console/OpenAPI");
+      logError(host,
+               "pai submit: the Alibaba Cloud CLI `aliyun` is not on PATH; install and configure it, or "
+               "paste the output of `taehv-run --backend pai render ...` into the DLC console/OpenAPI");
       return 1;
     }
     std::string error;
     // ROA-style call of the DLC OpenAPI; the body goes as an argument (aliyun reads no stdin), input stays empty.
-    int rc = runWithInput(*aliyun,
-                          {"pai-dlc", "POST", "/api/v1/jobs", "--header", "Content-Type=application/json", "--body",
-                           body},
-                          "", host.env, error);
+    int rc = runWithInput(
+        *aliyun, {"pai-dlc", "POST", "/api/v1/jobs", "--header", "Content-Type=application/json", "--body", body}, "",
+        host.env, error);
     if (rc < 0) {
       logError(host, "pai submit: " + error);
       return 1;
     }
-    if (rc != 0) logError(host, "pai submit: `aliyun pai-dlc POST /api/v1/jobs` failed with exit code " +
-                                    std::to_string(rc));
+    if (rc != 0)
+      logError(host, "pai submit: `aliyun pai-dlc POST /api/v1/jobs` failed with exit code " + std::to_string(rc));
     return rc;
   }
 };

@@ -51,15 +51,15 @@ std::string setMasterWait(const PlanRequest& request, NodePlan& plan) {
     plan.master_wait_seconds.set(*value, "flag --master-wait");
     return "";
   }
-  plan.master_wait_seconds.set(kDefaultMasterWaitSeconds,
-                               "default: pods start in any order, wait for the master");
+  plan.master_wait_seconds.set(kDefaultMasterWaitSeconds, "default: pods start in any order, wait for the master");
   return "";
 }
 
 OptionSpec masterWaitOption() {
   return {"master-wait", "SECONDS",
           "how long a non-master node waits for the master's name to resolve and its port to accept "
-          "(default " + std::to_string(kDefaultMasterWaitSeconds) + "; 0 = do not wait)",
+          "(default " +
+              std::to_string(kDefaultMasterWaitSeconds) + "; 0 = do not wait)",
           false};
 }
 
@@ -70,12 +70,13 @@ std::string checkPlanInvariants(const NodePlan& plan, const std::string& platfor
            "); the job spec and the pod's environment disagree";
   }
   if (!plan.master_addr.has()) {
-    return platform + ": no master address in the environment; the platform must set it (see `taehv-run "
+    return platform +
+           ": no master address in the environment; the platform must set it (see `taehv-run "
            "describe` for what was read)";
   }
   if (!plan.master_port.has()) {
-    return platform + ": no master port in the environment (master " + *plan.master_addr.value +
-           " from " + plan.master_addr.source + "); the platform must set it";
+    return platform + ": no master port in the environment (master " + *plan.master_addr.value + " from " +
+           plan.master_addr.source + "); the platform must set it";
   }
   return "";
 }

@@ -33,11 +33,14 @@ std::string readStringEither(const Env& env, const char* first, const char* seco
   auto a = envValue(env, first);
   auto b = envValue(env, second);
   if (a && b && *a != *b) {
-    return std::string(first) + "=" + *a + " and " + second + "=" + *b + " disagree; the pod's environment is "
+    return std::string(first) + "=" + *a + " and " + second + "=" + *b +
+           " disagree; the pod's environment is "
            "inconsistent";
   }
-  if (a) out.set(*a, std::string("env ") + first);
-  else if (b) out.set(*b, std::string("env ") + second);
+  if (a)
+    out.set(*a, std::string("env ") + first);
+  else if (b)
+    out.set(*b, std::string("env ") + second);
   return "";
 }
 
@@ -71,9 +74,10 @@ PlanResult planIndexedJob(const Env& env, const PlanRequest& request) {
   if (auto e = readIntEnv(env, kEnvK8sNprocPerNode, 1, 1024, p.nproc_per_node); !e.empty()) return fail(e);
   if (auto e = readIntEnv(env, kEnvK8sGpusPerNode, 0, 1024, p.gpus_on_node); !e.empty()) return fail(e);
   if (auto job = envValue(env, kEnvK8sJobName)) p.run_id.set(*job, std::string("env ") + kEnvK8sJobName);
-  p.notes.push_back("Kubernetes Indexed Job: node rank = JOB_COMPLETION_INDEX (set by the Job controller); node "
-                    "count and master injected by the rendered manifest (master = pod 0's stable name "
-                    "<job>-0.<headless service>)");
+  p.notes.push_back(
+      "Kubernetes Indexed Job: node rank = JOB_COMPLETION_INDEX (set by the Job controller); node "
+      "count and master injected by the rendered manifest (master = pod 0's stable name "
+      "<job>-0.<headless service>)");
   // A WORLD_SIZE the user added to the pod template is read, not trusted: it must count nodes or processes.
   if (auto ws_text = envValue(env, "WORLD_SIZE")) {
     auto ws = parseInt(*ws_text);
@@ -123,7 +127,8 @@ PlanResult planPyTorchJob(const Env& env, const PlanRequest& request) {
   }
   if (auto text = envValue(env, "PET_NNODES")) {
     if (text->find(':') != std::string::npos) {
-      return fail(platform + ": PET_NNODES=" + *text + " is an elastic range; taehv-run needs a fixed node "
+      return fail(platform + ": PET_NNODES=" + *text +
+                  " is an elastic range; taehv-run needs a fixed node "
                   "count: remove elasticPolicy from the PyTorchJob (or set minReplicas = maxReplicas)");
     }
     if (auto e = readIntEnv(env, "PET_NNODES", 1, kMaxNodes, p.nnodes); !e.empty()) return fail(platform + ": " + e);
@@ -135,8 +140,8 @@ PlanResult planPyTorchJob(const Env& env, const PlanRequest& request) {
     const int n = *p.nnodes.value;
     if (ws > 0) {
       if (ws % per_node != 0) {
-        return fail(platform + ": " + ws_text + " is not a multiple of PET_NPROC_PER_NODE=" +
-                    std::to_string(per_node) + "; the pod's environment is inconsistent");
+        return fail(platform + ": " + ws_text + " is not a multiple of PET_NPROC_PER_NODE=" + std::to_string(per_node) +
+                    "; the pod's environment is inconsistent");
       }
       if (ws != n * per_node) {
         return fail(platform + ": " + ws_text + " contradicts PET_NNODES=" + std::to_string(n) + " x " +
@@ -144,9 +149,9 @@ PlanResult planPyTorchJob(const Env& env, const PlanRequest& request) {
                                : std::string("1 process per pod (PET_NPROC_PER_NODE not a number)")) +
                     " = " + std::to_string(n * per_node) + "; the pod's environment is inconsistent");
       }
-      p.notes.push_back(ws_text + " counts processes (training-operator >= v1.7: replicas x nprocPerNode = " +
-                        std::to_string(n) + " x " + std::to_string(per_node) + "); node count taken from PET_NNODES=" +
-                        std::to_string(n));
+      p.notes.push_back(ws_text +
+                        " counts processes (training-operator >= v1.7: replicas x nprocPerNode = " + std::to_string(n) +
+                        " x " + std::to_string(per_node) + "); node count taken from PET_NNODES=" + std::to_string(n));
     } else {
       p.notes.push_back("node count from PET_NNODES (WORLD_SIZE not set)");
     }
@@ -156,13 +161,15 @@ PlanResult planPyTorchJob(const Env& env, const PlanRequest& request) {
         return fail(platform + ": " + ws_text + " is not a multiple of PET_NPROC_PER_NODE=" + std::to_string(nproc) +
                     "; the pod's environment is inconsistent");
       }
-      p.nnodes.set(ws / nproc, "rule: WORLD_SIZE / PET_NPROC_PER_NODE = " + std::to_string(ws) + " / " +
-                                   std::to_string(nproc));
-      p.notes.push_back(ws_text + " counts processes (training-operator >= v1.7), so nodes = WORLD_SIZE / "
+      p.nnodes.set(ws / nproc,
+                   "rule: WORLD_SIZE / PET_NPROC_PER_NODE = " + std::to_string(ws) + " / " + std::to_string(nproc));
+      p.notes.push_back(ws_text +
+                        " counts processes (training-operator >= v1.7), so nodes = WORLD_SIZE / "
                         "PET_NPROC_PER_NODE");
     } else {
       p.nnodes.set(ws, "env WORLD_SIZE (pods: training-operator < v1.7, or nprocPerNode not a number)");
-      p.notes.push_back(ws_text + " read as pods: PET_NNODES is not set and PET_NPROC_PER_NODE is not a number, "
+      p.notes.push_back(ws_text +
+                        " read as pods: PET_NNODES is not set and PET_NPROC_PER_NODE is not a number, "
                         "so the operator counted one process per pod");
     }
   } else {
@@ -236,7 +243,8 @@ PlanResult planTorchStyle(const Env& env, const PlanRequest& request, const Torc
   NodePlan& p = r.plan;
   if (auto e = readIntEnv(env, "WORLD_SIZE", 1, kMaxNodes, p.nnodes); !e.empty()) return fail(spec.platform + ": " + e);
   if (!p.nnodes.has()) return fail(spec.platform + ": WORLD_SIZE (the number of nodes) is not set; no node count");
-  if (auto e = readIntEnv(env, "RANK", 0, kMaxNodes - 1, p.node_rank); !e.empty()) return fail(spec.platform + ": " + e);
+  if (auto e = readIntEnv(env, "RANK", 0, kMaxNodes - 1, p.node_rank); !e.empty())
+    return fail(spec.platform + ": " + e);
   if (!p.node_rank.has()) return fail(spec.platform + ": RANK (this node's index) is not set; no node rank");
   if (auto a = envValue(env, "MASTER_ADDR")) p.master_addr.set(*a, "env MASTER_ADDR");
   if (auto e = readPortEnv(env, "MASTER_PORT", p.master_port); !e.empty()) return fail(spec.platform + ": " + e);
@@ -266,9 +274,10 @@ PlanResult planK8s(const Env& env, const PlanRequest& request) {
     case K8sFlavor::kNone:
       break;
   }
-  return fail("no Kubernetes training environment found: expected JOB_COMPLETION_INDEX (an Indexed Job rendered by "
-              "`taehv-run --backend k8s render`), PET_NNODES/PET_NODE_RANK (Kubeflow PyTorchJob) or WORLD_SIZE, "
-              "RANK, MASTER_ADDR, MASTER_PORT (KubeBrain-style); none is set");
+  return fail(
+      "no Kubernetes training environment found: expected JOB_COMPLETION_INDEX (an Indexed Job rendered by "
+      "`taehv-run --backend k8s render`), PET_NNODES/PET_NODE_RANK (Kubeflow PyTorchJob) or WORLD_SIZE, "
+      "RANK, MASTER_ADDR, MASTER_PORT (KubeBrain-style); none is set");
 }
 
 }  // namespace taehv

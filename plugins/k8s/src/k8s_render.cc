@@ -13,9 +13,9 @@ namespace taehv {
 namespace {
 
 constexpr int kIndexedJobDefaultPort = 29500;
-constexpr int kPyTorchJobDefaultPort = 23456;  // training-operator's default master port
-constexpr const char* kPyTorchContainer = "pytorch";          // the operator looks up this container name
-constexpr const char* kPyTorchPortName = "pytorchjob-port";   // ... and this port name for MASTER_PORT
+constexpr int kPyTorchJobDefaultPort = 23456;                // training-operator's default master port
+constexpr const char* kPyTorchContainer = "pytorch";         // the operator looks up this container name
+constexpr const char* kPyTorchPortName = "pytorchjob-port";  // ... and this port name for MASTER_PORT
 constexpr const char* kJobLabel = "taehv-run/job";
 
 /// Emits a string scalar, quoted when YAML would read it as a number, bool or null.
@@ -207,8 +207,8 @@ void emitReplicaSpec(YAML::Emitter& out, const K8sRenderOptions& o, const char* 
 
 std::string renderPyTorchJob(const K8sRenderOptions& o) {
   YAML::Emitter out;
-  out << YAML::Comment("taehv-run " + o.name + ": Kubeflow PyTorchJob, " + std::to_string(o.nodes) +
-                       " pod(s) x " + std::to_string(workersPerNode(o)) +
+  out << YAML::Comment("taehv-run " + o.name + ": Kubeflow PyTorchJob, " + std::to_string(o.nodes) + " pod(s) x " +
+                       std::to_string(workersPerNode(o)) +
                        " worker(s); rendered by `taehv-run --backend k8s render --flavor pytorchjob`");
   out << YAML::BeginMap;
   kv(out, "apiVersion", "kubeflow.org/v1");
@@ -258,7 +258,8 @@ std::string parseCount(const std::string& flag, const std::string& text, int min
 std::string checkK8sJobName(const std::string& name, const std::string& flavor, int nodes) {
   static const std::regex kDns1035(R"(^[a-z]([-a-z0-9]*[a-z0-9])?$)");
   if (!std::regex_match(name, kDns1035)) {
-    return "--name " + name + " is not a valid Kubernetes name: lower-case letters, digits and '-', starting with "
+    return "--name " + name +
+           " is not a valid Kubernetes name: lower-case letters, digits and '-', starting with "
            "a letter and ending with a letter or digit (e.g. --name taehv-train)";
   }
   // Pod host names (<job>-<index>, <job>-worker-<index>) must stay DNS labels of at most 63 characters.
@@ -325,7 +326,8 @@ std::string parseK8sRenderArgs(const std::vector<std::string>& args, K8sRenderOp
       if (!std::regex_match(value, kQuantity)) return "--shm-size " + value + " is not a size like 16Gi or 512Mi";
       out.shm_size = value;
     } else {
-      return "unknown option " + a + " (options: --nodes --gpus-per-node --image --name --namespace --flavor "
+      return "unknown option " + a +
+             " (options: --nodes --gpus-per-node --image --name --namespace --flavor "
              "--nproc-per-node --port --shm-size, then -- COMMAND)";
     }
   }

@@ -65,7 +65,8 @@ int runWithInput(const std::string& program, const std::vector<std::string>& arg
     return -1;
   }
   // The child may exit without reading everything: ignore SIGPIPE while writing, report its exit code.
-  struct sigaction ignore {}, old {};
+  struct sigaction ignore {
+  }, old{};
   ignore.sa_handler = SIG_IGN;
   sigaction(SIGPIPE, &ignore, &old);
   size_t done = 0;

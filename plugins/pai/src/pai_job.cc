@@ -1,8 +1,7 @@
 #include "taehv/pai/pai_job.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <regex>
 
 #include "taehv/k8s/env_reader.h"
@@ -48,8 +47,8 @@ Detection detectPai(const Env& env) {
 }
 
 PlanResult planPai(const Env& env, const PlanRequest& request) {
-  PlanResult r = planTorchStyle(env, request,
-                                {"PAI-DLC", "DLC sets it to the number of nodes (1 master + workers)", true});
+  PlanResult r =
+      planTorchStyle(env, request, {"PAI-DLC", "DLC sets it to the number of nodes (1 master + workers)", true});
   // DLC documents WORLD_SIZE as nodes. Should a DLC image also carry the training-operator's PET_NNODES, the two
   // must agree, or WORLD_SIZE must be PET_NNODES x NPROC_PER_NODE (processes); anything else is a contradiction.
   if (r.ok()) {
@@ -64,8 +63,11 @@ PlanResult planPai(const Env& env, const PlanRequest& request) {
         r.plan.notes.push_back("WORLD_SIZE=" + std::to_string(ws) + " counts processes here (PET_NNODES=" + *text +
                                " x NPROC_PER_NODE=" + std::to_string(nproc) + "); node count from PET_NNODES");
         if (*r.plan.node_rank.value >= *pet) {
-          return {"PAI-DLC: node rank " + std::to_string(*r.plan.node_rank.value) + " (env RANK) is not below the "
-                  "node count " + *text + " (env PET_NNODES)", {}};
+          return {"PAI-DLC: node rank " + std::to_string(*r.plan.node_rank.value) +
+                      " (env RANK) is not below the "
+                      "node count " +
+                      *text + " (env PET_NNODES)",
+                  {}};
         }
       } else {
         return {"PAI-DLC: WORLD_SIZE=" + std::to_string(ws) + " contradicts PET_NNODES=" + *text +
@@ -109,19 +111,20 @@ std::string parsePaiRenderArgs(const std::vector<std::string>& args, PaiRenderOp
     }
     const std::string flag = a.substr(0, a.find('='));
     std::string value, error;
-    static const std::vector<std::string> kKnown = {"--nodes",       "--gpus-per-node", "--image",
-                                                    "--name",        "--ecs-spec",      "--resource-id",
-                                                    "--workspace-id", "--cpu",          "--memory"};
+    static const std::vector<std::string> kKnown = {"--nodes",        "--gpus-per-node", "--image",
+                                                    "--name",         "--ecs-spec",      "--resource-id",
+                                                    "--workspace-id", "--cpu",           "--memory"};
     if (std::find(kKnown.begin(), kKnown.end(), flag) == kKnown.end()) {
-      return "unknown option " + a + " (options: --nodes --gpus-per-node --image --name --ecs-spec --resource-id "
+      return "unknown option " + a +
+             " (options: --nodes --gpus-per-node --image --name --ecs-spec --resource-id "
              "--workspace-id --cpu --memory, then -- COMMAND)";
     }
     if (!takeValue(args, i, value, error)) return error;
     if (flag == "--nodes" || flag == "--gpus-per-node") {
       auto v = parseInt(value);
       const int min_value = flag == "--nodes" ? 1 : 0;
-      if (!v || *v < min_value || *v > 100000) return flag + " " + value + " is not a whole number >= " +
-                                                      std::to_string(min_value);
+      if (!v || *v < min_value || *v > 100000)
+        return flag + " " + value + " is not a whole number >= " + std::to_string(min_value);
       (flag == "--nodes" ? out.nodes : out.gpus_per_node) = *v;
       if (flag == "--gpus-per-node") have_gpus = true;
     } else if (flag == "--image") {

@@ -82,8 +82,11 @@ class K8sCli : public ::testing::Test {
 };
 
 TEST_F(K8sCli, IndexedJobDescribe) {
-  Env env = podEnv({{"JOB_COMPLETION_INDEX", "1"}, {"TAEHV_K8S_NNODES", "2"}, {"TAEHV_K8S_MASTER_ADDR", "t-0.t"},
-                    {"TAEHV_K8S_MASTER_PORT", "29500"}, {"TAEHV_K8S_NPROC_PER_NODE", "2"}});
+  Env env = podEnv({{"JOB_COMPLETION_INDEX", "1"},
+                    {"TAEHV_K8S_NNODES", "2"},
+                    {"TAEHV_K8S_MASTER_ADDR", "t-0.t"},
+                    {"TAEHV_K8S_MASTER_PORT", "29500"},
+                    {"TAEHV_K8S_NPROC_PER_NODE", "2"}});
   EXPECT_EQ(backendOf(env), "k8s");
   Json w = describe(env);
   ASSERT_EQ(w.size(), 2u);
@@ -98,9 +101,16 @@ TEST_F(K8sCli, IndexedJobDescribe) {
 
 // The WORLD_SIZE trap: training-operator >= v1.7 counts processes; taehv-run must not read 8 as nodes.
 TEST_F(K8sCli, PyTorchJobWorldSizeTrapDescribe) {
-  Env env = podEnv({{"MASTER_ADDR", "mnist-master-0"}, {"MASTER_PORT", "23456"}, {"PET_MASTER_ADDR", "mnist-master-0"},
-                    {"PET_MASTER_PORT", "23456"}, {"WORLD_SIZE", "8"}, {"RANK", "1"}, {"PET_NODE_RANK", "1"},
-                    {"PET_NPROC_PER_NODE", "4"}, {"PET_NNODES", "2"}, {"PYTHONUNBUFFERED", "1"}});
+  Env env = podEnv({{"MASTER_ADDR", "mnist-master-0"},
+                    {"MASTER_PORT", "23456"},
+                    {"PET_MASTER_ADDR", "mnist-master-0"},
+                    {"PET_MASTER_PORT", "23456"},
+                    {"WORLD_SIZE", "8"},
+                    {"RANK", "1"},
+                    {"PET_NODE_RANK", "1"},
+                    {"PET_NPROC_PER_NODE", "4"},
+                    {"PET_NNODES", "2"},
+                    {"PYTHONUNBUFFERED", "1"}});
   EXPECT_EQ(backendOf(env), "k8s");
   Json w = describe(env);
   ASSERT_EQ(w.size(), 4u);
@@ -113,7 +123,8 @@ TEST_F(K8sCli, PyTorchJobWorldSizeTrapDescribe) {
 }
 
 TEST_F(K8sCli, KubeBrainDescribe) {
-  Env env = podEnv({{"WORLD_SIZE", "3"}, {"RANK", "2"}, {"MASTER_ADDR", "job-master.ns.svc"}, {"MASTER_PORT", "29500"}});
+  Env env =
+      podEnv({{"WORLD_SIZE", "3"}, {"RANK", "2"}, {"MASTER_ADDR", "job-master.ns.svc"}, {"MASTER_PORT", "29500"}});
   EXPECT_EQ(backendOf(env), "k8s");
   Json w = describe(env);
   ASSERT_GE(w.size(), 1u);
@@ -123,8 +134,11 @@ TEST_F(K8sCli, KubeBrainDescribe) {
 }
 
 TEST_F(K8sCli, PaiDlcDescribe) {
-  Env env = podEnv({{"MASTER_ADDR", "dlc18isgeayd1234-master-0"}, {"MASTER_PORT", "23456"}, {"WORLD_SIZE", "2"},
-                    {"RANK", "1"}, {"NPROC_PER_NODE", "2"}});
+  Env env = podEnv({{"MASTER_ADDR", "dlc18isgeayd1234-master-0"},
+                    {"MASTER_PORT", "23456"},
+                    {"WORLD_SIZE", "2"},
+                    {"RANK", "1"},
+                    {"NPROC_PER_NODE", "2"}});
   EXPECT_EQ(backendOf(env), "pai");
   Json w = describe(env);
   ASSERT_EQ(w.size(), 2u);
@@ -141,8 +155,13 @@ TEST_F(K8sCli, ContradictionsFailWithOneClearMessage) {
   };
   const Case cases[] = {
       {podEnv({{"WORLD_SIZE", "2"}, {"RANK", "2"}, {"MASTER_ADDR", "m"}, {"MASTER_PORT", "1"}}), "node rank 2"},
-      {podEnv({{"WORLD_SIZE", "7"}, {"RANK", "1"}, {"PET_NODE_RANK", "1"}, {"PET_NNODES", "2"},
-               {"PET_NPROC_PER_NODE", "4"}, {"MASTER_ADDR", "m"}, {"MASTER_PORT", "1"}}),
+      {podEnv({{"WORLD_SIZE", "7"},
+               {"RANK", "1"},
+               {"PET_NODE_RANK", "1"},
+               {"PET_NNODES", "2"},
+               {"PET_NPROC_PER_NODE", "4"},
+               {"MASTER_ADDR", "m"},
+               {"MASTER_PORT", "1"}}),
        "WORLD_SIZE=7 is not a multiple of PET_NPROC_PER_NODE=4"},
       {podEnv({{"WORLD_SIZE", "2"}, {"RANK", "1"}, {"MASTER_PORT", "1"}}), "no master address"},
       {podEnv({{"JOB_COMPLETION_INDEX", "0"}}), "TAEHV_K8S_NNODES"},
@@ -232,13 +251,18 @@ TEST_F(K8sPods, TwoPodPyTorchJobRendezvousWithOperatorEnvironment) {
   fs::create_directories(out);
   const std::string port = std::to_string(freePort());
   auto pod = [&](int rank) {
-    Env env = podEnv({{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}, {"PET_MASTER_ADDR", "127.0.0.1"},
-                      {"PET_MASTER_PORT", port}, {"WORLD_SIZE", "4"}, {"RANK", std::to_string(rank)},
-                      {"PET_NODE_RANK", std::to_string(rank)}, {"PET_NPROC_PER_NODE", "2"}, {"PET_NNODES", "2"},
+    Env env = podEnv({{"MASTER_ADDR", "127.0.0.1"},
+                      {"MASTER_PORT", port},
+                      {"PET_MASTER_ADDR", "127.0.0.1"},
+                      {"PET_MASTER_PORT", port},
+                      {"WORLD_SIZE", "4"},
+                      {"RANK", std::to_string(rank)},
+                      {"PET_NODE_RANK", std::to_string(rank)},
+                      {"PET_NPROC_PER_NODE", "2"},
+                      {"PET_NNODES", "2"},
                       {"PYTHONUNBUFFERED", "1"}});
-    return std::make_unique<ChildProcess>(
-        std::vector<std::string>{taehvRun(), "--", "python3", workerScript(), out}, env,
-        dir_ + "/ptj" + std::to_string(rank));
+    return std::make_unique<ChildProcess>(std::vector<std::string>{taehvRun(), "--", "python3", workerScript(), out},
+                                          env, dir_ + "/ptj" + std::to_string(rank));
   };
   auto worker = pod(1);
   std::this_thread::sleep_for(1000ms);
@@ -270,18 +294,42 @@ TEST_F(K8sPods, MasterThatNeverComesIsAClearErrorNotAHang) {
   EXPECT_NE(err.find("did not accept"), std::string::npos) << err;
 }
 
-
 // The real job: TAEHV trained to completion by two pods (one worker each, c10d Gloo over loopback), the worker
 // pod started first. Needs taehv-train (the trainer build, TAEHV_WITH_TRAINER=ON); skipped where it is not built.
 TEST_F(K8sPods, TwoPodIndexedJobTrainsTaehv) {
   if (!fs::exists(binDir() + "/taehv-train")) GTEST_SKIP() << "taehv-train is not built (TAEHV_WITH_TRAINER=OFF)";
   const std::string out = dir_ + "/train";
-  Container c = renderedContainer({"--nodes", "2", "--gpus-per-node", "0", "--image", "img", "--name", "sim", "--",
-                                   "taehv-train", "train", "--set", "train.steps=3", "--set", "train.batch_per_rank=1",
-                                   "--set", "data.frames=4", "--set", "data.size=32", "--set", "output.dir=" + out,
-                                   "--set", "train.warmup_steps=1", "--set", "log.every=1", "--set",
-                                   "log.preview_every=0", "--set", "checkpoint.every=0",
-                                   "--set", "train.threads=1"});  // both pods share this machine's cores
+  Container c = renderedContainer({"--nodes",
+                                   "2",
+                                   "--gpus-per-node",
+                                   "0",
+                                   "--image",
+                                   "img",
+                                   "--name",
+                                   "sim",
+                                   "--",
+                                   "taehv-train",
+                                   "train",
+                                   "--set",
+                                   "train.steps=3",
+                                   "--set",
+                                   "train.batch_per_rank=1",
+                                   "--set",
+                                   "data.frames=4",
+                                   "--set",
+                                   "data.size=32",
+                                   "--set",
+                                   "output.dir=" + out,
+                                   "--set",
+                                   "train.warmup_steps=1",
+                                   "--set",
+                                   "log.every=1",
+                                   "--set",
+                                   "log.preview_every=0",
+                                   "--set",
+                                   "checkpoint.every=0",
+                                   "--set",
+                                   "train.threads=1"});  // both pods share this machine's cores
   ASSERT_FALSE(c.argv.empty());
   const int port = freePort();
   auto pod1 = startPod(c, 1, port);

@@ -13,12 +13,14 @@
 //    PET_MASTER_ADDR/PET_MASTER_PORT; before v1.7 WORLD_SIZE = replicas
 //    (https://github.com/kubeflow/training-operator/issues/1790).
 //  KubeBrain-style: WORLD_SIZE = nodes, RANK = node rank, MASTER_ADDR, MASTER_PORT (issue 7); the same shape as
-//    Volcano's pytorch job plugin, https://github.com/volcano-sh/volcano/blob/master/docs/user-guide/how_to_use_pytorch_plugin.md
+//    Volcano's pytorch job plugin,
+//    https://github.com/volcano-sh/volcano/blob/master/docs/user-guide/how_to_use_pytorch_plugin.md
 //  PAI-DLC (for the no-tie checks): https://www.alibabacloud.com/help/en/pai/user-guide/general-environment-variables
+#include "taehv/k8s/k8s_mapping.h"
+
 #include <gtest/gtest.h>
 
 #include "taehv/k8s/env_reader.h"
-#include "taehv/k8s/k8s_mapping.h"
 #include "taehv/pai/pai_job.h"
 
 namespace taehv {
@@ -66,7 +68,9 @@ Env pytorchJobOld() {
 }
 
 Env kubeBrain(int rank) {
-  return pod({{"WORLD_SIZE", "4"}, {"RANK", std::to_string(rank)}, {"MASTER_ADDR", "job-abc-master.ns.svc"},
+  return pod({{"WORLD_SIZE", "4"},
+              {"RANK", std::to_string(rank)},
+              {"MASTER_ADDR", "job-abc-master.ns.svc"},
               {"MASTER_PORT", "29500"}});
 }
 

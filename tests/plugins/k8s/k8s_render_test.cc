@@ -30,7 +30,9 @@ Env baseEnv() {
   return env;
 }
 
-CommandOutput render(const std::vector<std::string>& args) { return runPluginCommand(k8s(), baseEnv(), "render", args); }
+CommandOutput render(const std::vector<std::string>& args) {
+  return runPluginCommand(k8s(), baseEnv(), "render", args);
+}
 
 std::vector<YAML::Node> docs(const std::string& text) { return YAML::LoadAll(text); }
 

@@ -86,7 +86,8 @@ TEST_F(K8sValidate, CommittedExamplesAreValidAndCurrent) {
     for (std::string a; line >> a;) args.push_back(a);
     auto out = render(args);
     ASSERT_EQ(out.rc, 0) << joinLogs(out);
-    EXPECT_EQ(text.substr(text.find('\n') + 1), out.out) << f << " is stale: regenerate it (see examples/k8s/README.md)";
+    EXPECT_EQ(text.substr(text.find('\n') + 1), out.out)
+        << f << " is stale: regenerate it (see examples/k8s/README.md)";
   }
 }
 
@@ -97,10 +98,10 @@ TEST_F(K8sValidate, BrokenManifestsAreCaught) {
     std::string file, from, to;
   };
   const Break breaks[] = {
-      {"typo-pod.yaml", "subdomain:", "subdomian:"},            // unknown field deep in the pod spec
-      {"typo-job.yaml", "completionMode:", "completionMod:"},   // unknown field in JobSpec
+      {"typo-pod.yaml", "subdomain:", "subdomian:"},                         // unknown field deep in the pod spec
+      {"typo-job.yaml", "completionMode:", "completionMod:"},                // unknown field in JobSpec
       {"bad-policy.yaml", "restartPolicy: Never", "restartPolicy: Always"},  // API-server rule for Jobs
-      {"bad-type.yaml", "completions: 2", "completions: two"},  // schema type
+      {"bad-type.yaml", "completions: 2", "completions: two"},               // schema type
   };
   for (const auto& b : breaks) {
     std::string text = good;

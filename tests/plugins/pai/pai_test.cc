@@ -119,14 +119,40 @@ TEST(PaiMapping, NotPaiOnOtherPlatforms) {
 }
 
 // CreateJob body fields documented for the request and for JobSpec / ResourceConfig.
-const std::set<std::string> kBodyFields = {"DisplayName", "JobType",     "JobSpecs",    "UserCommand", "WorkspaceId",
-                                           "ResourceId",  "DataSources", "CodeSource",  "Envs",
-                                           "ThirdpartyLibs", "ThirdpartyLibDir", "UserVpc", "Priority",
-                                           "JobMaxRunningTimeMinutes", "Settings", "Options", "SuccessPolicy"};
-const std::set<std::string> kJobSpecFields = {"Type", "Image", "ImageConfig", "PodCount", "EcsSpec", "ExtraPodSpec",
-                                              "ResourceConfig", "UseSpotInstance", "SpotSpec", "AssignNodeSpec",
-                                              "LocalMountSpecs", "AutoScalingSpec", "ServiceSpec", "IsChief",
-                                              "RestartPolicy", "SystemDisk", "StartupDependencies"};
+const std::set<std::string> kBodyFields = {"DisplayName",
+                                           "JobType",
+                                           "JobSpecs",
+                                           "UserCommand",
+                                           "WorkspaceId",
+                                           "ResourceId",
+                                           "DataSources",
+                                           "CodeSource",
+                                           "Envs",
+                                           "ThirdpartyLibs",
+                                           "ThirdpartyLibDir",
+                                           "UserVpc",
+                                           "Priority",
+                                           "JobMaxRunningTimeMinutes",
+                                           "Settings",
+                                           "Options",
+                                           "SuccessPolicy"};
+const std::set<std::string> kJobSpecFields = {"Type",
+                                              "Image",
+                                              "ImageConfig",
+                                              "PodCount",
+                                              "EcsSpec",
+                                              "ExtraPodSpec",
+                                              "ResourceConfig",
+                                              "UseSpotInstance",
+                                              "SpotSpec",
+                                              "AssignNodeSpec",
+                                              "LocalMountSpecs",
+                                              "AutoScalingSpec",
+                                              "ServiceSpec",
+                                              "IsChief",
+                                              "RestartPolicy",
+                                              "SystemDisk",
+                                              "StartupDependencies"};
 const std::set<std::string> kResourceConfigFields = {"CPU", "GPU", "Memory", "SharedMemory", "GPUType"};
 
 void expectDocumentedShape(const Json& body) {
@@ -230,8 +256,8 @@ TEST(PaiSubmit, SendsTheBodyWithAliyunCli) {
 
 TEST(PaiSubmit, MissingAliyunIsAClearError) {
   const std::string dir = testing::makeTempDir();
-  auto out = run("submit", {"--nodes", "2", "--gpus-per-node", "8", "--image", "i", "--ecs-spec", "e"},
-                 {{"PATH", dir}});
+  auto out =
+      run("submit", {"--nodes", "2", "--gpus-per-node", "8", "--image", "i", "--ecs-spec", "e"}, {{"PATH", dir}});
   EXPECT_EQ(out.rc, 1);
   EXPECT_NE(joinLogs(out).find("`aliyun` is not on PATH"), std::string::npos) << joinLogs(out);
   fs::remove_all(dir);

@@ -38,9 +38,9 @@ PlanResult planK8s(const Env& env, const PlanRequest& request);
 
 /// How a "torch-style" platform (WORLD_SIZE = nodes, RANK = node rank, MASTER_ADDR, MASTER_PORT) is read.
 struct TorchStyleSpec {
-  std::string platform;                 ///< for messages and notes, e.g. "PAI-DLC"
-  std::string world_size_meaning;       ///< why WORLD_SIZE counts nodes here, for the note
-  bool read_nproc_per_node = false;     ///< PAI-DLC: NPROC_PER_NODE = GPUs (workers) per node
+  std::string platform;              ///< for messages and notes, e.g. "PAI-DLC"
+  std::string world_size_meaning;    ///< why WORLD_SIZE counts nodes here, for the note
+  bool read_nproc_per_node = false;  ///< PAI-DLC: NPROC_PER_NODE = GPUs (workers) per node
 };
 
 /// Plan for torch-style platforms (KubeBrain-style k8s, PAI-DLC).

@@ -10,16 +10,16 @@ namespace taehv {
 
 /// What `taehv-run --backend k8s render|submit` was asked for.
 struct K8sRenderOptions {
-  int nodes = 0;                ///< pods (one per node), >= 1
-  int gpus_per_node = -1;       ///< nvidia.com/gpu limit per pod; 0 = CPU only
-  int nproc_per_node = 0;       ///< workers per pod; 0 = gpus_per_node, or 1 without GPUs
-  std::string image;            ///< container image holding taehv-run
+  int nodes = 0;           ///< pods (one per node), >= 1
+  int gpus_per_node = -1;  ///< nvidia.com/gpu limit per pod; 0 = CPU only
+  int nproc_per_node = 0;  ///< workers per pod; 0 = gpus_per_node, or 1 without GPUs
+  std::string image;       ///< container image holding taehv-run
   std::string name = "taehv-train";
-  std::string namespace_name;   ///< empty = kubectl's current namespace
+  std::string namespace_name;          ///< empty = kubectl's current namespace
   std::string flavor = "indexed-job";  ///< indexed-job | pytorchjob
-  int port = 0;                 ///< master port; 0 = 29500 (Indexed Job) or 23456 (PyTorchJob operator default)
-  std::string shm_size;         ///< sizeLimit of the /dev/shm memory volume, e.g. "16Gi"; empty = no limit
-  std::vector<std::string> command;  ///< worker command after `--`; empty = taehv-run's default trainer
+  int port = 0;                        ///< master port; 0 = 29500 (Indexed Job) or 23456 (PyTorchJob operator default)
+  std::string shm_size;                ///< sizeLimit of the /dev/shm memory volume, e.g. "16Gi"; empty = no limit
+  std::vector<std::string> command;    ///< worker command after `--`; empty = taehv-run's default trainer
 };
 
 /// Parses the arguments after `render` / `submit`. Returns "" or one line saying what is wrong.

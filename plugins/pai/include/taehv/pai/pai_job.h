@@ -26,11 +26,11 @@ struct PaiRenderOptions {
   int gpus_per_node = -1;
   std::string image;
   std::string name = "taehv-train";
-  std::string ecs_spec;      ///< public resources: instance type, e.g. ecs.gn7i-c8g1.2xlarge
-  std::string resource_id;   ///< a resource quota; then ResourceConfig carries GPU/CPU/Memory
+  std::string ecs_spec;     ///< public resources: instance type, e.g. ecs.gn7i-c8g1.2xlarge
+  std::string resource_id;  ///< a resource quota; then ResourceConfig carries GPU/CPU/Memory
   std::string workspace_id;
-  std::string cpu;           ///< ResourceConfig.CPU (with --resource-id)
-  std::string memory;        ///< ResourceConfig.Memory, e.g. 64Gi (with --resource-id)
+  std::string cpu;     ///< ResourceConfig.CPU (with --resource-id)
+  std::string memory;  ///< ResourceConfig.Memory, e.g. 64Gi (with --resource-id)
   std::vector<std::string> command;
 };
 
