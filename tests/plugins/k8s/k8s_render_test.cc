@@ -194,5 +194,17 @@ TEST(K8sSubmit, MissingKubectlIsAClearError) {
   fs::remove_all(dir);
 }
 
+// A kubectl that is a dangling link (e.g. a removed cloud SDK, as on this project's build machines) is no kubectl.
+TEST(K8sSubmit, DanglingKubectlLinkIsNotUsed) {
+  const std::string dir = tempDir();
+  fs::create_symlink(dir + "/gone/kubectl", dir + "/kubectl");
+  Env env = baseEnv();
+  env["PATH"] = dir;
+  auto out = runPluginCommand(k8s(), env, "submit", {"--nodes", "1", "--gpus-per-node", "0", "--image", "i"});
+  EXPECT_EQ(out.rc, 1);
+  EXPECT_NE(joinLogs(out).find("kubectl not found on PATH"), std::string::npos) << joinLogs(out);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace taehv
