@@ -14,6 +14,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "taehv/model/cpu_tuning.h"
+#include "taehv/model/fused_adamw.h"
 #include "taehv/model/safetensors.h"
 #include "taehv/model/taehv.h"
 
@@ -252,7 +254,8 @@ const char* kDecodeUsage =
 
 const char* kBenchUsage =
     "usage: taehv-train bench --variant V --batch B --frames T --size S --steps N [--warmup W] [--threads K]\n"
-    "                         [--device cpu|cuda] [--precision fp32|bf16]\n"
+    "                         [--device cpu|cuda] [--precision fp32|bf16] [--optimizer fused|torch]\n"
+    "                         [--allocator tuned|default]\n"
     "  times training steps (MSE of decode(encode(x)) vs the aligned input frames, backward, AdamW).\n";
 
 const std::set<std::string> kCodecOptions = {"variant", "weights", "input", "output", "threads",
@@ -336,7 +339,22 @@ int decodeCommand(const std::vector<std::string>& argv) {
 
 int benchCommand(const std::vector<std::string>& argv) {
   return runGuarded("bench", kBenchUsage, [&] {
-    Args args(argv, {"variant", "batch", "frames", "size", "steps", "warmup", "threads", "device", "precision"}, {});
+    Args args(argv,
+              {"variant", "batch", "frames", "size", "steps", "warmup", "threads", "device", "precision", "optimizer",
+               "allocator"},
+              {});
+    const std::string optimizer_name = args.get("optimizer", "fused");
+    const std::string allocator = args.get("allocator", "tuned");
+    if (optimizer_name != "fused" && optimizer_name != "torch") {
+      throw UsageError("--optimizer must be fused (one-pass AdamW) or torch (torch::optim::AdamW), got '" +
+                       optimizer_name + "'");
+    }
+    if (allocator != "tuned" && allocator != "default") {
+      throw UsageError("--allocator must be tuned or default, got '" + allocator + "'");
+    }
+    if (allocator == "tuned") {
+      tuneCpuAllocator();
+    }
     TAEHVOptions options;
     try {
       options = TAEHVOptions::forVariant(args.get("variant", "taehv"));
@@ -373,8 +391,11 @@ int benchCommand(const std::vector<std::string>& argv) {
     TAEHV model(options);
     model->to(device);
     model->train();
-    torch::optim::AdamW optimizer(model->parameters(),
-                                  torch::optim::AdamWOptions(3e-4).betas({0.9, 0.95}).weight_decay(1e-2));
+    // Both optimizers apply the same AdamW update (lr 3e-4, betas (0.9, 0.95), weight decay 1e-2, eps 1e-8).
+    torch::optim::AdamW torch_optimizer(model->parameters(),
+                                        torch::optim::AdamWOptions(3e-4).betas({0.9, 0.95}).weight_decay(1e-2));
+    FusedAdamW fused_optimizer(model->parameters(), FusedAdamWOptions{});
+    const bool fused = optimizer_name == "fused";
     const torch::Tensor x = torch::rand({batch, frames, 3, size, size}).to(device);
     const int64_t latents = (frames + model->timeDownscale() - 1) / model->timeDownscale();
     const int64_t decoded = std::max<int64_t>(0, model->timeUpscale() * latents - model->framesToTrim());
@@ -383,7 +404,8 @@ int benchCommand(const std::vector<std::string>& argv) {
     }
     const int64_t aligned = std::min(decoded, frames);
     const torch::Tensor target = x.slice(1, 0, aligned);
-    std::printf("bench: variant=%s batch=%lld frames=%lld size=%lld device=%s precision=%s threads=%d params=%lld\n",
+    std::printf("bench: variant=%s batch=%lld frames=%lld size=%lld device=%s precision=%s threads=%d params=%lld "
+                "optimizer=%s allocator=%s\n",
                 args.get("variant", "taehv").c_str(), static_cast<long long>(batch), static_cast<long long>(frames),
                 static_cast<long long>(size), device_name.c_str(), precision.c_str(), at::get_num_threads(),
                 static_cast<long long>([&] {
@@ -392,7 +414,8 @@ int benchCommand(const std::vector<std::string>& argv) {
                     n += p.numel();
                   }
                   return n;
-                }()));
+                }()),
+                optimizer_name.c_str(), allocator.c_str());
     std::fflush(stdout);
 
     const auto sync = [&] {
@@ -426,9 +449,15 @@ int benchCommand(const std::vector<std::string>& argv) {
         at::autocast::set_cpu_enabled(false);
         at::autocast::clear_cache();
       }
-      optimizer.zero_grad();
-      loss.backward();
-      optimizer.step();
+      if (fused) {
+        fused_optimizer.zeroGrad();
+        loss.backward();
+        fused_optimizer.step();
+      } else {
+        torch_optimizer.zero_grad();
+        loss.backward();
+        torch_optimizer.step();
+      }
       loss_value = loss.item<double>();
       sync();
       const double seconds = secondsSince(start);

@@ -14,18 +14,52 @@ nn::Conv2d conv3x3(int64_t in, int64_t out, int64_t stride = 1, bool bias = true
 
 nn::Conv2d conv1x1NoBias(int64_t in, int64_t out) { return nn::Conv2d(nn::Conv2dOptions(in, out, 1).bias(false)); }
 
-// Runs `layers` over (N*T, C, H, W) holding N clips of consecutive frames, all frames at once.
-torch::Tensor runParallel(const std::vector<TAEHVLayer>& layers, torch::Tensor x, int64_t clips) {
+bool mixesTime(TAEHVLayer::Kind kind) {
+  return kind == TAEHVLayer::Kind::kMemBlock || kind == TAEHVLayer::Kind::kTPool || kind == TAEHVLayer::Kind::kTGrow;
+}
+
+// Drops the first `trim` frames of each of `clips` clips of x (N*T, C, H, W).
+torch::Tensor trimClips(const torch::Tensor& x, int64_t clips, int64_t trim) {
+  const int64_t frames = x.size(0) / clips;
+  return x.view({clips, frames, x.size(1), x.size(2), x.size(3)})
+      .slice(1, trim)
+      .reshape({clips * (frames - trim), x.size(1), x.size(2), x.size(3)});
+}
+
+// Runs `layers` over (N*T, C, H, W) holding N clips of consecutive frames, all frames at once. With trim > 0
+// the first `trim` frames of each clip are dropped as soon as no later layer mixes time (after the last
+// MemBlock/TPool/TGrow): the remaining layers work frame by frame, so the frames kept are exactly those of
+// running everything and trimming at the end, without computing the frames thrown away.
+torch::Tensor runParallel(const std::vector<TAEHVLayer>& layers, torch::Tensor x, int64_t clips, int64_t trim = 0) {
   using Kind = TAEHVLayer::Kind;
+  std::size_t last_temporal = 0;
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    if (mixesTime(layers[i].kind)) {
+      last_temporal = i;
+    }
+  }
+  if (trim > 0 && !mixesTime(layers[last_temporal].kind)) {
+    x = trimClips(x, clips, trim);  // no layer mixes time at all
+    trim = 0;
+  }
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const TAEHVLayer& layer = layers[i];
     if (layer.kind == Kind::kUpsample && i + 1 < layers.size() && layers[i + 1].kind == Kind::kTGrow) {
       // Upsample then TGrow == TGrow then Upsample: a nearest-neighbour copy commutes with a 1x1 convolution
       // without bias (every output pixel is the same dot product of the same input pixel). Running the 1x1
       // convolution at the lower resolution does 1/4 of its work, forward and backward.
-      x = layers[i].upsample.ptr()->forward(layers[i + 1].tgrow.ptr()->forward(x));
+      x = layers[i + 1].tgrow.ptr()->forward(x);
+      if (trim > 0 && i + 1 == last_temporal) {
+        x = trimClips(x, clips, trim);
+        trim = 0;
+      }
+      x = layers[i].upsample.ptr()->forward(x);
       ++i;
       continue;
+    }
+    if (trim > 0 && i > last_temporal) {
+      x = trimClips(x, clips, trim);
+      trim = 0;
     }
     switch (layer.kind) {
       case Kind::kConv:
@@ -51,7 +85,7 @@ torch::Tensor runParallel(const std::vector<TAEHVLayer>& layers, torch::Tensor x
         break;
     }
   }
-  return x;
+  return trim > 0 ? trimClips(x, clips, trim) : x;
 }
 
 void checkVideo(const torch::Tensor& x, const char* what, int64_t channels) {
@@ -292,13 +326,14 @@ torch::Tensor TAEHVImpl::decodeVideo(const torch::Tensor& latents, bool streamin
     }
     x = torch::stack(out, 1);
   } else {
-    x = runParallel(decoder_layers_, latents.reshape({-1, latents.size(2), latents.size(3), latents.size(4)}), n);
+    x = runParallel(decoder_layers_, latents.reshape({-1, latents.size(2), latents.size(3), latents.size(4)}), n,
+                    framesToTrim());
     x = x.view({n, -1, x.size(1), x.size(2), x.size(3)});
   }
   if (p > 1) {
     x = torch::pixel_shuffle(x, p);
   }
-  return x.clamp(0, 1).slice(1, framesToTrim());
+  return streaming ? x.clamp(0, 1).slice(1, framesToTrim()) : x.clamp(0, 1);
 }
 
 // ---------------------------------------------------------------- streaming

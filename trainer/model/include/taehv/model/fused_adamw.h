@@ -1,0 +1,49 @@
+// AdamW with the update rule of torch.optim.AdamW / torch::optim::AdamW (PyTorch 1.13, amsgrad off, decoupled
+// weight decay), computed for float32 CPU tensors in one pass over each parameter instead of about eight
+// tensor-wide operations, and with gradients released instead of zero-filled between steps.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace taehv {
+
+struct FusedAdamWOptions {
+  double lr = 3e-4;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+};
+
+class FusedAdamW {
+ public:
+  /// `params` must be leaf tensors that require grad (a model's parameters()).
+  FusedAdamW(std::vector<torch::Tensor> params, FusedAdamWOptions options);
+
+  /// One update of every parameter that has a gradient:
+  ///   p *= 1 - lr * wd;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+  ///   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+  /// float32 CPU parameters take the fused loop; others (CUDA, other dtypes) the same formula in tensor ops.
+  void step();
+
+  /// Releases the gradients (the next backward creates them): no zero fill, same result as zeroing.
+  void zeroGrad();
+
+  int64_t stepCount() const { return step_; }
+  FusedAdamWOptions& options() { return options_; }
+  /// Optimizer state for checkpoints: first and second moments, in the order of the parameters.
+  std::vector<torch::Tensor>& expAvg() { return exp_avg_; }
+  std::vector<torch::Tensor>& expAvgSq() { return exp_avg_sq_; }
+
+ private:
+  std::vector<torch::Tensor> params_;
+  std::vector<torch::Tensor> exp_avg_;
+  std::vector<torch::Tensor> exp_avg_sq_;
+  FusedAdamWOptions options_;
+  int64_t step_ = 0;
+};
+
+}  // namespace taehv
