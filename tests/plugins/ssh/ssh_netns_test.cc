@@ -140,6 +140,25 @@ TEST_F(SshHosts, TwoHostsRunWithRanksPrefixedOutputAndForwardedEnvironment) {
   EXPECT_NE(::access((dir_ + "/pwned").c_str(), F_OK), 0) << "a hostile value ran a command";
 }
 
+TEST_F(SshHosts, TwoHostTaehvTrainingOverGlooAcrossTheNamespaces) {
+  const std::string train = env("TAEHV_BIN_DIR") + "/taehv-train";
+  if (::access(train.c_str(), X_OK) != 0) GTEST_SKIP() << "taehv-train not built (TAEHV_WITH_TRAINER=OFF)";
+  startHosts(2);
+  const std::string out_dir = dir_ + "/train";
+  // Gloo binds the interface of the namespace's address (10.77.0.x), not its loopback.
+  start("h1 slots=1\nh2 slots=1\n", {"--env", "GLOO_SOCKET_IFNAME=eth0"},
+        {train, "--set", "train.steps=2", "--set", "train.batch_per_rank=1", "--set", "data.frames=4", "--set",
+         "data.size=32", "--set", "output.dir=" + out_dir});
+  const int code = finish(170);
+  const std::string out = launcher_.out();
+  ASSERT_EQ(code, 0) << out << launcher_.err();
+  EXPECT_TRUE(std::regex_search(out, std::regex("\\[h1:0\\][^\\n]*done: 2/2 steps"))) << out;
+  // Rank 0 logs for all; "2 rank(s)" means h2's worker (node 1) joined the Gloo group and trained with it.
+  EXPECT_TRUE(std::regex_search(out, std::regex("\\[h1:0\\][^\\n]*taehv-train: 2 rank\\(s\\), backend gloo"))) << out;
+  EXPECT_NE(readFile(out_dir + "/weights.safetensors"), "");
+  EXPECT_EQ(waitMarker(marker_, 0, std::chrono::seconds(5)), 0);
+}
+
 TEST_F(SshHosts, CrashOnHost2TearsDownHost1) {
   startHosts(2);
   const auto t0 = Clock::now();
