@@ -1,10 +1,12 @@
 // Runs supervise() from the command line, so tests can drive real supervision and `kill -9` it.
 //   process_supervise_driver [--nproc N] [--grace-ms MS] [--max-restarts N] [--no-prefix] [--error-file F]
-//       [--log-dir D] [--echo-ranks R,R,...] [--stdin-pipe] [--cwd D] [--tail N] -- CMD ARGS...
+//       [--log-dir D] [--echo-ranks R,R,...] [--stdin-pipe] [--cwd D] [--tail N] [--subreaper]
+//       -- CMD ARGS...
 // "{rank}" in CMD ARGS becomes the child's rank. Each child gets our environment plus RANK, LOCAL_RANK,
 // WORLD_SIZE, TORCHELASTIC_RESTART_COUNT (the restart_count given to make_children) and
 // TORCHELASTIC_MAX_RESTARTS; label "0:<rank>", host "testhost". Exits with the result's exit code after
 // printing one line "driver: exit_code=... restarts=... interrupt=... first_failure_rank=..." on stderr.
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -64,6 +66,8 @@ int main(int argc, char** argv) {
       log_dir = next();
     } else if (a == "--cwd") {
       cwd = next();
+    } else if (a == "--subreaper") {
+      ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // like PID 1 of a container: orphans of the workers come to us
     } else if (a == "--stdin-pipe") {
       stdin_pipe = true;
     } else if (a == "--tail") {

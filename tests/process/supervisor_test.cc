@@ -71,6 +71,26 @@ std::vector<pid_t> processesWith(const std::string& token) {
   return found;
 }
 
+/// How many zombie children (state Z) parent has.
+int zombieChildrenOf(pid_t parent) {
+  int zombies = 0;
+  DIR* dir = ::opendir("/proc");
+  if (dir == nullptr) return 0;
+  while (dirent* e = ::readdir(dir)) {
+    if (std::atoi(e->d_name) <= 0) continue;
+    const std::string stat = readFile(fs::path("/proc") / e->d_name / "stat");
+    const std::size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    char state = 0;
+    long ppid = 0;
+    rest >> state >> ppid;
+    if (state == 'Z' && ppid == parent) ++zombies;
+  }
+  ::closedir(dir);
+  return zombies;
+}
+
 bool waitFor(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
   const auto end = Clock::now() + timeout;
   while (Clock::now() < end) {
@@ -391,6 +411,21 @@ TEST(Supervisor, LeftoversOfAFinishedWorkerDoNotHoldTheRunOpen) {
   EXPECT_EQ(f.out, "[0:0] worker done\n");
   EXPECT_LT(f.seconds, 10.0);
   EXPECT_TRUE(processesWith(marker).empty());
+}
+
+TEST(Supervisor, AsSubreaperReapsOrphansOfItsWorkers) {
+  TempDir dir;
+  const std::string marker = uniqueMarker();
+  // Rank 1's shell starts a background process and replaces itself by a short sleep: the background process is
+  // orphaned, comes to the driver (a subreaper, like PID 1 in a container) and ends at 0.3 s, while rank 0
+  // keeps the run going for 2 s.
+  Driver d(dir, cat({"--nproc", "2", "--subreaper", "--"},
+                    rankSplit(kChild + " sleep 0.3 " + marker + " & exec " + kChild + " sleep 0.1",
+                              kChild + " sleep 2")));
+  std::this_thread::sleep_for(1200ms);
+  EXPECT_EQ(zombieChildrenOf(d.pid()), 0) << "orphans of the workers were left as zombies of the supervisor";
+  const Finished f = d.wait();
+  EXPECT_EQ(f.exit_code, 0) << f.err;
 }
 
 TEST(Supervisor, LogFilesAndEchoFilter) {

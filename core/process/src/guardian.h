@@ -27,6 +27,8 @@ class Guardian {
   void remove(pid_t pgid);
   /// Lets the watchdog exit (killing whatever is still registered) and reaps it.
   void stop();
+  /// The watchdog's pid, or -1 when it is not running.
+  pid_t pid() const { return pid_; }
 
  private:
   void send(int value);

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -207,6 +208,9 @@ class Generation {
   Generation(std::vector<ChildSpec> specs, const SupervisorOptions& options, Guardian& guardian,
              const SignalScope& signals)
       : options_(options), guardian_(guardian), signals_(signals) {
+    int subreaper = 0;
+    ::prctl(PR_GET_CHILD_SUBREAPER, &subreaper);
+    adopts_orphans_ = ::getpid() == 1 || subreaper != 0;
     children_.resize(specs.size());
     for (std::size_t i = 0; i < specs.size(); ++i) {
       children_[i].spec = std::move(specs[i]);
@@ -384,6 +388,23 @@ class Generation {
       }
       if (c.failed() && interrupt_signal_ == 0) noteFailure(i);
     }
+    if (adopts_orphans_) reapOrphans();
+  }
+
+  /// As PID 1 of a container (or a child subreaper) we inherit the orphans of our workers' process trees;
+  /// reap those that ended, so they do not pile up as zombies. Only children that are neither workers nor the
+  /// guardian are reaped; one of ours that is ready stops the scan (reap() takes it next round).
+  void reapOrphans() {
+    for (;;) {
+      siginfo_t info{};
+      if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) return;
+      const pid_t pid = info.si_pid;
+      if (pid == guardian_.pid()) return;
+      for (const Child& c : children_) {
+        if (c.pid == pid) return;
+      }
+      ::waitpid(pid, nullptr, WNOHANG);
+    }
   }
 
   void pollOnce(Clock::time_point now) {
@@ -482,6 +503,7 @@ class Generation {
   int first_failure_ = -1;
   int interrupt_signal_ = 0;
   bool spawn_failed_ = false;
+  bool adopts_orphans_ = false;  ///< PID 1 or a child subreaper: orphaned descendants become our children
   bool stopping_ = false;
   bool killed_ = false;
   bool groups_killed_ = false;
