@@ -134,7 +134,13 @@ PreflightReport runPreflight(CommandRunner& runner, const std::map<std::string, 
   opts.push_back("-o");
   opts.push_back("ConnectTimeout=" + std::to_string(connect_s));
   const std::string command = remoteCommand(preflightScript(request.remote_bin, request.cwd));
-  for (const auto& host : request.hosts) argvs.push_back(sshArgv(request.ssh, opts, host, command));
+  for (std::size_t i = 0; i < request.hosts.size(); ++i) {
+    std::vector<std::string> host_opts = opts;
+    if (i < request.host_opts.size()) {
+      host_opts.insert(host_opts.end(), request.host_opts[i].begin(), request.host_opts[i].end());
+    }
+    argvs.push_back(sshArgv(request.ssh, host_opts, request.hosts[i], command));
+  }
   const auto answers = runner.runAll(argvs, env, request.timeout);
   PreflightReport report;
   for (std::size_t i = 0; i < request.hosts.size(); ++i) {

@@ -18,6 +18,8 @@ struct PreflightRequest {
   std::string ssh;                    ///< absolute path of the ssh client
   std::vector<std::string> ssh_opts;  ///< the user's --ssh-opts words
   std::vector<std::string> hosts;
+  /// Extra ssh options per host (same order as hosts; may be empty), e.g. that host's ControlPath.
+  std::vector<std::vector<std::string>> host_opts;
   std::string remote_bin;
   std::string cwd;
   std::string version;  ///< ours; the remote one must be equal

@@ -7,6 +7,7 @@
 // one ssh client per host under taehv::process::supervise() (fail fast, signal forwarding). Each ssh client's
 // stdin is a pipe held by the supervisor; the remote wrapper (fanout.h remoteScript) kills its process group
 // when that pipe reaches EOF, so even `kill -9` of this launcher leaves nothing behind on any host.
+#include <dirent.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -33,6 +34,30 @@ constexpr int kDefaultRemoteGraceSeconds = 10;
 constexpr std::chrono::milliseconds kClientShutdownGrace{std::chrono::seconds(5)};
 /// Exit code for a job that never started (bad input, failed preflight).
 constexpr int kNotStarted = 2;
+/// An ssh connection master lives this long after its last session (also after `kill -9` of the launcher).
+constexpr int kMuxPersistSeconds = 5;
+
+/// A private folder (mode 0700) for the ssh control sockets of one launch; removed with its sockets at the end.
+struct ControlDir {
+  std::string path;
+  ControlDir() {
+    char tmpl[] = "/tmp/taehv-ssh-XXXXXX";
+    if (::mkdtemp(tmpl)) path = tmpl;
+  }
+  ~ControlDir() {
+    if (path.empty()) return;
+    // The masters notice nothing: they exit by ControlPersist; their sockets go with the folder.
+    if (DIR* d = ::opendir(path.c_str())) {
+      while (dirent* e = ::readdir(d)) {
+        if (e->d_name[0] != '.') ::unlink((path + "/" + e->d_name).c_str());
+      }
+      ::closedir(d);
+    }
+    ::rmdir(path.c_str());
+  }
+  ControlDir(const ControlDir&) = delete;
+  ControlDir& operator=(const ControlDir&) = delete;
+};
 
 using Options = std::map<std::string, std::vector<std::string>>;
 
@@ -185,6 +210,20 @@ class SshBackend final : public Backend {
     // Preflight: all hosts at once, nothing starts unless every host is ready.
     PreflightRequest pre;
     pre.ssh = ssh;
+    // One TCP connection and key exchange per host, not two: the preflight's connection becomes a master that
+    // the job's ssh client for that host reuses (OpenSSH multiplexing), then exits kMuxPersistSeconds after its
+    // last session. One socket per hostfile entry (named by node rank: short, and entries never share a
+    // connection). The user's own ControlMaster/ControlPath in --ssh-opts come first and win.
+    const ControlDir control;
+    const auto controlPath = [&](std::size_t node) {
+      return "ControlPath=" + control.path + "/" + std::to_string(node);
+    };
+    if (!control.path.empty()) {
+      for (std::size_t node = 0; node < shape.hosts.size(); ++node) {
+        pre.host_opts.push_back({"-o", controlPath(node), "-o", "ControlMaster=auto", "-o",
+                                 "ControlPersist=" + std::to_string(kMuxPersistSeconds)});
+      }
+    }
     pre.ssh_opts = ssh_opts;
     for (const auto& h : shape.hosts) pre.hosts.push_back(h.host);
     pre.remote_bin = remote_bin;
@@ -239,7 +278,11 @@ class SshBackend final : public Backend {
       remote.taehv_args = remoteTaehvArgs(nnodes, node, shape.nproc_per_node, master_addr, master_port,
                                           args.forwarded, job.command);
       process::ChildSpec child;
-      child.argv = sshArgv(ssh, ssh_opts, h.host, remoteCommand(remoteScript(remote)));
+      std::vector<std::string> job_opts = ssh_opts;
+      if (!control.path.empty()) {
+        job_opts.insert(job_opts.end(), {"-o", controlPath(static_cast<std::size_t>(node)), "-o", "ControlMaster=no"});
+      }
+      child.argv = sshArgv(ssh, job_opts, h.host, remoteCommand(remoteScript(remote)));
       child.env = host.env;
       child.label = h.host + ":" + std::to_string(node);
       child.rank = node * shape.nproc_per_node;
