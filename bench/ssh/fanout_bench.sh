@@ -11,6 +11,10 @@
 #   teardown   SIGINT to the launcher -> no process of the job left anywhere
 #   e2e        a whole job running /bin/true: launch -> launcher exited 0
 #   serial     the alternative: `ssh HOST taehv-run --version` host after host
+#   busy       share of this machine's CPU time that was busy during `start` (all processes, /proc/stat):
+#              near 100 % means the fan-out waited for CPU, not for the network or for one host after another
+# On one small machine every "host" and the launcher share the same cores, so each extra host adds the CPU of
+# both ends of an SSH key exchange; on a real cluster the remote half runs on the remote machines.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -41,6 +45,7 @@ for i in $(seq 1 16); do printf 'Host r%d\n  HostName 10.77.0.%d\n' "$i" $(( (i 
 
 now() { date +%s.%N; }
 since() { awk -v a="$(now)" -v b="$1" 'BEGIN {printf "%.3f", a - b}'; }
+cpu() { awk '/^cpu / {print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8}' /proc/stat; }  # "busy total" jiffies
 count() { grep -lzsx "TAEHV_TEST_MARKER=$1" /proc/[0-9]*/environ 2>/dev/null | wc -l; }
 median() { sort -n | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.2f", m}'; }
 hostfile() {  # N -> hostfile path
@@ -51,13 +56,14 @@ hostfile() {  # N -> hostfile path
   echo "$f"
 }
 
-run_once() {  # N -> "start teardown e2e serial"
-  local n=$1 hf mark run t0 start teardown e2e serial
+run_once() {  # N -> "start teardown e2e serial busy%"
+  local n=$1 hf mark run t0 start teardown e2e serial c0 c1 busy
   hf=$(hostfile "$n")
   mark=bench-$$-$n-$RANDOM$RANDOM
   run=$WORK/run-$mark; mkdir -p "$run"
   # start + teardown: workers touch started.RANK, then sleep until torn down.
   t0=$(now)
+  c0=$(cpu)
   (cd "$run" && exec "$BIN" --backend ssh --hostfile "$hf" --ssh-opts "-F $CFG" --env "TAEHV_TEST_MARKER=$mark" \
      --remote-grace 5 -- /bin/sh -c 'touch started.$RANK; exec sleep 300') >"$run/out" 2>&1 &
   LAUNCHER=$!
@@ -66,6 +72,8 @@ run_once() {  # N -> "start teardown e2e serial"
     sleep 0.01
   done
   start=$(since "$t0")
+  c1=$(cpu)
+  busy=$(echo "$c0 $c1" | awk '{d = $4 - $2; print (d > 0) ? 100 * ($3 - $1) / d : 0}')
   t0=$(now)
   kill -INT "$LAUNCHER"
   wait "$LAUNCHER" || true
@@ -81,10 +89,10 @@ run_once() {  # N -> "start teardown e2e serial"
   t0=$(now)
   while read -r h _; do ssh -F "$CFG" -n -- "$h" "$BIN --version" >/dev/null; done < "$hf"
   serial=$(since "$t0")
-  echo "$start $teardown $e2e $serial"
+  echo "$start $teardown $e2e $serial $busy"
 }
 
-printf '%-6s %-10s %-10s %-10s %-12s %-14s\n' hosts "start s" "teardown s" "e2e s" "serial ssh s" "e2e/host ms"
+printf '%-6s %-10s %-10s %-10s %-12s %-13s %-8s\n' hosts "start s" "teardown s" "e2e s" "serial ssh s" "start/host s" "busy %"
 for n in 1 2 3 16; do
   : > "$WORK/samples"
   for _ in $(seq 1 "$REPEAT"); do run_once "$n" >> "$WORK/samples"; done
@@ -92,5 +100,7 @@ for n in 1 2 3 16; do
   t=$(awk '{print $2}' "$WORK/samples" | median)
   e=$(awk '{print $3}' "$WORK/samples" | median)
   q=$(awk '{print $4}' "$WORK/samples" | median)
-  printf '%-6s %-10s %-10s %-10s %-12s %-14.0f\n' "$n" "$s" "$t" "$e" "$q" "$(awk -v e="$e" -v n="$n" 'BEGIN {print e * 1000 / n}')"
+  b=$(awk '{print $5}' "$WORK/samples" | median)
+  printf '%-6s %-10s %-10s %-10s %-12s %-13.2f %-8.0f\n' "$n" "$s" "$t" "$e" "$q" \
+    "$(awk -v s="$s" -v n="$n" 'BEGIN {print s / n}')" "$b"
 done
