@@ -51,9 +51,24 @@ LauncherArgs splitLauncherArgs(const std::vector<std::string>& args) {
       out.error = "--node-rank is set for every host by the ssh backend (hostfile order); remove it";
       return out;
     }
+    if (flag == "--standalone") {
+      out.error = "--standalone means one machine; with --hostfile the ssh backend sets nodes and master itself";
+      return out;
+    }
     if (flag == "--backend") {
       out.error = "--backend must not appear among the forwarded launch options";
       return out;
+    }
+    if (flag == "--shutdown-grace") {
+      // Forwarded unchanged (the remote taehv-run applies it to its workers); read for the remote grace.
+      out.forwarded.push_back(arg);
+      if (has_value) {
+        out.shutdown_grace = value;
+      } else if (i + 1 < args.size()) {
+        out.shutdown_grace = args[++i];
+        out.forwarded.push_back(out.shutdown_grace);
+      }
+      continue;
     }
     const auto it = taken.find(flag);
     if (it == taken.end()) {

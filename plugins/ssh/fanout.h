@@ -21,10 +21,11 @@ struct LauncherArgs {
   std::string nproc_per_node;           ///< value of --nproc-per-node, if given
   std::string master_addr;              ///< value of --master-addr, if given
   std::string master_port;              ///< value of --master-port, if given
+  std::string shutdown_grace;           ///< value of --shutdown-grace, if given (also forwarded)
 };
 
 /// Splits `args` (both "--opt value" and "--opt=value" forms; '_' and '-' alike) into the options above and
-/// the rest. --node-rank and --backend are errors: the fan-out sets them for every host.
+/// the rest. --node-rank, --standalone and --backend are errors: the fan-out sets them for every host.
 LauncherArgs splitLauncherArgs(const std::vector<std::string>& args);
 
 /// The shape of the job: which hosts, how many processes each.

@@ -12,6 +12,8 @@
 
 #include <cerrno>
 #include <climits>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -111,7 +113,9 @@ class SshBackend final : public Backend {
         {"ssh-opts", "OPTS", "extra options for ssh, e.g. \"-p 2222 -F ~/.ssh/cluster_config\"", true},
         {"env", "NAME=VALUE", "set this variable for the job on every host (repeatable)", true},
         {"preflight-timeout", "SECONDS", "deadline for checking all hosts before starting (default 15)", false},
-        {"remote-grace", "SECONDS", "on teardown, SIGTERM -> SIGKILL delay on the hosts (default 10)", false},
+        {"remote-grace", "SECONDS",
+         "on teardown, SIGTERM -> SIGKILL delay on the hosts (default: --shutdown-grace + 2 if given, else 10)",
+         false},
     };
   }
 
@@ -176,8 +180,15 @@ class SshBackend final : public Backend {
       return fail("--preflight-timeout must be a whole number of seconds > 0");
     }
     int grace_seconds = kDefaultRemoteGraceSeconds;
-    if (opts.count("remote-grace") && !parseSeconds(lastOption(opts, "remote-grace"), &grace_seconds)) {
-      return fail("--remote-grace must be a whole number of seconds > 0");
+    if (opts.count("remote-grace")) {
+      if (!parseSeconds(lastOption(opts, "remote-grace"), &grace_seconds)) {
+        return fail("--remote-grace must be a whole number of seconds > 0");
+      }
+    } else if (!args.shutdown_grace.empty()) {
+      // Give the remote taehv-run its whole --shutdown-grace to stop its workers before SIGKILL reaches it.
+      char* end = nullptr;
+      const double g = std::strtod(args.shutdown_grace.c_str(), &end);
+      if (end && *end == '\0' && g >= 0 && g <= 86400) grace_seconds = static_cast<int>(std::ceil(g)) + 2;
     }
 
     // Environment: NCCL_* GLOO_* TAEHV_* TORCH_* < ~/.taehv_env < ./.taehv_env < --env.

@@ -23,6 +23,16 @@ TEST(LauncherArgs, RefusesNodeRankAndMissingValues) {
             std::string::npos);
   EXPECT_NE(splitLauncherArgs({"--node_rank=1"}).error.find("--node-rank"), std::string::npos);
   EXPECT_EQ(splitLauncherArgs({"--master-port"}).error, "--master-port needs a value");
+  EXPECT_NE(splitLauncherArgs({"--standalone"}).error.find("--standalone means one machine"), std::string::npos);
+}
+
+TEST(LauncherArgs, ShutdownGraceIsReadAndStillForwarded) {
+  auto r = splitLauncherArgs({"--shutdown-grace", "7.5", "--max-restarts=1"});
+  EXPECT_EQ(r.shutdown_grace, "7.5");
+  EXPECT_EQ(r.forwarded, (Strings{"--shutdown-grace", "7.5", "--max-restarts=1"}));
+  r = splitLauncherArgs({"--shutdown_grace=3"});
+  EXPECT_EQ(r.shutdown_grace, "3");
+  EXPECT_EQ(r.forwarded, (Strings{"--shutdown_grace=3"}));
 }
 
 std::vector<HostEntry> hosts(const std::string& text) { return parseHostfile(text, "hf").hosts; }
