@@ -276,6 +276,33 @@ TEST_F(K8sPods, TwoPodPyTorchJobRendezvousWithOperatorEnvironment) {
   }
 }
 
+// PAI-DLC's documented variables for a 1 master + 1 worker job on 2-GPU nodes (WORLD_SIZE=2 counts nodes),
+// master moved to loopback: the workers must see WORLD_SIZE=4 (2 nodes x NPROC_PER_NODE 2), not the platform's 2.
+TEST_F(K8sPods, TwoNodePaiDlcRendezvousWorldSizeCountsProcesses) {
+  const std::string out = dir_ + "/results";
+  fs::create_directories(out);
+  const std::string port = std::to_string(freePort());
+  auto node = [&](int rank) {
+    Env env = podEnv({{"MASTER_ADDR", "127.0.0.1"},
+                      {"MASTER_PORT", port},
+                      {"WORLD_SIZE", "2"},
+                      {"RANK", std::to_string(rank)},
+                      {"NPROC_PER_NODE", "2"}});
+    return std::make_unique<ChildProcess>(std::vector<std::string>{taehvRun(), "--", "python3", workerScript(), out},
+                                          env, dir_ + "/pai" + std::to_string(rank));
+  };
+  auto worker = node(1);
+  std::this_thread::sleep_for(1000ms);
+  ASSERT_TRUE(worker->running()) << worker->err();
+  auto master = node(0);
+  EXPECT_EQ(master->wait(60s), 0) << master->err();
+  EXPECT_EQ(worker->wait(60s), 0) << worker->err();
+  const std::string seen = testing::readFile(out + "/master.txt");
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_NE(seen.find("RANK=" + std::to_string(r) + " WORLD_SIZE=4"), std::string::npos) << seen;
+  }
+}
+
 TEST_F(K8sPods, MasterThatNeverComesIsAClearErrorNotAHang) {
   Container c = renderedContainer({"--nodes", "2", "--gpus-per-node", "0", "--image", "img", "--name", "sim", "--",
                                    "python3", workerScript(), dir_});
