@@ -7,7 +7,7 @@ namespace {
 
 using Strings = std::vector<std::string>;
 
-TEST(LauncherArgs, TakesOutWhatTheFanOutSetsInBothForms) {
+TEST(SshLauncherArgs, TakesOutWhatTheFanOutSetsInBothForms) {
   const auto r = splitLauncherArgs({"--nproc-per-node", "2", "--max-restarts", "1", "--master_addr=10.0.0.1",
                                     "--master-port=1234", "--nnodes", "3", "--log-dir", "/x"});
   ASSERT_EQ(r.error, "");
@@ -18,7 +18,7 @@ TEST(LauncherArgs, TakesOutWhatTheFanOutSetsInBothForms) {
   EXPECT_EQ(r.forwarded, (Strings{"--max-restarts", "1", "--log-dir", "/x"}));
 }
 
-TEST(LauncherArgs, RefusesNodeRankAndMissingValues) {
+TEST(SshLauncherArgs, RefusesNodeRankAndMissingValues) {
   EXPECT_NE(splitLauncherArgs({"--node-rank", "1"}).error.find("--node-rank is set for every host"),
             std::string::npos);
   EXPECT_NE(splitLauncherArgs({"--node_rank=1"}).error.find("--node-rank"), std::string::npos);
@@ -26,7 +26,7 @@ TEST(LauncherArgs, RefusesNodeRankAndMissingValues) {
   EXPECT_NE(splitLauncherArgs({"--standalone"}).error.find("--standalone means one machine"), std::string::npos);
 }
 
-TEST(LauncherArgs, ShutdownGraceIsReadAndStillForwarded) {
+TEST(SshLauncherArgs, ShutdownGraceIsReadAndStillForwarded) {
   auto r = splitLauncherArgs({"--shutdown-grace", "7.5", "--max-restarts=1"});
   EXPECT_EQ(r.shutdown_grace, "7.5");
   EXPECT_EQ(r.forwarded, (Strings{"--shutdown-grace", "7.5", "--max-restarts=1"}));
@@ -37,21 +37,21 @@ TEST(LauncherArgs, ShutdownGraceIsReadAndStillForwarded) {
 
 std::vector<HostEntry> hosts(const std::string& text) { return parseHostfile(text, "hf").hosts; }
 
-TEST(JobShape, EvenSlotsGiveNprocPerNode) {
+TEST(SshJobShape, EvenSlotsGiveNprocPerNode) {
   const auto s = shapeJob(hosts("a slots=2\nb slots=2\n"), "", "");
   ASSERT_EQ(s.error, "");
   EXPECT_EQ(s.nproc_per_node, 2);
   EXPECT_EQ(s.hosts.size(), 2u);
 }
 
-TEST(JobShape, UnevenSlotsAreRefusedWithTheFix) {
+TEST(SshJobShape, UnevenSlotsAreRefusedWithTheFix) {
   const auto s = shapeJob(hosts("a slots=2\nb slots=1\n"), "", "");
   EXPECT_NE(s.error.find("hosts have different numbers of slots (a: 2, b: 1)"), std::string::npos) << s.error;
   EXPECT_NE(s.error.find("--nproc-per-node N"), std::string::npos);
   EXPECT_NE(s.error.find("--include"), std::string::npos);
 }
 
-TEST(JobShape, NprocPerNodeUsesTheFirstSlotsOfEveryHost) {
+TEST(SshJobShape, NprocPerNodeUsesTheFirstSlotsOfEveryHost) {
   const auto s = shapeJob(hosts("a slots=4\nb slots=2\n"), "", "2");
   ASSERT_EQ(s.error, "");
   EXPECT_EQ(s.nproc_per_node, 2);
@@ -62,7 +62,7 @@ TEST(JobShape, NprocPerNodeUsesTheFirstSlotsOfEveryHost) {
   EXPECT_EQ(shapeJob(hosts("a slots=3\n"), "", "auto").nproc_per_node, 3);
 }
 
-TEST(JobShape, NnodesTakesTheFirstHostsLikeDeepSpeedNumNodes) {
+TEST(SshJobShape, NnodesTakesTheFirstHostsLikeDeepSpeedNumNodes) {
   auto s = shapeJob(hosts("a slots=1\nb slots=1\nc slots=1\n"), "2", "");
   ASSERT_EQ(s.error, "");
   ASSERT_EQ(s.hosts.size(), 2u);
@@ -73,7 +73,7 @@ TEST(JobShape, NnodesTakesTheFirstHostsLikeDeepSpeedNumNodes) {
   EXPECT_NE(shapeJob(hosts("a slots=1\n"), "0", "").error.find("not a positive"), std::string::npos);
 }
 
-TEST(RemoteArgs, ExplicitPlanThenForwardedThenCommand) {
+TEST(SshRemoteArgs, ExplicitPlanThenForwardedThenCommand) {
   EXPECT_EQ(remoteTaehvArgs(2, 1, 4, "10.0.0.1", 29500, {"--max-restarts", "1"}, {"python", "t.py"}),
             (Strings{"--backend", "local", "--nnodes", "2", "--node-rank", "1", "--nproc-per-node", "4",
                      "--master-addr", "10.0.0.1", "--master-port", "29500", "--max-restarts", "1", "--", "python",
@@ -93,14 +93,14 @@ TEST(SshArgv, UserOptionsFirstThenDefaultsThenDoubleDashHost) {
   EXPECT_NE(std::find(argv.begin(), argv.end(), "BatchMode=yes"), argv.end());
 }
 
-TEST(Env, ForwardsOnlyKnownPrefixes) {
+TEST(SshEnv, ForwardsOnlyKnownPrefixes) {
   const auto env = forwardedEnv({{"NCCL_DEBUG", "INFO"}, {"GLOO_SOCKET_IFNAME", "eth0"}, {"TAEHV_X", "1"},
                                  {"HOME", "/root"}, {"PATH", "/bin"}, {"NCCLX", "no"}});
   EXPECT_EQ(env, (std::map<std::string, std::string>{
                      {"GLOO_SOCKET_IFNAME", "eth0"}, {"NCCL_DEBUG", "INFO"}, {"TAEHV_X", "1"}}));
 }
 
-TEST(Env, EnvFileLikeDeepSpeedEnv) {
+TEST(SshEnv, EnvFileLikeDeepSpeedEnv) {
   std::map<std::string, std::string> env{{"A", "old"}};
   EXPECT_EQ(parseEnvFile("# comment\n\nA=new=value\nB= spaced \r\n", "f", &env), "");
   EXPECT_EQ(env["A"], "new=value");
@@ -109,7 +109,7 @@ TEST(Env, EnvFileLikeDeepSpeedEnv) {
   EXPECT_NE(parseEnvFile("1A=1\n", "f", &env).find("f:1: '1A' is not a valid variable name"), std::string::npos);
 }
 
-TEST(Env, EnvFlag) {
+TEST(SshEnv, EnvFlag) {
   std::map<std::string, std::string> env;
   EXPECT_EQ(parseEnvAssignment("K=a;b $(id)", &env), "");
   EXPECT_EQ(env["K"], "a;b $(id)");

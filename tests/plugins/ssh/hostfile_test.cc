@@ -11,7 +11,7 @@ std::vector<std::string> names(const std::vector<HostEntry>& hosts) {
   return out;
 }
 
-TEST(Hostfile, ParsesDeepSpeedFormatWithCommentsAndBlankLines) {
+TEST(SshHostfile, ParsesDeepSpeedFormatWithCommentsAndBlankLines) {
   const auto r = parseHostfile("# cluster\n\nworker-0 slots=4\n  worker-1   slots=2  # spare\n\n", "hf");
   ASSERT_TRUE(r.ok()) << r.error;
   ASSERT_EQ(r.hosts.size(), 2u);
@@ -22,13 +22,13 @@ TEST(Hostfile, ParsesDeepSpeedFormatWithCommentsAndBlankLines) {
   EXPECT_EQ(r.hosts[1].slots_in_file, 2);
 }
 
-TEST(Hostfile, KeepsFileOrderAsNodeRankOrder) {
+TEST(SshHostfile, KeepsFileOrderAsNodeRankOrder) {
   const auto r = parseHostfile("c slots=1\na slots=1\nb slots=1\n", "hf");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(names(r.hosts), (std::vector<std::string>{"c", "a", "b"}));
 }
 
-TEST(Hostfile, RejectsBadLinesNamingFileAndLine) {
+TEST(SshHostfile, RejectsBadLinesNamingFileAndLine) {
   EXPECT_EQ(parseHostfile("a slots=1\nb\n", "hf").error,
             "hf:2: expected 'HOST slots=N', got 'b' (add slots=N: the number of processes on that host)");
   EXPECT_NE(parseHostfile("a slots=x\n", "hf").error.find("hf:1: slots must be a whole number"), std::string::npos);
@@ -41,7 +41,7 @@ TEST(Hostfile, RejectsBadLinesNamingFileAndLine) {
   EXPECT_NE(parseHostfile("# only comments\n\n", "hf").error.find("no hosts"), std::string::npos);
 }
 
-TEST(Hostfile, RejectsHostileHostNames) {
+TEST(SshHostfile, RejectsHostileHostNames) {
   for (const std::string bad : {"-oProxyCommand=x", "a;b", "$(id)", "a`id`", "a'b", "a\"b", "user@host", "a\\b",
                                 "a|b", "a&b", ".hidden", "a>b", "h:1"}) {
     const auto r = parseHostfile(bad + " slots=1\n", "hf");
@@ -55,13 +55,13 @@ std::vector<HostEntry> pool() {
   return parseHostfile("worker-0 slots=4\nworker-1 slots=4\nworker-2 slots=2\n", "hf").hosts;
 }
 
-TEST(HostFilter, NoFilterKeepsEverything) {
+TEST(SshHostFilter, NoFilterKeepsEverything) {
   const auto r = filterHosts(pool(), "", "");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r.hosts.size(), 3u);
 }
 
-TEST(HostFilter, IncludeHostsAndSlotsLikeDeepSpeed) {
+TEST(SshHostFilter, IncludeHostsAndSlotsLikeDeepSpeed) {
   // DeepSpeed's docstring example: all slots of worker-0, slots 0 and 2 of worker-1.
   const auto r = filterHosts(pool(), "worker-1:0,2@worker-0", "");
   ASSERT_TRUE(r.ok()) << r.error;
@@ -70,13 +70,13 @@ TEST(HostFilter, IncludeHostsAndSlotsLikeDeepSpeed) {
   EXPECT_EQ(r.hosts[1].slots, (std::vector<int>{0, 2}));
 }
 
-TEST(HostFilter, IncludeDeduplicatesSlots) {
+TEST(SshHostFilter, IncludeDeduplicatesSlots) {
   const auto r = filterHosts(pool(), "worker-2:1,1,0", "");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r.hosts[0].slots, (std::vector<int>{0, 1}));
 }
 
-TEST(HostFilter, ExcludeWholeHostOrSlots) {
+TEST(SshHostFilter, ExcludeWholeHostOrSlots) {
   auto r = filterHosts(pool(), "", "worker-1");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(names(r.hosts), (std::vector<std::string>{"worker-0", "worker-2"}));
@@ -86,7 +86,7 @@ TEST(HostFilter, ExcludeWholeHostOrSlots) {
   EXPECT_EQ(r.hosts[0].slots, (std::vector<int>{1, 2, 3}));
 }
 
-TEST(HostFilter, Errors) {
+TEST(SshHostFilter, Errors) {
   EXPECT_NE(filterHosts(pool(), "worker-0", "worker-1").error.find("cannot be used together"), std::string::npos);
   EXPECT_NE(filterHosts(pool(), "nope", "").error.find("host 'nope' is not in the hostfile"), std::string::npos);
   EXPECT_NE(filterHosts(pool(), "worker-2:2", "").error.find("has slots 0..1, not 2"), std::string::npos);

@@ -30,13 +30,13 @@ const std::string kGood =
     "Welcome banner\ntaehv-preflight: begin\ntaehv-preflight: version taehv-run 0.1.0\n"
     "taehv-preflight: cwd ok\ntaehv-preflight: addr 10.77.0.2 fd00::2 \n";
 
-TEST(Preflight, ReadyHostGivesAddresses) {
+TEST(SshPreflight, ReadyHostGivesAddresses) {
   const auto c = interpretPreflight("h1", answer(kGood), request());
   EXPECT_EQ(c.error, "");
   EXPECT_EQ(c.addresses, (std::vector<std::string>{"10.77.0.2", "fd00::2"}));
 }
 
-TEST(Preflight, EachFailureHasItsReason) {
+TEST(SshPreflight, EachFailureHasItsReason) {
   const auto req = request();
   EXPECT_EQ(interpretPreflight("h", answer("", 255, "ssh: connect to host 10.0.0.9 port 22: Connection refused\n"),
                                req)
@@ -88,7 +88,7 @@ class FakeRunner : public CommandRunner {
   }
 };
 
-TEST(Preflight, AsksAllHostsAtOnceWithOneDeadline) {
+TEST(SshPreflight, AsksAllHostsAtOnceWithOneDeadline) {
   FakeRunner runner;
   runner.answers = {answer(kGood), answer("", 255, "ssh: Could not resolve hostname h2: Name or service not known")};
   const auto report = runPreflight(runner, {}, request());
@@ -105,7 +105,7 @@ TEST(Preflight, AsksAllHostsAtOnceWithOneDeadline) {
   EXPECT_NE(report.hosts[1].error.find("Could not resolve hostname h2"), std::string::npos);
 }
 
-TEST(Preflight, RealProcessRunnerCapturesAndEnforcesTheDeadline) {
+TEST(SshPreflight, RealProcessRunnerCapturesAndEnforcesTheDeadline) {
   ProcessCommandRunner runner;
   const auto t0 = std::chrono::steady_clock::now();
   const auto r = runner.runAll({{"/bin/sh", "-c", "echo out; echo err >&2; exit 3"},
@@ -123,7 +123,7 @@ TEST(Preflight, RealProcessRunnerCapturesAndEnforcesTheDeadline) {
   EXPECT_LT(took, std::chrono::seconds(5));
 }
 
-TEST(FindInPath, UsesTheGivenEnvironment) {
+TEST(SshFindInPath, UsesTheGivenEnvironment) {
   EXPECT_EQ(findInPath("sh", {{"PATH", "/nonexistent:/bin"}}), "/bin/sh");
   EXPECT_EQ(findInPath("sh", {{"PATH", "/nonexistent"}}), "");
   EXPECT_EQ(findInPath("/x/y", {}), "/x/y");

@@ -27,7 +27,7 @@ const std::vector<std::string> kHostile = {
     "back\\slash", "$HOME", "*", "~", "#hash", "a=b", "-n", "'''", "tab\there", "!bang", "{a,b}", "\\'\\\"",
 };
 
-TEST(ShellQuote, EveryHostileWordReadsBackExactlyThroughARealShell) {
+TEST(SshShellQuote, EveryHostileWordReadsBackExactlyThroughARealShell) {
   for (const auto& word : kHostile) {
     // printf '%s\0' prints each argument raw, NUL-terminated: exactly one argument, byte-identical.
     const std::string out = runSh("printf '%s\\0' " + shellQuote(word));
@@ -35,7 +35,7 @@ TEST(ShellQuote, EveryHostileWordReadsBackExactlyThroughARealShell) {
   }
 }
 
-TEST(ShellQuote, SurvivesTwoShellLevelsLikeTheSshRemoteCommand) {
+TEST(SshShellQuote, SurvivesTwoShellLevelsLikeTheSshRemoteCommand) {
   // ssh hands the remote login shell one string; we wrap the script in `/bin/sh -c '...'` again.
   for (const auto& word : kHostile) {
     const std::string inner = "printf '%s\\0' " + shellQuote(word);
@@ -44,7 +44,7 @@ TEST(ShellQuote, SurvivesTwoShellLevelsLikeTheSshRemoteCommand) {
   }
 }
 
-TEST(ShellQuote, SafeWordsStayReadable) {
+TEST(SshShellQuote, SafeWordsStayReadable) {
   EXPECT_EQ(shellQuote("/usr/bin/taehv-run"), "/usr/bin/taehv-run");
   EXPECT_EQ(shellQuote("--nproc-per-node"), "--nproc-per-node");
   EXPECT_EQ(shellQuote("a b"), "'a b'");
@@ -54,7 +54,7 @@ TEST(ShellQuote, SafeWordsStayReadable) {
   EXPECT_EQ(shellJoin({"a", "b c"}), "a 'b c'");
 }
 
-TEST(SplitWords, SplitsLikeAShellWithoutExpanding) {
+TEST(SshSplitWords, SplitsLikeAShellWithoutExpanding) {
   auto r = splitWords("-p 2222  -o 'ProxyJump a b' -F \"my cfg\" x\\ y $(id) `id` $HOME");
   ASSERT_TRUE(r.error.empty());
   EXPECT_EQ(r.words, (std::vector<std::string>{"-p", "2222", "-o", "ProxyJump a b", "-F", "my cfg", "x y", "$(id)",
@@ -65,7 +65,7 @@ TEST(SplitWords, SplitsLikeAShellWithoutExpanding) {
   EXPECT_NE(splitWords("-o \"x").error.find("unterminated \" quote"), std::string::npos);
 }
 
-TEST(HostName, Validation) {
+TEST(SshHostName, Validation) {
   EXPECT_EQ(hostNameError("node-01.cluster_a"), "");
   EXPECT_EQ(hostNameError("10.77.0.2"), "");
   EXPECT_NE(hostNameError(""), "");
@@ -75,7 +75,7 @@ TEST(HostName, Validation) {
   EXPECT_NE(hostNameError(std::string(254, 'a')), "");
 }
 
-TEST(EnvName, Validation) {
+TEST(SshEnvName, Validation) {
   EXPECT_TRUE(isValidEnvName("NCCL_DEBUG"));
   EXPECT_TRUE(isValidEnvName("_x1"));
   EXPECT_FALSE(isValidEnvName("1X"));

@@ -21,7 +21,7 @@ namespace {
 using testing::countMarker;
 using testing::waitMarker;
 
-class Wrapper : public ::testing::Test {
+class SshWrapper : public ::testing::Test {
  protected:
   void SetUp() override {
     char tmpl[] = "/tmp/taehv-ssh-wrapper-XXXXXX";
@@ -93,7 +93,7 @@ class Wrapper : public ::testing::Test {
   int stdin_fd_ = -1;
 };
 
-TEST_F(Wrapper, HostileArgumentsAndEnvironmentArriveVerbatimAndRunNothing) {
+TEST_F(SshWrapper, HostileArgumentsAndEnvironmentArriveVerbatimAndRunNothing) {
   const std::string pwned = dir_ + "/pwned";
   const std::string hostile = "a;touch " + pwned + "; $(touch " + pwned + ") `touch " + pwned + "` 'q' \"d\" \n" +
                               "touch " + pwned + "\n$HOME \\";
@@ -112,7 +112,7 @@ TEST_F(Wrapper, HostileArgumentsAndEnvironmentArriveVerbatimAndRunNothing) {
   EXPECT_NE(::access(pwned.c_str(), F_OK), 0) << "a hostile value ran a command";
 }
 
-TEST_F(Wrapper, ExitStatusOfTheJobIsTheWrappersAndStdinStaysOpen) {
+TEST_F(SshWrapper, ExitStatusOfTheJobIsTheWrappersAndStdinStaysOpen) {
   RemoteJob job;
   job.cwd = dir_;
   job.env["MODE"] = "exit";
@@ -120,14 +120,14 @@ TEST_F(Wrapper, ExitStatusOfTheJobIsTheWrappersAndStdinStaysOpen) {
   EXPECT_EQ(wait(), 7);
 }
 
-TEST_F(Wrapper, MissingWorkingDirectoryFailsClearly) {
+TEST_F(SshWrapper, MissingWorkingDirectoryFailsClearly) {
   RemoteJob job;
   job.cwd = dir_ + "/does-not-exist";
   start(job);
   EXPECT_EQ(wait(), 126);
 }
 
-TEST_F(Wrapper, StdinEofTerminatesTheWholeProcessGroup) {
+TEST_F(SshWrapper, StdinEofTerminatesTheWholeProcessGroup) {
   RemoteJob job;
   job.cwd = dir_;
   job.env["MODE"] = "sleep";
@@ -139,7 +139,7 @@ TEST_F(Wrapper, StdinEofTerminatesTheWholeProcessGroup) {
   EXPECT_EQ(wait(), 128 + SIGTERM);
 }
 
-TEST_F(Wrapper, StdinEofKillsAJobThatIgnoresSigtermAfterTheGrace) {
+TEST_F(SshWrapper, StdinEofKillsAJobThatIgnoresSigtermAfterTheGrace) {
   RemoteJob job;
   job.cwd = dir_;
   job.env["MODE"] = "stubborn";
