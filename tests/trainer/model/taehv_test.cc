@@ -33,16 +33,18 @@ ReferenceCase referenceCase(const std::string& name) {
   return {name, "taehv.f16.safetensors", preview};
 }
 
-class ReferenceTest : public ::testing::TestWithParam<std::tuple<std::string, bool>> {
+class ReferenceTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
  protected:
   void SetUp() override { testing::useTestThreads(); }
 };
 
 TEST_P(ReferenceTest, MatchesUpstream) {
-  const auto& [name, streaming] = GetParam();
+  const auto& [name, mode] = GetParam();
+  const bool streaming = mode == "streaming";
   const ReferenceCase c = referenceCase(name);
   const std::string dir = referenceDir();
   TAEHV model(c.options);
+  model->setChannelsLast(mode == "channels_last");
   loadWeights(*model, dir + "/" + c.weights);
   model->eval();
   auto io = readSafetensors(dir + "/" + name + ".public.io.safetensors");
@@ -63,10 +65,8 @@ TEST_P(ReferenceTest, MatchesUpstream) {
 
 INSTANTIATE_TEST_SUITE_P(Variants, ReferenceTest,
                          ::testing::Combine(::testing::Values("taehv", "taew2_2", "taehv_preview"),
-                                            ::testing::Bool()),
-                         [](const auto& p) {
-                           return std::get<0>(p.param) + (std::get<1>(p.param) ? "_streaming" : "_parallel");
-                         });
+                                            ::testing::Values("parallel", "streaming", "channels_last")),
+                         [](const auto& p) { return std::get<0>(p.param) + "_" + std::get<1>(p.param); });
 
 int64_t parameterCount(TAEHVImpl& model) {
   int64_t n = 0;
@@ -151,6 +151,31 @@ TEST(TAEHVTest, StreamingDecoderMatchesDecodeVideoFrameByFrame) {
   const torch::Tensor streamed = torch::stack(frames, 1);
   ASSERT_EQ(streamed.sizes(), whole.sizes());
   EXPECT_LE(maxAbsDiff(streamed, whole), 1e-5);
+}
+
+TEST(TAEHVTest, ChannelsLastTrainingMatchesContiguous) {
+  testing::useTestThreads();
+  torch::manual_seed(6);
+  TAEHV model(TAEHVOptions::forVariant("taehv1_5"));  // patch 2: pixel_unshuffle/shuffle around it
+  model->train();
+  const torch::Tensor x = torch::rand({2, 5, 3, 32, 32});
+  std::vector<torch::Tensor> grads[2];
+  torch::Tensor outputs[2];
+  for (int cl = 0; cl < 2; ++cl) {
+    model->setChannelsLast(cl == 1);
+    model->zero_grad();
+    outputs[cl] = model->decodeVideo(model->encodeVideo(x));
+    torch::mse_loss(outputs[cl], x.slice(1, 0, outputs[cl].size(1))).backward();
+    for (const auto& p : model->parameters()) {
+      grads[cl].push_back(p.grad().clone());
+    }
+  }
+  EXPECT_TRUE(outputs[1].is_contiguous());
+  EXPECT_LE(maxAbsDiff(outputs[0], outputs[1]), 1e-5);
+  for (std::size_t i = 0; i < grads[0].size(); ++i) {
+    const double scale = grads[0][i].abs().max().item<double>() + 1e-12;
+    EXPECT_LE(maxAbsDiff(grads[0][i], grads[1][i]) / scale, 1e-3) << i;
+  }
 }
 
 TEST(TAEHVTest, TrainingGradientsFlowToEveryParameter) {

@@ -1,6 +1,7 @@
 #include "taehv/model/commands.h"
 
 #include <ATen/autocast_mode.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -255,7 +256,8 @@ const char* kDecodeUsage =
 const char* kBenchUsage =
     "usage: taehv-train bench --variant V --batch B --frames T --size S --steps N [--warmup W] [--threads K]\n"
     "                         [--device cpu|cuda] [--precision fp32|bf16] [--optimizer fused|torch]\n"
-    "                         [--allocator tuned|default]\n"
+    "                         [--allocator tuned|default] [--memory-format channels_last|contiguous]\n"
+    "                         [--profile TRACE.json]\n"
     "  times training steps (MSE of decode(encode(x)) vs the aligned input frames, backward, AdamW).\n";
 
 const std::set<std::string> kCodecOptions = {"variant", "weights", "input", "output", "threads",
@@ -341,7 +343,7 @@ int benchCommand(const std::vector<std::string>& argv) {
   return runGuarded("bench", kBenchUsage, [&] {
     Args args(argv,
               {"variant", "batch", "frames", "size", "steps", "warmup", "threads", "device", "precision", "optimizer",
-               "allocator"},
+               "allocator", "profile", "memory-format"},
               {});
     const std::string optimizer_name = args.get("optimizer", "fused");
     const std::string allocator = args.get("allocator", "tuned");
@@ -351,6 +353,10 @@ int benchCommand(const std::vector<std::string>& argv) {
     }
     if (allocator != "tuned" && allocator != "default") {
       throw UsageError("--allocator must be tuned or default, got '" + allocator + "'");
+    }
+    const std::string memory_format = args.get("memory-format", "contiguous");
+    if (memory_format != "channels_last" && memory_format != "contiguous") {
+      throw UsageError("--memory-format must be channels_last or contiguous, got '" + memory_format + "'");
     }
     if (allocator == "tuned") {
       tuneCpuAllocator();
@@ -391,6 +397,7 @@ int benchCommand(const std::vector<std::string>& argv) {
     TAEHV model(options);
     model->to(device);
     model->train();
+    model->setChannelsLast(memory_format == "channels_last");
     // Both optimizers apply the same AdamW update (lr 3e-4, betas (0.9, 0.95), weight decay 1e-2, eps 1e-8).
     torch::optim::AdamW torch_optimizer(model->parameters(),
                                         torch::optim::AdamWOptions(3e-4).betas({0.9, 0.95}).weight_decay(1e-2));
@@ -405,7 +412,7 @@ int benchCommand(const std::vector<std::string>& argv) {
     const int64_t aligned = std::min(decoded, frames);
     const torch::Tensor target = x.slice(1, 0, aligned);
     std::printf("bench: variant=%s batch=%lld frames=%lld size=%lld device=%s precision=%s threads=%d params=%lld "
-                "optimizer=%s allocator=%s\n",
+                "optimizer=%s allocator=%s memory_format=%s\n",
                 args.get("variant", "taehv").c_str(), static_cast<long long>(batch), static_cast<long long>(frames),
                 static_cast<long long>(size), device_name.c_str(), precision.c_str(), at::get_num_threads(),
                 static_cast<long long>([&] {
@@ -415,7 +422,7 @@ int benchCommand(const std::vector<std::string>& argv) {
                   }
                   return n;
                 }()),
-                optimizer_name.c_str(), allocator.c_str());
+                optimizer_name.c_str(), allocator.c_str(), memory_format.c_str());
     std::fflush(stdout);
 
     const auto sync = [&] {
@@ -426,9 +433,20 @@ int benchCommand(const std::vector<std::string>& argv) {
     double timed = 0;
     double loss_value = 0;
     struct rusage before {};
-    for (int64_t step = 0; step < warmup + steps; ++step) {
+    // --profile FILE: one extra, untimed step under the autograd profiler (chrome trace JSON).
+    const std::string profile = args.get("profile", "");
+    const int64_t total = warmup + steps + (profile.empty() ? 0 : 1);
+    struct rusage usage {};
+    for (int64_t step = 0; step < total; ++step) {
       if (step == warmup) {
         getrusage(RUSAGE_SELF, &before);
+      }
+      if (step == warmup + steps) {
+        getrusage(RUSAGE_SELF, &usage);
+      }
+      std::unique_ptr<torch::autograd::profiler::RecordProfile> recording;
+      if (step == warmup + steps) {
+        recording = std::make_unique<torch::autograd::profiler::RecordProfile>(profile);
       }
       sync();
       const auto start = std::chrono::steady_clock::now();
@@ -461,7 +479,7 @@ int benchCommand(const std::vector<std::string>& argv) {
       loss_value = loss.item<double>();
       sync();
       const double seconds = secondsSince(start);
-      if (step >= warmup) {
+      if (step >= warmup && step < warmup + steps) {
         timed += seconds;
       }
       std::printf("step %lld%s: %.3f s loss %.6f\n", static_cast<long long>(step), step < warmup ? " (warmup)" : "",
@@ -469,8 +487,9 @@ int benchCommand(const std::vector<std::string>& argv) {
       std::fflush(stdout);
     }
     const double step_s = timed / static_cast<double>(steps);
-    struct rusage usage {};
-    getrusage(RUSAGE_SELF, &usage);
+    if (profile.empty()) {
+      getrusage(RUSAGE_SELF, &usage);
+    }
     // CPU seconds per step (all threads, user + system): a steadier figure than wall time on a shared machine.
     const auto cpu_seconds = [](const struct rusage& r) {
       return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +

@@ -18,20 +18,31 @@ bool mixesTime(TAEHVLayer::Kind kind) {
   return kind == TAEHVLayer::Kind::kMemBlock || kind == TAEHVLayer::Kind::kTPool || kind == TAEHVLayer::Kind::kTGrow;
 }
 
-// Drops the first `trim` frames of each of `clips` clips of x (N*T, C, H, W).
+bool isChannelsLast(const torch::Tensor& x) {
+  return x.dim() == 4 && x.size(1) > 1 && !x.is_contiguous() && x.is_contiguous(at::MemoryFormat::ChannelsLast);
+}
+
+// Drops the first `trim` frames of each of `clips` clips of x (N*T, C, H, W); keeps x's memory format.
 torch::Tensor trimClips(const torch::Tensor& x, int64_t clips, int64_t trim) {
   const int64_t frames = x.size(0) / clips;
-  return x.view({clips, frames, x.size(1), x.size(2), x.size(3)})
-      .slice(1, trim)
-      .reshape({clips * (frames - trim), x.size(1), x.size(2), x.size(3)});
+  std::vector<torch::Tensor> kept;
+  for (int64_t c = 0; c < clips; ++c) {
+    kept.push_back(x.slice(0, c * frames + trim, (c + 1) * frames));
+  }
+  return clips == 1 ? kept[0] : torch::cat(kept, 0);
 }
 
 // Runs `layers` over (N*T, C, H, W) holding N clips of consecutive frames, all frames at once. With trim > 0
 // the first `trim` frames of each clip are dropped as soon as no later layer mixes time (after the last
 // MemBlock/TPool/TGrow): the remaining layers work frame by frame, so the frames kept are exactly those of
 // running everything and trimming at the end, without computing the frames thrown away.
-torch::Tensor runParallel(const std::vector<TAEHVLayer>& layers, torch::Tensor x, int64_t clips, int64_t trim = 0) {
+// channels_last runs every layer on NHWC memory (oneDNN's native layout: no reorders around each convolution).
+torch::Tensor runParallel(const std::vector<TAEHVLayer>& layers, torch::Tensor x, int64_t clips, int64_t trim,
+                          bool channels_last) {
   using Kind = TAEHVLayer::Kind;
+  if (channels_last) {
+    x = x.contiguous(at::MemoryFormat::ChannelsLast);
+  }
   std::size_t last_temporal = 0;
   for (std::size_t i = 0; i < layers.size(); ++i) {
     if (mixesTime(layers[i].kind)) {
@@ -85,7 +96,7 @@ torch::Tensor runParallel(const std::vector<TAEHVLayer>& layers, torch::Tensor x
         break;
     }
   }
-  return trim > 0 ? trimClips(x, clips, trim) : x;
+  return (trim > 0 ? trimClips(x, clips, trim) : x).contiguous();
 }
 
 void checkVideo(const torch::Tensor& x, const char* what, int64_t channels) {
@@ -142,11 +153,17 @@ torch::Tensor MemBlockImpl::forward(const torch::Tensor& x, const torch::Tensor&
 
 torch::Tensor MemBlockImpl::forwardClip(const torch::Tensor& x, int64_t frames) {
   const int64_t clips = x.size(0) / frames;
-  // past[t] = x[t - 1] within each clip, zeros at t = 0.
-  const torch::Tensor clip = x.view({clips, frames, x.size(1), x.size(2), x.size(3)});
-  const torch::Tensor past =
-      torch::constant_pad_nd(clip.slice(1, 0, frames - 1), {0, 0, 0, 0, 0, 0, 1, 0}).view(x.sizes());
-  return forward(x, past);
+  // past[t] = x[t - 1] within each clip, zeros at t = 0; built by concatenating along the frame dimension so
+  // that x's memory format (contiguous or channels_last) carries over.
+  const torch::Tensor zero = torch::zeros_like(x.slice(0, 0, 1));
+  std::vector<torch::Tensor> pieces;
+  for (int64_t c = 0; c < clips; ++c) {
+    pieces.push_back(zero);
+    if (frames > 1) {
+      pieces.push_back(x.slice(0, c * frames, (c + 1) * frames - 1));
+    }
+  }
+  return forward(x, torch::cat(pieces, 0));
 }
 
 TPoolImpl::TPoolImpl(int64_t channels, int64_t stride) : channels_(channels), stride_(stride) {
@@ -155,7 +172,17 @@ TPoolImpl::TPoolImpl(int64_t channels, int64_t stride) : channels_(channels), st
 
 torch::Tensor TPoolImpl::forward(const torch::Tensor& x) {
   TORCH_CHECK(x.size(0) % stride_ == 0, "TPool: ", x.size(0), " frames is not a multiple of ", stride_);
-  return conv->forward(x.reshape({x.size(0) / stride_, stride_ * channels_, x.size(2), x.size(3)}));
+  const int64_t groups = x.size(0) / stride_;
+  if (stride_ > 1 && isChannelsLast(x)) {
+    // NHWC memory: (G*s, H, W, C) -> (G, H, W, s*C), the channels_last layout of the stacked frames.
+    const torch::Tensor stacked = x.permute({0, 2, 3, 1})
+                                      .reshape({groups, stride_, x.size(2), x.size(3), channels_})
+                                      .permute({0, 2, 3, 1, 4})
+                                      .reshape({groups, x.size(2), x.size(3), stride_ * channels_})
+                                      .permute({0, 3, 1, 2});
+    return conv->forward(stacked);
+  }
+  return conv->forward(x.reshape({groups, stride_ * channels_, x.size(2), x.size(3)}));
 }
 
 TGrowImpl::TGrowImpl(int64_t channels, int64_t stride) : channels_(channels), stride_(stride) {
@@ -164,6 +191,14 @@ TGrowImpl::TGrowImpl(int64_t channels, int64_t stride) : channels_(channels), st
 
 torch::Tensor TGrowImpl::forward(const torch::Tensor& x) {
   const torch::Tensor y = conv->forward(x);
+  if (stride_ > 1 && isChannelsLast(y)) {
+    // NHWC memory: (B, H, W, s*C) -> (B*s, H, W, C), keeping channels_last.
+    return y.permute({0, 2, 3, 1})
+        .reshape({x.size(0), x.size(2), x.size(3), stride_, channels_})
+        .permute({0, 3, 1, 2, 4})
+        .reshape({x.size(0) * stride_, x.size(2), x.size(3), channels_})
+        .permute({0, 3, 1, 2});
+  }
   return y.reshape({x.size(0) * stride_, channels_, x.size(2), x.size(3)});
 }
 
@@ -307,7 +342,8 @@ torch::Tensor TAEHVImpl::encodeVideo(const torch::Tensor& frames, bool streaming
     }
     return torch::stack(out, 1);
   }
-  torch::Tensor y = runParallel(encoder_layers_, x.reshape({-1, x.size(2), x.size(3), x.size(4)}), n);
+  torch::Tensor y =
+      runParallel(encoder_layers_, x.reshape({-1, x.size(2), x.size(3), x.size(4)}), n, 0, channels_last_);
   return y.view({n, -1, y.size(1), y.size(2), y.size(3)});
 }
 
@@ -327,7 +363,7 @@ torch::Tensor TAEHVImpl::decodeVideo(const torch::Tensor& latents, bool streamin
     x = torch::stack(out, 1);
   } else {
     x = runParallel(decoder_layers_, latents.reshape({-1, latents.size(2), latents.size(3), latents.size(4)}), n,
-                    framesToTrim());
+                    framesToTrim(), channels_last_);
     x = x.view({n, -1, x.size(1), x.size(2), x.size(3)});
   }
   if (p > 1) {

@@ -1,0 +1,92 @@
+#!/usr/bin/python3
+"""`taehv-train bench` side by side with the plain PyTorch loop (train_loop_py.py, Debian's python3-torch 1.13):
+same model, objective (MSE of decode(encode(x)) vs the aligned input frames), optimizer (AdamW lr 3e-4,
+betas (0.9, 0.95), wd 1e-2), batch and thread count, in one run. Runs are interleaved (C++, Python, Python, C++,
+...) so that load from other processes hits both alike; prints medians and the ratio python/c++ of wall time
+and of CPU seconds per step (CPU time is the steadier figure on a shared machine), with the load average.
+
+usage: /usr/bin/python3 bench/model/compare.py [--taehv-train BUILD/bin/taehv-train] [--rounds 3]
+       [--omp-passive] [--config B,T,S,STEPS ...]
+Targets (issue 3): >= 1.15x at 2 x 12 x 64x64, >= 1.5x at 1 x 4 x 32x32, fp32, 2 threads."""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+TARGETS = {(2, 12, 64): 1.15, (1, 4, 32): 1.5}
+
+
+def parse(output):
+    values = {}
+    for line in output.splitlines():
+        for item in line.split():
+            if "=" in item:
+                key, _, value = item.partition("=")
+                try:
+                    values[key] = float(value)
+                except ValueError:
+                    pass
+    return values
+
+
+def run(cmd, env):
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    return parse(proc.stdout)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--taehv-train", default=os.path.join(ROOT, "build", "bin", "taehv-train"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--omp-passive", action="store_true",
+                    help="OMP_WAIT_POLICY=PASSIVE for both sides (on an oversubscribed machine spinning OpenMP "
+                         "threads slow both down by large, random factors)")
+    ap.add_argument("--config", action="append", help="B,T,S,STEPS (default: 2,12,64,3 and 1,4,32,20)")
+    ap.add_argument("--cpp-args", default="", help="extra arguments for taehv-train bench")
+    a = ap.parse_args()
+    configs = [tuple(int(v) for v in c.split(",")) for c in (a.config or ["2,12,64,3", "1,4,32,20"])]
+    if not os.access(a.taehv_train, os.X_OK):
+        sys.exit(f"no taehv-train at {a.taehv_train}: build it (cmake --build BUILD --target taehv-train) "
+                 "or pass --taehv-train PATH")
+    env = dict(os.environ)
+    if a.omp_passive:
+        env["OMP_WAIT_POLICY"] = "PASSIVE"
+    print(f"machine: {os.cpu_count()} CPUs, load average before: {os.getloadavg()}, "
+          f"OMP_WAIT_POLICY={env.get('OMP_WAIT_POLICY', '(unset)')}, threads={a.threads}", flush=True)
+    for batch, frames, size, steps in configs:
+        common = ["--batch", str(batch), "--frames", str(frames), "--size", str(size), "--steps", str(steps),
+                  "--warmup", "1", "--threads", str(a.threads)]
+        cpp_cmd = [a.taehv_train, "bench", "--variant", "taehv", *common, *a.cpp_args.split()]
+        py_cmd = ["/usr/bin/python3", os.path.join(HERE, "train_loop_py.py"), "--variant", "taehv", *common]
+        results = {"c++": [], "python": []}
+        for r in range(a.rounds):
+            order = [("c++", cpp_cmd), ("python", py_cmd)]
+            for name, cmd in (order if r % 2 == 0 else order[::-1]):
+                results[name].append(run(cmd, env))
+                v = results[name][-1]
+                print(f"  {batch}x{frames}x{size}x{size} round {r} {name:6s}: step_s={v['step_s']:.4f} "
+                      f"cpu_s_per_step={v['cpu_s_per_step']:.4f} peak_rss_mb={v['peak_rss_mb']:.0f}", flush=True)
+        med = {n: {k: statistics.median(v[k] for v in rs) for k in ("step_s", "cpu_s_per_step", "peak_rss_mb",
+                                                                      "frames_per_s")}
+               for n, rs in results.items()}
+        wall_ratio = med["python"]["step_s"] / med["c++"]["step_s"]
+        cpu_ratio = med["python"]["cpu_s_per_step"] / med["c++"]["cpu_s_per_step"]
+        target = TARGETS.get((batch, frames, size))
+        print(f"{batch}x{frames}x{size}x{size} fp32 {a.threads} threads (median of {a.rounds}):")
+        for n in ("c++", "python"):
+            m = med[n]
+            print(f"  {n:6s} step_s={m['step_s']:.4f} frames_per_s={m['frames_per_s']:.2f} "
+                  f"cpu_s_per_step={m['cpu_s_per_step']:.4f} peak_rss_mb={m['peak_rss_mb']:.0f}")
+        print(f"  ratio python/c++: wall {wall_ratio:.3f}x, cpu {cpu_ratio:.3f}x"
+              + (f" (target {target}x)" if target else ""), flush=True)
+    print(f"load average after: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
