@@ -18,8 +18,13 @@ int encodeCommand(const std::vector<std::string>& args);
 int decodeCommand(const std::vector<std::string>& args);
 
 /// `bench --variant V --batch B --frames T --size S --steps N [--warmup W] [--threads K] [--device cpu|cuda]
-/// [--precision fp32|bf16]`: times full training steps (MSE of decode(encode(x)) against the aligned input
-/// frames, backward, AdamW) on random data; the last line printed is `frames_per_s=X step_s=Y peak_rss_mb=Z`.
+/// [--precision fp32|bf16] [--optimizer fused|torch] [--allocator tuned|default]
+/// [--memory-format contiguous|channels_last] [--profile TRACE.json]`: times full training steps (MSE of
+/// decode(encode(x)) against the aligned input frames: decoded frame j vs input frame j; backward; AdamW lr 3e-4,
+/// betas (0.9, 0.95), weight decay 1e-2) on random data. Prints one line per step, then
+/// `cpu_s_per_step=C minor_faults_per_step=F`, and last `frames_per_s=X step_s=Y peak_rss_mb=Z`
+/// (frames_per_s = B*T / step_s, step_s = mean wall seconds of the N timed steps after W warm-up steps).
+/// --device cuda without a GPU is a usage error (status 2).
 int benchCommand(const std::vector<std::string>& args);
 
 }  // namespace taehv
