@@ -7,14 +7,16 @@
 // one ssh client per host under taehv::process::supervise() (fail fast, signal forwarding). Each ssh client's
 // stdin is a pipe held by the supervisor; the remote wrapper (fanout.h remoteScript) kills its process group
 // when that pipe reaches EOF, so even `kill -9` of this launcher leaves nothing behind on any host.
-#include <dirent.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
+#include <random>
+#include <set>
 #include <fstream>
 #include <sstream>
 
@@ -39,26 +41,33 @@ constexpr int kNotStarted = 2;
 /// An ssh connection master lives this long after its last session (also after `kill -9` of the launcher).
 constexpr int kMuxPersistSeconds = 5;
 
-/// A private folder (mode 0700) for the ssh control sockets of one launch; removed with its sockets at the end.
-struct ControlDir {
-  std::string path;
-  ControlDir() {
-    char tmpl[] = "/tmp/taehv-ssh-XXXXXX";
-    if (::mkdtemp(tmpl)) path = tmpl;
+/// Names of the ssh control sockets of one launch: /tmp/taehv-ssh-<64 random bits>-<node>. No folder, so that
+/// nothing is left even after `kill -9` of the launcher (each master removes its socket when it exits). ssh
+/// creates the socket owner-only and refuses an existing path; the random part makes the name unguessable.
+class ControlSockets {
+ public:
+  ControlSockets() {
+    std::random_device random;
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%08x%08x", random(), random());
+    prefix_ = std::string("/tmp/taehv-ssh-") + buf + "-";
   }
-  ~ControlDir() {
-    if (path.empty()) return;
-    // The masters notice nothing: they exit by ControlPersist; their sockets go with the folder.
-    if (DIR* d = ::opendir(path.c_str())) {
-      while (dirent* e = ::readdir(d)) {
-        if (e->d_name[0] != '.') ::unlink((path + "/" + e->d_name).c_str());
-      }
-      ::closedir(d);
-    }
-    ::rmdir(path.c_str());
+  ~ControlSockets() {
+    for (int node : used_) ::unlink(path(node).c_str());
   }
-  ControlDir(const ControlDir&) = delete;
-  ControlDir& operator=(const ControlDir&) = delete;
+  ControlSockets(const ControlSockets&) = delete;
+  ControlSockets& operator=(const ControlSockets&) = delete;
+
+  /// "ControlPath=..." for node `node`.
+  std::string option(int node) {
+    used_.insert(node);
+    return "ControlPath=" + path(node);
+  }
+
+ private:
+  std::string path(int node) const { return prefix_ + std::to_string(node); }
+  std::string prefix_;
+  std::set<int> used_;
 };
 
 using Options = std::map<std::string, std::vector<std::string>>;
@@ -225,15 +234,10 @@ class SshBackend final : public Backend {
     // the job's ssh client for that host reuses (OpenSSH multiplexing), then exits kMuxPersistSeconds after its
     // last session. One socket per hostfile entry (named by node rank: short, and entries never share a
     // connection). The user's own ControlMaster/ControlPath in --ssh-opts come first and win.
-    const ControlDir control;
-    const auto controlPath = [&](std::size_t node) {
-      return "ControlPath=" + control.path + "/" + std::to_string(node);
-    };
-    if (!control.path.empty()) {
-      for (std::size_t node = 0; node < shape.hosts.size(); ++node) {
-        pre.host_opts.push_back({"-o", controlPath(node), "-o", "ControlMaster=auto", "-o",
-                                 "ControlPersist=" + std::to_string(kMuxPersistSeconds)});
-      }
+    ControlSockets control;
+    for (std::size_t node = 0; node < shape.hosts.size(); ++node) {
+      pre.host_opts.push_back({"-o", control.option(static_cast<int>(node)), "-o", "ControlMaster=auto", "-o",
+                               "ControlPersist=" + std::to_string(kMuxPersistSeconds)});
     }
     pre.ssh_opts = ssh_opts;
     for (const auto& h : shape.hosts) pre.hosts.push_back(h.host);
@@ -290,9 +294,7 @@ class SshBackend final : public Backend {
                                           args.forwarded, job.command);
       process::ChildSpec child;
       std::vector<std::string> job_opts = ssh_opts;
-      if (!control.path.empty()) {
-        job_opts.insert(job_opts.end(), {"-o", controlPath(static_cast<std::size_t>(node)), "-o", "ControlMaster=no"});
-      }
+      job_opts.insert(job_opts.end(), {"-o", control.option(node), "-o", "ControlMaster=no"});
       child.argv = sshArgv(ssh, job_opts, h.host, remoteCommand(remoteScript(remote)));
       child.env = host.env;
       child.label = h.host + ":" + std::to_string(node);
