@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -47,6 +48,19 @@ int freePort() {
   getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   close(fd);
   return ntohs(a.sin_port);
+}
+
+/// Processes whose command line contains `marker` (a per-test temporary path), other than this test.
+std::vector<std::string> processesWith(const std::string& marker) {
+  std::vector<std::string> found;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string pid = e.path().filename();
+    if (pid.find_first_not_of("0123456789") != std::string::npos || pid == std::to_string(getpid())) continue;
+    std::string cmdline = testing::readFile(e.path().string() + "/cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(marker) != std::string::npos) found.push_back(pid + ": " + cmdline);
+  }
+  return found;
 }
 
 class K8sCli : public ::testing::Test {
@@ -242,6 +256,9 @@ TEST_F(K8sPods, TwoPodIndexedJobRendezvousWithWorkerPodFirst) {
     EXPECT_TRUE(fs::exists(out + "/rank" + std::to_string(r) + ".txt")) << r;
   }
   EXPECT_NE(master.find("GROUP_RANK=1"), std::string::npos) << master;
+  // Both pods exited: nothing they started is left (the output folder is a unique token in every worker's argv).
+  const auto left = processesWith(out);
+  EXPECT_TRUE(left.empty()) << left.size() << " left, e.g. " << (left.empty() ? "" : left.front());
 }
 
 TEST_F(K8sPods, TwoPodPyTorchJobRendezvousWithOperatorEnvironment) {
