@@ -61,6 +61,13 @@ void buildWorkerEnvironment(const NodeDescriptor& node, WorkerDescriptor& w, con
     env[name] = value;
     if (env[name].source.empty()) env[name].source = "backend " + node.backend;
   }
+  // Then this worker's own extras (sizing: TAEHV_DEVICE, CUDA_VISIBLE_DEVICES), adding only, like extra_env.
+  auto local = node.local_env.find(*w.local_rank.value);
+  if (local != node.local_env.end()) {
+    for (const auto& [name, value] : local->second) {
+      if (value.has() && !env.count(name)) env[name] = value;
+    }
+  }
 }
 
 Env completeEnvironment(const WorkerDescriptor& worker, const Env& inherited) {

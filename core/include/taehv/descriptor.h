@@ -54,6 +54,8 @@ struct NodeDescriptor {
   Sourced<int> local_rank;  ///< single_worker only
   Sourced<int> master_wait_seconds;
   std::map<std::string, Sourced<std::string>> extra_env;
+  /// Extra variables of one worker, by local rank (sizing: the device it owns), applied after extra_env.
+  std::map<int, std::map<std::string, Sourced<std::string>>> local_env;
   std::vector<std::string> notes;
 
   int worldSize() const { return *nnodes.value * *nproc_per_node.value; }
