@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "taehv/describe.h"
+#include "taehv/sizing_bridge.h"
 #include "taehv/suggest.h"
 #include "taehv/worker_env.h"
 
@@ -25,7 +26,9 @@ namespace {
 /// Launch options forwarded to a remote taehv-run by a backend that takes over the launch.
 const std::set<std::string> kForwardedOptions = {
     "nnodes",  "node-rank",    "master-addr", "master-port", "nproc-per-node",     "standalone",
-    "run-id",  "max-restarts", "shutdown-grace", "log-dir",  "local-ranks-filter", "no-prefix"};
+    "run-id",  "max-restarts", "shutdown-grace", "log-dir",  "local-ranks-filter", "no-prefix",
+    // sizing (taehv/sizing_bridge.h): each node sizes itself
+    "gpu-binding", "collective-timeout", "nccl-buffsize", "config"};
 
 /// Does the option named `name` (without dashes) of `desc` take a value?
 bool takesValue(const po::options_description& desc, const std::string& name) {
@@ -106,6 +109,14 @@ int runLaunch(Cli& cli) {
     cli.log(LogLevel::kError, error);
     return kUsageError;
   }
+  if (std::string sized = applySizing(vm, cli.env(), r.node); !sized.empty()) {
+    cli.log(LogLevel::kError, sized);  // before anything starts
+    return kUsageError;
+  }
+  for (const auto& note : r.node.notes) {
+    if (note.rfind("profile: ", 0) == 0) cli.log(LogLevel::kInfo, note);
+  }
+  insertProfileArgs(r.node, command);
   LaunchSettings settings;
   settings.command = command;
   const double grace = vm["shutdown-grace"].as<double>();
@@ -142,6 +153,12 @@ int runDescribe(Cli& cli) {
     cli.log(LogLevel::kError, resolved.error);
     return kUsageError;
   }
+  if (!resolved.value.backend_takes_over) {
+    if (std::string sized = applySizing(vm, cli.env(), resolved.value.node); !sized.empty()) {
+      cli.log(LogLevel::kError, sized);
+      return kUsageError;
+    }
+  }
   const NodeDescriptor& node = resolved.value.node;
   auto workers = expandWorkers(node, cli.env());
   if (vm.count("json")) {
@@ -150,6 +167,7 @@ int runDescribe(Cli& cli) {
     std::string error;
     std::vector<std::string> command = cli.workerCommand(error);
     if (!error.empty()) command = {"<" + error + ">"};
+    insertProfileArgs(node, command);
     if (!resolved.value.detection.empty()) std::cout << "detected: " << resolved.value.detection << "\n";
     if (resolved.value.backend_takes_over) {
       std::cout << "note: backend " << node.backend << " starts the whole job itself; shown is this node's plan\n";
@@ -195,6 +213,8 @@ const std::vector<SubCommand>& subCommands() {
   static const std::vector<SubCommand> table = {
       {"describe", "print each worker's rank, world and environment with provenance; start nothing", runDescribe},
       {"plugins", "list the backend plugins found on the plugin search path", runPlugins},
+      {"doctor", "check this node before a job (backend, plan, master, GPUs, NCCL, network, folders); exit 1 on a fail",
+       runDoctor},
   };
   return table;
 }
@@ -235,7 +255,8 @@ po::options_description Cli::launchOptions() const {
     ("nnodes", po::value<int>()->value_name("N"), "number of nodes [env PET_NNODES, default 1]")
     ("node-rank", po::value<int>()->value_name("R"), "this node's rank 0..N-1 [env PET_NODE_RANK, default 0]")
     ("nproc-per-node", po::value<std::string>()->value_name("N"),
-        "worker processes on this node [env PET_NPROC_PER_NODE, default 1]")
+        "worker processes on this node, or auto [env PET_NPROC_PER_NODE; default auto: one per visible GPU, "
+        "else 1]")
     ("master-addr", po::value<std::string>()->value_name("HOST"),
         "address of node 0 [env PET_MASTER_ADDR; required when nnodes > 1]")
     ("master-port", po::value<int>()->value_name("PORT"), "TCP port on the master [env PET_MASTER_PORT, default 29500]")
@@ -253,6 +274,7 @@ po::options_description Cli::launchOptions() const {
     ("help,h", "show this help")
     ("version", "print the version");
   // clang-format on
+  addSizingOptions(desc);
   return desc;
 }
 
@@ -406,8 +428,8 @@ Checked<ResolvedLaunch> Cli::resolve(const po::variables_map& vm, bool plan_when
   if (vm.count("nproc-per-node")) {
     const std::string text = vm["nproc-per-node"].as<std::string>();
     flags.nproc_per_node = parseInt(text);
-    if (!flags.nproc_per_node) {
-      result.error = "--nproc-per-node '" + text + "': give the number of worker processes, e.g. 2";
+    if (!flags.nproc_per_node && text != "auto") {  // auto = unset: sizing decides (applySizing)
+      result.error = "--nproc-per-node '" + text + "': give the number of worker processes, e.g. 2, or auto";
       return result;
     }
   }

@@ -1,0 +1,288 @@
+#include "taehv/sizing_bridge.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+
+#include "taehv/cli.h"
+#include "taehv/sizing/doctor.h"
+#include "taehv/sizing/nccl.h"
+#include "taehv/sizing/profiles.h"
+#include "taehv/sizing/sizing.h"
+
+namespace taehv {
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kConfigEnv = "TAEHV_CONFIG";
+constexpr const char* kConfigSetEnv = "TAEHV_CONFIG_SET";  // "key=value;key=value"
+/// The trainer's own default output folder and data (trainer/train/include/taehv/train/config.h).
+constexpr const char* kTrainerDefaultOutputDir = "runs/taehv";
+
+/// --gpu-binding, --collective-timeout, --nccl-buffsize from `vm`. Sets `error` on bad values.
+bool sizingPolicy(const po::variables_map& vm, sizing::GpuBinding& binding, sizing::TuningPolicy& policy,
+                  std::string& error) {
+  const std::string mode = vm.count("gpu-binding") ? vm["gpu-binding"].as<std::string>() : "local-rank";
+  auto parsed = sizing::parseGpuBinding(mode);
+  if (!parsed) {
+    error = "--gpu-binding '" + mode +
+            "': use local-rank (cuda:LOCAL_RANK, torchrun's way), visible-devices "
+            "(CUDA_VISIBLE_DEVICES = the worker's GPU only) or none";
+    return false;
+  }
+  binding = *parsed;
+  if (vm.count("collective-timeout")) {
+    const double s = vm["collective-timeout"].as<double>();
+    if (!(s >= 1) || s > 7 * 86400) {
+      error = "--collective-timeout must be 1..604800 seconds, got " + std::to_string(s);
+      return false;
+    }
+    policy.collective_timeout.set(std::chrono::seconds(std::llround(s)), "flag --collective-timeout");
+  }
+  if (vm.count("nccl-buffsize")) {
+    const std::string text = vm["nccl-buffsize"].as<std::string>();
+    auto bytes = sizing::parseByteSize(text);
+    if (!bytes) {
+      error = "--nccl-buffsize '" + text + "': give bytes with an optional unit, e.g. 16M or 33554432";
+      return false;
+    }
+    policy.nccl_buffsize_bytes.set(*bytes, "flag --nccl-buffsize");
+  }
+  return true;
+}
+
+/// The --config profile for `node` into its extra_env and notes. Returns "" or the error.
+std::string applyProfile(const std::string& config, NodeDescriptor& node, sizing::TrainProfile* chosen) {
+  std::error_code ec;
+  if (fs::is_regular_file(config, ec)) {
+    node.extra_env[kConfigEnv].set(config, "flag --config (a file: given to the trainer as it is)");
+    return "";
+  }
+  if (!fs::is_directory(config, ec)) {
+    return "--config " + config +
+           ": no such file or folder; give a trainer config file or a folder of "
+           "profiles such as examples/configs";
+  }
+  sizing::ProfileChoice c = sizing::chooseProfile(config, *node.nnodes.value, *node.nproc_per_node.value);
+  if (!c.ok()) return c.error;
+  node.extra_env[kConfigEnv].set(c.config_path, "flag --config " + config + ": " + c.reason);
+  if (!c.overrides.empty()) {
+    std::string sets;
+    for (const auto& [key, value] : c.overrides) sets += (sets.empty() ? "" : ";") + key + "=" + value;
+    node.extra_env[kConfigSetEnv].set(sets, "derived profile: " + c.reason);
+  }
+  node.notes.push_back("profile: " + c.reason);
+  if (chosen != nullptr) *chosen = c.profile;
+  return "";
+}
+
+/// Which backends claim this environment, as `detect()` says.
+std::vector<sizing::PluginFacts> detectAll(Cli& cli, std::vector<std::string>& errors) {
+  std::vector<sizing::PluginFacts> facts;
+  for (LoadedPlugin* p : cli.allPlugins(errors)) {
+    sizing::PluginFacts f;
+    f.name = p->name;
+    try {
+      Detection d = p->backend->detect(cli.host());
+      f.confidence = d.confidence;
+      f.reason = d.reason;
+    } catch (const std::exception& e) {
+      errors.push_back(p->path + ": detect() threw (" + e.what() + ")");
+    }
+    facts.push_back(f);
+  }
+  return facts;
+}
+
+}  // namespace
+
+void addSizingOptions(po::options_description& desc) {
+  // clang-format off
+  desc.add_options()
+    ("gpu-binding", po::value<std::string>()->value_name("MODE"),
+        "how each worker owns its GPU: local-rank (cuda:LOCAL_RANK, torchrun's way; default), visible-devices "
+        "(CUDA_VISIBLE_DEVICES = its GPU only) or none (no binding, no GPU-count check)")
+    ("collective-timeout", po::value<double>()->value_name("SECONDS"),
+        "workers' collective timeout, TAEHV_COLLECTIVE_TIMEOUT_S [default by node count: 1: 3600, 2-7: 7200, 8+: "
+        "14400]")
+    ("nccl-buffsize", po::value<std::string>()->value_name("BYTES"),
+        "NCCL_BUFFSIZE for GPU workers, e.g. 16M [default: 16M up to 7 nodes, 32M from 8]")
+    ("config", po::value<std::string>()->value_name("DIR|FILE"),
+        "trainer config: a folder of <name>-<NODES>x<GPUS>.yaml profiles (the one matching the world size is "
+        "used, else one derived by linear LR scaling) or one config file");
+  // clang-format on
+}
+
+const std::vector<std::string>& sizingOptionNames() {
+  static const std::vector<std::string> names = {"gpu-binding", "collective-timeout", "nccl-buffsize", "config"};
+  return names;
+}
+
+std::string applySizing(const po::variables_map& vm, const Env& env, NodeDescriptor& node) {
+  sizing::NodeSizingInput in;
+  std::string error;
+  if (!sizingPolicy(vm, in.binding, in.policy, error)) return error;
+  const bool single = node.single_worker.has() && *node.single_worker.value;
+  // auto: nothing (flag, backend plan, PET_NPROC_PER_NODE) gave a number.
+  const bool auto_nproc = node.nproc_per_node.source == "default" && !single;
+  in.env = env;
+  in.nnodes = *node.nnodes.value;
+  if (!auto_nproc) in.nproc_requested = node.nproc_per_node;
+  in.scheduler_gpus = node.gpus_on_node;
+  in.single_worker = single;
+  in.master_addr = *node.master_addr.value;
+  sizing::NodeSizing s = sizing::sizeNode(in);
+  if (!s.ok()) return s.error();
+
+  if (auto_nproc) node.nproc_per_node = s.nproc.nproc_per_node;
+  if (!node.gpus_on_node.has() && s.nproc.use_gpus) {
+    node.gpus_on_node.set(static_cast<int>(s.visible.gpus.size()), "detected: " + s.visible.source);
+  }
+  // A backend's own extra variables win over sizing's defaults; the user's environment already won inside.
+  for (const auto& [name, value] : s.nodeEnv()) {
+    if (!node.extra_env.count(name)) node.extra_env[name] = value;
+  }
+  std::vector<int> local_ranks;
+  if (single) {
+    local_ranks.push_back(*node.local_rank.value);
+  } else {
+    for (int i = 0; i < *node.nproc_per_node.value; ++i) local_ranks.push_back(i);
+  }
+  for (int local : local_ranks) node.local_env[local] = s.workerEnv(local);
+  for (const auto& n : s.notes()) node.notes.push_back("sizing: " + n);
+
+  if (vm.count("config")) {
+    if (std::string e = applyProfile(vm["config"].as<std::string>(), node, nullptr); !e.empty()) return e;
+  }
+  return validateNode(node);
+}
+
+std::vector<std::string> profileTrainerArgs(const NodeDescriptor& node) {
+  std::vector<std::string> args;
+  auto config = node.extra_env.find(kConfigEnv);
+  if (config == node.extra_env.end() || !config->second.has()) return args;
+  args = {"--config", *config->second.value};
+  auto sets = node.extra_env.find(kConfigSetEnv);
+  if (sets != node.extra_env.end() && sets->second.has()) {
+    std::string all = *sets->second.value;
+    std::size_t start = 0;
+    while (start <= all.size()) {
+      std::size_t end = std::min(all.find(';', start), all.size());
+      if (end > start) {
+        args.push_back("--set");
+        args.push_back(all.substr(start, end - start));
+      }
+      start = end + 1;
+    }
+  }
+  return args;
+}
+
+bool insertProfileArgs(const NodeDescriptor& node, std::vector<std::string>& command) {
+  std::vector<std::string> args = profileTrainerArgs(node);
+  if (args.empty() || command.empty() || fs::path(command[0]).filename() != "taehv-train") return false;
+  if (std::find(command.begin(), command.end(), "--config") != command.end()) return false;
+  const long at = command.size() > 1 && command[1] == "train" ? 2 : 1;
+  command.insert(command.begin() + at, args.begin(), args.end());
+  return true;
+}
+
+int runDoctor(Cli& cli) {
+  po::options_description extra("doctor");
+  // clang-format off
+  extra.add_options()
+    ("output-dir", po::value<std::string>()->value_name("DIR"),
+        "output folder to check [default: the profile's output.dir, else the trainer's runs/taehv]")
+    ("data", po::value<std::string>()->value_name("PATH"),
+        "training data to check [default: the profile's data.source, else synthetic]")
+    ("connect-timeout", po::value<double>()->default_value(3.0)->value_name("SECONDS"),
+        "how long to wait for the master's port to accept");
+  // clang-format on
+  po::variables_map vm;
+  if (!cli.parse(extra, vm)) return kUsageError;
+  const double timeout_s = vm["connect-timeout"].as<double>();
+  if (!(timeout_s > 0) || timeout_s > 600) {
+    cli.log(LogLevel::kError, "--connect-timeout must be in (0, 600] seconds");
+    return kUsageError;
+  }
+
+  sizing::DoctorInputs in;
+  in.connect_timeout = std::chrono::milliseconds(std::llround(timeout_s * 1000));
+  in.detected = detectAll(cli, in.plugin_load_errors);
+  const std::string backend_flag = vm.count("backend") ? vm["backend"].as<std::string>() : "auto";
+  if (backend_flag == "auto") {
+    std::vector<sizing::PluginFacts> claimed;
+    for (const auto& d : in.detected) {
+      if (d.confidence > 0) claimed.push_back(d);
+    }
+    std::stable_sort(claimed.begin(), claimed.end(),
+                     [](const auto& a, const auto& b) { return a.confidence > b.confidence; });
+    if (claimed.size() > 1 && claimed[0].confidence == claimed[1].confidence) {
+      in.backend_error = "backends '" + claimed[0].name + "' and '" + claimed[1].name +
+                         "' both recognise this environment with confidence " + std::to_string(claimed[0].confidence);
+    }
+  }
+
+  sizing::NodeSizingInput sin;
+  sin.env = cli.env();
+  std::string error;
+  if (!sizingPolicy(vm, sin.binding, sin.policy, error)) {
+    cli.log(LogLevel::kError, error);
+    return kUsageError;
+  }
+  sizing::TrainProfile profile;
+  auto resolved = cli.resolve(vm);
+  if (resolved.ok()) {
+    const NodeDescriptor& node = resolved.value.node;
+    in.backend = resolved.value.plugin != nullptr ? resolved.value.plugin->name : "local";
+    in.descriptor.nnodes = node.nnodes;
+    in.descriptor.node_rank = node.node_rank;
+    in.descriptor.nproc_per_node = node.nproc_per_node;
+    in.descriptor.master_addr = node.master_addr;
+    in.descriptor.master_port = node.master_port;
+    sin.nnodes = *node.nnodes.value;
+    sin.single_worker = node.single_worker.has() && *node.single_worker.value;
+    if (node.nproc_per_node.source != "default" || sin.single_worker) sin.nproc_requested = node.nproc_per_node;
+    sin.scheduler_gpus = node.gpus_on_node;
+    sin.master_addr = *node.master_addr.value;
+  } else {
+    in.descriptor.error = resolved.error;
+  }
+  in.descriptor.env = cli.env();
+  sizing::NodeSizing s = sizing::sizeNode(sin);
+  in.inventory = s.inventory;
+  in.visible = s.visible;
+  in.nproc = s.nproc;
+  in.tuning = s.tuning;
+  if (resolved.ok() && s.ok() && !sin.nproc_requested.has()) {
+    in.descriptor.nproc_per_node = s.nproc.nproc_per_node;  // what auto will choose
+  }
+
+  if (vm.count("config") && resolved.ok()) {
+    NodeDescriptor node = resolved.value.node;
+    if (s.ok()) node.nproc_per_node = in.descriptor.nproc_per_node;
+    std::string e = applyProfile(vm["config"].as<std::string>(), node, &profile);
+    if (!e.empty()) in.descriptor.error = e;
+  }
+
+  std::vector<std::string> candidates;
+  auto nccl_env = cli.env().find(sizing::kNcclLibraryEnv);
+  if (nccl_env != cli.env().end() && !nccl_env->second.empty()) candidates.push_back(nccl_env->second);
+  candidates.push_back(sizing::kNcclLibrary);
+  in.nccl = sizing::probeNccl(candidates);
+
+  in.output_dir = vm.count("output-dir")        ? vm["output-dir"].as<std::string>()
+                  : !profile.output_dir.empty() ? profile.output_dir
+                                                : kTrainerDefaultOutputDir;
+  in.data_path = vm.count("data") ? vm["data"].as<std::string>() : profile.data_source;
+
+  std::vector<sizing::CheckResult> rows = sizing::runDoctorChecks(in);
+  std::cout << sizing::renderDoctorTable(rows);
+  return sizing::doctorExitCode(rows);
+}
+
+}  // namespace taehv
