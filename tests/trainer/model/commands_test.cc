@@ -4,7 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
 #include <cmath>
+#include <fstream>
+#include <sstream>
 
 #include "taehv/model/safetensors.h"
 #include "test_util.h"
@@ -32,7 +36,7 @@ TEST(CommandsTest, EncodeThenDecodeFilesMatchTheReference) {
   const std::string weights = ref + "/taehv.f16.safetensors";
   ASSERT_EQ(run(encodeCommand,
                 {"--variant", "taehv", "--weights", weights, "--input", ref + "/taehv.public.io.safetensors",
-                 "--output", dir.file("latents.safetensors"), "--threads", "2"},
+                 "--output", dir.file("latents.safetensors"), "--threads", "1"},
                 &err),
             0)
       << err;
@@ -46,7 +50,7 @@ TEST(CommandsTest, EncodeThenDecodeFilesMatchTheReference) {
   ASSERT_EQ(run(decodeCommand,
                 {"--variant=taehv", "--weights", weights, "--input", ref + "/taehv_preview.public.io.safetensors",
                  "--output", dir.file("frames.safetensors"), "--streaming", "--decoder-time-upscale", "0,0",
-                 "--threads=2"},
+                 "--threads=1"},
                 &err),
             0)
       << err;
@@ -114,7 +118,7 @@ TEST(CommandsTest, BenchRunsATrainingStepAndPrintsTheSummaryLast) {
   testing::useTestThreads();
   ::testing::internal::CaptureStdout();
   const int rc = benchCommand({"--variant", "taehv", "--batch", "1", "--frames", "4", "--size", "16", "--steps", "1",
-                               "--warmup", "0", "--threads", "2"});
+                               "--warmup", "0", "--threads", "1"});
   const std::string out = ::testing::internal::GetCapturedStdout();
   ASSERT_EQ(rc, 0) << out;
   const std::string last = out.substr(out.rfind('\n', out.size() - 2) + 1);
@@ -126,6 +130,39 @@ TEST(CommandsTest, BenchRunsATrainingStepAndPrintsTheSummaryLast) {
     EXPECT_EQ(run(benchCommand, {"--device", "cuda", "--steps", "1"}, &err), 2);
     EXPECT_NE(err.find("no CUDA device"), std::string::npos) << err;
   }
+}
+
+}  // namespace
+}  // namespace taehv
+
+namespace taehv {
+namespace {
+
+// The real executable, as a user runs it: taehv-train decode ... (dispatch by trainer/main.cc).
+TEST(CommandsTest, TaehvTrainBinaryDecodesAndRejectsBadInput) {
+  const char* bin = std::getenv("TAEHV_BIN_DIR");
+  const std::string exe = std::string(bin ? bin : "") + "/taehv-train";
+  ASSERT_TRUE(bin && std::filesystem::exists(exe)) << "taehv-train not built at " << exe;
+  const std::string ref = testing::referenceDir();
+  TempDir dir;
+  const std::string out = dir.file("frames.safetensors");
+  const std::string base = exe + " decode --variant taehv --weights " + ref + "/taehv.f16.safetensors --input " + ref +
+                           "/taehv.public.io.safetensors --threads 1 --output " + out;
+  ASSERT_EQ(std::system((base + " > " + dir.file("log") + " 2>&1").c_str()), 0);
+  const auto io = readSafetensors(ref + "/taehv.public.io.safetensors");
+  EXPECT_LE(maxAbsDiff(readSafetensors(out).at("frames"), io.at("frames")), 2e-5);
+  // Wrong variant for the latents: exit status 2 and a message naming the expected shape.
+  const int status = std::system((exe + " decode --variant taew2_2 --weights " + ref + "/taew2_2.f16.safetensors --input " +
+                                  ref + "/taehv.public.io.safetensors --output " + dir.file("x.safetensors") + " 2> " +
+                                  dir.file("err"))
+                                     .c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  std::ifstream err(dir.file("err"));
+  std::stringstream message_stream;
+  message_stream << err.rdbuf();
+  const std::string message = message_stream.str();
+  EXPECT_NE(message.find("(N, L, 48, h, w)"), std::string::npos) << message;
 }
 
 }  // namespace

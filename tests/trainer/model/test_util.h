@@ -43,8 +43,9 @@ class TempDir {
   std::string path_;
 };
 
-/// The tests run on 2 shared cores: use both, no more.
-inline void useTestThreads() { at::set_num_threads(2); }
+/// One intra-op thread: ctest runs these tests two at a time on 2 shared cores, and OpenMP threads spinning on an
+/// oversubscribed machine slow everything down by large factors.
+inline void useTestThreads() { at::set_num_threads(1); }
 
 inline double maxAbsDiff(const torch::Tensor& a, const torch::Tensor& b) {
   return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
