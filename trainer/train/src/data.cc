@@ -62,7 +62,7 @@ Scene makeScene(uint64_t seed) {
     s.c0[c] = rng.uniform(0.05, 0.95);
     s.c1[c] = rng.uniform(0.05, 0.95);
   }
-  s.freq = rng.uniform(2.0, 9.0);
+  s.freq = rng.uniform(1.0, 5.0);
   s.angle = rng.uniform(0, M_PI);
   s.drift_x = rng.uniform(-0.01, 0.01);
   s.drift_y = rng.uniform(-0.01, 0.01);
@@ -83,7 +83,7 @@ Scene makeScene(uint64_t seed) {
     sh.vy = rng.uniform(-0.03, 0.03);
     sh.angle0 = rng.uniform(0, 2 * M_PI);
     sh.spin = rng.uniform(-0.15, 0.15);
-    sh.stripe_freq = rng.uniform(15, 40);
+    sh.stripe_freq = rng.uniform(4, 12);
     s.shapes.push_back(sh);
   }
   return s;
