@@ -162,7 +162,7 @@ int runDescribe(Cli& cli) {
   const NodeDescriptor& node = resolved.value.node;
   auto workers = expandWorkers(node, cli.env());
   if (vm.count("json")) {
-    std::cout << describeJson(workers);
+    std::cout << describeJson(node, workers);
   } else {
     std::string error;
     std::vector<std::string> command = cli.workerCommand(error);

@@ -5,7 +5,7 @@
 
 namespace taehv {
 
-std::string describeJson(const std::vector<WorkerDescriptor>& workers) {
+std::string describeJson(const NodeDescriptor& node, const std::vector<WorkerDescriptor>& workers) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (const auto& w : workers) {
     nlohmann::ordered_json o;
@@ -29,6 +29,7 @@ std::string describeJson(const std::vector<WorkerDescriptor>& workers) {
     }
     o["env"] = env;
     o["provenance"] = provenance;
+    o["notes"] = node.notes;
     out.push_back(o);
   }
   return out.dump(2) + "\n";

@@ -175,7 +175,8 @@ TEST(Cli, DescribeJsonHasTheDocumentedSchema) {
   ASSERT_TRUE(j.is_array());
   ASSERT_EQ(j.size(), 3u);
   const std::set<std::string> keys = {"rank",   "local_rank",  "world_size",  "local_world_size", "node_rank",
-                                      "nnodes", "master_addr", "master_port", "env",              "provenance"};
+                                      "nnodes", "master_addr", "master_port", "env",              "provenance",
+                                      "notes"};
   for (std::size_t i = 0; i < j.size(); ++i) {
     const Json& w = j[i];
     std::set<std::string> got;
@@ -196,12 +197,13 @@ TEST(Cli, DescribeJsonHasTheDocumentedSchema) {
       EXPECT_TRUE(w["provenance"].contains(it.key())) << "no provenance for " << it.key();
     }
     for (const auto& k : keys) {
-      if (k != "env" && k != "provenance") {
+      if (k != "env" && k != "provenance" && k != "notes") {
         EXPECT_TRUE(w["provenance"][k].is_string()) << k;
       }
     }
     EXPECT_EQ(w["provenance"]["node_rank"], "flag --node-rank");
     EXPECT_EQ(w["provenance"]["MASTER_PORT"], "master_port: flag --master-port");
+    EXPECT_TRUE(w["notes"].is_array());
   }
 }
 

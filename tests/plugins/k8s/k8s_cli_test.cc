@@ -132,6 +132,9 @@ TEST_F(K8sCli, PyTorchJobWorldSizeTrapDescribe) {
   EXPECT_EQ(w[0]["world_size"], 8);
   EXPECT_EQ(w[0]["rank"], 4);
   EXPECT_EQ(w[3]["env"]["WORLD_SIZE"], "8");
+  bool explained = false;  // the JSON carries the plan's note on how WORLD_SIZE was read
+  for (const auto& note : w[0]["notes"]) explained |= note.get<std::string>().find("WORLD_SIZE=8 counts processes") != std::string::npos;
+  EXPECT_TRUE(explained) << w[0]["notes"].dump();
   auto text = run({"describe"}, env).out;
   EXPECT_NE(text.find("WORLD_SIZE=8 counts processes"), std::string::npos) << text;
 }
