@@ -256,7 +256,7 @@ const char* kDecodeUsage =
 const char* kBenchUsage =
     "usage: taehv-train bench --variant V --batch B --frames T --size S --steps N [--warmup W] [--threads K]\n"
     "                         [--device cpu|cuda] [--precision fp32|bf16] [--optimizer fused|torch]\n"
-    "                         [--allocator tuned|default] [--memory-format channels_last|contiguous]\n"
+    "                         [--allocator tuned|default] [--memory-format contiguous|channels_last]\n"
     "                         [--profile TRACE.json]\n"
     "  times training steps (MSE of decode(encode(x)) vs the aligned input frames, backward, AdamW).\n";
 
