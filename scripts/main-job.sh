@@ -18,8 +18,12 @@ end=$(date +%s)
 python3 - "$out/metrics.jsonl" "$((end - start))" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-first, last = rows[0], rows[-1]
-print(f"main job: {last['step']} steps in {sys.argv[2]} s; PSNR {first['psnr']:.2f} dB (step {first['step']}) "
-      f"-> {last['psnr']:.2f} dB (step {last['step']}); loss {first['loss']:.5f} -> {last['loss']:.5f}")
+last_step = rows[-1]["step"]
+def mean(rs, key):  # rows hold means over their log window
+    return sum(r[key] for r in rs) / len(rs)
+early = [r for r in rows if r["step"] <= 30]
+late = [r for r in rows if r["step"] > last_step - 30]
+print(f"main job: {last_step} steps in {sys.argv[2]} s; PSNR {mean(early, 'psnr'):.2f} dB (steps 1-30) -> "
+      f"{mean(late, 'psnr'):.2f} dB (last 30 steps); loss {mean(early, 'loss'):.5f} -> {mean(late, 'loss'):.5f}")
 PY
 ls "$out"
