@@ -106,6 +106,7 @@ TEST(CommandsTest, BadInputGivesOneClearMessageAndStatus2) {
        "cannot open"},
       {benchCommand, {"--device", "tpu"}, "--device must be cpu or cuda"},
       {benchCommand, {"--steps", "zero"}, "--steps must be an integer"},
+      {benchCommand, {"--peak-tflops", "-1"}, "--peak-tflops must be a positive number"},
   };
   for (const auto& c : cases) {
     EXPECT_EQ(run(c.command, c.args, &err), 2) << c.needle;
@@ -125,6 +126,7 @@ TEST(CommandsTest, BenchRunsATrainingStepAndPrintsTheSummaryLast) {
   EXPECT_EQ(last.rfind("frames_per_s=", 0), 0u) << out;
   EXPECT_NE(last.find(" step_s="), std::string::npos) << out;
   EXPECT_NE(last.find(" peak_rss_mb="), std::string::npos) << out;
+  EXPECT_NE(out.find("model_gflop_per_step="), std::string::npos) << out;
   if (!torch::cuda::is_available()) {
     std::string err;
     EXPECT_EQ(run(benchCommand, {"--device", "cuda", "--steps", "1"}, &err), 2);

@@ -257,7 +257,7 @@ const char* kBenchUsage =
     "usage: taehv-train bench --variant V --batch B --frames T --size S --steps N [--warmup W] [--threads K]\n"
     "                         [--device cpu|cuda] [--precision fp32|bf16] [--optimizer fused|torch]\n"
     "                         [--allocator tuned|default] [--memory-format contiguous|channels_last]\n"
-    "                         [--profile TRACE.json]\n"
+    "                         [--profile TRACE.json] [--peak-tflops P]\n"
     "  times training steps (MSE of decode(encode(x)) vs the aligned input frames, backward, AdamW).\n";
 
 const std::set<std::string> kCodecOptions = {"variant", "weights", "input", "output", "threads",
@@ -343,7 +343,8 @@ int benchCommand(const std::vector<std::string>& argv) {
   return runGuarded("bench", kBenchUsage, [&] {
     Args args(argv,
               {"variant", "batch", "frames", "size", "steps", "warmup", "threads", "device", "precision", "optimizer",
-               "allocator", "profile", "memory-format"},
+               "allocator", "profile", "memory-format",
+               "peak-tflops"},
               {});
     const std::string optimizer_name = args.get("optimizer", "fused");
     const std::string allocator = args.get("allocator", "tuned");
@@ -353,6 +354,18 @@ int benchCommand(const std::vector<std::string>& argv) {
     }
     if (allocator != "tuned" && allocator != "default") {
       throw UsageError("--allocator must be tuned or default, got '" + allocator + "'");
+    }
+    const std::string peak_text = args.get("peak-tflops", "");
+    double peak = 0;
+    if (!peak_text.empty()) {
+      try {
+        peak = std::stod(peak_text);
+      } catch (const std::exception&) {
+        peak = 0;
+      }
+      if (!(peak > 0)) {
+        throw UsageError("--peak-tflops must be a positive number (the device's peak TFLOP/s), got '" + peak_text + "'");
+      }
     }
     const std::string memory_format = args.get("memory-format", "contiguous");
     if (memory_format != "channels_last" && memory_format != "contiguous") {
@@ -432,6 +445,7 @@ int benchCommand(const std::vector<std::string>& argv) {
     };
     double timed = 0;
     double loss_value = 0;
+    int64_t flops_before = 0;
     struct rusage before {};
     // --profile FILE: one extra, untimed step under the autograd profiler (chrome trace JSON).
     const std::string profile = args.get("profile", "");
@@ -440,6 +454,7 @@ int benchCommand(const std::vector<std::string>& argv) {
     for (int64_t step = 0; step < total; ++step) {
       if (step == warmup) {
         getrusage(RUSAGE_SELF, &before);
+        flops_before = convFlops();
       }
       if (step == warmup + steps) {
         getrusage(RUSAGE_SELF, &usage);
@@ -487,6 +502,17 @@ int benchCommand(const std::vector<std::string>& argv) {
       std::fflush(stdout);
     }
     const double step_s = timed / static_cast<double>(steps);
+    // Forward convolution FLOPs of one step (the profiled step, if any, is excluded), x3 for forward + backward.
+    const double train_flops = 3.0 * static_cast<double>(convFlops() - flops_before) /
+                               static_cast<double>(steps + (profile.empty() ? 0 : 1));
+    const double tflops = train_flops / step_s / 1e12;
+    if (peak > 0) {
+      std::printf("model_gflop_per_step=%.2f achieved_tflops=%.4f mfu=%.3f\n", train_flops / 1e9, tflops,
+                  tflops / peak);
+    } else {
+      std::printf("model_gflop_per_step=%.2f achieved_tflops=%.4f (pass --peak-tflops P for MFU)\n",
+                  train_flops / 1e9, tflops);
+    }
     if (profile.empty()) {
       getrusage(RUSAGE_SELF, &usage);
     }

@@ -1,5 +1,6 @@
 #include "taehv/model/taehv.h"
 
+#include <atomic>
 #include <stdexcept>
 #include <utility>
 
@@ -7,6 +8,18 @@ namespace taehv {
 namespace {
 
 namespace nn = torch::nn;
+
+std::atomic<int64_t> g_conv_flops{0};
+
+// Every convolution of the model goes through here so that convFlops() can count its forward work.
+torch::Tensor countedConv(nn::Conv2dImpl& conv, const torch::Tensor& x) {
+  torch::Tensor y = conv.forward(x);
+  const auto& o = conv.options;
+  g_conv_flops.fetch_add(2 * y.numel() * (o.in_channels() / o.groups()) * (*o.kernel_size())[0] *
+                             (*o.kernel_size())[1],
+                         std::memory_order_relaxed);
+  return y;
+}
 
 nn::Conv2d conv3x3(int64_t in, int64_t out, int64_t stride = 1, bool bias = true) {
   return nn::Conv2d(nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(bias));
@@ -74,7 +87,7 @@ torch::Tensor runParallel(const std::vector<TAEHVLayer>& layers, torch::Tensor x
     }
     switch (layer.kind) {
       case Kind::kConv:
-        x = layer.conv.ptr()->forward(x);
+        x = countedConv(*layer.conv.ptr(), x);
         break;
       case Kind::kReLU:
         x = torch::relu(x);
@@ -106,6 +119,8 @@ void checkVideo(const torch::Tensor& x, const char* what, int64_t channels) {
 }
 
 }  // namespace
+
+int64_t convFlops() { return g_conv_flops.load(std::memory_order_relaxed); }
 
 // ---------------------------------------------------------------- options
 
@@ -145,9 +160,9 @@ MemBlockImpl::MemBlockImpl(int64_t channels)
 }
 
 torch::Tensor MemBlockImpl::forward(const torch::Tensor& x, const torch::Tensor& past) {
-  torch::Tensor h = torch::relu(conv1_->forward(torch::cat({x, past}, 1)));
-  h = torch::relu(conv2_->forward(h));
-  h = conv3_->forward(h);
+  torch::Tensor h = torch::relu(countedConv(*conv1_, torch::cat({x, past}, 1)));
+  h = torch::relu(countedConv(*conv2_, h));
+  h = countedConv(*conv3_, h);
   return torch::relu(h + x);
 }
 
@@ -180,9 +195,9 @@ torch::Tensor TPoolImpl::forward(const torch::Tensor& x) {
                                       .permute({0, 2, 3, 1, 4})
                                       .reshape({groups, x.size(2), x.size(3), stride_ * channels_})
                                       .permute({0, 3, 1, 2});
-    return conv->forward(stacked);
+    return countedConv(*conv, stacked);
   }
-  return conv->forward(x.reshape({groups, stride_ * channels_, x.size(2), x.size(3)}));
+  return countedConv(*conv, x.reshape({groups, stride_ * channels_, x.size(2), x.size(3)}));
 }
 
 TGrowImpl::TGrowImpl(int64_t channels, int64_t stride) : channels_(channels), stride_(stride) {
@@ -190,7 +205,7 @@ TGrowImpl::TGrowImpl(int64_t channels, int64_t stride) : channels_(channels), st
 }
 
 torch::Tensor TGrowImpl::forward(const torch::Tensor& x) {
-  const torch::Tensor y = conv->forward(x);
+  const torch::Tensor y = countedConv(*conv, x);
   if (stride_ > 1 && isChannelsLast(y)) {
     // NHWC memory: (B, H, W, s*C) -> (B*s, H, W, C), keeping channels_last.
     return y.permute({0, 2, 3, 1})
@@ -389,7 +404,7 @@ void FrameStream::run(std::size_t first, torch::Tensor x, std::vector<torch::Ten
     const TAEHVLayer& layer = layers_[i];
     switch (layer.kind) {
       case Kind::kConv:
-        x = layer.conv.ptr()->forward(x);
+        x = countedConv(*layer.conv.ptr(), x);
         break;
       case Kind::kReLU:
         x = torch::relu(x);
@@ -409,12 +424,12 @@ void FrameStream::run(std::size_t first, torch::Tensor x, std::vector<torch::Ten
         if (static_cast<int64_t>(group.size()) < layer.tpool.ptr()->stride()) {
           return;
         }
-        x = layer.tpool.ptr()->conv->forward(torch::cat(group, 1));
+        x = countedConv(*layer.tpool.ptr()->conv, torch::cat(group, 1));
         group.clear();
         break;
       }
       case Kind::kTGrow: {
-        const torch::Tensor y = layer.tgrow.ptr()->conv->forward(x);
+        const torch::Tensor y = countedConv(*layer.tgrow.ptr()->conv, x);
         const int64_t c = layer.tgrow.ptr()->channels();
         for (int64_t k = 0; k < layer.tgrow.ptr()->stride(); ++k) {
           run(i + 1, y.slice(1, k * c, (k + 1) * c), out);

@@ -175,4 +175,9 @@ class StreamingDecoder {
   int64_t to_trim_;
 };
 
+/// Forward convolution FLOPs (2 per multiply-add) run by all TAEHV models of the process so far; convolutions
+/// are over 95% of the model's work. A training step costs about 3x its forward FLOPs (the first convolution's
+/// input gradient is skipped, so slightly less). Used by `taehv-train bench` for achieved FLOP/s and MFU.
+int64_t convFlops();
+
 }  // namespace taehv
