@@ -13,12 +13,17 @@ packages=(
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libpng-dev libturbojpeg0-dev
   # tests and benchmarks: a real SLURM, real sshd hosts, torchrun baseline, fuzzing, k8s schema validation
   munge slurmctld slurmd slurm-client openssh-server openssh-client iproute2 procps
-  python3-torch ffmpeg clang libfuzzer-14-dev nodejs npm
+  python3-torch ffmpeg clang libfuzzer-14-dev
 )
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
+# Node.js for the offline Kubernetes schema check: any node + npm will do. Some images carry NodeSource's
+# nodejs, which bundles npm and conflicts with Debian's npm package, so ask for Debian's only when missing.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  missing+=(nodejs npm)
+fi
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
