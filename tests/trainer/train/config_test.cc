@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+
 namespace taehv::train {
 namespace {
 
@@ -82,6 +85,72 @@ TEST(Config, EffectiveConfigRoundTrips) {
   Config b;
   b.mergeYamlText(a.toYaml(), "saved");
   for (const auto& k : Config::keys()) EXPECT_EQ(a.get(k), b.get(k)) << k;
+}
+
+/// A getenv over a fixed map, so the test does not depend on (or change) the process environment.
+std::function<const char*(const char*)> fakeEnv(const std::map<std::string, std::string>& vars) {
+  return [vars](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+TEST(Config, LauncherTimeoutAndDeviceApplyWhenTheConfigLeavesThemOnAuto) {
+  Config c;
+  c.validate();
+  c.applyLauncherEnvironment(fakeEnv({{"TAEHV_COLLECTIVE_TIMEOUT_S", "7200"}, {"TAEHV_DEVICE", "cuda:3"}}));
+  EXPECT_DOUBLE_EQ(c.dist.timeout_s, 7200);
+  EXPECT_EQ(c.train.device, "cuda:3");
+  EXPECT_NO_THROW(c.validate());
+  // The printed effective config says where each value came from, and still loads back.
+  const std::string yaml = c.toYaml();
+  EXPECT_NE(yaml.find("timeout_s: 7200  # from TAEHV_COLLECTIVE_TIMEOUT_S"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("# from TAEHV_DEVICE"), std::string::npos) << yaml;
+  Config back;
+  back.mergeYamlText(yaml, "printed");
+  EXPECT_DOUBLE_EQ(back.dist.timeout_s, 7200);
+  EXPECT_EQ(back.train.device, "cuda:3");
+
+  Config cpu;
+  cpu.applyLauncherEnvironment(fakeEnv({{"TAEHV_DEVICE", "cpu"}}));
+  EXPECT_EQ(cpu.train.device, "cpu");
+  EXPECT_DOUBLE_EQ(cpu.dist.timeout_s, DistConfig::kDefaultTimeoutS);  // no variable: the default
+  EXPECT_NE(cpu.toYaml().find("# default"), std::string::npos) << cpu.toYaml();
+
+  Config none;
+  none.applyLauncherEnvironment(fakeEnv({}));
+  EXPECT_EQ(none.train.device, "auto");  // stays auto: the trainer then picks CUDA if usable, else CPU
+  EXPECT_DOUBLE_EQ(none.dist.timeout_s, 300);
+}
+
+TEST(Config, ExplicitTimeoutAndDeviceWinOverTheLauncher) {
+  Config c;
+  c.mergeYamlText("dist:\n  timeout_s: 45\ntrain:\n  device: cpu\n", "my.yaml");
+  c.applyLauncherEnvironment(fakeEnv({{"TAEHV_COLLECTIVE_TIMEOUT_S", "7200"}, {"TAEHV_DEVICE", "cuda:1"}}));
+  EXPECT_DOUBLE_EQ(c.dist.timeout_s, 45);
+  EXPECT_EQ(c.train.device, "cpu");
+  EXPECT_EQ(c.toYaml().find("TAEHV_"), std::string::npos) << c.toYaml();
+}
+
+TEST(Config, BadLauncherVariablesAreClearErrors) {
+  for (const char* bad : {"soon", "0", "-5", "10s"}) {
+    Config c;
+    try {
+      c.applyLauncherEnvironment(fakeEnv({{"TAEHV_COLLECTIVE_TIMEOUT_S", bad}}));
+      FAIL() << bad;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("TAEHV_COLLECTIVE_TIMEOUT_S"), std::string::npos) << e.what();
+    }
+  }
+  for (const char* bad : {"gpu", "cuda:", "cuda:x", "auto"}) {
+    Config c;
+    EXPECT_THROW(c.applyLauncherEnvironment(fakeEnv({{"TAEHV_DEVICE", bad}})), ConfigError) << bad;
+  }
+  Config c;
+  c.train.device = "cuda:x";
+  EXPECT_THROW(c.validate(), ConfigError);
+  c.train.device = "cuda:2";
+  EXPECT_NO_THROW(c.validate());
 }
 
 }  // namespace

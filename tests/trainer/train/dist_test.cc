@@ -54,14 +54,15 @@ struct Job {
 
 /// Starts `world` ranks of taehv-train with `args` (per-rank extra args from `per_rank`, may be empty).
 Job launch(int world, const std::vector<std::string>& args, const std::string& log_prefix,
-           const std::vector<std::vector<std::string>>& per_rank = {}) {
+           const std::vector<std::vector<std::string>>& per_rank = {},
+           const std::vector<std::string>& extra_env = {}) {
   Job job;
   const int port = freePort();
   for (int r = 0; r < world; ++r) {
     std::vector<std::string> argv{trainer()};
     argv.insert(argv.end(), args.begin(), args.end());
     if (static_cast<size_t>(r) < per_rank.size()) argv.insert(argv.end(), per_rank[r].begin(), per_rank[r].end());
-    std::vector<std::string> env;
+    std::vector<std::string> env = extra_env;  // first: getenv returns the first match, so these win
     for (char** e = environ; *e; ++e) env.emplace_back(*e);
     if (world > 1) {
       env.push_back("RANK=" + std::to_string(r));
@@ -439,6 +440,28 @@ TEST(Cli, BadInputExitsTwoWithAHint) {
   ASSERT_TRUE(wait(c, 30));
   EXPECT_EQ(c.status[0], 2);
   EXPECT_NE(slurp(c.logs[0]).find("multiple of 4"), std::string::npos) << slurp(c.logs[0]);
+  Job d = launch(1, {"--print-config"}, dir + "/d", {}, {"TAEHV_DEVICE=gpu0"});
+  ASSERT_TRUE(wait(d, 30));
+  EXPECT_EQ(d.status[0], 2);
+  EXPECT_NE(slurp(d.logs[0]).find("TAEHV_DEVICE='gpu0'"), std::string::npos) << slurp(d.logs[0]);
+  fs::remove_all(dir);
+}
+
+// The launcher's per-worker variables reach the process: the effective config the trainer prints (and
+// uses) takes the collective timeout and device from them unless the config sets them.
+TEST(Cli, LauncherTimeoutAndDeviceReachTheEffectiveConfig) {
+  const auto dir = tempDir();
+  const std::vector<std::string> launcher_env{"TAEHV_COLLECTIVE_TIMEOUT_S=4321", "TAEHV_DEVICE=cpu"};
+  Job a = launch(1, {"--print-config"}, dir + "/a", {}, launcher_env);
+  ASSERT_TRUE(wait(a, 30));
+  EXPECT_EQ(a.status[0], 0) << slurp(a.logs[0]);
+  EXPECT_NE(slurp(a.logs[0]).find("timeout_s: 4321  # from TAEHV_COLLECTIVE_TIMEOUT_S"), std::string::npos)
+      << slurp(a.logs[0]);
+  EXPECT_NE(slurp(a.logs[0]).find("device: \"cpu\"  # from TAEHV_DEVICE"), std::string::npos) << slurp(a.logs[0]);
+  Job b = launch(1, {"--print-config", "--set", "dist.timeout_s=55"}, dir + "/b", {}, launcher_env);
+  ASSERT_TRUE(wait(b, 30));
+  EXPECT_EQ(b.status[0], 0) << slurp(b.logs[0]);
+  EXPECT_NE(slurp(b.logs[0]).find("timeout_s: 55\n"), std::string::npos) << slurp(b.logs[0]);
   fs::remove_all(dir);
 }
 

@@ -89,6 +89,7 @@ int trainCommand(const std::vector<std::string>& args) {
       return 0;
     }
     p.config.validate();
+    p.config.applyLauncherEnvironment([](const char* name) { return std::getenv(name); });
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "taehv-train: %s\n", e.what());
     return 2;
@@ -111,6 +112,7 @@ int evalCommand(const std::vector<std::string>& args) {
     }
     if (p.checkpoint.empty()) throw ConfigError("eval needs --checkpoint latest|PATH");
     p.config.validate();
+    p.config.applyLauncherEnvironment([](const char* name) { return std::getenv(name); });
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "taehv-train eval: %s\n", e.what());
     return 2;

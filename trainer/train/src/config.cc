@@ -105,7 +105,49 @@ void flatten(const YAML::Node& node, const std::string& prefix, std::vector<std:
   }
 }
 
+bool validDevice(const std::string& d) {
+  if (d == "auto" || d == "cpu" || d == "cuda") return true;
+  if (d.rfind("cuda:", 0) != 0 || d.size() == 5 || d.size() > 8) return false;
+  return std::all_of(d.begin() + 5, d.end(), [](unsigned char ch) { return std::isdigit(ch) != 0; });
+}
+
 }  // namespace
+
+void Config::applyLauncherEnvironment(const std::function<const char*(const char*)>& getenv) {
+  if (dist.timeout_s == 0) {
+    const char* raw = getenv("TAEHV_COLLECTIVE_TIMEOUT_S");
+    if (raw && *raw) {
+      const std::string value = trim(raw);
+      size_t used = 0;
+      double v = 0;
+      try {
+        v = std::stod(value, &used);
+      } catch (const std::logic_error&) {
+        used = 0;
+      }
+      if (used == 0 || used != value.size() || !std::isfinite(v) || !(v > 0)) {
+        throw ConfigError("TAEHV_COLLECTIVE_TIMEOUT_S='" + value +
+                          "' is not a positive number of seconds; fix or unset it, or set dist.timeout_s");
+      }
+      dist.timeout_s = v;
+      origins["dist.timeout_s"] = "from TAEHV_COLLECTIVE_TIMEOUT_S (dist.timeout_s=0: auto)";
+    } else {
+      dist.timeout_s = DistConfig::kDefaultTimeoutS;
+      origins["dist.timeout_s"] = "default (dist.timeout_s=0: auto, TAEHV_COLLECTIVE_TIMEOUT_S not set)";
+    }
+  }
+  if (train.device == "auto") {
+    const char* raw = getenv("TAEHV_DEVICE");
+    if (raw && *raw) {
+      const std::string value = trim(raw);
+      if (value == "auto" || !validDevice(value)) {
+        throw ConfigError("TAEHV_DEVICE='" + value + "' is not cpu, cuda or cuda:N; fix or unset it, or set train.device");
+      }
+      train.device = value;
+      origins["train.device"] = "from TAEHV_DEVICE (train.device: auto)";
+    }
+  }
+}
 
 std::string closestName(const std::string& name, const std::vector<std::string>& candidates) {
   std::string best;
@@ -252,8 +294,8 @@ void Config::validate() const {
   if (train.objective != "auto" && train.objective != "reconstruction" && train.objective != "distillation") {
     fail("train.objective must be auto, reconstruction or distillation, got '" + train.objective + "'");
   }
-  if (train.device != "auto" && train.device != "cpu" && train.device != "cuda") {
-    fail("train.device must be auto, cpu or cuda, got '" + train.device + "'");
+  if (!validDevice(train.device)) {
+    fail("train.device must be auto, cpu, cuda or cuda:N, got '" + train.device + "'");
   }
   if (data.frames < 4 || data.frames % 4 != 0) {
     fail("data.frames must be a positive multiple of 4 (the model encodes 4 frames per latent), got " +
@@ -270,7 +312,7 @@ void Config::validate() const {
   if (dist.backend != "auto" && dist.backend != "gloo" && dist.backend != "nccl") {
     fail("dist.backend must be auto, gloo or nccl, got '" + dist.backend + "'");
   }
-  if (!(dist.timeout_s > 0)) fail("dist.timeout_s must be > 0");
+  if (!(dist.timeout_s >= 0)) fail("dist.timeout_s must be > 0 (seconds), or 0 for auto");
   if (!(dist.bucket_mb > 0)) fail("dist.bucket_mb must be > 0");
   if (checkpoint.every < 0) fail("checkpoint.every must be >= 0");
   if (checkpoint.keep < 1) fail("checkpoint.keep must be >= 1");
@@ -300,6 +342,7 @@ std::string Config::toYaml() const {
     } else {
       out << get(e.key);
     }
+    if (auto o = origins.find(e.key); o != origins.end()) out << YAML::Comment(o->second);
   }
   if (!section.empty()) out << YAML::EndMap;
   out << YAML::EndMap;

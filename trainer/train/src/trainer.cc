@@ -180,9 +180,18 @@ TAEHV makeModel(const Config& cfg, const torch::Device& device) {
 }
 
 torch::Device pickDevice(const Config& cfg, const DistEnv& env) {
-  if (cfg.train.device == "cuda" || (cfg.train.device == "auto" && torch::cuda::is_available())) {
-    if (!torch::cuda::is_available()) throw ConfigError("train.device=cuda but no CUDA device is usable here");
+  // train.device may be cuda:N (explicit, or TAEHV_DEVICE from the launcher via applyLauncherEnvironment).
+  const std::string& d = cfg.train.device;
+  if (d.rfind("cuda", 0) == 0 || (d == "auto" && torch::cuda::is_available())) {
+    if (!torch::cuda::is_available()) throw ConfigError("train.device=" + d + " but no CUDA device is usable here");
     const auto count = static_cast<int>(torch::cuda::device_count());
+    if (d.size() > 5) {
+      const int index = std::stoi(d.substr(5));
+      if (index >= count) {
+        throw ConfigError("train.device=" + d + " but only " + std::to_string(count) + " CUDA device(s) are visible");
+      }
+      return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+    }
     return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank % std::max(1, count)));
   }
   return torch::Device(torch::kCPU);
@@ -566,8 +575,11 @@ int runTraining(const TrainOptions& options) {
     setThreads(options.config, env);
     const torch::Device device = pickDevice(options.config, env);
     if (device.is_cuda()) torch::cuda::manual_seed_all(static_cast<uint64_t>(options.config.train.seed));
+    // 0 = auto; trainCommand resolves it from the environment first, direct callers get the default.
+    const double timeout_s = options.config.dist.timeout_s > 0 ? options.config.dist.timeout_s
+                                                                : DistConfig::kDefaultTimeoutS;
     dist = std::make_unique<Distributed>(env, options.config.dist.backend,
-                                         std::chrono::milliseconds(static_cast<int64_t>(options.config.dist.timeout_s * 1000)),
+                                         std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)),
                                          device);
     return train(options, *dist, env, device);
   } catch (const ConfigError& e) {

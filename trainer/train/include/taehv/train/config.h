@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -37,7 +39,9 @@ struct TrainConfig {
   int64_t threads = 0;          ///< intra-op CPU threads per rank; 0 = OMP_NUM_THREADS, else cores / local ranks
   std::string loss = "mse";     ///< mse | l1 | mse+l1 (reconstruction term)
   std::string objective = "auto";  ///< reconstruction | distillation | auto (distillation when latents exist)
-  std::string device = "auto";  ///< auto | cpu | cuda
+  /// auto | cpu | cuda | cuda:N. auto = TAEHV_DEVICE from the launcher when set (see
+  /// Config::applyLauncherEnvironment), else cuda:LOCAL_RANK when CUDA is usable, else cpu.
+  std::string device = "auto";
   bool bf16 = true;             ///< bf16 autocast on GPU (never on CPU)
 };
 
@@ -53,7 +57,10 @@ struct DataConfig {
 
 struct DistConfig {
   std::string backend = "auto";  ///< auto | gloo | nccl
-  double timeout_s = 300;        ///< collective and store timeout
+  /// Collective and store timeout in seconds. 0 = auto: TAEHV_COLLECTIVE_TIMEOUT_S from the launcher
+  /// (chosen by node count) when set, else kDefaultTimeoutS. Any value > 0 wins over the environment.
+  double timeout_s = 0;
+  static constexpr double kDefaultTimeoutS = 300;
   double bucket_mb = 25;         ///< gradient all-reduce bucket size
 };
 
@@ -88,6 +95,15 @@ struct Config {
   OutputConfig output;
   EvalConfig eval;
 
+  /// Where a value came from when it is not the config file / --set / default (key -> origin, e.g.
+  /// "dist.timeout_s" -> "from TAEHV_COLLECTIVE_TIMEOUT_S"); toYaml prints it as a comment.
+  std::map<std::string, std::string> origins;
+
+  /// Resolves the values left on auto from what the launcher (taehv-run) gives every worker:
+  /// dist.timeout_s == 0 -> TAEHV_COLLECTIVE_TIMEOUT_S (seconds) or kDefaultTimeoutS;
+  /// train.device == auto -> TAEHV_DEVICE ("cpu" or "cuda:N") when set (else stays auto).
+  /// Explicit config values win. `getenv` is injectable for tests. Throws ConfigError on a bad variable.
+  void applyLauncherEnvironment(const std::function<const char*(const char*)>& getenv);
   /// Every valid dotted key, in print order.
   static std::vector<std::string> keys();
   /// Sets `key` from its text form. Throws ConfigError (unknown key -> names the closest one; bad value).
