@@ -19,6 +19,7 @@
 #include "taehv/model/fused_adamw.h"
 #include "taehv/model/safetensors.h"
 #include "taehv/model/taehv.h"
+#include "taehv/suggest.h"
 
 namespace taehv {
 namespace {
@@ -27,23 +28,6 @@ namespace {
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-std::size_t editDistance(const std::string& a, const std::string& b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) {
-    row[j] = j;
-  }
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diag = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
 
 // `--name value`, `--name=value` and flags; unknown names get "did you mean".
 class Args {
@@ -71,17 +55,10 @@ class Args {
         continue;
       }
       if (!with_value.count(name)) {
-        std::string best;
-        std::size_t best_d = 3;
-        for (const auto* set : {&with_value, &flags}) {
-          for (const auto& known : *set) {
-            if (const std::size_t d = editDistance(name, known); d < best_d) {
-              best_d = d;
-              best = known;
-            }
-          }
-        }
-        throw UsageError("unknown option --" + name + (best.empty() ? "" : " (did you mean --" + best + "?)"));
+        std::vector<std::string> known(with_value.begin(), with_value.end());
+        known.insert(known.end(), flags.begin(), flags.end());
+        const std::vector<std::string> close = closestNames(name, known);
+        throw UsageError("unknown option --" + name + (close.empty() ? "" : " (did you mean --" + close[0] + "?)"));
       }
       if (!has_value) {
         if (i + 1 >= args.size()) {
