@@ -40,6 +40,23 @@ TEST(Synthetic, DeterministicBySeedAndMoving) {
   EXPECT_FALSE(torch::equal(x.frames, a->load(3, request(12, 8)).frames));
 }
 
+// data.synthetic_texture=false (the quickstart's setting): same kind of moving scenes, far less fine detail.
+TEST(Synthetic, SmoothScenesMoveAndHaveLessHighFrequencyEnergy) {
+  auto textured = makeSyntheticSource(100, 7, true), smooth = makeSyntheticSource(100, 7, false);
+  auto detail = [](const torch::Tensor& f) {  // mean absolute difference of horizontal neighbours
+    return (f.narrow(3, 1, f.size(3) - 1) - f.narrow(3, 0, f.size(3) - 1)).abs().mean().item<double>();
+  };
+  double d_textured = 0, d_smooth = 0;
+  for (int64_t i = 0; i < 20; ++i) {
+    const Clip t = textured->load(i, request(11, 8, 64)), s = smooth->load(i, request(11, 8, 64));
+    d_textured += detail(t.frames);
+    d_smooth += detail(s.frames);
+    EXPECT_TRUE(torch::equal(s.frames, smooth->load(i, request(11, 8, 64)).frames));  // deterministic
+    EXPECT_GT((s.frames[0] - s.frames[7]).abs().mean().item<float>(), 1e-4) << i;    // moving
+  }
+  EXPECT_LT(d_smooth, 0.6 * d_textured) << d_smooth << " vs " << d_textured;
+}
+
 TEST(SampleOrder, ShardsAreDisjointPerEpochAndReshuffled) {
   const int64_t n = 24, W = 3, B = 2, A = 2;
   SampleOrder order(n, 5);

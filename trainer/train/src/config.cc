@@ -48,6 +48,7 @@ std::vector<Entry> table(Config& c) {
       {"data.stride_max", &c.data.stride_max},
       {"data.crop_min", &c.data.crop_min},
       {"data.synthetic_clips", &c.data.synthetic_clips},
+      {"data.synthetic_texture", &c.data.synthetic_texture},
       {"data.prefetch", &c.data.prefetch},
       {"dist.backend", &c.dist.backend},
       {"dist.timeout_s", &c.dist.timeout_s},

@@ -97,12 +97,13 @@ double bounce(double x) {
 
 class SyntheticSource : public ClipSource {
  public:
-  SyntheticSource(int64_t clips, uint64_t seed) : clips_(clips), seed_(seed) {}
+  SyntheticSource(int64_t clips, uint64_t seed, bool texture) : clips_(clips), seed_(seed), texture_(texture) {}
   int64_t size() const override { return clips_; }
   std::string name(int64_t index) const override { return "synthetic#" + std::to_string(index); }
 
   Clip load(int64_t index, const ClipRequest& req) const override {
-    const Scene scene = makeScene(splitmix(seed_ ^ splitmix(static_cast<uint64_t>(index) + 1)));
+    Scene scene = makeScene(splitmix(seed_ ^ splitmix(static_cast<uint64_t>(index) + 1)));
+    if (!texture_) smoothen(scene);
     Rng aug(req.seed);
     const int64_t stride = aug.integer(1, req.stride_max);
     const double t0 = aug.uniform(0, 50);
@@ -169,8 +170,20 @@ class SyntheticSource : public ClipSource {
     for (int c = 0; c < 3; ++c) col[c] = col[c] * (1 - alpha) + rgb[c] * alpha;
   }
 
+  /// Same scene without high-frequency texture: stripes/checker backgrounds become a gradient or a sinusoid of
+  /// at most ~1.5 cycles per unit, shapes are solid (no stripes). The random draws are unchanged.
+  static void smoothen(Scene& s) {
+    s.background = (s.background == 1 || s.background == 3) ? 3 : 0;
+    s.freq = 0.5 + (s.freq - 1.0) / 4.0;  // [1, 5] -> [0.5, 1.5]
+    for (auto& sh : s.shapes) {
+      if (sh.kind == 3) sh.kind = 0;
+      sh.stripe_freq = 0;  // sin(0) = 0: m = 0.5, a solid blend of the two colours
+    }
+  }
+
   int64_t clips_;
   uint64_t seed_;
+  bool texture_;
 };
 
 // --------------------------------------------------------------------------------------------------------
@@ -315,8 +328,8 @@ fs::path latentsFor(const fs::path& item) {
 
 }  // namespace
 
-std::unique_ptr<ClipSource> makeSyntheticSource(int64_t clips, uint64_t seed) {
-  return std::make_unique<SyntheticSource>(clips, seed);
+std::unique_ptr<ClipSource> makeSyntheticSource(int64_t clips, uint64_t seed, bool texture) {
+  return std::make_unique<SyntheticSource>(clips, seed, texture);
 }
 
 std::unique_ptr<ClipSource> makeFileSource(const std::string& path_text) {
@@ -353,7 +366,7 @@ std::unique_ptr<ClipSource> makeFileSource(const std::string& path_text) {
 }
 
 std::unique_ptr<ClipSource> makeSource(const DataConfig& data, uint64_t seed) {
-  if (data.source == "synthetic") return makeSyntheticSource(data.synthetic_clips, seed);
+  if (data.source == "synthetic") return makeSyntheticSource(data.synthetic_clips, seed, data.synthetic_texture);
   return makeFileSource(data.source);
 }
 

@@ -52,6 +52,7 @@ struct DataConfig {
   int64_t stride_max = 5;            ///< random frame stride in [1, stride_max]
   double crop_min = 0.6;             ///< random square crop side in [crop_min, 1] of the short side
   int64_t synthetic_clips = 10000;   ///< clips per epoch of the synthetic source
+  bool synthetic_texture = true;     ///< synthetic: stripes/checkers (true) or smooth colour fields only (false)
   int64_t prefetch = 4;              ///< batches decoded ahead by the background thread
 };
 

@@ -55,7 +55,9 @@ class ClipSource {
 };
 
 /// Procedural clips: textured background plus moving, rotating shapes; `clips` items per epoch.
-std::unique_ptr<ClipSource> makeSyntheticSource(int64_t clips, uint64_t seed);
+/// `texture` = false: smooth scenes only (gradient and low-frequency backgrounds, solid-colour shapes), with the
+/// same layout and motion as texture = true; learnable in a few hundred steps (data.synthetic_texture).
+std::unique_ptr<ClipSource> makeSyntheticSource(int64_t clips, uint64_t seed, bool texture = true);
 
 /// Items under `path`: a video file; a folder of frames; or a folder holding videos (.mp4 .webm .mkv .mov
 /// .avi) and/or sub-folders of frames (.png .jpg .jpeg, sorted by name). Teacher latents for an item X are
