@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <variant>
+
+#include "taehv/suggest.h"
 
 namespace taehv::train {
 namespace {
@@ -62,19 +65,6 @@ std::vector<Entry> table(Config& c) {
       {"output.dir", &c.output.dir},
       {"eval.clips", &c.eval.clips},
   };
-}
-
-size_t editDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
 }
 
 std::string trim(const std::string& s) {
@@ -152,11 +142,11 @@ void Config::applyLauncherEnvironment(const std::function<const char*(const char
 
 std::string closestName(const std::string& name, const std::vector<std::string>& candidates) {
   std::string best;
-  size_t best_distance = std::string::npos;
+  int best_distance = std::numeric_limits<int>::max();
   for (const auto& c : candidates) {
     // Compare against the whole key and against its last component ("lr" -> "train.lr").
     const auto leaf = c.substr(c.rfind('.') + 1);
-    const size_t d = std::min(editDistance(name, c), editDistance(name, leaf) + 1);
+    const int d = std::min(taehv::editDistance(name, c), taehv::editDistance(name, leaf) + 1);
     if (d < best_distance) {
       best_distance = d;
       best = c;
