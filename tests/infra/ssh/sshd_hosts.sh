@@ -39,6 +39,9 @@ netns_up() {
 netns_down() {
   local n=$1
   for i in $(seq 1 "$n"); do
+    # sshd's per-connection processes outlive the listening daemon, and once the veth is gone their peers can never
+    # close the TCP connection: end everything still inside the namespace before removing it.
+    ip netns pids "$PFX$i" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
     ip link del "$PFX$i-v" 2>/dev/null || true
     ip netns del "$PFX$i" 2>/dev/null || true
   done
