@@ -109,6 +109,15 @@ void emitContainer(YAML::Emitter& out, const K8sRenderOptions& o, const std::str
   out << YAML::EndMap;
 }
 
+/// The pod template's metadata: the labels that select every pod of this job.
+void emitPodLabels(YAML::Emitter& out, const K8sRenderOptions& o) {
+  out << YAML::Key << "metadata" << YAML::Value << YAML::BeginMap << YAML::Key << "labels" << YAML::Value
+      << YAML::BeginMap;
+  kv(out, "app.kubernetes.io/name", "taehv");
+  kv(out, kJobLabel, o.name);
+  out << YAML::EndMap << YAML::EndMap;
+}
+
 void emitShmVolume(YAML::Emitter& out, const K8sRenderOptions& o) {
   // NCCL and DataLoader workers use /dev/shm; a container's default is 64 MiB.
   out << YAML::Key << "volumes" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
@@ -163,11 +172,7 @@ std::string renderIndexedJob(const K8sRenderOptions& o) {
   out << YAML::Key << "values" << YAML::Value << YAML::Flow << YAML::BeginSeq << 0 << YAML::EndSeq;
   out << YAML::EndMap << YAML::EndMap << YAML::EndSeq << YAML::EndMap;
   out << YAML::Key << "template" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "metadata" << YAML::Value << YAML::BeginMap << YAML::Key << "labels" << YAML::Value
-      << YAML::BeginMap;
-  kv(out, "app.kubernetes.io/name", "taehv");
-  kv(out, kJobLabel, o.name);
-  out << YAML::EndMap << YAML::EndMap;
+  emitPodLabels(out, o);
   out << YAML::Key << "spec" << YAML::Value << YAML::BeginMap;
   kv(out, "subdomain", service);
   kv(out, "restartPolicy", "Never");
@@ -192,11 +197,7 @@ void emitReplicaSpec(YAML::Emitter& out, const K8sRenderOptions& o, const char* 
   kv(out, "replicas", replicas);
   kv(out, "restartPolicy", "Never");
   out << YAML::Key << "template" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "metadata" << YAML::Value << YAML::BeginMap << YAML::Key << "labels" << YAML::Value
-      << YAML::BeginMap;
-  kv(out, "app.kubernetes.io/name", "taehv");
-  kv(out, kJobLabel, o.name);
-  out << YAML::EndMap << YAML::EndMap;
+  emitPodLabels(out, o);
   out << YAML::Key << "spec" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "containers" << YAML::Value << YAML::BeginSeq;
   emitContainer(out, o, kPyTorchContainer, kPyTorchPortName, {}, false);
