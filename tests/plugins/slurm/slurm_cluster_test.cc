@@ -300,11 +300,16 @@ TEST_F(SlurmCluster, ScancelLeavesNoProcess) {
   EXPECT_EQ(left, 0) << "processes of the cancelled job are still running";
 }
 
-/// Steps a requeued job past SLURM's fixed 120 s requeue hold (EligibleTime) so the test need not wait it out.
+/// Shortens SLURM's requeue hold (EligibleTime = requeue + CredExpire, 120 s) so the test need not wait it out.
+/// The hold exists because slurmd revokes the old run's job credential with one-second resolution: a new run
+/// allocated within the same second is killed as "Job credential revoked" and the job ends FAILED. So the test
+/// waits two seconds after the requeue before releasing it (releasing at once failed about one run in three here;
+/// StartTime=now+2 works too but waits for the scheduler's next periodic pass, ~20 s more).
 void releaseRequeueHold(const std::string& env, const std::string& id) {
   for (int i = 0; i < 150; ++i) {
     Shell s = sh(env + "scontrol show job " + id);
     if (s.out.find("Restarts=1") != std::string::npos && s.out.find("JobState=PENDING") != std::string::npos) {
+      std::this_thread::sleep_for(std::chrono::seconds(2));
       sh(env + "scontrol update JobId=" + id + " StartTime=now");
       return;
     }
