@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 
 #include "c10d_compat.h"
@@ -32,8 +33,11 @@ int envInt(const char* name, int fallback, int min_value) {
 
 class WorkHandle : public PendingCollective {
  public:
-  WorkHandle(c10::intrusive_ptr<c10d::Work> work, std::vector<at::Tensor> keep, const std::atomic<bool>& aborted)
-      : work_(std::move(work)), keep_(std::move(keep)), aborted_(aborted) {}
+  /// `keep`: the tensors the collective works on, held until it completes. `result_to`, when defined, receives
+  /// keep[0] after completion (the caller's tensor when the collective ran on a device copy of it).
+  WorkHandle(c10::intrusive_ptr<c10d::Work> work, std::vector<at::Tensor> keep, const std::atomic<bool>& aborted,
+             at::Tensor result_to = {})
+      : work_(std::move(work)), keep_(std::move(keep)), aborted_(aborted), result_to_(std::move(result_to)) {}
   void wait() override {
     if (!work_) return;
     // Wait in slices so an abort announced by another rank is noticed even if the peer never answers.
@@ -43,12 +47,18 @@ class WorkHandle : public PendingCollective {
     }
     work_->wait();
     work_.reset();
+    if (result_to_.defined()) {
+      torch::NoGradGuard no_grad;
+      result_to_.copy_(keep_[0]);
+      result_to_ = at::Tensor();
+    }
   }
 
  private:
   c10::intrusive_ptr<c10d::Work> work_;
   std::vector<at::Tensor> keep_;
   const std::atomic<bool>& aborted_;
+  at::Tensor result_to_;
 };
 
 class DoneHandle : public PendingCollective {
@@ -86,6 +96,13 @@ struct Distributed::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   compat::BackendPtr group;
   std::chrono::milliseconds timeout;
+  /// Where collectives run. NCCL reduces CUDA tensors only, so host tensors handed to it (the per-step
+  /// statistics, the barrier, the resume check) travel through a copy on the training device.
+  std::optional<torch::Device> collective_device;
+
+  at::Tensor onCollectiveDevice(const at::Tensor& t) const {
+    return collective_device && t.device() != *collective_device ? t.to(*collective_device) : t;
+  }
 };
 
 Distributed::Distributed(const DistEnv& env, const std::string& backend, std::chrono::milliseconds timeout,
@@ -101,6 +118,10 @@ Distributed::Distributed(const DistEnv& env, const std::string& backend, std::ch
         "dist.backend nccl: this taehv-train was built against a libtorch without CUDA/NCCL; use dist.backend=gloo");
   }
 #endif
+  if (chosen == "nccl" && !device.is_cuda()) {
+    throw std::runtime_error("dist.backend nccl needs a CUDA train.device (NCCL reduces GPU tensors only), got " +
+                             device.str() + "; use dist.backend=gloo on the CPU");
+  }
   try {
     impl_->store = compat::makeTcpStore(env_.master_addr, env_.master_port, env_.rank == 0, env_.world_size, timeout);
   } catch (const std::exception& e) {
@@ -109,7 +130,10 @@ Distributed::Distributed(const DistEnv& env, const std::string& backend, std::ch
   }
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("taehv/pg", impl_->store);
 #if defined(TAEHV_WITH_NCCL)
-  if (chosen == "nccl") impl_->group = compat::makeNccl(prefixed, env_.rank, env_.world_size, timeout);
+  if (chosen == "nccl") {
+    impl_->group = compat::makeNccl(prefixed, env_.rank, env_.world_size, timeout);
+    impl_->collective_device = device;
+  }
 #endif
   if (!impl_->group) impl_->group = compat::makeGloo(prefixed, env_.rank, env_.world_size, timeout, env_.master_addr);
   backend_name_ = chosen;
@@ -179,9 +203,10 @@ void Distributed::announceFailure(const std::string& reason) {
 std::unique_ptr<PendingCollective> Distributed::allreduceSumAsync(torch::Tensor tensor) {
   if (env_.world_size == 1) return std::make_unique<DoneHandle>();
   if (aborted_) throw std::runtime_error("collective refused: another rank failed");
-  std::vector<at::Tensor> tensors{tensor};
+  std::vector<at::Tensor> tensors{impl_->onCollectiveDevice(tensor)};
+  at::Tensor result_to = tensors[0].is_same(tensor) ? at::Tensor() : tensor;
   auto work = impl_->group->allreduce(tensors, c10d::AllreduceOptions{});
-  return std::make_unique<WorkHandle>(std::move(work), std::move(tensors), aborted_);
+  return std::make_unique<WorkHandle>(std::move(work), std::move(tensors), aborted_, std::move(result_to));
 }
 
 void Distributed::allreduceSum(torch::Tensor tensor) { allreduceSumAsync(std::move(tensor))->wait(); }
@@ -191,7 +216,7 @@ void Distributed::broadcastFromRank0(const std::vector<torch::Tensor>& tensors) 
   for (const auto& t : tensors) {
     // Broadcast a contiguous copy and write it back, so views and non-contiguous parameters work too.
     torch::NoGradGuard no_grad;
-    std::vector<at::Tensor> buffer{t.detach().contiguous().clone()};
+    std::vector<at::Tensor> buffer{impl_->onCollectiveDevice(t.detach().contiguous().clone())};
     c10d::BroadcastOptions options;
     options.rootRank = 0;
     WorkHandle(impl_->group->broadcast(buffer, options), buffer, aborted_).wait();
