@@ -2,10 +2,16 @@
 //  - 1.x (Debian's 1.13): ProcessGroupGloo/ProcessGroupNCCL derive from c10d::ProcessGroup; Options derive
 //    from ProcessGroup::Options.
 //  - 2.x: they derive from c10d::Backend (ProcessGroup became a dispatcher over backends); Options derive from
-//    Backend::Options; autocast's GPU dtype setter became set_autocast_dtype(device_type, dtype) (2.4).
-// Everything else used here (TCPStore(host, TCPStoreOptions), PrefixStore, Work::wait, allreduce/broadcast
-// taking std::vector<at::Tensor>&, createDeviceForHostname/Interface/createDefaultDevice) has the same shape
-// in both. Only the 1.13 side is compiled and tested in this repository.
+//    Backend::Options, which still holds `timeout`; autocast's per-device setters became
+//    set_autocast_enabled/set_autocast_dtype(device_type, ...) in 2.4 (the old ones are deprecated wrappers
+//    that warn on every call).
+// Everything else used here has the same shape in 1.13 and in the 2.x headers read for this (2.0-era and
+// recent main-branch c10d sources, e.g. with lazy Gloo init and the libuv TCPStore):
+// TCPStore(host, TCPStoreOptions{port, isServer, numWorkers, waitWorkers, timeout}), PrefixStore(prefix, store),
+// Work::isCompleted/wait, allreduce/broadcast(std::vector<at::Tensor>&, options),
+// ProcessGroupGloo::Options::create(timeout) with `devices`/`threads`, createDeviceForInterface/Hostname and
+// createDefaultDevice (2.x adds a defaulted lazyInit argument), ProcessGroupNCCL::Options::create() and
+// ProcessGroupNCCL(store, rank, size, options). Only the 1.13 side is compiled and tested in this repository.
 #pragma once
 
 #ifndef USE_C10D_GLOO
@@ -23,6 +29,8 @@
 #endif
 
 #include <chrono>
+#include <cstdint>
+#include <cstdlib>
 #include <string>
 
 namespace taehv::train::compat {
