@@ -266,6 +266,27 @@ TEST(DataParallel, GradientAccumulationMatchesTheLargeBatch) {
   fs::remove_all(dir);
 }
 
+// train.slices: a micro-batch computed as slices on their own threads (SliceBackward) must train exactly like one
+// backward pass, also when its gradients go through the bucketed all-reduce and across accumulation micro-steps.
+TEST(DataParallel, SlicedStepsMatchOnePass) {
+  const auto dir = tempDir();
+  Job one = launch(1, plus(tiny(dir + "/one", 3), cat(kSgd, {"train.batch_per_rank=4"})), dir + "/one");
+  expectSuccess(one);
+  Job ranks = launch(2, plus(tiny(dir + "/ranks", 3), cat(kSgd, {"train.batch_per_rank=2", "train.threads=2"})),
+                     dir + "/ranks");
+  expectSuccess(ranks);
+  Job acc = launch(1, plus(tiny(dir + "/acc", 3),
+                           cat(kSgd, {"train.batch_per_rank=2", "train.grad_accum=2", "train.threads=2",
+                                      "train.slices=2"})),
+                   dir + "/acc");
+  expectSuccess(acc);
+  const auto log = slurp(ranks.logs[0]);
+  EXPECT_NE(log.find("2 threads/rank (2 batch slices x 1)"), std::string::npos) << log;
+  EXPECT_LT(relativeError(dir + "/one", dir + "/ranks", 3), 2e-3) << "2 ranks x 2 slices x batch 1";
+  EXPECT_LT(relativeError(dir + "/one", dir + "/acc", 3), 2e-3) << "1 rank x 2 micro-steps x 2 slices x batch 1";
+  fs::remove_all(dir);
+}
+
 TEST(Resume, StopResumeAndSigtermResumeAreBitwiseEqualToAStraightRun) {
   const auto dir = tempDir();
   const int64_t steps = 10;

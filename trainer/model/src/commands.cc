@@ -18,8 +18,10 @@
 #include "taehv/model/cpu_tuning.h"
 #include "taehv/model/fused_adamw.h"
 #include "taehv/model/safetensors.h"
+#include "taehv/model/slice_backward.h"
 #include "taehv/model/taehv.h"
 #include "taehv/suggest.h"
+#include "torch_compat.h"
 
 namespace taehv {
 namespace {
@@ -234,8 +236,10 @@ const char* kBenchUsage =
     "usage: taehv-train bench --variant V --batch B --frames T --size S --steps N [--warmup W] [--threads K]\n"
     "                         [--device cpu|cuda] [--precision fp32|bf16] [--optimizer fused|torch]\n"
     "                         [--allocator tuned|default] [--memory-format contiguous|channels_last]\n"
-    "                         [--profile TRACE.json] [--peak-tflops P]\n"
-    "  times training steps (MSE of decode(encode(x)) vs the aligned input frames, backward, AdamW).\n";
+    "                         [--profile TRACE.json] [--peak-tflops P] [--slices auto|N]\n"
+    "  times training steps (MSE of decode(encode(x)) vs the aligned input frames, backward, AdamW).\n"
+    "  --slices: on CPU in fp32, the batch runs as N slices on N threads of K/N intra-op threads each, as\n"
+    "  taehv-train does (train.slices); auto = min(K, B); 1 = one pass with K intra-op threads per op.\n";
 
 const std::set<std::string> kCodecOptions = {"variant", "weights", "input", "output", "threads",
                                              "decoder-time-upscale", "decoder-space-upscale"};
@@ -321,7 +325,7 @@ int benchCommand(const std::vector<std::string>& argv) {
     Args args(argv,
               {"variant", "batch", "frames", "size", "steps", "warmup", "threads", "device", "precision", "optimizer",
                "allocator", "profile", "memory-format",
-               "peak-tflops"},
+               "peak-tflops", "slices"},
               {});
     const std::string optimizer_name = args.get("optimizer", "fused");
     const std::string allocator = args.get("allocator", "tuned");
@@ -382,6 +386,19 @@ int benchCommand(const std::vector<std::string>& argv) {
     }
     const torch::Device device(device_name == "cuda" ? torch::kCUDA : torch::kCPU);
     const bool bf16 = precision == "bf16";
+    const std::string slices_text = args.get("slices", "auto");
+    int slices_requested = 0;
+    if (slices_text != "auto") {
+      slices_requested = static_cast<int>(args.integer("slices", 1, 1, 4096));
+      if (slices_requested > 1 && (device_name == "cuda" || bf16)) {
+        throw UsageError("--slices " + slices_text + ": slicing is for CPU fp32 steps; use --slices 1 (or auto) "
+                         "with --device cuda or --precision bf16");
+      }
+    }
+    const SliceBackward::Plan slice_plan =
+        device_name == "cpu" && !bf16 ? SliceBackward::plan(slices_requested, at::get_num_threads(), batch)
+                                      : SliceBackward::Plan{1, at::get_num_threads()};
+    SliceBackward slicer(slice_plan);
 
     torch::manual_seed(0);
     TAEHV model(options);
@@ -392,6 +409,7 @@ int benchCommand(const std::vector<std::string>& argv) {
     torch::optim::AdamW torch_optimizer(model->parameters(),
                                         torch::optim::AdamWOptions(3e-4).betas({0.9, 0.95}).weight_decay(1e-2));
     FusedAdamW fused_optimizer(model->parameters(), FusedAdamWOptions{});
+    const std::vector<torch::Tensor> params = model->parameters();
     const bool fused = optimizer_name == "fused";
     const torch::Tensor x = torch::rand({batch, frames, 3, size, size}).to(device);
     const int64_t latents = (frames + model->timeDownscale() - 1) / model->timeDownscale();
@@ -402,7 +420,7 @@ int benchCommand(const std::vector<std::string>& argv) {
     const int64_t aligned = std::min(decoded, frames);
     const torch::Tensor target = x.slice(1, 0, aligned);
     std::printf("bench: variant=%s batch=%lld frames=%lld size=%lld device=%s precision=%s threads=%d params=%lld "
-                "optimizer=%s allocator=%s memory_format=%s\n",
+                "optimizer=%s allocator=%s memory_format=%s slices=%d (x %d intra-op threads)\n",
                 args.get("variant", "taehv").c_str(), static_cast<long long>(batch), static_cast<long long>(frames),
                 static_cast<long long>(size), device_name.c_str(), precision.c_str(), at::get_num_threads(),
                 static_cast<long long>([&] {
@@ -412,7 +430,8 @@ int benchCommand(const std::vector<std::string>& argv) {
                   }
                   return n;
                 }()),
-                optimizer_name.c_str(), allocator.c_str(), memory_format.c_str());
+                optimizer_name.c_str(), allocator.c_str(), memory_format.c_str(), slice_plan.slices,
+                slice_plan.slices > 1 ? slice_plan.intra_threads : at::get_num_threads());
     std::fflush(stdout);
 
     const auto sync = [&] {
@@ -442,33 +461,41 @@ int benchCommand(const std::vector<std::string>& argv) {
       }
       sync();
       const auto start = std::chrono::steady_clock::now();
-      torch::Tensor loss;
-      if (bf16) {
-        if (device.is_cuda()) {
-          at::autocast::set_enabled(true);
-          at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-        } else {
-          at::autocast::set_cpu_enabled(true);
-          at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-        }
-      }
-      torch::Tensor y = model->decodeVideo(model->encodeVideo(x)).slice(1, 0, aligned);
-      loss = torch::mse_loss(y.to(torch::kFloat), target);
-      if (bf16) {
-        at::autocast::set_enabled(false);
-        at::autocast::set_cpu_enabled(false);
-        at::autocast::clear_cache();
-      }
       if (fused) {
         fused_optimizer.zeroGrad();
-        loss.backward();
-        fused_optimizer.step();
       } else {
         torch_optimizer.zero_grad();
+      }
+      if (slicer.slices() > 1) {
+        // The same loss as the one-pass step, as a sum of slice losses weighted by their share of the batch.
+        std::vector<torch::Tensor> losses;
+        std::vector<torch::Tensor> grads = slicer.run(
+            batch, params,
+            [&](int, int64_t begin, int64_t end) {
+              torch::Tensor y = model->decodeVideo(model->encodeVideo(x.slice(0, begin, end))).slice(1, 0, aligned);
+              return torch::mse_loss(y, target.slice(0, begin, end)) *
+                     (static_cast<double>(end - begin) / static_cast<double>(batch));
+            },
+            &losses);
+        for (size_t k = 0; k < params.size(); ++k) params[k].mutable_grad() = grads[k];
+        loss_value = 0;
+        for (const auto& l : losses) loss_value += l.item<double>();
+      } else {
+        if (bf16) compat::setAutocast(device.type(), true, at::kBFloat16);
+        torch::Tensor y = model->decodeVideo(model->encodeVideo(x)).slice(1, 0, aligned);
+        torch::Tensor loss = torch::mse_loss(y.to(torch::kFloat), target);
+        if (bf16) {
+          compat::setAutocast(device.type(), false);
+          at::autocast::clear_cache();
+        }
         loss.backward();
+        loss_value = loss.item<double>();
+      }
+      if (fused) {
+        fused_optimizer.step();
+      } else {
         torch_optimizer.step();
       }
-      loss_value = loss.item<double>();
       sync();
       const double seconds = secondsSince(start);
       if (step >= warmup && step < warmup + steps) {

@@ -41,6 +41,7 @@ std::vector<Entry> table(Config& c) {
       {"train.ema", &c.train.ema},
       {"train.seed", &c.train.seed},
       {"train.threads", &c.train.threads},
+      {"train.slices", &c.train.slices},
       {"train.loss", &c.train.loss},
       {"train.objective", &c.train.objective},
       {"train.device", &c.train.device},
@@ -275,6 +276,8 @@ void Config::validate() const {
   if (train.grad_accum < 1) fail("train.grad_accum must be >= 1");
   if (!(train.lr > 0)) fail("train.lr must be > 0");
   if (train.warmup_steps < 0) fail("train.warmup_steps must be >= 0");
+  if (train.threads < 0) fail("train.threads must be >= 0 (0 = auto)");
+  if (train.slices < 0) fail("train.slices must be >= 0 (0 = auto, 1 = one pass)");
   if (train.optimizer != "adamw" && train.optimizer != "sgd") {
     fail("train.optimizer must be adamw or sgd, got '" + train.optimizer + "'");
   }

@@ -259,7 +259,9 @@ GradSync::GradSync(Distributed& dist, std::vector<torch::Tensor> params, double 
     b.flat = torch::zeros({n}, params_[b.params.front()].options().requires_grad(false));
   }
   for (size_t k = 0; k < params_.size(); ++k) {
-    hooks_.push_back(params_[k].register_hook([this, k](const torch::Tensor& grad) { onGrad(k, grad); }));
+    hooks_.push_back(params_[k].register_hook([this, k](const torch::Tensor& grad) {
+      if (!manual_.load()) onGrad(k, grad);
+    }));
   }
 }
 
@@ -292,6 +294,20 @@ void GradSync::onGrad(size_t k, const torch::Tensor& grad) {
   filled_[k] = true;
   ++b.ready;
   if (b.ready == b.params.size()) launchReady();
+}
+
+void GradSync::addGrads(const std::vector<torch::Tensor>& grads) {
+  torch::NoGradGuard no_grad;
+  // finish() all-reduces the accumulated grads of parameters that no hook reported, i.e. all of these.
+  for (size_t k = 0; k < std::min(grads.size(), params_.size()); ++k) {
+    if (!grads[k].defined()) continue;
+    auto& p = params_[k];
+    if (p.grad().defined()) {
+      p.mutable_grad().add_(grads[k]);
+    } else {
+      p.mutable_grad() = grads[k].clone();
+    }
+  }
 }
 
 void GradSync::launchReady() {

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "taehv/model/safetensors.h"
+#include "taehv/model/slice_backward.h"
 #include "taehv/model/taehv.h"
 #include "taehv/train/checkpoint.h"
 #include "taehv/train/data.h"
@@ -101,6 +102,45 @@ Objective computeObjective(TAEHV& model, const Batch& batch, const torch::Device
     out.target = x.narrow(1, 0, out.pred.size(1));
     out.loss = reconstructionLoss(loss, out.pred.to(torch::kFloat), out.target);
   }
+  return out;
+}
+
+/// computeObjective and its backward for one micro-batch as the slicer's slices, each on its own thread (CPU).
+/// The gradients, scaled by `scale`, reach `sync` and the parameters' grads as backward's would; returns the
+/// whole micro-batch's loss (the slices' losses weighted by their share of it), predictions and targets.
+Objective slicedObjective(SliceBackward& slicer, GradSync& sync, TAEHV& model, const std::vector<torch::Tensor>& params,
+                          const Batch& batch, const torch::Device& device, const std::string& loss, bool distill,
+                          double scale) {
+  const int64_t n = batch.frames.size(0);
+  std::vector<Objective> parts(static_cast<size_t>(slicer.slices()));
+  sync.setManual(true);
+  std::vector<torch::Tensor> grads;
+  try {
+    grads = slicer.run(n, params, [&](int s, int64_t begin, int64_t end) {
+      Batch part = batch;
+      part.frames = batch.frames.slice(0, begin, end);
+      if (batch.latents.defined()) part.latents = batch.latents.slice(0, begin, end);
+      Objective o = computeObjective(model, part, device, loss, distill);
+      const double share = static_cast<double>(end - begin) / static_cast<double>(n);
+      parts[static_cast<size_t>(s)] = {o.loss.detach() * share, o.pred.detach(), o.target};
+      return o.loss * (share * scale);
+    });
+  } catch (...) {
+    sync.setManual(false);
+    throw;
+  }
+  sync.setManual(false);
+  sync.addGrads(grads);
+  Objective out;
+  std::vector<torch::Tensor> preds, targets;
+  for (auto& part : parts) {
+    if (!part.loss.defined()) continue;
+    out.loss = out.loss.defined() ? out.loss + part.loss : part.loss;
+    preds.push_back(part.pred);
+    targets.push_back(part.target);
+  }
+  out.pred = torch::cat(preds, 0);
+  out.target = torch::cat(targets, 0);
   return out;
 }
 
@@ -335,6 +375,11 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
   if (!ema.empty()) dist.broadcastFromRank0(ema);
 
   GradSync sync(dist, params, cfg.dist.bucket_mb);
+  const int threads = torch::get_num_threads();
+  const SliceBackward::Plan slice_plan = device.is_cpu()
+                                             ? SliceBackward::plan(static_cast<int>(cfg.train.slices), threads, B)
+                                             : SliceBackward::Plan{1, threads};
+  SliceBackward slicer(slice_plan);
   std::shared_ptr<const ClipSource> source = makeSource(cfg.data, static_cast<uint64_t>(cfg.train.seed));
   const bool distill = cfg.train.objective == "distillation" ||
                        (cfg.train.objective == "auto" && source->hasLatents());
@@ -352,7 +397,11 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
     if (cfg.log.tensorboard) tb = std::make_unique<TfEventsWriter>((fs::path(out_dir) / "tensorboard").string());
     metrics.open(fs::path(out_dir) / "metrics.jsonl", std::ios::app);
     run.say("taehv-train: " + std::to_string(W) + " rank(s), backend " + dist.backendName() + ", device " +
-            device.str() + ", " + std::to_string(torch::get_num_threads()) + " threads/rank, model " +
+            device.str() + ", " + std::to_string(threads) + " threads/rank" +
+            (slice_plan.slices > 1 ? " (" + std::to_string(slice_plan.slices) + " batch slices x " +
+                                         std::to_string(slice_plan.intra_threads) + ")"
+                                   : std::string()) +
+            ", model " +
             cfg.model.variant + " (" + std::to_string(n_params) + " parameters, " +
             std::to_string(sync.bucketCount()) + " gradient buckets), objective " +
             (distill ? "distillation" : "reconstruction") + ", data " + cfg.data.source + " (" +
@@ -410,9 +459,15 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
       data_wait += seconds(Clock::now() - w0);
       sync.setSync(a == A - 1);
       if (device.is_cuda() && cfg.train.bf16) setCudaBf16Autocast(true);
-      Objective obj = computeObjective(model, batch, device, cfg.train.loss, distill);
-      if (device.is_cuda() && cfg.train.bf16) setCudaBf16Autocast(false);
-      (obj.loss / static_cast<double>(A)).backward();
+      Objective obj;
+      if (slicer.slices() > 1) {
+        obj = slicedObjective(slicer, sync, model, params, batch, device, cfg.train.loss, distill,
+                              1.0 / static_cast<double>(A));
+      } else {
+        obj = computeObjective(model, batch, device, cfg.train.loss, distill);
+        if (device.is_cuda() && cfg.train.bf16) setCudaBf16Autocast(false);
+        (obj.loss / static_cast<double>(A)).backward();
+      }
       loss_sum += obj.loss.item<double>();
       psnr_sum += psnr(obj.pred, obj.target);
       last = std::move(obj);

@@ -37,6 +37,9 @@ struct TrainConfig {
   double ema = 0.0;             ///< EMA decay of the weights (e.g. 0.999); 0 = off
   int64_t seed = 0;             ///< model init, data order and augmentation derive from it
   int64_t threads = 0;          ///< intra-op CPU threads per rank; 0 = OMP_NUM_THREADS, else cores / local ranks
+  /// CPU only: each micro-batch runs as this many slices on as many threads (threads / slices intra-op threads
+  /// each; see taehv/model/slice_backward.h); 0 = auto (min(threads, batch_per_rank)); 1 = one pass.
+  int64_t slices = 0;
   std::string loss = "mse";     ///< mse | l1 | mse+l1 (reconstruction term)
   std::string objective = "auto";  ///< reconstruction | distillation | auto (distillation when latents exist)
   /// auto | cpu | cuda | cuda:N. auto = TAEHV_DEVICE from the launcher when set (see

@@ -100,6 +100,13 @@ class GradSync {
   GradSync& operator=(const GradSync&) = delete;
 
   void setSync(bool sync) { sync_ = sync; }
+  /// Gradients computed outside backward (SliceBackward, torch::autograd::grad on several threads): while on,
+  /// the parameter hooks do nothing. libtorch 1.13 runs no leaf hook in autograd::grad; 2.x may run them, and
+  /// then from those threads at once with one slice's gradient each.
+  void setManual(bool manual) { manual_ = manual; }
+  /// Adds one micro-step's gradients (per parameter, undefined = none) into each parameter's grad, as backward
+  /// would; finish() all-reduces them (no overlap with the computation for these).
+  void addGrads(const std::vector<torch::Tensor>& grads);
   /// After the synchronising backward: launches what is left, waits, writes averaged grads.
   void finish();
   size_t bucketCount() const { return buckets_.size(); }
@@ -125,6 +132,7 @@ class GradSync {
   std::vector<unsigned> hooks_;
   size_t next_launch_ = 0;
   bool sync_ = true;
+  std::atomic<bool> manual_{false};
 };
 
 }  // namespace taehv::train
