@@ -21,9 +21,11 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 last_step = rows[-1]["step"]
 def mean(rs, key):  # rows hold means over their log window
     return sum(r[key] for r in rs) / len(rs)
-early = [r for r in rows if r["step"] <= 30]
+first = rows[0]  # step 1: the initial model, whose output is mid-grey (decoder bias 0.5)
+low = min(rows, key=lambda r: r["psnr"])
 late = [r for r in rows if r["step"] > last_step - 30]
-print(f"main job: {last_step} steps in {sys.argv[2]} s; PSNR {mean(early, 'psnr'):.2f} dB (steps 1-30) -> "
-      f"{mean(late, 'psnr'):.2f} dB (last 30 steps); loss {mean(early, 'loss'):.5f} -> {mean(late, 'loss'):.5f}")
+print(f"main job: {last_step} steps in {sys.argv[2]} s; PSNR {first['psnr']:.2f} dB at step 1 (mid-grey output), "
+      f"lowest {low['psnr']:.2f} dB (log window ending at step {low['step']}), {mean(late, 'psnr'):.2f} dB over the "
+      f"last 30 steps; loss {first['loss']:.5f} -> {mean(late, 'loss'):.5f}")
 PY
 ls "$out"
