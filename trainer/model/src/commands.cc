@@ -461,11 +461,13 @@ int benchCommand(const std::vector<std::string>& argv) {
       }
       sync();
       const auto start = std::chrono::steady_clock::now();
-      if (fused) {
-        fused_optimizer.zeroGrad();
-      } else {
-        torch_optimizer.zero_grad();
-      }
+      const auto zeroGrad = [&] {
+        if (fused) {
+          fused_optimizer.zeroGrad();
+        } else {
+          torch_optimizer.zero_grad();
+        }
+      };
       if (slicer.slices() > 1) {
         // The same loss as the one-pass step, as a sum of slice losses weighted by their share of the batch.
         std::vector<torch::Tensor> losses;
@@ -477,6 +479,7 @@ int benchCommand(const std::vector<std::string>& argv) {
                      (static_cast<double>(end - begin) / static_cast<double>(batch));
             },
             &losses);
+        zeroGrad();
         for (size_t k = 0; k < params.size(); ++k) params[k].mutable_grad() = grads[k];
         loss_value = 0;
         for (const auto& l : losses) loss_value += l.item<double>();
@@ -488,6 +491,7 @@ int benchCommand(const std::vector<std::string>& argv) {
           compat::setAutocast(device.type(), false);
           at::autocast::clear_cache();
         }
+        zeroGrad();  // after the forward: the old gradients' memory then serves the new ones
         loss.backward();
         loss_value = loss.item<double>();
       }
