@@ -113,9 +113,14 @@ Objective slicedObjective(SliceBackward& slicer, GradSync& sync, TAEHV& model, c
                           double scale) {
   const int64_t n = batch.frames.size(0);
   std::vector<Objective> parts(static_cast<size_t>(slicer.slices()));
-  sync.setManual(true);
+  struct ManualGrads {  // the parameter hooks stay off while the slices run, also when one throws
+    GradSync& sync;
+    explicit ManualGrads(GradSync& s) : sync(s) { sync.setManual(true); }
+    ~ManualGrads() { sync.setManual(false); }
+  };
   std::vector<torch::Tensor> grads;
-  try {
+  {
+    ManualGrads manual(sync);
     grads = slicer.run(n, params, [&](int s, int64_t begin, int64_t end) {
       Batch part = batch;
       part.frames = batch.frames.slice(0, begin, end);
@@ -125,11 +130,7 @@ Objective slicedObjective(SliceBackward& slicer, GradSync& sync, TAEHV& model, c
       parts[static_cast<size_t>(s)] = {o.loss.detach() * share, o.pred.detach(), o.target};
       return o.loss * (share * scale);
     });
-  } catch (...) {
-    sync.setManual(false);
-    throw;
   }
-  sync.setManual(false);
   sync.addGrads(grads);
   Objective out;
   std::vector<torch::Tensor> preds, targets;
