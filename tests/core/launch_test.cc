@@ -108,6 +108,19 @@ TEST(Launch, NodesWaitForTheMasterAndGiveUpClearly) {
   EXPECT_NE(r.err.find("did not accept a connection within 1 s"), std::string::npos) << r.err;
   EXPECT_LT(took, std::chrono::seconds(5));
 
+  // A master name that does not resolve (.invalid never does, RFC 6761): the same clear failure, naming why.
+  env["TEST_ALPHA_MASTER_ADDR"] = "taehv-no-such-master.invalid";
+  start = std::chrono::steady_clock::now();
+  r = taehv({"--backend", "alpha", "--plugin-dir", pluginDir("alpha"), "--", "/bin/echo", "started"}, env);
+  took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "") << "the worker must not start";
+  EXPECT_NE(r.err.find("master taehv-no-such-master.invalid:" + std::to_string(closed_port)), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("cannot resolve 'taehv-no-such-master.invalid'"), std::string::npos) << r.err;
+  EXPECT_LT(took, std::chrono::seconds(30)) << "a resolver timeout may stretch one attempt, never the whole wait";
+  env["TEST_ALPHA_MASTER_ADDR"] = "127.0.0.1";
+
   Listener master;
   env["TEST_ALPHA_MASTER_PORT"] = std::to_string(master.port);
   env["TEST_ALPHA_MASTER_WAIT"] = "10";
