@@ -264,6 +264,9 @@ po::options_description Cli::launchOptions() const {
     ("run-id", po::value<std::string>()->value_name("ID"), "job id given to workers [env PET_RDZV_ID, default none]")
     ("max-restarts", po::value<int>()->value_name("N"),
         "restart all local workers up to N times after a failure [env PET_MAX_RESTARTS, default 0]")
+    ("restart-count", po::value<int>()->value_name("R"),
+        "restarts an outer launcher that restarts the whole job has already made (the SSH fan-out passes it): "
+        "workers get TORCHELASTIC_RESTART_COUNT=R, and this taehv-run leaves restarting to that launcher")
     ("shutdown-grace", po::value<double>()->default_value(30.0)->value_name("SECONDS"),
         "after a failure, SIGTERM the other workers, SIGKILL them after this long")
     ("log-dir", po::value<std::string>()->value_name("DIR"), "also write each worker's output to DIR/rank_<RANK>.log")
@@ -437,6 +440,7 @@ Checked<ResolvedLaunch> Cli::resolve(const po::variables_map& vm, bool plan_when
   if (vm.count("master-port")) flags.master_port = vm["master-port"].as<int>();
   if (vm.count("run-id")) flags.run_id = vm["run-id"].as<std::string>();
   if (vm.count("max-restarts")) flags.max_restarts = vm["max-restarts"].as<int>();
+  if (vm.count("restart-count")) flags.restart_count = vm["restart-count"].as<int>();
   flags.standalone = vm.count("standalone") > 0;
 
   // Choose the backend.

@@ -142,7 +142,9 @@ Checked<NodeDescriptor> resolveNode(const LaunchFlags& flags, const NodePlan* pl
   pick<std::string>(node.run_id, f.run_id, run_id_flag, plan ? &plan->run_id : nullptr, petString(env, "RDZV_ID"),
                     "RDZV_ID", std::string(kDefaultRunId));
   pick<int>(node.max_restarts, f.max_restarts, "max-restarts", nullptr, pet_restarts, "MAX_RESTARTS", 0);
-  pick<int>(node.restart_count, std::nullopt, "", plan ? &plan->restart_count : nullptr, std::nullopt, "", 0);
+  pick<int>(node.restart_count, f.restart_count, "restart-count", plan ? &plan->restart_count : nullptr, std::nullopt,
+            "", 0);
+  node.restarts_by_outer_launcher = f.restart_count.has_value();
   pick<int>(node.master_wait_seconds, std::nullopt, "", plan ? &plan->master_wait_seconds : nullptr, std::nullopt,
             "", 0);
   pick<bool>(node.single_worker, std::nullopt, "", plan ? &plan->single_worker : nullptr, std::nullopt, "", false);

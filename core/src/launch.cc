@@ -180,7 +180,7 @@ int launchNode(const NodeDescriptor& node, const LaunchSettings& settings, const
 
   process::SupervisorOptions options;
   options.shutdown_grace = settings.shutdown_grace;
-  options.max_restarts = *node.max_restarts.value;
+  options.max_restarts = node.restarts_by_outer_launcher ? 0 : *node.max_restarts.value;
   options.prefix_output = settings.prefix_output;
   auto error_file = inherited.find("TORCHELASTIC_ERROR_FILE");
   // As torchrun does, each worker gets its own TORCHELASTIC_ERROR_FILE (where torch's @record writes its

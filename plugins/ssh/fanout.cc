@@ -59,16 +59,22 @@ LauncherArgs splitLauncherArgs(const std::vector<std::string>& args) {
       out.error = "--backend must not appear among the forwarded launch options";
       return out;
     }
-    if (flag == "--shutdown-grace") {
-      // Forwarded unchanged (the remote taehv-run applies it to its workers); read for the remote grace.
+    if (flag == "--shutdown-grace" || flag == "--max-restarts") {
+      // Forwarded unchanged and read here: the remote taehv-run applies the grace to its workers and the fan-out
+      // waits that long per host; the fan-out does the restarts (whole job), the remotes report the maximum.
+      std::string& field = flag == "--shutdown-grace" ? out.shutdown_grace : out.max_restarts;
       out.forwarded.push_back(arg);
       if (has_value) {
-        out.shutdown_grace = value;
+        field = value;
       } else if (i + 1 < args.size()) {
-        out.shutdown_grace = args[++i];
-        out.forwarded.push_back(out.shutdown_grace);
+        field = args[++i];
+        out.forwarded.push_back(field);
       }
       continue;
+    }
+    if (flag == "--restart-count") {
+      out.error = "--restart-count is set for every host by the ssh backend (it restarts the whole job); remove it";
+      return out;
     }
     const auto it = taken.find(flag);
     if (it == taken.end()) {

@@ -22,6 +22,7 @@ struct LauncherArgs {
   std::string master_addr;              ///< value of --master-addr, if given
   std::string master_port;              ///< value of --master-port, if given
   std::string shutdown_grace;           ///< value of --shutdown-grace, if given (also forwarded)
+  std::string max_restarts;             ///< value of --max-restarts, if given (also forwarded)
 };
 
 /// Splits `args` (both "--opt value" and "--opt=value" forms; '_' and '-' alike) into the options above and

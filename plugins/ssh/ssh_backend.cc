@@ -162,6 +162,17 @@ class SshBackend final : public Backend {
     const JobShape shape = shapeJob(filtered.hosts, args.nnodes, nproc);
     if (!shape.error.empty()) return fail(shape.error);
     for (const auto& note : shape.notes) log(LogLevel::kInfo, note);
+    // Restarts are the whole job's: after a failure every host is torn down and started again (a host restarting
+    // its workers alone would rendezvous with nobody while the others hang in their collectives).
+    int max_restarts = 0;
+    if (!args.max_restarts.empty()) {
+      char* end = nullptr;
+      const long v = std::strtol(args.max_restarts.c_str(), &end, 10);
+      if (end == args.max_restarts.c_str() || *end != '\0' || v < 0 || v > 1000000) {
+        return fail("--max-restarts '" + args.max_restarts + "' is not a whole number >= 0");
+      }
+      max_restarts = static_cast<int>(v);
+    }
     int master_port = kDefaultMasterPort;
     if (!args.master_port.empty()) {
       if (!parseSeconds(args.master_port, &master_port) || master_port > 65535) {
@@ -272,46 +283,58 @@ class SshBackend final : public Backend {
       }
     }
 
-    // Fan out.
-    const int nnodes = static_cast<int>(shape.hosts.size());
-    std::vector<process::ChildSpec> children;
-    for (int node = 0; node < nnodes; ++node) {
-      const HostEntry& h = shape.hosts[static_cast<std::size_t>(node)];
-      RemoteJob remote;
-      remote.remote_bin = remote_bin;
-      remote.cwd = cwd;
-      remote.env = env;
-      remote.grace_seconds = grace_seconds;
-      bool identity = true;
-      for (std::size_t i = 0; i < h.slots.size(); ++i) identity = identity && h.slots[i] == static_cast<int>(i);
-      if (!identity) {
-        // A slot subset from --include/--exclude: like DeepSpeed, the slots are the devices this node may use.
-        std::string devices;
-        for (int s : h.slots) devices += (devices.empty() ? "" : ",") + std::to_string(s);
-        remote.env["CUDA_VISIBLE_DEVICES"] = devices;
-      }
-      remote.taehv_args = remoteTaehvArgs(nnodes, node, shape.nproc_per_node, master_addr, master_port,
-                                          args.forwarded, job.command);
-      process::ChildSpec child;
-      std::vector<std::string> job_opts = ssh_opts;
-      job_opts.insert(job_opts.end(), {"-o", control.option(node), "-o", "ControlMaster=no"});
-      child.argv = sshArgv(ssh, job_opts, h.host, remoteCommand(remoteScript(remote)));
-      child.env = host.env;
-      child.label = h.host + ":" + std::to_string(node);
-      child.rank = node * shape.nproc_per_node;
-      child.host = h.host;
-      child.stdin_pipe = true;
-      children.push_back(std::move(child));
+    // Fan out: one ssh client per host; restart R tells every remote taehv-run (TORCHELASTIC_RESTART_COUNT) and
+    // uses master port P + R, so the new rendezvous never meets processes of the previous run still stopping.
+    if (master_port + max_restarts > 65535) {
+      return fail("--master-port " + std::to_string(master_port) + " + --max-restarts " + std::to_string(max_restarts) +
+                  " exceeds 65535: restart R uses port P + R; lower one of them");
     }
+    const int nnodes = static_cast<int>(shape.hosts.size());
+    const auto make_children = [&](int restart) {
+      std::vector<process::ChildSpec> children;
+      std::vector<std::string> forwarded = args.forwarded;
+      if (max_restarts > 0) forwarded.insert(forwarded.end(), {"--restart-count", std::to_string(restart)});
+      for (int node = 0; node < nnodes; ++node) {
+        const HostEntry& h = shape.hosts[static_cast<std::size_t>(node)];
+        RemoteJob remote;
+        remote.remote_bin = remote_bin;
+        remote.cwd = cwd;
+        remote.env = env;
+        remote.grace_seconds = grace_seconds;
+        bool identity = true;
+        for (std::size_t i = 0; i < h.slots.size(); ++i) identity = identity && h.slots[i] == static_cast<int>(i);
+        if (!identity) {
+          // A slot subset from --include/--exclude: like DeepSpeed, the slots are the devices this node may use.
+          std::string devices;
+          for (int s : h.slots) devices += (devices.empty() ? "" : ",") + std::to_string(s);
+          remote.env["CUDA_VISIBLE_DEVICES"] = devices;
+        }
+        remote.taehv_args =
+            remoteTaehvArgs(nnodes, node, shape.nproc_per_node, master_addr, master_port + restart, forwarded,
+                            job.command);
+        process::ChildSpec child;
+        std::vector<std::string> job_opts = ssh_opts;
+        job_opts.insert(job_opts.end(), {"-o", control.option(node), "-o", "ControlMaster=no"});
+        child.argv = sshArgv(ssh, job_opts, h.host, remoteCommand(remoteScript(remote)));
+        child.env = host.env;
+        child.label = h.host + ":" + std::to_string(node);
+        child.rank = node * shape.nproc_per_node;
+        child.host = h.host;
+        child.stdin_pipe = true;
+        children.push_back(std::move(child));
+      }
+      return children;
+    };
     log(LogLevel::kInfo, "starting " + std::to_string(nnodes) + " node(s) x " +
                              std::to_string(shape.nproc_per_node) + " process(es), master " + master_addr + ":" +
-                             std::to_string(master_port));
+                             std::to_string(master_port) +
+                             (max_restarts > 0 ? ", up to " + std::to_string(max_restarts) + " restart(s) of the whole job"
+                                               : std::string()));
     process::SupervisorOptions sup;
     sup.shutdown_grace = kClientShutdownGrace;
-    sup.max_restarts = 0;
+    sup.max_restarts = max_restarts;
     sup.prefix_output = true;
-    const process::SupervisorResult result =
-        process::supervise([&](int) { return children; }, sup);
+    const process::SupervisorResult result = process::supervise(make_children, sup);
     return result.exit_code;
   }
 };

@@ -209,5 +209,19 @@ TEST(Launch, WorkerFailureAndRestartsReachTheExitCode) {
   fs::remove_all(dir);
 }
 
+// --restart-count R (what the SSH fan-out passes): the workers see restart R of at most --max-restarts, and this
+// taehv-run does not restart them itself: the outer launcher restarts the whole job.
+TEST(Launch, RestartCountFromAnOuterLauncherIsReportedAndNotRestartedLocally) {
+  auto r = taehv({"--standalone", "--nproc-per-node", "1", "--max-restarts", "2", "--restart-count", "1",
+                  "--no-prefix", "--", "/bin/sh", "-c",
+                  "echo attempt=$TORCHELASTIC_RESTART_COUNT max=$TORCHELASTIC_MAX_RESTARTS; exit 5"});
+  EXPECT_EQ(r.exit_code, 5) << r.out << r.err;
+  EXPECT_NE(r.out.find("attempt=1 max=2\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("attempt=2"), std::string::npos) << "restarted locally: " << r.out;
+  r = taehv({"describe", "--standalone", "--restart-count", "3"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("flag --restart-count"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace taehv::test

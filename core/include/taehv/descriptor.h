@@ -32,6 +32,7 @@ struct LaunchFlags {
   std::optional<int> master_port;
   std::optional<std::string> run_id;
   std::optional<int> max_restarts;
+  std::optional<int> restart_count;  ///< --restart-count: an outer launcher restarts the whole job itself
   bool standalone = false;
 };
 
@@ -47,6 +48,9 @@ struct NodeDescriptor {
   Sourced<std::string> run_id;
   Sourced<int> restart_count;  ///< restarts done before this taehv-run started (platform restarts)
   Sourced<int> max_restarts;
+  /// --restart-count given: an outer launcher (the SSH fan-out) restarts the whole job, so this taehv-run
+  /// never restarts its workers itself; max_restarts is only reported to them (TORCHELASTIC_MAX_RESTARTS).
+  bool restarts_by_outer_launcher = false;
   Sourced<int> gpus_on_node;   ///< unset when nobody said
   Sourced<int> cpu_cores;      ///< CPUs this process may run on (sched_getaffinity)
   Sourced<bool> single_worker;

@@ -16,6 +16,7 @@ TEST(SshLauncherArgs, TakesOutWhatTheFanOutSetsInBothForms) {
   EXPECT_EQ(r.master_port, "1234");
   EXPECT_EQ(r.nnodes, "3");
   EXPECT_EQ(r.forwarded, (Strings{"--max-restarts", "1", "--log-dir", "/x"}));
+  EXPECT_EQ(r.max_restarts, "1");  // the fan-out restarts the whole job; the remotes report the maximum
 }
 
 TEST(SshLauncherArgs, RefusesNodeRankAndMissingValues) {
@@ -24,11 +25,14 @@ TEST(SshLauncherArgs, RefusesNodeRankAndMissingValues) {
   EXPECT_NE(splitLauncherArgs({"--node_rank=1"}).error.find("--node-rank"), std::string::npos);
   EXPECT_EQ(splitLauncherArgs({"--master-port"}).error, "--master-port needs a value");
   EXPECT_NE(splitLauncherArgs({"--standalone"}).error.find("--standalone means one machine"), std::string::npos);
+  EXPECT_NE(splitLauncherArgs({"--restart-count", "1"}).error.find("--restart-count is set for every host"),
+            std::string::npos);
 }
 
 TEST(SshLauncherArgs, ShutdownGraceIsReadAndStillForwarded) {
   auto r = splitLauncherArgs({"--shutdown-grace", "7.5", "--max-restarts=1"});
   EXPECT_EQ(r.shutdown_grace, "7.5");
+  EXPECT_EQ(r.max_restarts, "1");
   EXPECT_EQ(r.forwarded, (Strings{"--shutdown-grace", "7.5", "--max-restarts=1"}));
   r = splitLauncherArgs({"--shutdown_grace=3"});
   EXPECT_EQ(r.shutdown_grace, "3");

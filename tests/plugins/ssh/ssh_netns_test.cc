@@ -173,6 +173,34 @@ TEST_F(SshHosts, CrashOnHost2TearsDownHost1) {
   EXPECT_EQ(remoteCount("h2"), 0);
 }
 
+// --max-restarts restarts the whole job: after rank 1 (h2) fails, rank 0 on h1 is stopped and started again too,
+// with TORCHELASTIC_RESTART_COUNT=1 everywhere and the next master port. (Each host restarting only its own
+// workers would leave rank 0 in its first run, sleeping: the launcher would not end.)
+TEST_F(SshHosts, MaxRestartsRestartsTheWholeJobOnEveryHost) {
+  startHosts(2);
+  start("h1 slots=1\nh2 slots=1\n", {"--max-restarts", "1"},
+        {"/bin/sh", "-c",
+         "r=$TORCHELASTIC_RESTART_COUNT; echo \"max=$TORCHELASTIC_MAX_RESTARTS port=$MASTER_PORT\" > run.$RANK.$r; "
+         "if [ \"$r\" = 0 ]; then if [ \"$RANK\" = 1 ]; then sleep 1; exit 3; fi; exec sleep 300; fi; echo finished"});
+  const int code = finish(45);
+  const std::string out = launcher_.out();
+  EXPECT_EQ(code, 0) << out << launcher_.err();
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string first = readFile(dir_ + "/run." + std::to_string(rank) + ".0");
+    const std::string second = readFile(dir_ + "/run." + std::to_string(rank) + ".1");
+    ASSERT_NE(first, "") << "rank " << rank << " did not run first\n" << out << launcher_.err();
+    ASSERT_NE(second, "") << "rank " << rank << " was not restarted\n" << out << launcher_.err();
+    EXPECT_NE(second.find("max=1 "), std::string::npos) << second;
+    std::smatch a, b;
+    ASSERT_TRUE(std::regex_search(first, a, std::regex("port=(\\d+)"))) << first;
+    ASSERT_TRUE(std::regex_search(second, b, std::regex("port=(\\d+)"))) << second;
+    EXPECT_EQ(std::stoi(b[1]), std::stoi(a[1]) + 1) << "the restart uses the next master port";
+  }
+  EXPECT_TRUE(std::regex_search(out, std::regex("\\[h1:0\\][^\\n]*finished"))) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("\\[h2:1\\][^\\n]*finished"))) << out;
+  EXPECT_EQ(waitMarker(marker_, 0, std::chrono::seconds(8)), 0);
+}
+
 TEST_F(SshHosts, SigintToTheLauncherTearsDownEveryHost) {
   startHosts(3);
   start("h1 slots=1\nh2 slots=1\nh3 slots=1\n", {}, {"/bin/sh", "-c", "touch started.$RANK; exec sleep 300"});
