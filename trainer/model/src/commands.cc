@@ -20,8 +20,8 @@
 #include "taehv/model/safetensors.h"
 #include "taehv/model/slice_backward.h"
 #include "taehv/model/taehv.h"
+#include "taehv/model/torch_compat.h"
 #include "taehv/suggest.h"
-#include "torch_compat.h"
 
 namespace taehv {
 namespace {

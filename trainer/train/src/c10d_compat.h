@@ -2,9 +2,8 @@
 //  - 1.x (Debian's 1.13): ProcessGroupGloo/ProcessGroupNCCL derive from c10d::ProcessGroup; Options derive
 //    from ProcessGroup::Options.
 //  - 2.x: they derive from c10d::Backend (ProcessGroup became a dispatcher over backends); Options derive from
-//    Backend::Options, which still holds `timeout`; autocast's per-device setters became
-//    set_autocast_enabled/set_autocast_dtype(device_type, ...) in 2.4 (the old ones are deprecated wrappers
-//    that warn on every call).
+//    Backend::Options, which still holds `timeout`. (Autocast's 2.4 change is handled in
+//    taehv/model/torch_compat.h.)
 // Everything else used here has the same shape in 1.13 and in the 2.x headers read for this (2.0-era and
 // recent main-branch c10d sources, e.g. with lazy Gloo init and the libuv TCPStore):
 // TCPStore(host, TCPStoreOptions{port, isServer, numWorkers, waitWorkers, timeout}), PrefixStore(prefix, store),
@@ -18,7 +17,6 @@
 #define USE_C10D_GLOO 1
 #endif
 
-#include <ATen/autocast_mode.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -76,17 +74,6 @@ inline c10::intrusive_ptr<c10d::Store> makeTcpStore(const std::string& host, int
   options.waitWorkers = false;
   options.timeout = timeout;
   return c10::make_intrusive<c10d::TCPStore>(host, options);
-}
-
-/// bf16 autocast for CUDA ops in this thread's scope.
-inline void enableCudaBf16Autocast(bool on) {
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-  at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
-  at::autocast::set_autocast_enabled(at::kCUDA, on);
-#else
-  at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-  at::autocast::set_enabled(on);
-#endif
 }
 
 }  // namespace taehv::train::compat

@@ -229,7 +229,6 @@ void Distributed::barrier() {
   allreduceSum(torch::zeros({1}));
 }
 
-void setCudaBf16Autocast(bool on) { compat::enableCudaBf16Autocast(on); }
 
 // ---------------------------------------------------------------------------------------------------------
 GradSync::GradSync(Distributed& dist, std::vector<torch::Tensor> params, double bucket_mb)

@@ -15,6 +15,7 @@
 #include "taehv/model/safetensors.h"
 #include "taehv/model/slice_backward.h"
 #include "taehv/model/taehv.h"
+#include "taehv/model/torch_compat.h"
 #include "taehv/train/checkpoint.h"
 #include "taehv/train/data.h"
 #include "taehv/train/dist.h"
@@ -459,14 +460,15 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
       Batch batch = loader.next();
       data_wait += seconds(Clock::now() - w0);
       sync.setSync(a == A - 1);
-      if (device.is_cuda() && cfg.train.bf16) setCudaBf16Autocast(true);
+      const bool autocast = device.is_cuda() && cfg.train.bf16;
+      if (autocast) taehv::compat::setAutocast(c10::DeviceType::CUDA, true, at::kBFloat16);
       Objective obj;
       if (slicer.slices() > 1) {
         obj = slicedObjective(slicer, sync, model, params, batch, device, cfg.train.loss, distill,
                               1.0 / static_cast<double>(A));
       } else {
         obj = computeObjective(model, batch, device, cfg.train.loss, distill);
-        if (device.is_cuda() && cfg.train.bf16) setCudaBf16Autocast(false);
+        if (autocast) taehv::compat::setAutocast(c10::DeviceType::CUDA, false);
         (obj.loss / static_cast<double>(A)).backward();
       }
       loss_sum += obj.loss.item<double>();

@@ -84,8 +84,6 @@ class Distributed {
   std::thread watcher_;
 };
 
-/// Turns bf16 autocast of CUDA ops on or off for this thread (no effect on CPU ops).
-void setCudaBf16Autocast(bool on);
 
 /// Averages gradients across ranks in buckets (~bucket_mb, parameters in reverse registration order, the
 /// order backward produces them). A bucket's all-reduce starts as soon as its last gradient is computed,

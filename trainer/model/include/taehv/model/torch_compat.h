@@ -1,5 +1,5 @@
-// The only place in taehv::model that knows how libtorch 1.x and 2.x differ (c10d's differences live in
-// trainer/train/src/c10d_compat.h).
+// The one place that knows how libtorch 1.x and 2.x differ outside c10d (the bench and the trainer both use it;
+// c10d's differences live in trainer/train/src/c10d_compat.h).
 //  - autocast: 2.4 replaced the per-device setters (set_enabled, set_cpu_enabled, set_autocast_gpu_dtype,
 //    set_autocast_cpu_dtype) by set_autocast_enabled/set_autocast_dtype(device_type, ...). The old names stay as
 //    deprecated wrappers that print a deprecation warning on every call and were announced for removal.
