@@ -1,8 +1,8 @@
 // Issues 3 and 4: weights exported by saveWeights load unchanged in the upstream Python TAEHV. The Python side
-// (upstream_load.py, run by Debian's /usr/bin/python3) reads the file with a strict safetensors reader written from
+// (upstream_load.py, run by the project's Python, .venv/ with torch 2.13) reads the file with a strict safetensors reader written from
 // the format spec (the contract of safetensors.torch.load_file), builds the Python TAEHV of bench/model/taehv_py.py,
-// calls load_state_dict(strict=True) and decodes the reference noise latents. Skipped when /usr/bin/python3 cannot
-// import torch (python3-torch not installed).
+// calls load_state_dict(strict=True) and decodes the reference noise latents. Fails when that Python cannot import
+// torch (scripts/setup.sh makes it).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <torch/torch.h>
@@ -24,7 +24,7 @@ namespace {
 using testing::referenceDir;
 using testing::TempDir;
 
-constexpr const char* kPython = "/usr/bin/python3";  ///< Debian's, which has python3-torch; not the one on PATH
+constexpr const char* kPython = TAEHV_TEST_PYTHON;  ///< the project's .venv (scripts/setup.sh), not the one on PATH
 
 struct RunResult {
   int exit_code = -1;
@@ -75,7 +75,7 @@ class UpstreamLoadTest : public ::testing::Test {
     testing::useTestThreads();
     const RunResult probe = runCommand(std::string(kPython) + " -c 'import torch'");
     if (probe.exit_code != 0) {
-      GTEST_SKIP() << kPython << " cannot import torch (install python3-torch): " << probe.output;
+      FAIL() << kPython << " cannot import torch (run scripts/setup.sh): " << probe.output;
     }
   }
 

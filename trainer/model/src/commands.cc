@@ -20,7 +20,6 @@
 #include "taehv/model/safetensors.h"
 #include "taehv/model/slice_backward.h"
 #include "taehv/model/taehv.h"
-#include "taehv/model/torch_compat.h"
 #include "taehv/suggest.h"
 
 namespace taehv {
@@ -484,11 +483,14 @@ int benchCommand(const std::vector<std::string>& argv) {
         loss_value = 0;
         for (const auto& l : losses) loss_value += l.item<double>();
       } else {
-        if (bf16) compat::setAutocast(device.type(), true, at::kBFloat16);
+        if (bf16) {
+          at::autocast::set_autocast_dtype(device.type(), at::kBFloat16);
+          at::autocast::set_autocast_enabled(device.type(), true);
+        }
         torch::Tensor y = model->decodeVideo(model->encodeVideo(x)).slice(1, 0, aligned);
         torch::Tensor loss = torch::mse_loss(y.to(torch::kFloat), target);
         if (bf16) {
-          compat::setAutocast(device.type(), false);
+          at::autocast::set_autocast_enabled(device.type(), false);
           at::autocast::clear_cache();
         }
         zeroGrad();  // after the forward: the old gradients' memory then serves the new ones

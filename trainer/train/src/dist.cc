@@ -7,7 +7,8 @@
 #include <optional>
 #include <stdexcept>
 
-#include "c10d_compat.h"
+#include "c10d_backends.h"
+#include "taehv/train/config.h"
 
 namespace taehv::train {
 namespace {
@@ -94,7 +95,7 @@ DistEnv DistEnv::fromEnvironment() {
 
 struct Distributed::Impl {
   c10::intrusive_ptr<c10d::Store> store;
-  compat::BackendPtr group;
+  backends::BackendPtr group;
   std::chrono::milliseconds timeout;
   /// Where collectives run. NCCL reduces CUDA tensors only, so host tensors handed to it (the per-step
   /// statistics, the barrier, the resume check) travel through a copy on the training device.
@@ -114,16 +115,17 @@ Distributed::Distributed(const DistEnv& env, const std::string& backend, std::ch
   if (chosen == "auto") chosen = device.is_cuda() ? "nccl" : "gloo";
 #if !defined(TAEHV_WITH_NCCL)
   if (chosen == "nccl") {
-    throw std::runtime_error(
-        "dist.backend nccl: this taehv-train was built against a libtorch without CUDA/NCCL; use dist.backend=gloo");
+    throw ConfigError(
+        "dist.backend nccl: this taehv-train was built against a libtorch without CUDA/NCCL (taehv-train --version); "
+        "use dist.backend=gloo");
   }
 #endif
   if (chosen == "nccl" && !device.is_cuda()) {
-    throw std::runtime_error("dist.backend nccl needs a CUDA train.device (NCCL reduces GPU tensors only), got " +
-                             device.str() + "; use dist.backend=gloo on the CPU");
+    throw ConfigError("dist.backend nccl needs a CUDA train.device (NCCL reduces GPU tensors only), got " +
+                      device.str() + "; use dist.backend=gloo on the CPU");
   }
   try {
-    impl_->store = compat::makeTcpStore(env_.master_addr, env_.master_port, env_.rank == 0, env_.world_size, timeout);
+    impl_->store = backends::makeTcpStore(env_.master_addr, env_.master_port, env_.rank == 0, env_.world_size, timeout);
   } catch (const std::exception& e) {
     throw std::runtime_error("cannot reach the rendezvous store at " + env_.master_addr + ":" +
                              std::to_string(env_.master_port) + " (MASTER_ADDR/MASTER_PORT): " + e.what());
@@ -131,11 +133,11 @@ Distributed::Distributed(const DistEnv& env, const std::string& backend, std::ch
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("taehv/pg", impl_->store);
 #if defined(TAEHV_WITH_NCCL)
   if (chosen == "nccl") {
-    impl_->group = compat::makeNccl(prefixed, env_.rank, env_.world_size, timeout);
+    impl_->group = backends::makeNccl(prefixed, env_.rank, env_.world_size, timeout);
     impl_->collective_device = device;
   }
 #endif
-  if (!impl_->group) impl_->group = compat::makeGloo(prefixed, env_.rank, env_.world_size, timeout, env_.master_addr);
+  if (!impl_->group) impl_->group = backends::makeGloo(prefixed, env_.rank, env_.world_size, timeout, env_.master_addr);
   backend_name_ = chosen;
   watcher_ = std::thread([this] { watch(); });
 }
@@ -158,7 +160,7 @@ void Distributed::watch() {
   c10::intrusive_ptr<c10d::Store> store;
   std::string reason;
   try {
-    store = compat::makeTcpStore(env_.master_addr, env_.master_port, false, env_.world_size, impl_->timeout);
+    store = backends::makeTcpStore(env_.master_addr, env_.master_port, false, env_.world_size, impl_->timeout);
     while (!stop_watch_) {
       if (store->check({kAbortKey})) {
         auto v = store->get(kAbortKey);

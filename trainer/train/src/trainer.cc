@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <ATen/autocast_mode.h>
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -15,7 +17,6 @@
 #include "taehv/model/safetensors.h"
 #include "taehv/model/slice_backward.h"
 #include "taehv/model/taehv.h"
-#include "taehv/model/torch_compat.h"
 #include "taehv/train/checkpoint.h"
 #include "taehv/train/data.h"
 #include "taehv/train/dist.h"
@@ -225,7 +226,15 @@ torch::Device pickDevice(const Config& cfg, const DistEnv& env) {
   // train.device may be cuda:N (explicit, or TAEHV_DEVICE from the launcher via applyLauncherEnvironment).
   const std::string& d = cfg.train.device;
   if (d.rfind("cuda", 0) == 0 || (d == "auto" && torch::cuda::is_available())) {
-    if (!torch::cuda::is_available()) throw ConfigError("train.device=" + d + " but no CUDA device is usable here");
+    if (!torch::cuda::is_available()) {
+#if defined(TAEHV_CUDA_VERSION)
+      throw ConfigError("train.device=" + d + " but no GPU is visible (torch::cuda::is_available() is false: no "
+                        "NVIDIA driver or device, or CUDA_VISIBLE_DEVICES hides them all); use train.device=cpu");
+#else
+      throw ConfigError("train.device=" + d + " but this taehv-train is built against a CPU-only libtorch ("
+                        "taehv-train --version; scripts/build-cuda.sh builds the CUDA one); use train.device=cpu");
+#endif
+    }
     const auto count = static_cast<int>(torch::cuda::device_count());
     if (d.size() > 5) {
       const int index = std::stoi(d.substr(5));
@@ -461,14 +470,17 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
       data_wait += seconds(Clock::now() - w0);
       sync.setSync(a == A - 1);
       const bool autocast = device.is_cuda() && cfg.train.bf16;
-      if (autocast) taehv::compat::setAutocast(c10::DeviceType::CUDA, true, at::kBFloat16);
+      if (autocast) {
+        at::autocast::set_autocast_dtype(c10::DeviceType::CUDA, at::kBFloat16);
+        at::autocast::set_autocast_enabled(c10::DeviceType::CUDA, true);
+      }
       Objective obj;
       if (slicer.slices() > 1) {
         obj = slicedObjective(slicer, sync, model, params, batch, device, cfg.train.loss, distill,
                               1.0 / static_cast<double>(A));
       } else {
         obj = computeObjective(model, batch, device, cfg.train.loss, distill);
-        if (autocast) taehv::compat::setAutocast(c10::DeviceType::CUDA, false);
+        if (autocast) at::autocast::set_autocast_enabled(c10::DeviceType::CUDA, false);
         (obj.loss / static_cast<double>(A)).backward();
       }
       loss_sum += obj.loss.item<double>();

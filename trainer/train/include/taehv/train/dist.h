@@ -1,6 +1,6 @@
 // Distributed data parallelism over c10d: the torchrun environment, a TCPStore, a ProcessGroup (Gloo on CPU,
 // NCCL with a CUDA libtorch), fail-fast abort through the store, and bucketed gradient all-reduce that
-// overlaps backward. c10d types stay out of this header (see c10d_compat.h for the libtorch 1.x/2.x split).
+// overlaps backward. c10d types stay out of this header (they are made in src/c10d_backends.h).
 #pragma once
 
 #include <torch/torch.h>

@@ -1,16 +1,6 @@
-// The only place that knows how the c10d C++ API differs between libtorch 1.x and 2.x.
-//  - 1.x (Debian's 1.13): ProcessGroupGloo/ProcessGroupNCCL derive from c10d::ProcessGroup; Options derive
-//    from ProcessGroup::Options.
-//  - 2.x: they derive from c10d::Backend (ProcessGroup became a dispatcher over backends); Options derive from
-//    Backend::Options, which still holds `timeout`. (Autocast's 2.4 change is handled in
-//    taehv/model/torch_compat.h.)
-// Everything else used here has the same shape in 1.13 and in the 2.x headers read for this (2.0-era and
-// recent main-branch c10d sources, e.g. with lazy Gloo init and the libuv TCPStore):
-// TCPStore(host, TCPStoreOptions{port, isServer, numWorkers, waitWorkers, timeout}), PrefixStore(prefix, store),
-// Work::isCompleted/wait, allreduce/broadcast(std::vector<at::Tensor>&, options),
-// ProcessGroupGloo::Options::create(timeout) with `devices`/`threads`, createDeviceForInterface/Hostname and
-// createDefaultDevice (2.x adds a defaulted lazyInit argument), ProcessGroupNCCL::Options::create() and
-// ProcessGroupNCCL(store, rank, size, options). Only the 1.13 side is compiled and tested in this repository.
+// Makes the c10d objects taehv-train trains with: the TCPStore rendezvous and a Gloo or NCCL backend
+// (c10d::Backend, libtorch 2.x: ProcessGroup is a dispatcher over backends, and collectives are called on the
+// backend directly). Kept apart so that dist.cc reads as training logic and c10d's constructors sit in one place.
 #pragma once
 
 #ifndef USE_C10D_GLOO
@@ -20,7 +10,6 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <torch/version.h>
 
 #if defined(TAEHV_WITH_NCCL)
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -31,14 +20,9 @@
 #include <cstdlib>
 #include <string>
 
-namespace taehv::train::compat {
+namespace taehv::train::backends {
 
-#if TORCH_VERSION_MAJOR >= 2
-using BackendBase = c10d::Backend;
-#else
-using BackendBase = c10d::ProcessGroup;
-#endif
-using BackendPtr = c10::intrusive_ptr<BackendBase>;
+using BackendPtr = c10::intrusive_ptr<c10d::Backend>;
 
 /// Gloo over TCP; the transport device is chosen like torchrun does (GLOO_SOCKET_IFNAME, else the
 /// loopback address when the master is local, else the address this host's name resolves to).
@@ -76,4 +60,4 @@ inline c10::intrusive_ptr<c10d::Store> makeTcpStore(const std::string& host, int
   return c10::make_intrusive<c10d::TCPStore>(host, options);
 }
 
-}  // namespace taehv::train::compat
+}  // namespace taehv::train::backends
