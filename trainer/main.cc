@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "taehv/model/commands.h"
+#include "taehv/train/build_info.h"
 #include "taehv/train/commands.h"
 #include "taehv/train/config.h"
 
@@ -27,7 +28,9 @@ constexpr SubCommand kCommands[] = {
 void usage(FILE* out) {
   std::fputs("usage: taehv-train [SUB-COMMAND] [ARGS...]\n", out);
   for (const auto& c : kCommands) std::fprintf(out, "  %-8s %s\n", c.name, c.help);
-  std::fputs("With no sub-command (or only options) taehv-train trains.\n", out);
+  std::fputs("With no sub-command (or only options) taehv-train trains. --version: the libtorch, CUDA and NCCL it was "
+             "built with.\n",
+             out);
 }
 
 }  // namespace
@@ -36,6 +39,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (!args.empty() && (args[0] == "--help" || args[0] == "-h" || args[0] == "help")) {
     usage(stdout);
+    return 0;
+  }
+  if (args.size() == 1 && args[0] == "--version") {
+    std::fputs(taehv::train::versionText().c_str(), stdout);
     return 0;
   }
   if (args.empty() || args[0].rfind("-", 0) == 0) return taehv::train::trainCommand(args);

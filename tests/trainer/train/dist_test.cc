@@ -468,6 +468,27 @@ TEST(Cli, BadInputExitsTwoWithAHint) {
   fs::remove_all(dir);
 }
 
+// A GPU setting on a machine (or build) without one is a configuration error: exit 2 at once, before the
+// rendezvous (rank 0 of 2 alone: a rendezvous would wait for rank 1 until the dist timeout).
+TEST(Cli, GpuSettingsWithoutAGpuExitTwoBeforeTheRendezvous) {
+  const auto dir = tempDir();
+  const std::vector<std::string> base{"--set", "train.steps=1", "--set", "dist.timeout_s=120",
+                                      "--set", "output.dir=" + dir + "/out"};
+  std::vector<std::string> cuda = base;
+  cuda.insert(cuda.end(), {"--set", "train.device=cuda"});
+  std::vector<std::string> nccl = base;
+  nccl.insert(nccl.end(), {"--set", "train.device=cpu", "--set", "dist.backend=nccl"});
+  for (const auto& [args, expected] : {std::pair{cuda, std::string("train.device=cuda")},
+                                       std::pair{nccl, std::string("dist.backend nccl")}}) {
+    Job job = launch(2, args, dir + "/j", {{}, {"--no-such-option-so-rank-1-exits-at-once"}});
+    // Rank 1 exits at once (unknown option), so rank 0 is alone: only a refusal before the rendezvous ends it soon.
+    ASSERT_TRUE(wait(job, 30)) << slurp(job.logs[0]);
+    EXPECT_EQ(job.status[0], 2) << slurp(job.logs[0]);
+    EXPECT_NE(slurp(job.logs[0]).find(expected), std::string::npos) << slurp(job.logs[0]);
+  }
+  fs::remove_all(dir);
+}
+
 // The launcher's per-worker variables reach the process: the effective config the trainer prints (and
 // uses) takes the collective timeout and device from them unless the config sets them.
 TEST(Cli, LauncherTimeoutAndDeviceReachTheEffectiveConfig) {
