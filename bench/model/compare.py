@@ -1,13 +1,16 @@
-#!/usr/bin/python3
-"""`taehv-train bench` side by side with the plain PyTorch loop (train_loop_py.py, Debian's python3-torch 1.13):
+#!/usr/bin/env python3
+"""`taehv-train bench` side by side with the plain PyTorch loop (train_loop_py.py, run by this Python: the
+project's .venv with torch 2.13, the libtorch taehv-train links), in eager mode and, with --compile, under
+torch.compile (inductor):
 same model, objective (MSE of decode(encode(x)) vs the aligned input frames), optimizer (AdamW lr 3e-4,
 betas (0.9, 0.95), wd 1e-2), batch and thread count, in one run. Runs are interleaved (C++, Python, Python, C++,
-...) so that load from other processes hits both alike; prints medians and the ratio python/c++ of wall time
-and of CPU seconds per step (CPU time is the steadier figure on a shared machine), with the load average.
+...) so that load from other processes hits all alike; prints medians, spread and the ratio python/c++ of wall
+time and of CPU seconds per step (CPU time is the steadier figure on a shared machine), with the load average.
 
-usage: /usr/bin/python3 bench/model/compare.py [--taehv-train BUILD/bin/taehv-train] [--rounds 3]
+usage: .venv/bin/python bench/model/compare.py [--taehv-train BUILD/bin/taehv-train] [--rounds 5] [--compile]
        [--omp-passive] [--config B,T,S,STEPS ...]
-Targets (issue 3): >= 1.15x at 2 x 12 x 64x64, >= 1.5x at 1 x 4 x 32x32, fp32, 2 threads."""
+Targets: >= 1.15x eager and >= 1.0x compiled at 2 x 12 x 64x64, >= 1.5x eager at 1 x 4 x 32x32, fp32, 2 threads;
+peak RSS not above Python's."""
 import argparse
 import os
 import statistics
@@ -16,7 +19,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-TARGETS = {(2, 12, 64): 1.15, (1, 4, 32): 1.5}
+TARGETS = {("eager", 2, 12, 64): 1.15, ("eager", 1, 4, 32): 1.5, ("compiled", 2, 12, 64): 1.0}
 
 
 def parse(output):
@@ -49,6 +52,7 @@ def main():
                          "threads slow both down by large, random factors)")
     ap.add_argument("--config", action="append", help="B,T,S,STEPS (default: 2,12,64,3 and 1,4,32,20)")
     ap.add_argument("--cpp-args", default="", help="extra arguments for taehv-train bench")
+    ap.add_argument("--compile", action="store_true", help="also the Python loop under torch.compile (inductor)")
     a = ap.parse_args()
     configs = [tuple(int(v) for v in c.split(",")) for c in (a.config or ["2,12,64,3", "1,4,32,20"])]
     if not os.access(a.taehv_train, os.X_OK):
@@ -61,30 +65,36 @@ def main():
           f"OMP_WAIT_POLICY={env.get('OMP_WAIT_POLICY', '(unset)')}, threads={a.threads}", flush=True)
     for batch, frames, size, steps in configs:
         common = ["--batch", str(batch), "--frames", str(frames), "--size", str(size), "--steps", str(steps),
-                  "--warmup", "1", "--threads", str(a.threads)]
+                  "--warmup", "2", "--threads", str(a.threads)]
         cpp_cmd = [a.taehv_train, "bench", "--variant", "taehv", *common, *a.cpp_args.split()]
-        py_cmd = ["/usr/bin/python3", os.path.join(HERE, "train_loop_py.py"), "--variant", "taehv", *common]
-        results = {"c++": [], "python": []}
+        py_cmd = [sys.executable, os.path.join(HERE, "train_loop_py.py"), "--variant", "taehv", *common]
+        sides = [("c++", cpp_cmd), ("eager", py_cmd)]
+        if a.compile:  # inductor compiles during the warm-up steps: give it two
+            sides.append(("compiled", [*py_cmd, "--compile"]))
+        results = {name: [] for name, _ in sides}
         for r in range(a.rounds):
-            order = [("c++", cpp_cmd), ("python", py_cmd)]
-            for name, cmd in (order if r % 2 == 0 else order[::-1]):
+            for name, cmd in (sides if r % 2 == 0 else sides[::-1]):
                 results[name].append(run(cmd, env))
                 v = results[name][-1]
-                print(f"  {batch}x{frames}x{size}x{size} round {r} {name:6s}: step_s={v['step_s']:.4f} "
+                print(f"  {batch}x{frames}x{size}x{size} round {r} {name:8s}: step_s={v['step_s']:.4f} "
                       f"cpu_s_per_step={v['cpu_s_per_step']:.4f} peak_rss_mb={v['peak_rss_mb']:.0f}", flush=True)
-        med = {n: {k: statistics.median(v[k] for v in rs) for k in ("step_s", "cpu_s_per_step", "peak_rss_mb",
-                                                                      "frames_per_s")}
-               for n, rs in results.items()}
-        wall_ratio = med["python"]["step_s"] / med["c++"]["step_s"]
-        cpu_ratio = med["python"]["cpu_s_per_step"] / med["c++"]["cpu_s_per_step"]
-        target = TARGETS.get((batch, frames, size))
-        print(f"{batch}x{frames}x{size}x{size} fp32 {a.threads} threads (median of {a.rounds}):")
-        for n in ("c++", "python"):
+        keys = ("step_s", "cpu_s_per_step", "peak_rss_mb", "frames_per_s")
+        med = {n: {k: statistics.median(v[k] for v in rs) for k in keys} for n, rs in results.items()}
+        print(f"{batch}x{frames}x{size}x{size} fp32 {a.threads} threads (median of {a.rounds}, min-max):")
+        for n, rs in results.items():
             m = med[n]
-            print(f"  {n:6s} step_s={m['step_s']:.4f} frames_per_s={m['frames_per_s']:.2f} "
-                  f"cpu_s_per_step={m['cpu_s_per_step']:.4f} peak_rss_mb={m['peak_rss_mb']:.0f}")
-        print(f"  ratio python/c++: wall {wall_ratio:.3f}x, cpu {cpu_ratio:.3f}x"
-              + (f" (target {target}x)" if target else ""), flush=True)
+            steps_s = [v["step_s"] for v in rs]
+            print(f"  {n:8s} step_s={m['step_s']:.4f} ({min(steps_s):.4f}-{max(steps_s):.4f}) "
+                  f"frames_per_s={m['frames_per_s']:.2f} cpu_s_per_step={m['cpu_s_per_step']:.4f} "
+                  f"peak_rss_mb={m['peak_rss_mb']:.0f}")
+        for n in results:
+            if n == "c++":
+                continue
+            wall_ratio = med[n]["step_s"] / med["c++"]["step_s"]
+            cpu_ratio = med[n]["cpu_s_per_step"] / med["c++"]["cpu_s_per_step"]
+            target = TARGETS.get((n, batch, frames, size))
+            print(f"  ratio {n}/c++: wall {wall_ratio:.3f}x, cpu {cpu_ratio:.3f}x"
+                  + (f" (target {target}x)" if target else ""), flush=True)
     print(f"load average after: {os.getloadavg()}")
 
 

@@ -1,7 +1,9 @@
 """The Python baseline of `taehv-train bench`: the same model (taehv_py.TAEHV), objective (MSE of
 decode(encode(x)) against the aligned input frames: decoded frame j vs input frame j), optimizer (AdamW lr 3e-4,
 betas (0.9, 0.95), weight decay 1e-2), batch and thread count, in a plain PyTorch loop. Prints per-step times and
-a last line `frames_per_s=X step_s=Y peak_rss_mb=Z` like the C++ bench."""
+a last line `frames_per_s=X step_s=Y peak_rss_mb=Z` like the C++ bench. --compile runs the same step under
+torch.compile (inductor; on the CPU it generates and compiles C++ with g++ during the warm-up steps, which are
+not timed)."""
 import argparse
 import resource
 import time
@@ -24,6 +26,7 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--compile", action="store_true", help="torch.compile the forward and loss (inductor)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -35,15 +38,21 @@ def main():
     aligned = min(4 * latents - model.frames_to_trim, a.frames)
     target = x[:, :aligned]
     print(f"python bench: torch {torch.__version__} threads={torch.get_num_threads()} "
-          f"params={sum(q.numel() for q in model.parameters())}", flush=True)
+          f"params={sum(q.numel() for q in model.parameters())} compile={a.compile}", flush=True)
+
+    def objective(x):
+        y = model.decode_video(model.encode_video(x))[:, :aligned]
+        return F.mse_loss(y, target)
+
+    if a.compile:
+        objective = torch.compile(objective)
     timed = 0.0
     before = None
     for step in range(a.warmup + a.steps):
         if step == a.warmup:
             before = resource.getrusage(resource.RUSAGE_SELF)
         start = time.perf_counter()
-        y = model.decode_video(model.encode_video(x))[:, :aligned]
-        loss = F.mse_loss(y, target)
+        loss = objective(x)
         opt.zero_grad()
         loss.backward()
         opt.step()
