@@ -14,7 +14,8 @@ function(taehv_add_plugin name)
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON)
   target_link_libraries(${target} PRIVATE taehv::plugin_api ${P_LIBRARIES})
-  target_link_options(${target} PRIVATE -Wl,--no-undefined)
+  # --exclude-libs: static libraries linked in (taehv::process, ...) export nothing either.
+  target_link_options(${target} PRIVATE -Wl,--no-undefined -Wl,--exclude-libs,ALL)
   taehv_enable_warnings(${target})
   install(TARGETS ${target} LIBRARY DESTINATION "${TAEHV_PLUGIN_SUBDIR}")
 endfunction()

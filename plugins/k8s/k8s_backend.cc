@@ -5,8 +5,8 @@
 #include "taehv/k8s/env_reader.h"
 #include "taehv/k8s/k8s_mapping.h"
 #include "taehv/k8s/k8s_render.h"
-#include "taehv/k8s/pipe_command.h"
 #include "taehv/plugin_api.h"
+#include "taehv/process/run.h"
 
 namespace taehv {
 namespace {
@@ -53,19 +53,23 @@ class K8sBackend final : public Backend {
       std::fflush(stdout);
       return std::ferror(stdout) ? 1 : 0;
     }
-    auto kubectl = findOnPath("kubectl", host.env);
-    if (!kubectl) {
+    // Only the host's PATH is searched, and no PATH finds nothing (rather than guessing the current folder).
+    const auto path = host.env.find("PATH");
+    const std::string kubectl =
+        path == host.env.end() || path->second.empty() ? "" : process::findExecutable("kubectl", path->second);
+    if (kubectl.empty()) {
       logError(host,
                "k8s submit: kubectl not found on PATH; install kubectl, or run `taehv-run --backend k8s "
                "render ...` and apply the YAML where kubectl works");
       return 1;
     }
-    std::string error;
-    int rc = runWithInput(*kubectl, {"apply", "-f", "-"}, yaml, host.env, error);
-    if (rc < 0) {
-      logError(host, "k8s submit: " + error);
+    // kubectl's own messages go to our stdout and stderr.
+    const process::RunResult applied = process::runProgram({{kubectl, "apply", "-f", "-"}, host.env, yaml, false});
+    if (!applied.started()) {
+      logError(host, "k8s submit: " + applied.spawn_error);
       return 1;
     }
+    const int rc = applied.status();
     if (rc != 0) logError(host, "k8s submit: `kubectl apply -f -` failed with exit code " + std::to_string(rc));
     return rc;
   }

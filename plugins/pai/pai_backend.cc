@@ -3,9 +3,9 @@
 #include <cstdio>
 
 #include "taehv/k8s/env_reader.h"
-#include "taehv/k8s/pipe_command.h"
 #include "taehv/pai/pai_job.h"
 #include "taehv/plugin_api.h"
+#include "taehv/process/run.h"
 
 namespace taehv {
 namespace {
@@ -52,22 +52,26 @@ class PaiBackend final : public Backend {
       std::fflush(stdout);
       return std::ferror(stdout) ? 1 : 0;
     }
-    auto aliyun = findOnPath("aliyun", host.env);
-    if (!aliyun) {
+    // Only the host's PATH is searched, and no PATH finds nothing (rather than guessing the current folder).
+    const auto path = host.env.find("PATH");
+    const std::string aliyun =
+        path == host.env.end() || path->second.empty() ? "" : process::findExecutable("aliyun", path->second);
+    if (aliyun.empty()) {
       logError(host,
                "pai submit: the Alibaba Cloud CLI `aliyun` is not on PATH; install and configure it, or "
                "paste the output of `taehv-run --backend pai render ...` into the DLC console/OpenAPI");
       return 1;
     }
-    std::string error;
-    // ROA-style call of the DLC OpenAPI; the body goes as an argument (aliyun reads no stdin), input stays empty.
-    int rc = runWithInput(
-        *aliyun, {"pai-dlc", "POST", "/api/v1/jobs", "--header", "Content-Type=application/json", "--body", body}, "",
-        host.env, error);
-    if (rc < 0) {
-      logError(host, "pai submit: " + error);
+    // ROA-style call of the DLC OpenAPI; the body goes as an argument (aliyun reads no stdin, it gets EOF); its
+    // own messages go to our stdout and stderr.
+    const process::RunResult sent = process::runProgram(
+        {{aliyun, "pai-dlc", "POST", "/api/v1/jobs", "--header", "Content-Type=application/json", "--body", body},
+         host.env, std::string(), false});
+    if (!sent.started()) {
+      logError(host, "pai submit: " + sent.spawn_error);
       return 1;
     }
+    const int rc = sent.status();
     if (rc != 0)
       logError(host, "pai submit: `aliyun pai-dlc POST /api/v1/jobs` failed with exit code " + std::to_string(rc));
     return rc;

@@ -235,7 +235,7 @@ class SshBackend final : public Backend {
       }
     }
 
-    const std::string ssh = findInPath("ssh", host.env);
+    const std::string ssh = process::findProgram("ssh", host.env);
     if (ssh.empty()) return fail("no 'ssh' in PATH: install the OpenSSH client (Debian: openssh-client)");
 
     // Preflight: all hosts at once, nothing starts unless every host is ready.

@@ -123,11 +123,5 @@ TEST(SshPreflight, RealProcessRunnerCapturesAndEnforcesTheDeadline) {
   EXPECT_LT(took, std::chrono::seconds(5));
 }
 
-TEST(SshFindInPath, UsesTheGivenEnvironment) {
-  EXPECT_EQ(findInPath("sh", {{"PATH", "/nonexistent:/bin"}}), "/bin/sh");
-  EXPECT_EQ(findInPath("sh", {{"PATH", "/nonexistent"}}), "");
-  EXPECT_EQ(findInPath("/x/y", {}), "/x/y");
-}
-
 }  // namespace
 }  // namespace taehv::ssh
