@@ -90,8 +90,8 @@ std::vector<sizing::PluginFacts> detectAll(Cli& cli, std::vector<std::string>& e
       Detection d = p->backend->detect(cli.host());
       f.confidence = d.confidence;
       f.reason = d.reason;
-    } catch (const std::exception& e) {
-      errors.push_back(p->path + ": detect() threw (" + e.what() + ")");
+    } catch (const PluginFault& e) {  // reported as a failed check, not the end of the doctor
+      errors.push_back(e.what());
     }
     facts.push_back(f);
   }

@@ -151,13 +151,7 @@ PlanResult SlurmBackend::plan(const HostContext& host, const PlanRequest& reques
       return bad;
     }
   }
-  try {
-    return planSlurm(host.env, request, layout);
-  } catch (const std::exception& e) {  // nothing may cross the plugin boundary
-    PlanResult bad;
-    bad.error = std::string("slurm backend: ") + e.what();
-    return bad;
-  }
+  return planSlurm(host.env, request, layout);  // an exception: GuardedBackend (TAEHV_DEFINE_PLUGIN)
 }
 
 std::vector<OptionSpec> SlurmBackend::options() const {
@@ -174,16 +168,11 @@ std::vector<CommandSpec> SlurmBackend::commands() const {
 }
 
 int SlurmBackend::runCommand(const HostContext& host, const std::string& name, const std::vector<std::string>& args) {
-  try {
-    if (name == "hostnames") return runHostnames(host, args, false);
-    if (name == "hostlist") return runHostnames(host, args, true);
-    if (name == "submit") return runSubmit(host, args);
-    logTo(host, LogLevel::kError, "unknown slurm command '" + name + "': use hostnames, hostlist or submit");
-    return 2;
-  } catch (const std::exception& e) {  // nothing may cross the plugin boundary
-    logTo(host, LogLevel::kError, std::string("slurm ") + name + ": " + e.what());
-    return 1;
-  }
+  if (name == "hostnames") return runHostnames(host, args, false);
+  if (name == "hostlist") return runHostnames(host, args, true);
+  if (name == "submit") return runSubmit(host, args);
+  logTo(host, LogLevel::kError, "unknown slurm command '" + name + "': use hostnames, hostlist or submit");
+  return 2;
 }
 
 }  // namespace taehv::slurm
