@@ -253,7 +253,8 @@ po::options_description Cli::launchOptions() const {
         "else 1]")
     ("master-addr", po::value<std::string>()->value_name("HOST"),
         "address of node 0 [env PET_MASTER_ADDR; required when nnodes > 1]")
-    ("master-port", po::value<int>()->value_name("PORT"), "TCP port on the master [env PET_MASTER_PORT, default 29500]")
+    ("master-port", po::value<int>()->value_name("PORT"),
+        ("TCP port on the master [env PET_MASTER_PORT, default " + std::to_string(kDefaultMasterPort) + "]").c_str())
     ("standalone", "one node on this machine: master 127.0.0.1, a free port, a random run id")
     ("run-id", po::value<std::string>()->value_name("ID"), "job id given to workers [env PET_RDZV_ID, default none]")
     ("max-restarts", po::value<int>()->value_name("N"),
@@ -261,7 +262,10 @@ po::options_description Cli::launchOptions() const {
     ("restart-count", po::value<int>()->value_name("R"),
         "restarts an outer launcher that restarts the whole job has already made (the SSH fan-out passes it): "
         "workers get TORCHELASTIC_RESTART_COUNT=R, and this taehv-run leaves restarting to that launcher")
-    ("shutdown-grace", po::value<double>()->default_value(30.0)->value_name("SECONDS"),
+    ("shutdown-grace",
+        po::value<double>()
+            ->default_value(std::chrono::duration<double>(process::kDefaultShutdownGrace).count())
+            ->value_name("SECONDS"),
         "after a failure, SIGTERM the other workers, SIGKILL them after this long")
     ("log-dir", po::value<std::string>()->value_name("DIR"), "also write each worker's output to DIR/rank_<RANK>.log")
     ("local-ranks-filter", po::value<std::string>()->value_name("LIST"),

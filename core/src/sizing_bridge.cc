@@ -117,11 +117,6 @@ void addSizingOptions(po::options_description& desc) {
   // clang-format on
 }
 
-const std::vector<std::string>& sizingOptionNames() {
-  static const std::vector<std::string> names = {"gpu-binding", "collective-timeout", "nccl-buffsize", "config"};
-  return names;
-}
-
 std::string applySizing(const po::variables_map& vm, const Env& env, NodeDescriptor& node) {
   sizing::NodeSizingInput in;
   std::string error;

@@ -10,9 +10,6 @@
 
 namespace taehv::ssh {
 
-/// Port used when the user gives no --master-port (torchrun's default).
-inline constexpr int kDefaultMasterPort = 29500;
-
 /// The generic launch options that the fan-out sets per host, taken out of the forwarded launcher arguments.
 struct LauncherArgs {
   std::string error;                    ///< empty on success

@@ -50,7 +50,6 @@ class Cli {
   const std::vector<std::string>& args() const { return args_; }
   /// The worker command after `--` (empty when none was given).
   const std::vector<std::string>& command() const { return command_; }
-  bool hasSeparator() const { return has_separator_; }
   const Env& env() const { return env_; }
   const HostContext& host() const { return host_; }
   void log(LogLevel level, const std::string& message) const;

@@ -16,9 +16,6 @@ class Cli;
 /// --gpu-binding, --collective-timeout, --nccl-buffsize, --config (added to the launch options).
 void addSizingOptions(boost::program_options::options_description& desc);
 
-/// Names of those options, for forwarding to a remote taehv-run.
-const std::vector<std::string>& sizingOptionNames();
-
 /// Sizes a resolved node in place, before any worker starts: --nproc-per-node auto (when no flag, plan or PET_*
 /// variable gave a number: one worker per visible GPU, else 1), the refusal of more workers than GPUs, the
 /// tuning variables (node.extra_env), each worker's device (node.local_env), the --config profile

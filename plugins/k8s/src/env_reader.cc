@@ -11,21 +11,10 @@ std::optional<std::string> envValue(const Env& env, const std::string& name) {
   return it->second;
 }
 
-std::optional<int> parseInt(const std::string& text) {
-  if (text.empty() || text.size() > 10) return std::nullopt;
-  long long value = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
-    value = value * 10 + (c - '0');
-  }
-  if (value > INT_MAX) return std::nullopt;
-  return static_cast<int>(value);
-}
-
 std::string readIntEnv(const Env& env, const std::string& name, int min_value, int max_value, Sourced<int>& out) {
   auto text = envValue(env, name);
   if (!text) return "";
-  auto value = parseInt(*text);
+  auto value = parseCount(*text);
   if (!value || *value < min_value || *value > max_value) {
     return name + "=" + *text + " is not a whole number in " + std::to_string(min_value) + ".." +
            std::to_string(max_value) + "; fix the value the platform or the job spec sets";
@@ -46,7 +35,7 @@ std::string setMasterWait(const PlanRequest& request, NodePlan& plan) {
   auto it = request.options.find("master-wait");
   if (it != request.options.end() && !it->second.empty()) {
     const std::string& text = it->second.back();
-    auto value = parseInt(text);
+    auto value = parseCount(text);
     if (!value) return "--master-wait " + text + " is not a whole number of seconds (e.g. --master-wait 300)";
     plan.master_wait_seconds.set(*value, "flag --master-wait");
     return "";

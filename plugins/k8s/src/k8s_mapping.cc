@@ -80,7 +80,7 @@ PlanResult planIndexedJob(const Env& env, const PlanRequest& request) {
       "<job>-0.<headless service>)");
   // A WORLD_SIZE the user added to the pod template is read, not trusted: it must count nodes or processes.
   if (auto ws_text = envValue(env, "WORLD_SIZE")) {
-    auto ws = parseInt(*ws_text);
+    auto ws = parseCount(*ws_text);
     const int n = *p.nnodes.value;
     const int nproc = p.nproc_per_node.has() ? *p.nproc_per_node.value : 0;
     if (!ws) return fail("WORLD_SIZE=" + *ws_text + " is not a whole number");
@@ -109,7 +109,7 @@ PlanResult planPyTorchJob(const Env& env, const PlanRequest& request) {
   // PET_NPROC_PER_NODE: a number, or auto/cpu/gpu (torchrun decides); the operator then counts 1 per pod.
   int nproc = 0;  // 0 = not a number
   if (auto text = envValue(env, "PET_NPROC_PER_NODE")) {
-    if (auto v = parseInt(*text); v && *v >= 1) {
+    if (auto v = parseCount(*text); v && *v >= 1) {
       nproc = *v;
       p.nproc_per_node.set(nproc, "env PET_NPROC_PER_NODE");
     } else if (*text == "auto" || *text == "gpu" || *text == "cpu") {
@@ -121,7 +121,7 @@ PlanResult planPyTorchJob(const Env& env, const PlanRequest& request) {
 
   int ws = 0;  // 0 = WORLD_SIZE not set
   if (auto text = envValue(env, "WORLD_SIZE")) {
-    auto v = parseInt(*text);
+    auto v = parseCount(*text);
     if (!v || *v < 1) return fail(platform + ": WORLD_SIZE=" + *text + " is not a positive whole number");
     ws = *v;
   }

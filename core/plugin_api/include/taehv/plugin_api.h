@@ -46,6 +46,10 @@ namespace taehv {
 /// Version of this ABI. Bump on any change to the classes below that is not purely additive at the end.
 inline constexpr std::uint32_t kPluginApiVersion = 1;
 
+/// torchrun's default rendezvous port: what the host uses when neither a flag, the backend's plan nor PET_*
+/// names one, and what a backend renders into a job spec that names none.
+inline constexpr int kDefaultMasterPort = 29500;
+
 /// Names of the exported entry symbols.
 inline constexpr const char* kPluginInfoSymbol = "taehv_plugin_info";
 inline constexpr const char* kPluginFactorySymbol = "taehv_plugin_create_v1";

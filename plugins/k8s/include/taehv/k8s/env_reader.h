@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "taehv/parse.h"
 #include "taehv/plugin_api.h"
 
 namespace taehv {
@@ -15,10 +16,6 @@ inline constexpr int kDefaultMasterWaitSeconds = 600;
 
 /// The value of `name` in `env`, or nullopt when it is unset or empty (platforms export empty variables).
 std::optional<std::string> envValue(const Env& env, const std::string& name);
-
-/// Strict decimal parse of a whole string (no sign, no spaces, no trailing text); nullopt if not a number
-/// or out of int range.
-std::optional<int> parseInt(const std::string& text);
 
 /// Reads `name` as an integer in [min_value, max_value] into `out` (with source "env NAME").
 /// Returns "" when the variable is unset (out untouched) or valid; otherwise one line saying what is wrong.
