@@ -3,6 +3,7 @@
 //   taehv-run [--backend NAME|auto|local] [--plugin-dir D]... [launch options] [-- command...]
 //   taehv-run describe [--json] [launch options] [-- command...]
 //   taehv-run plugins [--json]
+//   taehv-run doctor [--output-dir DIR] [--data PATH] [--connect-timeout SECONDS] [launch options] [-- command...]
 //   taehv-run --backend NAME <backend sub-command> ARGS...
 //   taehv-run --version | --help
 //

@@ -1,5 +1,5 @@
-// Cluster sizing in taehv-run (issue 8; the logic lives in taehv::sizing, core/sizing/): the launch options it
-// adds, what it does to a resolved node before anything starts, and the `doctor` sub-command.
+// Cluster sizing in taehv-run (the logic lives in taehv::sizing, core/sizing/): the launch options it adds, what
+// it does to a resolved node before anything starts, and the `doctor` sub-command.
 #pragma once
 
 #include <boost/program_options.hpp>

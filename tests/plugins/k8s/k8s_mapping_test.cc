@@ -12,7 +12,7 @@
 //    PET_NODE_RANK, PET_NPROC_PER_NODE, PET_NNODES, MASTER_ADDR=<job>-master-0, MASTER_PORT=23456 and
 //    PET_MASTER_ADDR/PET_MASTER_PORT; before v1.7 WORLD_SIZE = replicas
 //    (https://github.com/kubeflow/training-operator/issues/1790).
-//  KubeBrain-style: WORLD_SIZE = nodes, RANK = node rank, MASTER_ADDR, MASTER_PORT (issue 7); the same shape as
+//  KubeBrain-style: WORLD_SIZE = nodes, RANK = node rank, MASTER_ADDR, MASTER_PORT; the same shape as
 //    Volcano's pytorch job plugin,
 //    https://github.com/volcano-sh/volcano/blob/master/docs/user-guide/how_to_use_pytorch_plugin.md
 //  PAI-DLC (for the no-tie checks): https://www.alibabacloud.com/help/en/pai/user-guide/general-environment-variables
