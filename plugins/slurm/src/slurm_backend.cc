@@ -1,5 +1,7 @@
-#include "slurm_backend.h"
-
+// The SLURM backend: detection and node plan (taehv/slurm/slurm_env.h), plus the sub-commands
+//   hostnames [LIST]   one host per line, like `scontrol show hostnames` (LIST defaults to SLURM_JOB_NODELIST)
+//   hostlist LIST...   the compressed form, like `scontrol show hostlist`
+//   submit ...         render an sbatch script and submit it (taehv/slurm/sbatch_script.h)
 #include <unistd.h>
 
 #include <cerrno>
@@ -8,13 +10,24 @@
 #include <fstream>
 #include <iostream>
 
-#include "hostlist.h"
-#include "sbatch_script.h"
-#include "slurm_env.h"
+#include "taehv/plugin_api.h"
 #include "taehv/process/run.h"
+#include "taehv/slurm/hostlist.h"
+#include "taehv/slurm/sbatch_script.h"
+#include "taehv/slurm/slurm_env.h"
 
 namespace taehv::slurm {
 namespace {
+
+/// The backend class the plugin's factory creates.
+class SlurmBackend final : public Backend {
+ public:
+  Detection detect(const HostContext& host) const override;
+  PlanResult plan(const HostContext& host, const PlanRequest& request) const override;
+  std::vector<OptionSpec> options() const override;
+  std::vector<CommandSpec> commands() const override;
+  int runCommand(const HostContext& host, const std::string& name, const std::vector<std::string>& args) override;
+};
 
 void logTo(const HostContext& host, LogLevel level, const std::string& message) {
   if (host.log) host.log(level, message);
@@ -176,3 +189,6 @@ int SlurmBackend::runCommand(const HostContext& host, const std::string& name, c
 }
 
 }  // namespace taehv::slurm
+
+TAEHV_DEFINE_PLUGIN(taehv::slurm::SlurmBackend, "slurm", "1.0.0",
+                    "SLURM: srun task layouts (one per node or per GPU), hostlists, sbatch submission")

@@ -1,12 +1,12 @@
-#include "slurm_env.h"
+#include "taehv/slurm/slurm_env.h"
 
 #include <algorithm>
 #include <limits>
 #include <numeric>
 #include <optional>
 
-#include "hostlist.h"
 #include "taehv/parse.h"
+#include "taehv/slurm/hostlist.h"
 
 namespace taehv::slurm {
 namespace {

@@ -1,4 +1,4 @@
-#include "sbatch_script.h"
+#include "taehv/slurm/sbatch_script.h"
 
 #include <optional>
 #include <sstream>
