@@ -1,4 +1,4 @@
-#include "preflight.h"
+#include "taehv/ssh/preflight.h"
 
 #include <gtest/gtest.h>
 

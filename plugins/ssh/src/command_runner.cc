@@ -1,4 +1,4 @@
-#include "command_runner.h"
+#include "taehv/ssh/command_runner.h"
 
 namespace taehv::ssh {
 

@@ -20,14 +20,14 @@
 #include <fstream>
 #include <sstream>
 
-#include "command_runner.h"
-#include "fanout.h"
-#include "hostfile.h"
-#include "preflight.h"
-#include "shell_quote.h"
 #include "taehv/parse.h"
 #include "taehv/plugin_api.h"
 #include "taehv/process/supervisor.h"
+#include "taehv/ssh/command_runner.h"
+#include "taehv/ssh/fanout.h"
+#include "taehv/ssh/hostfile.h"
+#include "taehv/ssh/preflight.h"
+#include "taehv/ssh/shell_quote.h"
 
 namespace taehv::ssh {
 namespace {

@@ -1,9 +1,9 @@
-#include "fanout.h"
+#include "taehv/ssh/fanout.h"
 
 #include <cctype>
 #include <sstream>
 
-#include "shell_quote.h"
+#include "taehv/ssh/shell_quote.h"
 #include "taehv/parse.h"
 
 namespace taehv::ssh {

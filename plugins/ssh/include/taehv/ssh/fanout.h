@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "hostfile.h"
+#include "taehv/ssh/hostfile.h"
 
 namespace taehv::ssh {
 

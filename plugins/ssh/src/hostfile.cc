@@ -1,4 +1,4 @@
-#include "hostfile.h"
+#include "taehv/ssh/hostfile.h"
 
 #include <algorithm>
 #include <cctype>
@@ -6,7 +6,7 @@
 #include <set>
 #include <sstream>
 
-#include "shell_quote.h"
+#include "taehv/ssh/shell_quote.h"
 #include "taehv/parse.h"
 
 namespace taehv::ssh {
