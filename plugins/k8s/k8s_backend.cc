@@ -2,11 +2,11 @@
 // node plan (taehv/k8s/k8s_mapping.h), and renders/submits jobs (taehv/k8s/k8s_render.h).
 #include <cstdio>
 
-#include "taehv/k8s/env_reader.h"
 #include "taehv/k8s/k8s_mapping.h"
 #include "taehv/k8s/k8s_render.h"
 #include "taehv/plugin_api.h"
 #include "taehv/process/run.h"
+#include "taehv/torch_env/env_reader.h"
 
 namespace taehv {
 namespace {
@@ -23,7 +23,7 @@ class K8sBackend final : public Backend {
     return planK8s(host.env, request);
   }
 
-  std::vector<OptionSpec> options() const override { return {masterWaitOption()}; }
+  std::vector<OptionSpec> options() const override { return {torch_env::masterWaitOption()}; }
 
   std::vector<CommandSpec> commands() const override {
     return {{"render", "print a Kubernetes Indexed Job + headless Service (or a Kubeflow PyTorchJob) as YAML"},

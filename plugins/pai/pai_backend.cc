@@ -2,10 +2,10 @@
 // (taehv/pai/pai_job.h).
 #include <cstdio>
 
-#include "taehv/k8s/env_reader.h"
 #include "taehv/pai/pai_job.h"
 #include "taehv/plugin_api.h"
 #include "taehv/process/run.h"
+#include "taehv/torch_env/env_reader.h"
 
 namespace taehv {
 namespace {
@@ -22,7 +22,7 @@ class PaiBackend final : public Backend {
     return planPai(host.env, request);
   }
 
-  std::vector<OptionSpec> options() const override { return {masterWaitOption()}; }
+  std::vector<OptionSpec> options() const override { return {torch_env::masterWaitOption()}; }
 
   std::vector<CommandSpec> commands() const override {
     return {{"render", "print a PAI-DLC CreateJob request (JSON) for a PyTorchJob running taehv-run"},

@@ -6,8 +6,8 @@
 #include <cctype>
 #include <regex>
 
-#include "taehv/k8s/env_reader.h"
 #include "taehv/k8s/k8s_mapping.h"
+#include "taehv/parse.h"
 
 namespace taehv {
 namespace {

@@ -4,10 +4,13 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
-#include "taehv/k8s/env_reader.h"
-#include "taehv/k8s/k8s_mapping.h"
+#include "taehv/torch_env/env_reader.h"
+#include "taehv/torch_env/torch_style.h"
 
 namespace taehv {
+
+using namespace torch_env;  // the container backends' shared reads and checks (this file only)
+
 namespace {
 
 std::string shellQuote(const std::string& s) {

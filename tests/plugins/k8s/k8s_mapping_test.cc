@@ -20,7 +20,7 @@
 
 #include <gtest/gtest.h>
 
-#include "taehv/k8s/env_reader.h"
+#include "taehv/torch_env/env_reader.h"
 #include "taehv/pai/pai_job.h"
 
 namespace taehv {
@@ -95,7 +95,7 @@ TEST(K8sMapping, IndexedJobReadsCompletionIndexAndInjectedValues) {
   EXPECT_EQ(*r.plan.master_port.value, 29500);
   EXPECT_EQ(*r.plan.nproc_per_node.value, 8);
   EXPECT_EQ(*r.plan.run_id.value, "train");
-  EXPECT_EQ(*r.plan.master_wait_seconds.value, kDefaultMasterWaitSeconds);
+  EXPECT_EQ(*r.plan.master_wait_seconds.value, torch_env::kDefaultMasterWaitSeconds);
 }
 
 TEST(K8sMapping, MasterDoesNotWaitForItself) {

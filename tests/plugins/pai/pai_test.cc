@@ -16,8 +16,8 @@
 #include <sstream>
 
 #include "../k8s/plugin_host.h"
-#include "taehv/k8s/env_reader.h"
 #include "taehv/k8s/k8s_mapping.h"
+#include "taehv/torch_env/env_reader.h"
 #include "taehv/pai/pai_job.h"
 
 namespace taehv {
@@ -52,7 +52,7 @@ TEST(PaiMapping, DocumentedVariablesMapToTheNode) {
   EXPECT_EQ(*r.plan.gpus_on_node.value, 8);
   EXPECT_EQ(*r.plan.master_addr.value, "dlc18isgeayd1234-master-0");
   EXPECT_EQ(*r.plan.master_port.value, 23456);
-  EXPECT_EQ(*r.plan.master_wait_seconds.value, kDefaultMasterWaitSeconds);
+  EXPECT_EQ(*r.plan.master_wait_seconds.value, torch_env::kDefaultMasterWaitSeconds);
   ASSERT_FALSE(r.plan.notes.empty());
   EXPECT_NE(r.plan.notes[0].find("WORLD_SIZE=3 read as the number of nodes"), std::string::npos);
 }

@@ -1,5 +1,5 @@
 // Reading a platform's environment snapshot: typed values with the variable they came from, and the checks
-// shared by every container platform (k8s flavours and PAI-DLC). No getenv(): everything reads taehv::Env.
+// shared by every container platform (the k8s flavours and PAI-DLC). No getenv(): everything reads taehv::Env.
 #pragma once
 
 #include <optional>
@@ -8,7 +8,7 @@
 #include "taehv/parse.h"
 #include "taehv/plugin_api.h"
 
-namespace taehv {
+namespace taehv::torch_env {
 
 /// Default time a non-master node waits for the master's name to resolve and its port to accept, in
 /// seconds. Pods of one job are scheduled independently (image pulls alone can take minutes), so this is long.
@@ -35,4 +35,10 @@ OptionSpec masterWaitOption();
 /// `platform` names the platform in messages, e.g. "PAI-DLC". Returns "" or one error line.
 std::string checkPlanInvariants(const NodePlan& plan, const std::string& platform);
 
-}  // namespace taehv
+/// A failed plan with `message` as its error.
+PlanResult failedPlan(std::string message);
+
+/// Finishes a plan: checkPlanInvariants, then setMasterWait; a failed plan when either fails.
+PlanResult finishPlan(PlanResult plan, const PlanRequest& request, const std::string& platform);
+
+}  // namespace taehv::torch_env

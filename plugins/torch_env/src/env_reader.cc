@@ -1,9 +1,6 @@
-#include "taehv/k8s/env_reader.h"
+#include "taehv/torch_env/env_reader.h"
 
-#include <climits>
-#include <cstdlib>
-
-namespace taehv {
+namespace taehv::torch_env {
 
 std::optional<std::string> envValue(const Env& env, const std::string& name) {
   auto it = env.find(name);
@@ -70,4 +67,16 @@ std::string checkPlanInvariants(const NodePlan& plan, const std::string& platfor
   return "";
 }
 
-}  // namespace taehv
+PlanResult failedPlan(std::string message) {
+  PlanResult r;
+  r.error = std::move(message);
+  return r;
+}
+
+PlanResult finishPlan(PlanResult plan, const PlanRequest& request, const std::string& platform) {
+  if (auto e = checkPlanInvariants(plan.plan, platform); !e.empty()) return failedPlan(e);
+  if (auto e = setMasterWait(request, plan.plan); !e.empty()) return failedPlan(e);
+  return plan;
+}
+
+}  // namespace taehv::torch_env
