@@ -5,7 +5,7 @@
 #include "taehv/torch_env/env_reader.h"
 #include "taehv/torch_env/torch_style.h"
 
-namespace taehv {
+namespace taehv::k8s {
 
 using namespace torch_env;  // the container backends' shared reads and checks (this file only)
 
@@ -242,4 +242,4 @@ PlanResult planK8s(const Env& env, const PlanRequest& request) {
       "RANK, MASTER_ADDR, MASTER_PORT (KubeBrain-style); none is set");
 }
 
-}  // namespace taehv
+}  // namespace taehv::k8s

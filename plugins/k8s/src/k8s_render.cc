@@ -9,7 +9,7 @@
 #include "taehv/k8s/k8s_mapping.h"
 #include "taehv/parse.h"
 
-namespace taehv {
+namespace taehv::k8s {
 namespace {
 
 constexpr int kPyTorchJobDefaultPort = 23456;                // training-operator's default master port
@@ -349,4 +349,4 @@ std::string renderK8s(const K8sRenderOptions& options) {
   return options.flavor == "pytorchjob" ? renderPyTorchJob(options) : renderIndexedJob(options);
 }
 
-}  // namespace taehv
+}  // namespace taehv::k8s

@@ -7,7 +7,7 @@
 #include "taehv/torch_env/env_reader.h"
 #include "taehv/torch_env/torch_style.h"
 
-namespace taehv {
+namespace taehv::pai {
 
 using namespace torch_env;  // the container backends' shared reads and checks (this file only)
 
@@ -192,4 +192,4 @@ std::string renderPai(const PaiRenderOptions& o) {
   return body.dump(2) + "\n";
 }
 
-}  // namespace taehv
+}  // namespace taehv::pai

@@ -23,7 +23,7 @@
 #include "taehv/torch_env/env_reader.h"
 #include "taehv/pai/pai_job.h"
 
-namespace taehv {
+namespace taehv::k8s {
 namespace {
 
 // Every pod gets these from the kubelet; they are not a training platform by themselves.
@@ -286,11 +286,11 @@ TEST(K8sMapping, DetectionNeverTiesWithPai) {
                         {"pai-dlc", paiDlc(), false}};
   for (const auto& c : cases) {
     const int k8s = detectK8s(c.env).confidence;
-    const int pai = detectPai(c.env).confidence;
+    const int pai = taehv::pai::detectPai(c.env).confidence;
     EXPECT_NE(k8s, pai) << c.platform;
     EXPECT_EQ(k8s > pai, c.k8s_wins) << c.platform << ": k8s " << k8s << " vs pai " << pai;
   }
 }
 
 }  // namespace
-}  // namespace taehv
+}  // namespace taehv::k8s

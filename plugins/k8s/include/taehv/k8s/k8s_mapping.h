@@ -14,7 +14,7 @@
 
 #include "taehv/plugin_api.h"
 
-namespace taehv {
+namespace taehv::k8s {
 
 /// Variables a rendered Indexed Job sets in its pod template: the contract between render and plan.
 inline constexpr const char* kEnvK8sNnodes = "TAEHV_K8S_NNODES";
@@ -36,4 +36,4 @@ Detection detectK8s(const Env& env);
 /// This node's plan on Kubernetes; contradictions are errors naming the variables.
 PlanResult planK8s(const Env& env, const PlanRequest& request);
 
-}  // namespace taehv
+}  // namespace taehv::k8s

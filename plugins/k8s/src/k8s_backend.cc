@@ -8,7 +8,7 @@
 #include "taehv/process/run.h"
 #include "taehv/torch_env/env_reader.h"
 
-namespace taehv {
+namespace taehv::k8s {
 namespace {
 
 void logError(const HostContext& host, const std::string& message) {
@@ -76,7 +76,7 @@ class K8sBackend final : public Backend {
 };
 
 }  // namespace
-}  // namespace taehv
+}  // namespace taehv::k8s
 
-TAEHV_DEFINE_PLUGIN(taehv::K8sBackend, "k8s", "1.0.0",
+TAEHV_DEFINE_PLUGIN(taehv::k8s::K8sBackend, "k8s", "1.0.0",
                     "Kubernetes: Indexed Job, Kubeflow PyTorchJob, KubeBrain-style; render/submit jobs")

@@ -7,7 +7,7 @@
 #include "taehv/process/run.h"
 #include "taehv/torch_env/env_reader.h"
 
-namespace taehv {
+namespace taehv::pai {
 namespace {
 
 void logError(const HostContext& host, const std::string& message) {
@@ -79,7 +79,7 @@ class PaiBackend final : public Backend {
 };
 
 }  // namespace
-}  // namespace taehv
+}  // namespace taehv::pai
 
-TAEHV_DEFINE_PLUGIN(taehv::PaiBackend, "pai", "1.0.0",
+TAEHV_DEFINE_PLUGIN(taehv::pai::PaiBackend, "pai", "1.0.0",
                     "Alibaba Cloud PAI-DLC: map its PyTorch environment; render/submit DLC jobs")
