@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -202,13 +203,13 @@ Checked<LoadedPlugin> loadPlugin(const std::string& path) {
   // From the factory call on, the library holds code of objects that may exist: it is never unloaded.
   auto* factory = lib.get<Backend*()>(kPluginFactorySymbol);
   keptLibraries().push_back(std::move(lib));
-  std::string thrown;
+  std::optional<std::string> thrown;
   Backend* backend = guardPluginCall([&] { return factory(); }, [&](const std::string& what) -> Backend* {
     thrown = what;
     return nullptr;
   });
-  if (!thrown.empty()) {
-    result.error = path + ": the plugin's factory threw (" + thrown + "); a plugin must not throw: fix the plugin";
+  if (thrown) {
+    result.error = path + ": the plugin's factory threw (" + *thrown + "); a plugin must not throw: fix the plugin";
     return result;
   }
   if (backend == nullptr) {
