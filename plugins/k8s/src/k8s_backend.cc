@@ -53,10 +53,9 @@ class K8sBackend final : public Backend {
       std::fflush(stdout);
       return std::ferror(stdout) ? 1 : 0;
     }
-    // Only the host's PATH is searched, and no PATH finds nothing (rather than guessing the current folder).
-    const auto path = host.env.find("PATH");
-    const std::string kubectl =
-        path == host.env.end() || path->second.empty() ? "" : process::findExecutable("kubectl", path->second);
+    // Only the host's PATH is searched; an unset or empty one finds nothing (rather than guessing the current folder).
+    const auto path = torch_env::envValue(host.env, "PATH");
+    const std::string kubectl = path ? process::findExecutable("kubectl", *path) : "";
     if (kubectl.empty()) {
       logError(host,
                "k8s submit: kubectl not found on PATH; install kubectl, or run `taehv-run --backend k8s "

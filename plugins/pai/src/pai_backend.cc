@@ -52,10 +52,9 @@ class PaiBackend final : public Backend {
       std::fflush(stdout);
       return std::ferror(stdout) ? 1 : 0;
     }
-    // Only the host's PATH is searched, and no PATH finds nothing (rather than guessing the current folder).
-    const auto path = host.env.find("PATH");
-    const std::string aliyun =
-        path == host.env.end() || path->second.empty() ? "" : process::findExecutable("aliyun", path->second);
+    // Only the host's PATH is searched; an unset or empty one finds nothing (rather than guessing the current folder).
+    const auto path = torch_env::envValue(host.env, "PATH");
+    const std::string aliyun = path ? process::findExecutable("aliyun", *path) : "";
     if (aliyun.empty()) {
       logError(host,
                "pai submit: the Alibaba Cloud CLI `aliyun` is not on PATH; install and configure it, or "
