@@ -94,13 +94,7 @@ int runLaunch(Cli& cli) {
     job.request = r.request;
     job.launcher_args = cli.launcherArgs();
     job.command = cli.command();
-    try {
-      return r.plugin->backend->launch(cli.host(), job);
-    } catch (const std::exception& e) {
-      cli.log(LogLevel::kError,
-              "backend '" + r.plugin->name + "' failed to launch (" + e.what() + "); " + r.plugin->path);
-      return 1;
-    }
+    return r.plugin->backend->launch(cli.host(), job);
   }
   // Checked after a take-over: a backend that starts the job elsewhere needs no local trainer.
   std::string error;
@@ -259,7 +253,8 @@ po::options_description Cli::launchOptions() const {
         "else 1]")
     ("master-addr", po::value<std::string>()->value_name("HOST"),
         "address of node 0 [env PET_MASTER_ADDR; required when nnodes > 1]")
-    ("master-port", po::value<int>()->value_name("PORT"), "TCP port on the master [env PET_MASTER_PORT, default 29500]")
+    ("master-port", po::value<int>()->value_name("PORT"),
+        ("TCP port on the master [env PET_MASTER_PORT, default " + std::to_string(kDefaultMasterPort) + "]").c_str())
     ("standalone", "one node on this machine: master 127.0.0.1, a free port, a random run id")
     ("run-id", po::value<std::string>()->value_name("ID"), "job id given to workers [env PET_RDZV_ID, default none]")
     ("max-restarts", po::value<int>()->value_name("N"),
@@ -267,7 +262,10 @@ po::options_description Cli::launchOptions() const {
     ("restart-count", po::value<int>()->value_name("R"),
         "restarts an outer launcher that restarts the whole job has already made (the SSH fan-out passes it): "
         "workers get TORCHELASTIC_RESTART_COUNT=R, and this taehv-run leaves restarting to that launcher")
-    ("shutdown-grace", po::value<double>()->default_value(30.0)->value_name("SECONDS"),
+    ("shutdown-grace",
+        po::value<double>()
+            ->default_value(std::chrono::duration<double>(process::kDefaultShutdownGrace).count())
+            ->value_name("SECONDS"),
         "after a failure, SIGTERM the other workers, SIGKILL them after this long")
     ("log-dir", po::value<std::string>()->value_name("DIR"), "also write each worker's output to DIR/rank_<RANK>.log")
     ("local-ranks-filter", po::value<std::string>()->value_name("LIST"),
@@ -451,16 +449,7 @@ Checked<ResolvedLaunch> Cli::resolve(const po::variables_map& vm, bool plan_when
   if (backend_ == "auto" && !flags.standalone) {
     std::vector<std::pair<LoadedPlugin*, Detection>> found;
     for (auto& p : plugins_) {
-      Detection d;
-      try {
-        d = p.backend->detect(host_);
-      } catch (const std::exception& e) {
-        result.error = p.path + ": detect() threw (" + e.what() + "); a plugin must not throw: fix the plugin";
-        return result;
-      } catch (...) {
-        result.error = p.path + ": detect() threw; a plugin must not throw: fix the plugin";
-        return result;
-      }
+      const Detection d = p.backend->detect(host_);
       log(LogLevel::kDebug, "detect " + p.name + ": confidence " + std::to_string(d.confidence) + " " + d.reason);
       if (d.confidence > 0) found.emplace_back(&p, d);
     }
@@ -504,18 +493,10 @@ Checked<ResolvedLaunch> Cli::resolve(const po::variables_map& vm, bool plan_when
   PlanResult plan;
   const std::string backend_name = r.plugin ? r.plugin->name : "local";
   if (r.plugin) {
-    try {
-      r.backend_takes_over = r.plugin->backend->takesOverLaunch(host_, r.request);
-      // The backend starts the job elsewhere; the nodes' own taehv-run resolve their plans there.
-      if (r.backend_takes_over && !plan_when_taken_over) return result;
-      plan = r.plugin->backend->plan(host_, r.request);
-    } catch (const std::exception& e) {
-      result.error = r.plugin->path + ": the plugin threw (" + e.what() + "); a plugin must not throw: fix the plugin";
-      return result;
-    } catch (...) {
-      result.error = r.plugin->path + ": the plugin threw; a plugin must not throw: fix the plugin";
-      return result;
-    }
+    r.backend_takes_over = r.plugin->backend->takesOverLaunch(host_, r.request);
+    // The backend starts the job elsewhere; the nodes' own taehv-run resolve their plans there.
+    if (r.backend_takes_over && !plan_when_taken_over) return result;
+    plan = r.plugin->backend->plan(host_, r.request);
     if (!plan.ok()) {
       result.error = "backend " + backend_name + ": " + plan.error;
       return result;
@@ -624,12 +605,7 @@ int Cli::dispatch() {
         command_args.push_back("--");
         command_args.insert(command_args.end(), command_.begin(), command_.end());
       }
-      try {
-        return plugin.backend->runCommand(host_, name, command_args);
-      } catch (const std::exception& e) {
-        log(LogLevel::kError, plugin.path + ": sub-command " + name + " threw (" + e.what() + "); fix the plugin");
-        return 1;
-      }
+      return plugin.backend->runCommand(host_, name, command_args);
     }
   } else {
     for (const auto& p : plugins_) {
@@ -656,7 +632,12 @@ int runTaehvRun(int argc, char** argv) {
   std::string self = boost::dll::program_location(ec).string();
   std::vector<std::string> args(argv + 1, argv + argc);
   Cli cli(std::move(args), environmentSnapshot(), self);
-  return cli.run();
+  try {
+    return cli.run();
+  } catch (const PluginFault& e) {  // a plugin broke the no-exception rule (LoadedPlugin::backend's guard)
+    cli.log(LogLevel::kError, e.what());
+    return kUsageError;
+  }
 }
 
 }  // namespace taehv

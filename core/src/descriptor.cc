@@ -72,15 +72,6 @@ std::string describeValue(const Sourced<T>& v) {
 
 }  // namespace
 
-std::optional<int> parseInt(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  errno = 0;
-  char* end = nullptr;
-  long v = std::strtol(text.c_str(), &end, 10);
-  if (errno != 0 || end != text.c_str() + text.size() || v < INT_MIN || v > INT_MAX) return std::nullopt;
-  return static_cast<int>(v);
-}
-
 Checked<NodeDescriptor> resolveNode(const LaunchFlags& flags, const NodePlan* plan, const std::string& backend,
                                     const Env& env, const std::string& host, int cpu_cores,
                                     const std::function<int()>& free_port) {

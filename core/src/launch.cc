@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "taehv/process/run.h"
 #include "taehv/process/supervisor.h"
 #include "taehv/worker_env.h"
 
@@ -61,13 +62,6 @@ std::string tryConnect(const std::string& addr, int port) {
   }
   ::freeaddrinfo(found);
   return error;
-}
-
-std::vector<char*> cStrings(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (auto& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
 }
 
 }  // namespace
@@ -157,15 +151,8 @@ int launchNode(const NodeDescriptor& node, const LaunchSettings& settings, const
   if (*node.single_worker.value) {
     // This process becomes the worker: same pid, so the platform (SLURM, mpirun) supervises it directly.
     auto workers = expandWorkers(node, inherited);
-    Env env = completeEnvironment(workers.front(), inherited);
-    std::vector<std::string> env_strings;
-    for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
-    std::vector<std::string> argv = settings.command;
-    auto c_argv = cStrings(argv);
-    auto c_env = cStrings(env_strings);
-    ::execvpe(c_argv[0], c_argv.data(), c_env.data());
-    log(LogLevel::kError, "cannot execute '" + settings.command.front() + "': " + std::strerror(errno) +
-                              "; check the command after --");
+    const std::string why = process::replaceProcess(settings.command, completeEnvironment(workers.front(), inherited));
+    log(LogLevel::kError, why + "; check the command after --");
     return 127;
   }
 

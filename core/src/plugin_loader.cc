@@ -8,7 +8,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -30,6 +32,49 @@ std::vector<boost::dll::shared_library>& keptLibraries() {
   static auto* libs = new std::vector<boost::dll::shared_library>();
   return *libs;
 }
+
+/// The host's side of the plugin boundary: every call runs under guardPluginCall, and an exception becomes a
+/// PluginFault that names the plugin.
+class HostGuardedBackend final : public Backend {
+ public:
+  HostGuardedBackend(Backend* plugin, std::string name, std::string path)
+      : plugin_(plugin), name_(std::move(name)), path_(std::move(path)) {}
+
+  Detection detect(const HostContext& host) const override {
+    return guardPluginCall([&] { return plugin_->detect(host); }, fault<Detection>("detect"));
+  }
+  PlanResult plan(const HostContext& host, const PlanRequest& request) const override {
+    return guardPluginCall([&] { return plugin_->plan(host, request); }, fault<PlanResult>("plan"));
+  }
+  std::vector<OptionSpec> options() const override {
+    return guardPluginCall([&] { return plugin_->options(); }, fault<std::vector<OptionSpec>>("options"));
+  }
+  std::vector<CommandSpec> commands() const override {
+    return guardPluginCall([&] { return plugin_->commands(); }, fault<std::vector<CommandSpec>>("commands"));
+  }
+  int runCommand(const HostContext& host, const std::string& name, const std::vector<std::string>& args) override {
+    return guardPluginCall([&] { return plugin_->runCommand(host, name, args); }, fault<int>("runCommand"));
+  }
+  bool takesOverLaunch(const HostContext& host, const PlanRequest& request) const override {
+    return guardPluginCall([&] { return plugin_->takesOverLaunch(host, request); }, fault<bool>("takesOverLaunch"));
+  }
+  int launch(const HostContext& host, const JobRequest& job) override {
+    return guardPluginCall([&] { return plugin_->launch(host, job); }, fault<int>("launch"));
+  }
+
+ private:
+  template <typename T>
+  std::function<T(const std::string&)> fault(const char* method) const {
+    return [this, method](const std::string& what) -> T {
+      throw PluginFault(path_ + ": backend '" + name_ + "' let an exception out of " + method + "() (" + what +
+                        "); a plugin must not throw: fix the plugin or remove it from the plugin folder");
+    };
+  }
+
+  Backend* plugin_;
+  std::string name_;
+  std::string path_;
+};
 
 bool hasElfHeader(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -151,16 +196,27 @@ Checked<LoadedPlugin> loadPlugin(const std::string& path) {
   plugin.description = info->description ? info->description : "";
   plugin.api_version = info->api_version;
   plugin.path = path;
-  plugin.backend = lib.get<Backend*()>(kPluginFactorySymbol)();
-  if (plugin.backend == nullptr) {
-    result.error = path + ": the plugin's factory returned no backend; see the plugin's own messages above";
-    return result;
-  }
   if (plugin.name.empty()) {
     result.error = path + ": the plugin has an empty name in taehv_plugin_info; this is a bug in the plugin";
     return result;
   }
+  // From the factory call on, the library holds code of objects that may exist: it is never unloaded.
+  auto* factory = lib.get<Backend*()>(kPluginFactorySymbol);
   keptLibraries().push_back(std::move(lib));
+  std::optional<std::string> thrown;
+  Backend* backend = guardPluginCall([&] { return factory(); }, [&](const std::string& what) -> Backend* {
+    thrown = what;
+    return nullptr;
+  });
+  if (thrown) {
+    result.error = path + ": the plugin's factory threw (" + *thrown + "); a plugin must not throw: fix the plugin";
+    return result;
+  }
+  if (backend == nullptr) {
+    result.error = path + ": the plugin's factory returned no backend; see the plugin's own messages above";
+    return result;
+  }
+  plugin.backend = new HostGuardedBackend(backend, plugin.name, path);  // lives as long as the process
   return result;
 }
 

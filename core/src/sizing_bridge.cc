@@ -90,8 +90,8 @@ std::vector<sizing::PluginFacts> detectAll(Cli& cli, std::vector<std::string>& e
       Detection d = p->backend->detect(cli.host());
       f.confidence = d.confidence;
       f.reason = d.reason;
-    } catch (const std::exception& e) {
-      errors.push_back(p->path + ": detect() threw (" + e.what() + ")");
+    } catch (const PluginFault& e) {  // reported as a failed check, not the end of the doctor
+      errors.push_back(e.what());
     }
     facts.push_back(f);
   }
@@ -115,11 +115,6 @@ void addSizingOptions(po::options_description& desc) {
         "trainer config: a folder of <name>-<NODES>x<GPUS>.yaml profiles (the one matching the world size is "
         "used, else one derived by linear LR scaling) or one config file");
   // clang-format on
-}
-
-const std::vector<std::string>& sizingOptionNames() {
-  static const std::vector<std::string> names = {"gpu-binding", "collective-timeout", "nccl-buffsize", "config"};
-  return names;
 }
 
 std::string applySizing(const po::variables_map& vm, const Env& env, NodeDescriptor& node) {

@@ -7,8 +7,10 @@
 // The node rank follows from mpirun's default block mapping (--map-by slot/core): rank = node*local_size+local.
 // mpirun does not provide a rendezvous address: MASTER_ADDR / MASTER_PORT come from the environment
 // (`mpirun -x MASTER_ADDR -x MASTER_PORT`) or taehv-run's --master-addr / --master-port flags.
+#include <optional>
 #include <string>
 
+#include "taehv/parse.h"
 #include "taehv/plugin_api.h"
 
 namespace {
@@ -23,10 +25,9 @@ std::string readCount(const taehv::Env& env, const char* name, int& out) {
   auto it = env.find(name);
   if (it == env.end()) return std::string(name) + " is not set; start the job with Open MPI's mpirun";
   const std::string& text = it->second;
-  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 9) {
-    return std::string(name) + "='" + text + "' is not a non-negative number";
-  }
-  out = std::stoi(text);
+  const std::optional<int> value = taehv::parseCount(text);
+  if (!value) return std::string(name) + "='" + text + "' is not a non-negative number";
+  out = *value;
   return "";
 }
 
@@ -72,11 +73,12 @@ class MpiBackend final : public taehv::Backend {
     if (addr != host.env.end() && !addr->second.empty()) p.master_addr.set(addr->second, "env MASTER_ADDR");
     auto port = host.env.find("MASTER_PORT");
     if (port != host.env.end() && !port->second.empty()) {
-      if (port->second.find_first_not_of("0123456789") != std::string::npos || port->second.size() > 5) {
+      const std::optional<int> port_number = taehv::parsePort(port->second);
+      if (!port_number) {
         r.error = "MASTER_PORT='" + port->second + "' is not a port number";
         return r;
       }
-      p.master_port.set(std::stoi(port->second), "env MASTER_PORT");
+      p.master_port.set(*port_number, "env MASTER_PORT");
     }
     auto job = host.env.find("OMPI_MCA_orte_ess_jobid");
     if (job != host.env.end()) p.run_id.set(job->second, "env OMPI_MCA_orte_ess_jobid");

@@ -81,6 +81,36 @@ TEST(Cli, MissingSymbolsNameTheSymbolAndTheFile) {
   expectUsageError(r, {"taehv_plugin_nullfactory.so", "factory returned no backend"});
 }
 
+// Each call into a plugin that throws (built without TAEHV_DEFINE_PLUGIN's guard) is one error naming the plugin
+// and the method, exit code 2; never std::terminate (exit 134).
+TEST(Cli, APluginThatThrowsIsOneErrorNamingIt) {
+  const std::string file = pluginDir("throwing") + "/taehv_plugin_throwing.so";
+  struct Case {
+    std::vector<std::string> args;
+    std::string spare;   // methods that answer, so that the call under test is reached
+    std::string method;  // the method whose exception is reported
+    std::string what;
+  };
+  const std::vector<Case> cases = {
+      {{"describe"}, "", "options", "options broke"},
+      {{"describe"}, "options", "detect", "detect broke"},
+      {{"describe"}, "options,detect", "takesOverLaunch", "takesOverLaunch broke"},
+      {{"describe"}, "options,detect,takesOverLaunch", "plan", "plan broke"},
+      {{"--", "/bin/true"}, "options,detect,takesOverLaunch", "launch", "launch broke"},
+      {{"--backend", "throwing", "--help"}, "options", "commands", "not a std::exception"},
+      {{"--backend", "throwing", "hello"}, "options,commands", "runCommand", "runCommand broke"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"--plugin-dir", pluginDir("throwing")};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    SCOPED_TRACE(c.method);
+    expectUsageError(taehv(args, {{"TEST_THROWING_SPARE", c.spare}}),
+                     {file, "backend 'throwing'", c.method + "()", c.what, "fix the plugin"});
+  }
+  auto r = taehv({"--plugin-dir", pluginDir("throwing_factory"), "--backend", "throwingfactory", "describe"});
+  expectUsageError(r, {"taehv_plugin_throwingfactory.so", "factory threw (factory broke)"});
+}
+
 TEST(Cli, AFileThatIsNotASharedLibraryIsRefused) {
   std::string dir = tempDir();
   std::ofstream(dir + "/taehv_plugin_junk.so") << "this is text, not ELF\n";

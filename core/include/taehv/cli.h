@@ -3,6 +3,7 @@
 //   taehv-run [--backend NAME|auto|local] [--plugin-dir D]... [launch options] [-- command...]
 //   taehv-run describe [--json] [launch options] [-- command...]
 //   taehv-run plugins [--json]
+//   taehv-run doctor [--output-dir DIR] [--data PATH] [--connect-timeout SECONDS] [launch options] [-- command...]
 //   taehv-run --backend NAME <backend sub-command> ARGS...
 //   taehv-run --version | --help
 //
@@ -50,7 +51,6 @@ class Cli {
   const std::vector<std::string>& args() const { return args_; }
   /// The worker command after `--` (empty when none was given).
   const std::vector<std::string>& command() const { return command_; }
-  bool hasSeparator() const { return has_separator_; }
   const Env& env() const { return env_; }
   const HostContext& host() const { return host_; }
   void log(LogLevel level, const std::string& message) const;

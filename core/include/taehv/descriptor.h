@@ -12,12 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "taehv/parse.h"
 #include "taehv/plugin_api.h"
 
 namespace taehv {
 
-/// torchrun's default rendezvous port, used when nothing else names one.
-inline constexpr int kDefaultMasterPort = 29500;
 /// torchrun's default run id (static rendezvous).
 inline constexpr const char* kDefaultRunId = "none";
 /// Address used by --standalone and by a single-node job with no master given.
@@ -105,8 +104,5 @@ std::string validateNode(const NodeDescriptor& node);
 /// The workers this node starts (one when single_worker), in local-rank order, with `restart` restarts done by
 /// this taehv-run (added to the node's restart_count). Environments are built with buildWorkerEnvironment().
 std::vector<WorkerDescriptor> expandWorkers(const NodeDescriptor& node, const Env& inherited, int restart = 0);
-
-/// Parses a whole decimal int ("12"); nullopt for anything else (empty, "1x", overflow).
-std::optional<int> parseInt(const std::string& text);
 
 }  // namespace taehv

@@ -8,13 +8,14 @@
 
 #include "taehv/descriptor.h"
 #include "taehv/plugin_api.h"
+#include "taehv/process/supervisor.h"
 
 namespace taehv {
 
 /// How this node's workers are run, beyond the descriptor.
 struct LaunchSettings {
   std::vector<std::string> command;  ///< the worker's argv (never empty)
-  std::chrono::milliseconds shutdown_grace{std::chrono::seconds(30)};
+  std::chrono::milliseconds shutdown_grace{process::kDefaultShutdownGrace};
   bool prefix_output = true;
   std::string log_dir;           ///< "" = no per-rank log files; else <log_dir>/rank_<RANK>.log
   std::vector<int> local_ranks;  ///< --local-ranks-filter: only these local ranks echo output; empty = all

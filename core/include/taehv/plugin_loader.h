@@ -8,10 +8,15 @@
 // Loading checks, each failure one line naming the file and what to do:
 //   folder or file writable by everyone -> refused; not an ELF shared library; dlopen failure (missing
 //   dependency); missing taehv_plugin_info; api_version != kPluginApiVersion (checked before anything else is
-//   touched); missing factory; factory returned null.
+//   touched); missing factory; factory returned null or threw.
+//
+// Every call into a loaded plugin goes through LoadedPlugin::backend, which runs it under guardPluginCall: an
+// exception a plugin lets out becomes a PluginFault naming the plugin, its file and the method, which
+// runTaehvRun reports as one error line with exit code 2.
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -33,7 +38,15 @@ struct PluginFile {
   std::string path;
 };
 
-/// A loaded plugin. `backend` is owned by the process (never freed, never unloaded).
+/// A plugin let an exception out of one of its methods (a bug in the plugin). what(): one line naming the
+/// plugin's file and name, the method and the exception's message.
+class PluginFault : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A loaded plugin. `backend` is owned by the process (never freed, never unloaded); it is the host's guard
+/// around the plugin's own backend: each call that throws throws PluginFault instead.
 struct LoadedPlugin {
   std::string name;
   std::string plugin_version;

@@ -1,5 +1,5 @@
-// Cluster sizing in taehv-run (issue 8; the logic lives in taehv::sizing, core/sizing/): the launch options it
-// adds, what it does to a resolved node before anything starts, and the `doctor` sub-command.
+// Cluster sizing in taehv-run (the logic lives in taehv::sizing, core/sizing/): the launch options it adds, what
+// it does to a resolved node before anything starts, and the `doctor` sub-command.
 #pragma once
 
 #include <boost/program_options.hpp>
@@ -15,9 +15,6 @@ class Cli;
 
 /// --gpu-binding, --collective-timeout, --nccl-buffsize, --config (added to the launch options).
 void addSizingOptions(boost::program_options::options_description& desc);
-
-/// Names of those options, for forwarding to a remote taehv-run.
-const std::vector<std::string>& sizingOptionNames();
 
 /// Sizes a resolved node in place, before any worker starts: --nproc-per-node auto (when no flag, plan or PET_*
 /// variable gave a number: one worker per visible GPU, else 1), the refusal of more workers than GPUs, the

@@ -59,8 +59,9 @@ bool isExecutableFile(const std::string& path) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);
 
-  if (::dup2(stdin_fd, STDIN_FILENO) < 0 || ::dup2(stdout_fd, STDOUT_FILENO) < 0 ||
-      ::dup2(stderr_fd, STDERR_FILENO) < 0) {
+  // stdout_fd/stderr_fd -1: keep ours.
+  if (::dup2(stdin_fd, STDIN_FILENO) < 0 || (stdout_fd >= 0 && ::dup2(stdout_fd, STDOUT_FILENO) < 0) ||
+      (stderr_fd >= 0 && ::dup2(stderr_fd, STDERR_FILENO) < 0)) {
     childFail(report_fd, ChildStage::kStdio);
   }
   // No descriptor of ours (or of whoever embeds us) leaks into the worker: a leaked pipe end would keep
@@ -91,21 +92,28 @@ std::string findExecutable(const std::string& argv0, const std::string& path) {
   return "";
 }
 
-SpawnOutcome spawnChild(const ChildSpec& spec) {
+namespace {
+
+std::string searchPath(const std::map<std::string, std::string>& env) {
+  if (auto it = env.find("PATH"); it != env.end()) return it->second;
+  if (const char* ours = std::getenv("PATH")) return ours;
+  return kDefaultPath;
+}
+
+}  // namespace
+
+std::string findProgram(const std::string& name, const std::map<std::string, std::string>& env) {
+  return findExecutable(name, searchPath(env));
+}
+
+SpawnOutcome spawnChild(const ChildSpec& spec, bool capture_output) {
   SpawnOutcome out;
   if (spec.argv.empty() || spec.argv[0].empty()) {
     out.error = "empty command for '" + spec.label + "': nothing to run";
     return out;
   }
   const std::string& name = spec.argv[0];
-  std::string search_path;
-  if (auto it = spec.env.find("PATH"); it != spec.env.end()) {
-    search_path = it->second;
-  } else if (const char* ours = std::getenv("PATH")) {
-    search_path = ours;
-  } else {
-    search_path = kDefaultPath;
-  }
+  const std::string search_path = searchPath(spec.env);
   const std::string exe = findExecutable(name, search_path);
   if (exe.empty()) {
     out.error = "command not found: '" + name + "' (searched PATH=" + search_path +
@@ -134,8 +142,8 @@ SpawnOutcome spawnChild(const ChildSpec& spec) {
       closeFd(p[1]);
     }
   };
-  bool ok = ::pipe2(out_pipe, O_CLOEXEC) == 0 && ::pipe2(err_pipe, O_CLOEXEC) == 0 &&
-            ::pipe2(report, O_CLOEXEC) == 0;
+  bool ok = ::pipe2(report, O_CLOEXEC) == 0;
+  if (ok && capture_output) ok = ::pipe2(out_pipe, O_CLOEXEC) == 0 && ::pipe2(err_pipe, O_CLOEXEC) == 0;
   if (ok && spec.stdin_pipe) {
     ok = ::pipe2(in_pipe, O_CLOEXEC) == 0;
   } else if (ok) {
@@ -191,8 +199,9 @@ SpawnOutcome spawnChild(const ChildSpec& spec) {
     return out;
   }
 
-  ::fcntl(out_pipe[0], F_SETFL, ::fcntl(out_pipe[0], F_GETFL) | O_NONBLOCK);
-  ::fcntl(err_pipe[0], F_SETFL, ::fcntl(err_pipe[0], F_GETFL) | O_NONBLOCK);
+  for (int fd : {out_pipe[0], err_pipe[0]}) {
+    if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  }
   out.child.pid = pid;
   out.child.stdout_fd = out_pipe[0];
   out.child.stderr_fd = err_pipe[0];

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "taehv/process/run.h"
 #include "taehv/process/supervisor.h"
 
 namespace taehv::process {
@@ -24,16 +25,11 @@ struct SpawnOutcome {
   std::string error;  ///< empty on success
 };
 
-/// Looks argv0 up in the search path `path` (colon separated, empty entries mean "."), like execvp.
-/// Returns the path to execute, or "" when no executable regular file was found. A name containing '/'
-/// is returned unchanged.
-std::string findExecutable(const std::string& argv0, const std::string& path);
-
 /// Starts spec as a child: own process group (pgid == pid), PR_SET_PDEATHSIG=SIGKILL (with the check that
 /// the parent did not die before it was set), default dispositions for the signals the supervisor handles,
-/// an empty signal mask, stdin from /dev/null or a pipe, stdout/stderr into pipes, spec.cwd, exactly
-/// spec.env. PATH lookup uses spec.env's PATH (as Python's subprocess does), else ours. Blocks only until
-/// the child has called execve (or failed to).
-SpawnOutcome spawnChild(const ChildSpec& spec);
+/// an empty signal mask, stdin from /dev/null or a pipe, stdout/stderr into pipes (or, when !capture_output,
+/// ours: then stdout_fd and stderr_fd are -1), spec.cwd, exactly spec.env. PATH lookup as findProgram: spec.env's
+/// PATH (as Python's subprocess does), else ours. Blocks only until the child has called execve (or failed to).
+SpawnOutcome spawnChild(const ChildSpec& spec, bool capture_output = true);
 
 }  // namespace taehv::process

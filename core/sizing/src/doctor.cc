@@ -114,7 +114,7 @@ CheckResult checkDescriptor(const DescriptorFacts& f) {
     auto it = f.env.find(var);
     if (it == f.env.end()) continue;
     int v = 0;
-    bool bad = !parseInt(it->second, v) || (std::string(var) == "WORLD_SIZE" && v != world) ||
+    bool bad = !parseTrimmedInt(it->second, v) || (std::string(var) == "WORLD_SIZE" && v != world) ||
                (std::string(var) == "RANK" && (v < 0 || v >= world)) ||
                (std::string(var) == "LOCAL_WORLD_SIZE" && v != *f.nproc_per_node.value);
     if (bad) stale.push_back(std::string(var) + "=" + it->second);

@@ -53,9 +53,9 @@ bool parseIndexList(const std::string& text, std::vector<int>& out) {
     auto dash = t.find('-');
     int lo = 0, hi = 0;
     if (dash == std::string::npos) {
-      if (!parseInt(t, lo)) return false;
+      if (!parseTrimmedInt(t, lo)) return false;
       hi = lo;
-    } else if (!parseInt(t.substr(0, dash), lo) || !parseInt(t.substr(dash + 1), hi) || hi < lo) {
+    } else if (!parseTrimmedInt(t.substr(0, dash), lo) || !parseTrimmedInt(t.substr(dash + 1), hi) || hi < lo) {
       return false;
     }
     if (lo < 0) return false;
@@ -322,7 +322,7 @@ VisibleGpus visibleGpus(const GpuInventory& inventory, const Env& env) {
       mig.name = "MIG instance";
       mig.device_token = token;
       hit = mig;
-    } else if (parseInt(token, index)) {
+    } else if (parseTrimmedInt(token, index)) {
       auto gpu = std::find_if(inventory.gpus.begin(), inventory.gpus.end(),
                               [&](const GpuInfo& g) { return g.ordinal == index; });
       if (gpu == inventory.gpus.end()) {

@@ -1,10 +1,11 @@
 // Internal: small string helpers shared by the sizing sources.
 #pragma once
 
-#include <cerrno>
-#include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "taehv/parse.h"
 
 namespace taehv::sizing {
 
@@ -31,16 +32,11 @@ inline bool startsWith(const std::string& s, const std::string& prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
 }
 
-/// Whole-string decimal integer (optional sign), within int range.
-inline bool parseInt(const std::string& text, int& out) {
-  std::string t = trim(text);
-  if (t.empty()) return false;
-  char* end = nullptr;
-  errno = 0;
-  long v = std::strtol(t.c_str(), &end, 10);
-  if (errno != 0 || end == nullptr || *end != '\0' || v < -2147483647L - 1 || v > 2147483647L) return false;
-  out = static_cast<int>(v);
-  return true;
+/// taehv::parseInt (taehv/parse.h) of the text without surrounding white space (tool output, lists).
+inline bool parseTrimmedInt(const std::string& text, int& out) {
+  const std::optional<int> v = taehv::parseInt(trim(text));
+  if (v) out = *v;
+  return v.has_value();
 }
 
 }  // namespace taehv::sizing

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 
-#include "taehv/k8s/env_reader.h"
+#include "taehv/torch_env/env_reader.h"
+#include "taehv/torch_env/torch_style.h"
 
-namespace taehv {
+namespace taehv::k8s {
+
+using namespace torch_env;  // the container backends' shared reads and checks (this file only)
+
 namespace {
-
-constexpr int kMaxNodes = 100000;  // Indexed Job completions limit; far above any real training job
 
 bool hasAny(const Env& env, std::initializer_list<const char*> names) {
   return std::any_of(names.begin(), names.end(), [&](const char* n) { return envValue(env, n).has_value(); });
@@ -44,35 +46,22 @@ std::string readStringEither(const Env& env, const char* first, const char* seco
   return "";
 }
 
-PlanResult fail(std::string message) {
-  PlanResult r;
-  r.error = std::move(message);
-  return r;
-}
-
-/// Finishes a plan: common invariants, then the master wait.
-PlanResult finish(PlanResult r, const PlanRequest& request, const std::string& platform) {
-  if (auto e = checkPlanInvariants(r.plan, platform); !e.empty()) return fail(e);
-  if (auto e = setMasterWait(request, r.plan); !e.empty()) return fail(e);
-  return r;
-}
-
 PlanResult planIndexedJob(const Env& env, const PlanRequest& request) {
   const std::string platform = "Kubernetes Indexed Job";
   PlanResult r;
   NodePlan& p = r.plan;
-  if (auto e = readIntEnv(env, "JOB_COMPLETION_INDEX", 0, kMaxNodes - 1, p.node_rank); !e.empty()) return fail(e);
-  if (auto e = readIntEnv(env, kEnvK8sNnodes, 1, kMaxNodes, p.nnodes); !e.empty()) return fail(e);
+  if (auto e = readIntEnv(env, "JOB_COMPLETION_INDEX", 0, kMaxNodes - 1, p.node_rank); !e.empty()) return failedPlan(e);
+  if (auto e = readIntEnv(env, kEnvK8sNnodes, 1, kMaxNodes, p.nnodes); !e.empty()) return failedPlan(e);
   if (!p.nnodes.has()) {
-    return fail(platform + ": JOB_COMPLETION_INDEX=" + *envValue(env, "JOB_COMPLETION_INDEX") + " is set but " +
-                kEnvK8sNnodes + " is not; render the Job with `taehv-run --backend k8s render`, or add env " +
-                kEnvK8sNnodes + "=<spec.completions>, " + kEnvK8sMasterAddr + "=<job>-0.<headless service> and " +
-                kEnvK8sMasterPort + " to its pod template");
+    return failedPlan(platform + ": JOB_COMPLETION_INDEX=" + *envValue(env, "JOB_COMPLETION_INDEX") + " is set but " +
+                      kEnvK8sNnodes + " is not; render the Job with `taehv-run --backend k8s render`, or add env " +
+                      kEnvK8sNnodes + "=<spec.completions>, " + kEnvK8sMasterAddr + "=<job>-0.<headless service> and " +
+                      kEnvK8sMasterPort + " to its pod template");
   }
   if (auto a = envValue(env, kEnvK8sMasterAddr)) p.master_addr.set(*a, std::string("env ") + kEnvK8sMasterAddr);
-  if (auto e = readPortEnv(env, kEnvK8sMasterPort, p.master_port); !e.empty()) return fail(e);
-  if (auto e = readIntEnv(env, kEnvK8sNprocPerNode, 1, 1024, p.nproc_per_node); !e.empty()) return fail(e);
-  if (auto e = readIntEnv(env, kEnvK8sGpusPerNode, 0, 1024, p.gpus_on_node); !e.empty()) return fail(e);
+  if (auto e = readPortEnv(env, kEnvK8sMasterPort, p.master_port); !e.empty()) return failedPlan(e);
+  if (auto e = readIntEnv(env, kEnvK8sNprocPerNode, 1, 1024, p.nproc_per_node); !e.empty()) return failedPlan(e);
+  if (auto e = readIntEnv(env, kEnvK8sGpusPerNode, 0, 1024, p.gpus_on_node); !e.empty()) return failedPlan(e);
   if (auto job = envValue(env, kEnvK8sJobName)) p.run_id.set(*job, std::string("env ") + kEnvK8sJobName);
   p.notes.push_back(
       "Kubernetes Indexed Job: node rank = JOB_COMPLETION_INDEX (set by the Job controller); node "
@@ -80,21 +69,22 @@ PlanResult planIndexedJob(const Env& env, const PlanRequest& request) {
       "<job>-0.<headless service>)");
   // A WORLD_SIZE the user added to the pod template is read, not trusted: it must count nodes or processes.
   if (auto ws_text = envValue(env, "WORLD_SIZE")) {
-    auto ws = parseInt(*ws_text);
+    auto ws = parseCount(*ws_text);
     const int n = *p.nnodes.value;
     const int nproc = p.nproc_per_node.has() ? *p.nproc_per_node.value : 0;
-    if (!ws) return fail("WORLD_SIZE=" + *ws_text + " is not a whole number");
+    if (!ws) return failedPlan("WORLD_SIZE=" + *ws_text + " is not a whole number");
     if (*ws == n) {
       p.notes.push_back("WORLD_SIZE=" + *ws_text + " equals the node count; not used");
     } else if (nproc > 0 && *ws == n * nproc) {
       p.notes.push_back("WORLD_SIZE=" + *ws_text + " equals nodes x processes per node; not used");
     } else {
-      return fail(platform + ": WORLD_SIZE=" + *ws_text + " matches neither the node count " + sourcedInt(p.nnodes) +
-                  (nproc > 0 ? " nor nodes x processes per node = " + std::to_string(n * nproc) : std::string()) +
-                  "; remove WORLD_SIZE from the pod template or fix it");
+      return failedPlan(platform + ": WORLD_SIZE=" + *ws_text + " matches neither the node count " +
+                        sourcedInt(p.nnodes) +
+                        (nproc > 0 ? " nor nodes x processes per node = " + std::to_string(n * nproc) : std::string()) +
+                        "; remove WORLD_SIZE from the pod template or fix it");
     }
   }
-  return finish(std::move(r), request, platform);
+  return finishPlan(std::move(r), request, platform);
 }
 
 PlanResult planPyTorchJob(const Env& env, const PlanRequest& request) {
@@ -102,36 +92,38 @@ PlanResult planPyTorchJob(const Env& env, const PlanRequest& request) {
   PlanResult r;
   NodePlan& p = r.plan;
   if (auto e = readIntEither(env, "PET_NODE_RANK", "RANK", 0, kMaxNodes - 1, p.node_rank); !e.empty()) {
-    return fail(platform + ": " + e);
+    return failedPlan(platform + ": " + e);
   }
-  if (!p.node_rank.has()) return fail(platform + ": neither RANK nor PET_NODE_RANK is set; no node rank");
+  if (!p.node_rank.has()) return failedPlan(platform + ": neither RANK nor PET_NODE_RANK is set; no node rank");
 
   // PET_NPROC_PER_NODE: a number, or auto/cpu/gpu (torchrun decides); the operator then counts 1 per pod.
   int nproc = 0;  // 0 = not a number
   if (auto text = envValue(env, "PET_NPROC_PER_NODE")) {
-    if (auto v = parseInt(*text); v && *v >= 1) {
+    if (auto v = parseCount(*text); v && *v >= 1) {
       nproc = *v;
       p.nproc_per_node.set(nproc, "env PET_NPROC_PER_NODE");
     } else if (*text == "auto" || *text == "gpu" || *text == "cpu") {
       p.notes.push_back("PET_NPROC_PER_NODE=" + *text + ": workers per node left to taehv-run's detection");
     } else {
-      return fail(platform + ": PET_NPROC_PER_NODE=" + *text + " is neither a positive number nor auto/gpu/cpu");
+      return failedPlan(platform + ": PET_NPROC_PER_NODE=" + *text + " is neither a positive number nor auto/gpu/cpu");
     }
   }
 
   int ws = 0;  // 0 = WORLD_SIZE not set
   if (auto text = envValue(env, "WORLD_SIZE")) {
-    auto v = parseInt(*text);
-    if (!v || *v < 1) return fail(platform + ": WORLD_SIZE=" + *text + " is not a positive whole number");
+    auto v = parseCount(*text);
+    if (!v || *v < 1) return failedPlan(platform + ": WORLD_SIZE=" + *text + " is not a positive whole number");
     ws = *v;
   }
   if (auto text = envValue(env, "PET_NNODES")) {
     if (text->find(':') != std::string::npos) {
-      return fail(platform + ": PET_NNODES=" + *text +
-                  " is an elastic range; taehv-run needs a fixed node "
-                  "count: remove elasticPolicy from the PyTorchJob (or set minReplicas = maxReplicas)");
+      return failedPlan(platform + ": PET_NNODES=" + *text +
+                        " is an elastic range; taehv-run needs a fixed node "
+                        "count: remove elasticPolicy from the PyTorchJob (or set minReplicas = maxReplicas)");
     }
-    if (auto e = readIntEnv(env, "PET_NNODES", 1, kMaxNodes, p.nnodes); !e.empty()) return fail(platform + ": " + e);
+    if (auto e = readIntEnv(env, "PET_NNODES", 1, kMaxNodes, p.nnodes); !e.empty()) {
+      return failedPlan(platform + ": " + e);
+    }
   }
 
   const int per_node = nproc > 0 ? nproc : 1;  // what the operator multiplied WORLD_SIZE by
@@ -140,14 +132,14 @@ PlanResult planPyTorchJob(const Env& env, const PlanRequest& request) {
     const int n = *p.nnodes.value;
     if (ws > 0) {
       if (ws % per_node != 0) {
-        return fail(platform + ": " + ws_text + " is not a multiple of PET_NPROC_PER_NODE=" + std::to_string(per_node) +
-                    "; the pod's environment is inconsistent");
+        return failedPlan(platform + ": " + ws_text + " is not a multiple of PET_NPROC_PER_NODE=" +
+                                std::to_string(per_node) + "; the pod's environment is inconsistent");
       }
       if (ws != n * per_node) {
-        return fail(platform + ": " + ws_text + " contradicts PET_NNODES=" + std::to_string(n) + " x " +
-                    (nproc > 0 ? "PET_NPROC_PER_NODE=" + std::to_string(nproc)
-                               : std::string("1 process per pod (PET_NPROC_PER_NODE not a number)")) +
-                    " = " + std::to_string(n * per_node) + "; the pod's environment is inconsistent");
+        return failedPlan(platform + ": " + ws_text + " contradicts PET_NNODES=" + std::to_string(n) + " x " +
+                          (nproc > 0 ? "PET_NPROC_PER_NODE=" + std::to_string(nproc)
+                                     : std::string("1 process per pod (PET_NPROC_PER_NODE not a number)")) +
+                          " = " + std::to_string(n * per_node) + "; the pod's environment is inconsistent");
       }
       p.notes.push_back(ws_text +
                         " counts processes (training-operator >= v1.7: replicas x nprocPerNode = " + std::to_string(n) +
@@ -158,8 +150,8 @@ PlanResult planPyTorchJob(const Env& env, const PlanRequest& request) {
   } else if (ws > 0) {
     if (nproc > 0) {
       if (ws % nproc != 0) {
-        return fail(platform + ": " + ws_text + " is not a multiple of PET_NPROC_PER_NODE=" + std::to_string(nproc) +
-                    "; the pod's environment is inconsistent");
+        return failedPlan(platform + ": " + ws_text + " is not a multiple of PET_NPROC_PER_NODE=" +
+                                std::to_string(nproc) + "; the pod's environment is inconsistent");
       }
       p.nnodes.set(ws / nproc,
                    "rule: WORLD_SIZE / PET_NPROC_PER_NODE = " + std::to_string(ws) + " / " + std::to_string(nproc));
@@ -173,14 +165,14 @@ PlanResult planPyTorchJob(const Env& env, const PlanRequest& request) {
                         "so the operator counted one process per pod");
     }
   } else {
-    return fail(platform + ": neither PET_NNODES nor WORLD_SIZE is set; no node count");
+    return failedPlan(platform + ": neither PET_NNODES nor WORLD_SIZE is set; no node count");
   }
 
   if (auto e = readStringEither(env, "PET_MASTER_ADDR", "MASTER_ADDR", p.master_addr); !e.empty()) {
-    return fail(platform + ": " + e);
+    return failedPlan(platform + ": " + e);
   }
   if (auto e = readIntEither(env, "PET_MASTER_PORT", "MASTER_PORT", 1, 65535, p.master_port); !e.empty()) {
-    return fail(platform + ": " + e);
+    return failedPlan(platform + ": " + e);
   }
   // The operator names the master pod <job>-master-0: the job name is a stable run id for all pods.
   if (p.master_addr.has()) {
@@ -190,17 +182,10 @@ PlanResult planPyTorchJob(const Env& env, const PlanRequest& request) {
       p.run_id.set(m.substr(0, m.size() - suffix.size()), "rule: " + p.master_addr.source + " minus -master-0");
     }
   }
-  return finish(std::move(r), request, platform);
+  return finishPlan(std::move(r), request, platform);
 }
 
 }  // namespace
-
-bool looksLikePaiMaster(const Env& env) {
-  auto m = envValue(env, "MASTER_ADDR");
-  const std::string suffix = "-master-0";
-  return m && m->rfind("dlc", 0) == 0 && m->size() > 3 + suffix.size() &&
-         m->compare(m->size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 K8sFlavor k8sFlavor(const Env& env) {
   if (envValue(env, "JOB_COMPLETION_INDEX")) return K8sFlavor::kIndexedJob;
@@ -210,8 +195,6 @@ K8sFlavor k8sFlavor(const Env& env) {
   if (hasAny(env, {"WORLD_SIZE", "RANK", "MASTER_ADDR"})) return K8sFlavor::kTorchStyle;
   return K8sFlavor::kNone;
 }
-
-bool hasPaiSigns(const Env& env) { return looksLikePaiMaster(env) || envValue(env, "NPROC_PER_NODE").has_value(); }
 
 Detection detectK8s(const Env& env) {
   const bool in_pod = envValue(env, "KUBERNETES_SERVICE_HOST").has_value();
@@ -238,27 +221,6 @@ Detection detectK8s(const Env& env) {
   return {0, "no JOB_COMPLETION_INDEX, PET_* or WORLD_SIZE/RANK/MASTER_ADDR"};
 }
 
-PlanResult planTorchStyle(const Env& env, const PlanRequest& request, const TorchStyleSpec& spec) {
-  PlanResult r;
-  NodePlan& p = r.plan;
-  if (auto e = readIntEnv(env, "WORLD_SIZE", 1, kMaxNodes, p.nnodes); !e.empty()) return fail(spec.platform + ": " + e);
-  if (!p.nnodes.has()) return fail(spec.platform + ": WORLD_SIZE (the number of nodes) is not set; no node count");
-  if (auto e = readIntEnv(env, "RANK", 0, kMaxNodes - 1, p.node_rank); !e.empty())
-    return fail(spec.platform + ": " + e);
-  if (!p.node_rank.has()) return fail(spec.platform + ": RANK (this node's index) is not set; no node rank");
-  if (auto a = envValue(env, "MASTER_ADDR")) p.master_addr.set(*a, "env MASTER_ADDR");
-  if (auto e = readPortEnv(env, "MASTER_PORT", p.master_port); !e.empty()) return fail(spec.platform + ": " + e);
-  if (spec.read_nproc_per_node) {
-    if (auto e = readIntEnv(env, "NPROC_PER_NODE", 1, 1024, p.nproc_per_node); !e.empty()) {
-      return fail(spec.platform + ": " + e);
-    }
-    if (p.nproc_per_node.has()) p.gpus_on_node.set(*p.nproc_per_node.value, "env NPROC_PER_NODE");
-  }
-  p.notes.push_back("WORLD_SIZE=" + std::to_string(*p.nnodes.value) + " read as the number of nodes: " +
-                    spec.world_size_meaning + "; the world size is nodes x processes per node");
-  return finish(std::move(r), request, spec.platform);
-}
-
 PlanResult planK8s(const Env& env, const PlanRequest& request) {
   switch (k8sFlavor(env)) {
     case K8sFlavor::kIndexedJob:
@@ -274,10 +236,10 @@ PlanResult planK8s(const Env& env, const PlanRequest& request) {
     case K8sFlavor::kNone:
       break;
   }
-  return fail(
+  return failedPlan(
       "no Kubernetes training environment found: expected JOB_COMPLETION_INDEX (an Indexed Job rendered by "
       "`taehv-run --backend k8s render`), PET_NNODES/PET_NODE_RANK (Kubeflow PyTorchJob) or WORLD_SIZE, "
       "RANK, MASTER_ADDR, MASTER_PORT (KubeBrain-style); none is set");
 }
 
-}  // namespace taehv
+}  // namespace taehv::k8s

@@ -6,13 +6,12 @@
 #include <cctype>
 #include <regex>
 
-#include "taehv/k8s/env_reader.h"
 #include "taehv/k8s/k8s_mapping.h"
+#include "taehv/parse.h"
 
-namespace taehv {
+namespace taehv::k8s {
 namespace {
 
-constexpr int kIndexedJobDefaultPort = 29500;
 constexpr int kPyTorchJobDefaultPort = 23456;                // training-operator's default master port
 constexpr const char* kPyTorchContainer = "pytorch";         // the operator looks up this container name
 constexpr const char* kPyTorchPortName = "pytorchjob-port";  // ... and this port name for MASTER_PORT
@@ -40,7 +39,7 @@ int workersPerNode(const K8sRenderOptions& o) {
 
 int masterPort(const K8sRenderOptions& o) {
   if (o.port > 0) return o.port;
-  return o.flavor == "pytorchjob" ? kPyTorchJobDefaultPort : kIndexedJobDefaultPort;
+  return o.flavor == "pytorchjob" ? kPyTorchJobDefaultPort : kDefaultMasterPort;
 }
 
 void emitMetadata(YAML::Emitter& out, const K8sRenderOptions& o) {
@@ -244,8 +243,9 @@ bool takeValue(const std::vector<std::string>& args, size_t& i, std::string& val
   return true;
 }
 
-std::string parseCount(const std::string& flag, const std::string& text, int min_value, int max_value, int& out) {
-  auto v = parseInt(text);
+std::string readCountFlag(const std::string& flag, const std::string& text, int min_value, int max_value,
+                          int& out) {
+  auto v = parseCount(text);
   if (!v || *v < min_value || *v > max_value) {
     return flag + " " + text + " is not a whole number in " + std::to_string(min_value) + ".." +
            std::to_string(max_value);
@@ -295,17 +295,17 @@ std::string parseK8sRenderArgs(const std::vector<std::string>& args, K8sRenderOp
     auto need = [&]() { return takeValue(args, i, value, error); };
     if (flag == "--nodes") {
       if (!need()) return error;
-      if (auto e = parseCount(flag, value, 1, 100000, out.nodes); !e.empty()) return e;
+      if (auto e = readCountFlag(flag, value, 1, 100000, out.nodes); !e.empty()) return e;
     } else if (flag == "--gpus-per-node") {
       if (!need()) return error;
-      if (auto e = parseCount(flag, value, 0, 1024, out.gpus_per_node); !e.empty()) return e;
+      if (auto e = readCountFlag(flag, value, 0, 1024, out.gpus_per_node); !e.empty()) return e;
       have_gpus = true;
     } else if (flag == "--nproc-per-node") {
       if (!need()) return error;
-      if (auto e = parseCount(flag, value, 1, 1024, out.nproc_per_node); !e.empty()) return e;
+      if (auto e = readCountFlag(flag, value, 1, 1024, out.nproc_per_node); !e.empty()) return e;
     } else if (flag == "--port") {
       if (!need()) return error;
-      if (auto e = parseCount(flag, value, 1, 65535, out.port); !e.empty()) return e;
+      if (auto e = readCountFlag(flag, value, 1, 65535, out.port); !e.empty()) return e;
     } else if (flag == "--image") {
       if (!need()) return error;
       out.image = value;
@@ -349,4 +349,4 @@ std::string renderK8s(const K8sRenderOptions& options) {
   return options.flavor == "pytorchjob" ? renderPyTorchJob(options) : renderIndexedJob(options);
 }
 
-}  // namespace taehv
+}  // namespace taehv::k8s

@@ -4,10 +4,13 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
-#include "taehv/k8s/env_reader.h"
-#include "taehv/k8s/k8s_mapping.h"
+#include "taehv/torch_env/env_reader.h"
+#include "taehv/torch_env/torch_style.h"
 
-namespace taehv {
+namespace taehv::pai {
+
+using namespace torch_env;  // the container backends' shared reads and checks (this file only)
+
 namespace {
 
 std::string shellQuote(const std::string& s) {
@@ -53,7 +56,7 @@ PlanResult planPai(const Env& env, const PlanRequest& request) {
   // must agree, or WORLD_SIZE must be PET_NNODES x NPROC_PER_NODE (processes); anything else is a contradiction.
   if (r.ok()) {
     if (auto text = envValue(env, "PET_NNODES")) {
-      auto pet = parseInt(*text);
+      auto pet = parseCount(*text);
       const int ws = *r.plan.nnodes.value;
       const int nproc = r.plan.nproc_per_node.has() ? *r.plan.nproc_per_node.value : 0;
       if (pet && *pet == ws) {
@@ -121,7 +124,7 @@ std::string parsePaiRenderArgs(const std::vector<std::string>& args, PaiRenderOp
     }
     if (!takeValue(args, i, value, error)) return error;
     if (flag == "--nodes" || flag == "--gpus-per-node") {
-      auto v = parseInt(value);
+      auto v = parseCount(value);
       const int min_value = flag == "--nodes" ? 1 : 0;
       if (!v || *v < min_value || *v > 100000)
         return flag + " " + value + " is not a whole number >= " + std::to_string(min_value);
@@ -189,4 +192,4 @@ std::string renderPai(const PaiRenderOptions& o) {
   return body.dump(2) + "\n";
 }
 
-}  // namespace taehv
+}  // namespace taehv::pai

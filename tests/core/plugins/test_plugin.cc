@@ -5,8 +5,12 @@
 //   kind 2: exports taehv_plugin_info but no factory.
 //   kind 3: exports nothing at all.
 //   kind 4: a working backend whose factory returns null.
+//   kind 5: a backend whose every method throws, with entry symbols written by hand (without
+//           TAEHV_DEFINE_PLUGIN's guard): the host's guard must catch each call.
+//   kind 6: a factory that throws.
 #include <cstdlib>
 #include <iostream>
+#include <stdexcept>
 #include <string>
 
 #include "taehv/plugin_api.h"
@@ -109,6 +113,41 @@ class TestBackend final : public taehv::Backend {
   }
 };
 
+/// Throws from every method, as a plugin built without TAEHV_DEFINE_PLUGIN's guard may; a method named in
+/// TEST_THROWING_SPARE (comma-separated) answers instead, so that a test can reach the later calls.
+class ThrowingBackend final : public taehv::Backend {
+ public:
+  taehv::Detection detect(const taehv::HostContext&) const override {
+    if (!spared("detect")) throw std::runtime_error("detect broke");
+    return {50, "spared"};
+  }
+  taehv::PlanResult plan(const taehv::HostContext&, const taehv::PlanRequest&) const override {
+    throw std::runtime_error("plan broke");
+  }
+  std::vector<taehv::OptionSpec> options() const override {
+    if (!spared("options")) throw std::runtime_error("options broke");
+    return {};
+  }
+  std::vector<taehv::CommandSpec> commands() const override {
+    if (!spared("commands")) throw 42;  // not even a std::exception
+    return {{"hello", "throws"}};
+  }
+  int runCommand(const taehv::HostContext&, const std::string&, const std::vector<std::string>&) override {
+    throw std::runtime_error("runCommand broke");
+  }
+  bool takesOverLaunch(const taehv::HostContext&, const taehv::PlanRequest&) const override {
+    if (!spared("takesOverLaunch")) throw std::runtime_error("takesOverLaunch broke");
+    return true;
+  }
+  int launch(const taehv::HostContext&, const taehv::JobRequest&) override { throw std::runtime_error("launch broke"); }
+
+ private:
+  static bool spared(const std::string& method) {
+    const char* list = std::getenv("TEST_THROWING_SPARE");
+    return list != nullptr && ("," + std::string(list) + ",").find("," + method + ",") != std::string::npos;
+  }
+};
+
 }  // namespace
 
 #if TEST_PLUGIN_KIND == 0
@@ -132,4 +171,18 @@ extern "C" TAEHV_PLUGIN_VISIBLE const taehv_plugin_info_t* taehv_plugin_info() {
   return &info;
 }
 extern "C" TAEHV_PLUGIN_VISIBLE taehv::Backend* taehv_plugin_create_v1() { return nullptr; }
+#elif TEST_PLUGIN_KIND == 5
+extern "C" TAEHV_PLUGIN_VISIBLE const taehv_plugin_info_t* taehv_plugin_info() {
+  static const taehv_plugin_info_t info{taehv::kPluginApiVersion, TEST_PLUGIN_NAME, "1.0.0", "throws everywhere"};
+  return &info;
+}
+extern "C" TAEHV_PLUGIN_VISIBLE taehv::Backend* taehv_plugin_create_v1() { return new ThrowingBackend(); }
+#elif TEST_PLUGIN_KIND == 6
+extern "C" TAEHV_PLUGIN_VISIBLE const taehv_plugin_info_t* taehv_plugin_info() {
+  static const taehv_plugin_info_t info{taehv::kPluginApiVersion, TEST_PLUGIN_NAME, "1.0.0", "factory throws"};
+  return &info;
+}
+extern "C" TAEHV_PLUGIN_VISIBLE taehv::Backend* taehv_plugin_create_v1() {
+  throw std::runtime_error("factory broke");
+}
 #endif

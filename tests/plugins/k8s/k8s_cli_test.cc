@@ -15,7 +15,7 @@
 #include "child_process.h"
 #include "plugin_host.h"
 
-namespace taehv {
+namespace taehv::k8s {
 namespace {
 
 namespace fs = std::filesystem;
@@ -402,4 +402,4 @@ TEST_F(K8sPods, TwoPodIndexedJobTrainsTaehv) {
 }
 
 }  // namespace
-}  // namespace taehv
+}  // namespace taehv::k8s

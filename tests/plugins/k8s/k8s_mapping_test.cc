@@ -12,7 +12,7 @@
 //    PET_NODE_RANK, PET_NPROC_PER_NODE, PET_NNODES, MASTER_ADDR=<job>-master-0, MASTER_PORT=23456 and
 //    PET_MASTER_ADDR/PET_MASTER_PORT; before v1.7 WORLD_SIZE = replicas
 //    (https://github.com/kubeflow/training-operator/issues/1790).
-//  KubeBrain-style: WORLD_SIZE = nodes, RANK = node rank, MASTER_ADDR, MASTER_PORT (issue 7); the same shape as
+//  KubeBrain-style: WORLD_SIZE = nodes, RANK = node rank, MASTER_ADDR, MASTER_PORT; the same shape as
 //    Volcano's pytorch job plugin,
 //    https://github.com/volcano-sh/volcano/blob/master/docs/user-guide/how_to_use_pytorch_plugin.md
 //  PAI-DLC (for the no-tie checks): https://www.alibabacloud.com/help/en/pai/user-guide/general-environment-variables
@@ -20,10 +20,10 @@
 
 #include <gtest/gtest.h>
 
-#include "taehv/k8s/env_reader.h"
+#include "taehv/torch_env/env_reader.h"
 #include "taehv/pai/pai_job.h"
 
-namespace taehv {
+namespace taehv::k8s {
 namespace {
 
 // Every pod gets these from the kubelet; they are not a training platform by themselves.
@@ -95,7 +95,7 @@ TEST(K8sMapping, IndexedJobReadsCompletionIndexAndInjectedValues) {
   EXPECT_EQ(*r.plan.master_port.value, 29500);
   EXPECT_EQ(*r.plan.nproc_per_node.value, 8);
   EXPECT_EQ(*r.plan.run_id.value, "train");
-  EXPECT_EQ(*r.plan.master_wait_seconds.value, kDefaultMasterWaitSeconds);
+  EXPECT_EQ(*r.plan.master_wait_seconds.value, torch_env::kDefaultMasterWaitSeconds);
 }
 
 TEST(K8sMapping, MasterDoesNotWaitForItself) {
@@ -286,11 +286,11 @@ TEST(K8sMapping, DetectionNeverTiesWithPai) {
                         {"pai-dlc", paiDlc(), false}};
   for (const auto& c : cases) {
     const int k8s = detectK8s(c.env).confidence;
-    const int pai = detectPai(c.env).confidence;
+    const int pai = taehv::pai::detectPai(c.env).confidence;
     EXPECT_NE(k8s, pai) << c.platform;
     EXPECT_EQ(k8s > pai, c.k8s_wins) << c.platform << ": k8s " << k8s << " vs pai " << pai;
   }
 }
 
 }  // namespace
-}  // namespace taehv
+}  // namespace taehv::k8s

@@ -13,7 +13,7 @@
 #include "plugin_host.h"
 #include "taehv/k8s/k8s_mapping.h"
 
-namespace taehv {
+namespace taehv::k8s {
 namespace {
 
 namespace fs = std::filesystem;
@@ -207,4 +207,4 @@ TEST(K8sSubmit, DanglingKubectlLinkIsNotUsed) {
 }
 
 }  // namespace
-}  // namespace taehv
+}  // namespace taehv::k8s

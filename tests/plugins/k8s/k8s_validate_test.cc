@@ -10,7 +10,7 @@
 
 #include "plugin_host.h"
 
-namespace taehv {
+namespace taehv::k8s {
 namespace {
 
 namespace fs = std::filesystem;
@@ -133,4 +133,4 @@ TEST_F(K8sValidate, BrokenManifestsAreCaught) {
 }
 
 }  // namespace
-}  // namespace taehv
+}  // namespace taehv::k8s

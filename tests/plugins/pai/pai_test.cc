@@ -16,11 +16,11 @@
 #include <sstream>
 
 #include "../k8s/plugin_host.h"
-#include "taehv/k8s/env_reader.h"
 #include "taehv/k8s/k8s_mapping.h"
+#include "taehv/torch_env/env_reader.h"
 #include "taehv/pai/pai_job.h"
 
-namespace taehv {
+namespace taehv::pai {
 namespace {
 
 namespace fs = std::filesystem;
@@ -52,7 +52,7 @@ TEST(PaiMapping, DocumentedVariablesMapToTheNode) {
   EXPECT_EQ(*r.plan.gpus_on_node.value, 8);
   EXPECT_EQ(*r.plan.master_addr.value, "dlc18isgeayd1234-master-0");
   EXPECT_EQ(*r.plan.master_port.value, 23456);
-  EXPECT_EQ(*r.plan.master_wait_seconds.value, kDefaultMasterWaitSeconds);
+  EXPECT_EQ(*r.plan.master_wait_seconds.value, torch_env::kDefaultMasterWaitSeconds);
   ASSERT_FALSE(r.plan.notes.empty());
   EXPECT_NE(r.plan.notes[0].find("WORLD_SIZE=3 read as the number of nodes"), std::string::npos);
 }
@@ -69,7 +69,7 @@ TEST(PaiMapping, OlderDlcWithoutNprocLeavesWorkersToDetection) {
   auto r = planPai(env, {});
   ASSERT_TRUE(r.ok()) << r.error;
   EXPECT_FALSE(r.plan.nproc_per_node.has());
-  EXPECT_GT(detectPai(env).confidence, detectK8s(env).confidence) << "the dlc*-master-0 name still says PAI";
+  EXPECT_GT(detectPai(env).confidence, k8s::detectK8s(env).confidence) << "the dlc*-master-0 name still says PAI";
 }
 
 TEST(PaiMapping, ContradictionsAreErrors) {
@@ -115,7 +115,7 @@ TEST(PaiMapping, NotPaiOnOtherPlatforms) {
   EXPECT_EQ(detectPai({{"JOB_COMPLETION_INDEX", "0"}, {"TAEHV_K8S_NNODES", "2"}}).confidence, 0);
   EXPECT_EQ(detectPai({{"PATH", "/bin"}}).confidence, 0);
   EXPECT_LT(detectPai({{"WORLD_SIZE", "2"}, {"RANK", "0"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}}).confidence,
-            detectK8s({{"WORLD_SIZE", "2"}, {"RANK", "0"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}}).confidence);
+            k8s::detectK8s({{"WORLD_SIZE", "2"}, {"RANK", "0"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}}).confidence);
 }
 
 // CreateJob body fields documented for the request and for JobSpec / ResourceConfig.
@@ -264,4 +264,4 @@ TEST(PaiSubmit, MissingAliyunIsAClearError) {
 }
 
 }  // namespace
-}  // namespace taehv
+}  // namespace taehv::pai

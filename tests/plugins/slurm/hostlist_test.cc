@@ -1,7 +1,7 @@
 // Hostlist expansion and compression: fixed cases, malformed input, and a property test against the real
 // `scontrol show hostnames` / `scontrol show hostlist` (SLURM's own parser; needs no controller, only a
 // config file, which the test writes).
-#include "hostlist.h"
+#include "taehv/slurm/hostlist.h"
 
 #include <gtest/gtest.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 // `submit`: argument parsing and the rendered sbatch script (checked with `bash -n` and by running its
 // requeue logic against fake srun/scontrol on PATH; the real cluster runs it in slurm_cluster_test).
-#include "sbatch_script.h"
+#include "taehv/slurm/sbatch_script.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 // SLURM environment -> node plan. The fixtures are environments captured from tasks of a real SLURM 22.05
 // cluster (tests/infra/slurm/slurm_cluster.sh), trimmed to the variables SLURM sets.
-#include "slurm_env.h"
+#include "taehv/slurm/slurm_env.h"
 
 #include <gtest/gtest.h>
 

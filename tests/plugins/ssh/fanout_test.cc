@@ -1,4 +1,4 @@
-#include "fanout.h"
+#include "taehv/ssh/fanout.h"
 
 #include <gtest/gtest.h>
 

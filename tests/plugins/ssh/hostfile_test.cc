@@ -1,4 +1,4 @@
-#include "hostfile.h"
+#include "taehv/ssh/hostfile.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "preflight.h"
+#include "taehv/ssh/preflight.h"
 
 #include <gtest/gtest.h>
 
@@ -121,12 +121,6 @@ TEST(SshPreflight, RealProcessRunnerCapturesAndEnforcesTheDeadline) {
   EXPECT_TRUE(r[1].timed_out);
   EXPECT_NE(r[2].spawn_error.find("No such file"), std::string::npos);
   EXPECT_LT(took, std::chrono::seconds(5));
-}
-
-TEST(SshFindInPath, UsesTheGivenEnvironment) {
-  EXPECT_EQ(findInPath("sh", {{"PATH", "/nonexistent:/bin"}}), "/bin/sh");
-  EXPECT_EQ(findInPath("sh", {{"PATH", "/nonexistent"}}), "");
-  EXPECT_EQ(findInPath("/x/y", {}), "/x/y");
 }
 
 }  // namespace

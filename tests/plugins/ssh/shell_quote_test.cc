@@ -1,4 +1,4 @@
-#include "shell_quote.h"
+#include "taehv/ssh/shell_quote.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>

@@ -11,9 +11,9 @@
 #include <random>
 #include <sstream>
 
-#include "fanout.h"
+#include "taehv/ssh/fanout.h"
 #include "proc_marker.h"
-#include "shell_quote.h"
+#include "taehv/ssh/shell_quote.h"
 
 namespace taehv::ssh {
 namespace {

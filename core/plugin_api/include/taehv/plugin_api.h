@@ -14,9 +14,14 @@
 // Rules across this boundary: only standard-library types (plugins and taehv-run must be built with the same
 // C++ standard library, as every Debian package is), and no exception crosses it: expected failures are
 // values (PlanResult::error, exit codes) with a message a user can act on. The host owns logging.
+// guardPluginCall below is the one guard of the boundary: TAEHV_DEFINE_PLUGIN runs every method of the backend
+// under it (GuardedBackend), and the host runs every call into a plugin under it too (a plugin that throws
+// anyway is reported by name and taehv-run exits with code 2).
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <exception>
 #include <functional>
 #include <map>
 #include <optional>
@@ -40,6 +45,10 @@ namespace taehv {
 
 /// Version of this ABI. Bump on any change to the classes below that is not purely additive at the end.
 inline constexpr std::uint32_t kPluginApiVersion = 1;
+
+/// torchrun's default rendezvous port: what the host uses when neither a flag, the backend's plan nor PET_*
+/// names one, and what a backend renders into a job spec that names none.
+inline constexpr int kDefaultMasterPort = 29500;
 
 /// Names of the exported entry symbols.
 inline constexpr const char* kPluginInfoSymbol = "taehv_plugin_info";
@@ -185,10 +194,83 @@ class TAEHV_PLUGIN_VISIBLE Backend {
   }
 };
 
+/// Returns body(); if it throws, returns on_exception(message) instead, message being the exception's what()
+/// (or a note that it was no std::exception). The one guard of the plugin boundary, on both of its sides.
+template <typename Body, typename OnException>
+auto guardPluginCall(Body&& body, OnException&& on_exception) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return on_exception(std::string(e.what()));
+  } catch (...) {
+    return on_exception(std::string("an exception that is not a std::exception"));
+  }
+}
+
+/// Backend Impl with every method run under guardPluginCall, so that nothing Impl throws leaves the plugin:
+/// plan() then fails with "<name> backend: <what>", runCommand() and launch() log "<name> <command>: <what>" and
+/// return 1, detect() logs it and answers confidence 0, takesOverLaunch() logs it and answers false; options()
+/// and commands(), which have no logger, write it to stderr and answer none. TAEHV_DEFINE_PLUGIN's factory
+/// creates this around the plugin's class.
+template <typename Impl>
+class GuardedBackend final : public Backend {
+ public:
+  explicit GuardedBackend(std::string name) : name_(std::move(name)) {}
+
+  Detection detect(const HostContext& host) const override {
+    return guardPluginCall([&] { return impl_.detect(host); },
+                           [&](const std::string& what) { return logged<Detection>(host, "detect", what); });
+  }
+  PlanResult plan(const HostContext& host, const PlanRequest& request) const override {
+    return guardPluginCall([&] { return impl_.plan(host, request); }, [&](const std::string& what) {
+      PlanResult failed;
+      failed.error = name_ + " backend: " + what;
+      return failed;
+    });
+  }
+  std::vector<OptionSpec> options() const override {
+    return guardPluginCall([&] { return impl_.options(); },
+                           [&](const std::string& what) { return printed<std::vector<OptionSpec>>("options", what); });
+  }
+  std::vector<CommandSpec> commands() const override {
+    return guardPluginCall([&] { return impl_.commands(); }, [&](const std::string& what) {
+      return printed<std::vector<CommandSpec>>("commands", what);
+    });
+  }
+  int runCommand(const HostContext& host, const std::string& name, const std::vector<std::string>& args) override {
+    return guardPluginCall([&] { return impl_.runCommand(host, name, args); },
+                           [&](const std::string& what) { return logged<int>(host, name, what, 1); });
+  }
+  bool takesOverLaunch(const HostContext& host, const PlanRequest& request) const override {
+    return guardPluginCall([&] { return impl_.takesOverLaunch(host, request); },
+                           [&](const std::string& what) { return logged<bool>(host, "takesOverLaunch", what, false); });
+  }
+  int launch(const HostContext& host, const JobRequest& job) override {
+    return guardPluginCall([&] { return impl_.launch(host, job); },
+                           [&](const std::string& what) { return logged<int>(host, "launch", what, 1); });
+  }
+
+ private:
+  template <typename T>
+  T logged(const HostContext& host, const std::string& where, const std::string& what, T answer = T()) const {
+    if (host.log) host.log(LogLevel::kError, name_ + " " + where + ": " + what);
+    return answer;
+  }
+  template <typename T>
+  T printed(const char* where, const std::string& what) const {
+    std::fprintf(stderr, "%s backend: %s(): %s\n", name_.c_str(), where, what.c_str());
+    return T();
+  }
+
+  std::string name_;
+  Impl impl_;
+};
+
 }  // namespace taehv
 
-/// Defines both entry symbols for backend class CLASS (default-constructible, derived from taehv::Backend).
-/// NAME, VERSION and DESCRIPTION are string literals.
+/// Defines both entry symbols for backend class CLASS (default-constructible, derived from taehv::Backend, its
+/// overrides public). NAME, VERSION and DESCRIPTION are string literals. The factory returns CLASS inside a
+/// GuardedBackend, or null when constructing it threw.
 #define TAEHV_DEFINE_PLUGIN(CLASS, NAME, VERSION, DESCRIPTION)                                        \
   extern "C" TAEHV_PLUGIN_VISIBLE const taehv_plugin_info_t* taehv_plugin_info() {                      \
     static const taehv_plugin_info_t info{taehv::kPluginApiVersion, NAME, VERSION, DESCRIPTION};        \
@@ -196,7 +278,7 @@ class TAEHV_PLUGIN_VISIBLE Backend {
   }                                                                                                    \
   extern "C" TAEHV_PLUGIN_VISIBLE taehv::Backend* taehv_plugin_create_v1() {                          \
     try {                                                                                              \
-      return new CLASS();                                                                              \
+      return new taehv::GuardedBackend<CLASS>(NAME);                                                   \
     } catch (...) {                                                                                    \
       return nullptr;                                                                                  \
     }                                                                                                  \

@@ -44,8 +44,11 @@ struct ChildSpec {
   bool stdin_pipe = false;
 };
 
+/// How long workers get between SIGTERM and SIGKILL when the run ends early (--shutdown-grace's default).
+inline constexpr std::chrono::seconds kDefaultShutdownGrace{30};
+
 struct SupervisorOptions {
-  std::chrono::milliseconds shutdown_grace{std::chrono::seconds(30)};  ///< SIGTERM -> SIGKILL delay
+  std::chrono::milliseconds shutdown_grace{kDefaultShutdownGrace};  ///< SIGTERM -> SIGKILL delay
   int max_restarts = 0;
   bool prefix_output = true;
   std::string error_file;            ///< TORCHELASTIC_ERROR_FILE: torchelastic-format summary on failure

@@ -14,7 +14,7 @@
 
 #include "taehv/plugin_api.h"
 
-namespace taehv {
+namespace taehv::k8s {
 
 /// Variables a rendered Indexed Job sets in its pod template: the contract between render and plan.
 inline constexpr const char* kEnvK8sNnodes = "TAEHV_K8S_NNODES";
@@ -36,20 +36,4 @@ Detection detectK8s(const Env& env);
 /// This node's plan on Kubernetes; contradictions are errors naming the variables.
 PlanResult planK8s(const Env& env, const PlanRequest& request);
 
-/// How a "torch-style" platform (WORLD_SIZE = nodes, RANK = node rank, MASTER_ADDR, MASTER_PORT) is read.
-struct TorchStyleSpec {
-  std::string platform;              ///< for messages and notes, e.g. "PAI-DLC"
-  std::string world_size_meaning;    ///< why WORLD_SIZE counts nodes here, for the note
-  bool read_nproc_per_node = false;  ///< PAI-DLC: NPROC_PER_NODE = GPUs (workers) per node
-};
-
-/// Plan for torch-style platforms (KubeBrain-style k8s, PAI-DLC).
-PlanResult planTorchStyle(const Env& env, const PlanRequest& request, const TorchStyleSpec& spec);
-
-/// True when MASTER_ADDR has the PAI-DLC shape "dlc<id>-master-0" (documented example dlc18isgeayd****-master-0).
-bool looksLikePaiMaster(const Env& env);
-
-/// True when `env` carries a PAI-DLC sign: NPROC_PER_NODE, or looksLikePaiMaster().
-bool hasPaiSigns(const Env& env);
-
-}  // namespace taehv
+}  // namespace taehv::k8s

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace taehv {
+namespace taehv::k8s {
 
 /// What `taehv-run --backend k8s render|submit` was asked for.
 struct K8sRenderOptions {
@@ -35,4 +35,4 @@ std::string renderK8s(const K8sRenderOptions& options);
 /// Returns "" or an error line.
 std::string checkK8sJobName(const std::string& name, const std::string& flavor, int nodes);
 
-}  // namespace taehv
+}  // namespace taehv::k8s

@@ -12,7 +12,7 @@
 
 #include "taehv/plugin_api.h"
 
-namespace taehv {
+namespace taehv::pai {
 
 /// Confidence for the pai backend (85 with a PAI sign, 0 on other platforms' environments).
 Detection detectPai(const Env& env);
@@ -46,4 +46,4 @@ std::string renderPai(const PaiRenderOptions& options);
 /// The shell command line DLC runs on every node (UserCommand): `taehv-run [-- COMMAND...]`, quoted.
 std::string paiUserCommand(const std::vector<std::string>& command);
 
-}  // namespace taehv
+}  // namespace taehv::pai

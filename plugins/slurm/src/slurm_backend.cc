@@ -1,22 +1,33 @@
-#include "slurm_backend.h"
-
-#include <fcntl.h>
-#include <sys/wait.h>
+// The SLURM backend: detection and node plan (taehv/slurm/slurm_env.h), plus the sub-commands
+//   hostnames [LIST]   one host per line, like `scontrol show hostnames` (LIST defaults to SLURM_JOB_NODELIST)
+//   hostlist LIST...   the compressed form, like `scontrol show hostlist`
+//   submit ...         render an sbatch script and submit it (taehv/slurm/sbatch_script.h)
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 
-#include "hostlist.h"
-#include "sbatch_script.h"
-#include "slurm_env.h"
+#include "taehv/plugin_api.h"
+#include "taehv/process/run.h"
+#include "taehv/slurm/hostlist.h"
+#include "taehv/slurm/sbatch_script.h"
+#include "taehv/slurm/slurm_env.h"
 
 namespace taehv::slurm {
 namespace {
+
+/// The backend class the plugin's factory creates.
+class SlurmBackend final : public Backend {
+ public:
+  Detection detect(const HostContext& host) const override;
+  PlanResult plan(const HostContext& host, const PlanRequest& request) const override;
+  std::vector<OptionSpec> options() const override;
+  std::vector<CommandSpec> commands() const override;
+  int runCommand(const HostContext& host, const std::string& name, const std::vector<std::string>& args) override;
+};
 
 void logTo(const HostContext& host, LogLevel level, const std::string& message) {
   if (host.log) host.log(level, message);
@@ -27,73 +38,6 @@ std::string joinArgs(const std::vector<std::string>& args) {
   std::string out;
   for (const std::string& a : args) out += (out.empty() ? "" : ",") + a;
   return out;
-}
-
-/// Runs argv with `env`, feeding nothing on stdin; captures stdout into `out`, stderr into `err`.
-/// Returns the exit code, or -1 with `err` set when it could not be started.
-int runCapture(const std::vector<std::string>& argv, const Env& env, std::string& out, std::string& err) {
-  int out_pipe[2];
-  int err_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0) return err = std::strerror(errno), -1;
-  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
-    close(out_pipe[0]);
-    close(out_pipe[1]);
-    return err = std::strerror(errno), -1;
-  }
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
-  std::vector<char*> envp;
-  for (std::string& e : env_strings) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_copy = argv;
-  std::vector<char*> argp;
-  for (std::string& a : argv_copy) argp.push_back(a.data());
-  argp.push_back(nullptr);
-  std::string path = "/usr/local/bin:/usr/bin:/bin";
-  if (auto it = env.find("PATH"); it != env.end()) path = it->second;
-  pid_t pid = fork();
-  if (pid < 0) return err = std::strerror(errno), -1;
-  if (pid == 0) {
-    int devnull = open("/dev/null", O_RDONLY);
-    dup2(devnull, 0);
-    dup2(out_pipe[1], 1);
-    dup2(err_pipe[1], 2);
-    if (argv[0].find('/') == std::string::npos) {
-      std::size_t start = 0;
-      while (start <= path.size()) {
-        std::size_t colon = path.find(':', start);
-        if (colon == std::string::npos) colon = path.size();
-        std::string candidate = path.substr(start, colon - start) + "/" + argv[0];
-        execve(candidate.c_str(), argp.data(), envp.data());
-        start = colon + 1;
-      }
-    } else {
-      execve(argv[0].c_str(), argp.data(), envp.data());
-    }
-    std::fprintf(stderr, "cannot run %s: not found in PATH=%s\n", argv[0].c_str(), path.c_str());
-    _exit(127);
-  }
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-  // sbatch writes little; read stdout then stderr (each fits a pipe buffer long before it blocks).
-  char buf[4096];
-  for (ssize_t n; (n = read(out_pipe[0], buf, sizeof buf)) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
-  }
-  for (ssize_t n; (n = read(err_pipe[0], buf, sizeof buf)) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
-    err.append(buf, static_cast<std::size_t>(n));
-  }
-  close(out_pipe[0]);
-  close(err_pipe[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
 std::string trim(std::string s) {
@@ -176,16 +120,18 @@ int runSubmit(const HostContext& host, const std::vector<std::string>& args) {
       return 1;
     }
   }
-  std::string out;
-  std::string err;
-  int rc = runCapture({"sbatch", "--parsable", file}, host.env, out, err);
+  const process::RunResult sbatch = process::runProgram({{"sbatch", "--parsable", file}, host.env, std::nullopt, true});
   if (temporary) unlink(file.c_str());  // sbatch keeps its own copy of the script
+  const int rc = sbatch.status();
   if (rc != 0) {
     logTo(host, LogLevel::kError,
-          "submit: sbatch failed (exit code " + std::to_string(rc) + "): " + trim(err) +
+          "submit: sbatch failed (exit code " + std::to_string(rc) + "): " +
+              trim(sbatch.started() ? sbatch.err : sbatch.spawn_error) +
               (rc == 127 ? " (is SLURM's client installed and on PATH?)" : ""));
     return 1;
   }
+  const std::string& out = sbatch.out;
+  const std::string& err = sbatch.err;
   std::string job_id = trim(out);
   job_id = job_id.substr(0, job_id.find(';'));  // "<id>;<cluster>" on federated setups
   if (job_id.empty() || job_id.find_first_not_of("0123456789_") != std::string::npos) {
@@ -218,13 +164,7 @@ PlanResult SlurmBackend::plan(const HostContext& host, const PlanRequest& reques
       return bad;
     }
   }
-  try {
-    return planSlurm(host.env, request, layout);
-  } catch (const std::exception& e) {  // nothing may cross the plugin boundary
-    PlanResult bad;
-    bad.error = std::string("slurm backend: ") + e.what();
-    return bad;
-  }
+  return planSlurm(host.env, request, layout);  // an exception: GuardedBackend (TAEHV_DEFINE_PLUGIN)
 }
 
 std::vector<OptionSpec> SlurmBackend::options() const {
@@ -241,16 +181,14 @@ std::vector<CommandSpec> SlurmBackend::commands() const {
 }
 
 int SlurmBackend::runCommand(const HostContext& host, const std::string& name, const std::vector<std::string>& args) {
-  try {
-    if (name == "hostnames") return runHostnames(host, args, false);
-    if (name == "hostlist") return runHostnames(host, args, true);
-    if (name == "submit") return runSubmit(host, args);
-    logTo(host, LogLevel::kError, "unknown slurm command '" + name + "': use hostnames, hostlist or submit");
-    return 2;
-  } catch (const std::exception& e) {  // nothing may cross the plugin boundary
-    logTo(host, LogLevel::kError, std::string("slurm ") + name + ": " + e.what());
-    return 1;
-  }
+  if (name == "hostnames") return runHostnames(host, args, false);
+  if (name == "hostlist") return runHostnames(host, args, true);
+  if (name == "submit") return runSubmit(host, args);
+  logTo(host, LogLevel::kError, "unknown slurm command '" + name + "': use hostnames, hostlist or submit");
+  return 2;
 }
 
 }  // namespace taehv::slurm
+
+TAEHV_DEFINE_PLUGIN(taehv::slurm::SlurmBackend, "slurm", "1.0.0",
+                    "SLURM: srun task layouts (one per node or per GPU), hostlists, sbatch submission")

@@ -1,10 +1,10 @@
-#include "preflight.h"
+#include "taehv/ssh/preflight.h"
 
 #include <cctype>
 #include <sstream>
 
-#include "fanout.h"
-#include "shell_quote.h"
+#include "taehv/ssh/fanout.h"
+#include "taehv/ssh/shell_quote.h"
 
 namespace taehv::ssh {
 namespace {

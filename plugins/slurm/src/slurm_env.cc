@@ -1,26 +1,17 @@
-#include "slurm_env.h"
+#include "taehv/slurm/slurm_env.h"
 
 #include <algorithm>
 #include <limits>
 #include <numeric>
 #include <optional>
 
-#include "hostlist.h"
+#include "taehv/parse.h"
+#include "taehv/slurm/hostlist.h"
 
 namespace taehv::slurm {
 namespace {
 
-/// Parses a non-negative decimal integer that fits in `int`; nullopt otherwise.
-std::optional<long long> parseCount(std::string_view s, long long max = std::numeric_limits<int>::max()) {
-  if (s.empty() || s.size() > 18) return std::nullopt;
-  long long v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return std::nullopt;
-    v = v * 10 + (c - '0');
-  }
-  if (v > max) return std::nullopt;
-  return v;
-}
+constexpr long long kIntMax = std::numeric_limits<int>::max();
 
 /// Reads environment variables, remembering the first error.
 class EnvReader {
@@ -45,7 +36,7 @@ class EnvReader {
   std::optional<long long> number(const std::string& name, long long max = std::numeric_limits<int>::max()) {
     const std::string* v = find(name);
     if (!v) return std::nullopt;
-    std::optional<long long> n = parseCount(*v, max);
+    std::optional<long long> n = parseCount<long long>(*v, 0, max);
     if (!n) fail(name + "='" + *v + "' is not a non-negative whole number (SLURM sets it; do not override it)");
     return n;
   }
@@ -76,7 +67,7 @@ std::vector<int> expandTasksPerNode(std::string_view text, std::string& error) {
     if (comma == std::string_view::npos) comma = text.size();
     std::string_view item = text.substr(pos, comma - pos);
     std::size_t paren = item.find('(');
-    std::optional<long long> count = parseCount(item.substr(0, paren));
+    std::optional<long long> count = parseCount<long long>(item.substr(0, paren), 0, kIntMax);
     long long repeat = 1;
     if (!count) return bad("'" + std::string(item) + "' does not start with a task count");
     if (paren != std::string_view::npos) {
@@ -84,7 +75,7 @@ std::vector<int> expandTasksPerNode(std::string_view text, std::string& error) {
       if (rep.size() < 4 || rep.substr(0, 2) != "(x" || rep.back() != ')') {
         return bad("'" + std::string(item) + "' is not N or N(xK)");
       }
-      std::optional<long long> k = parseCount(rep.substr(2, rep.size() - 3), 1 << 20);
+      std::optional<long long> k = parseCount<long long>(rep.substr(2, rep.size() - 3), 0, 1 << 20);
       if (!k || *k == 0) return bad("'" + std::string(item) + "' has a bad repeat count");
       repeat = *k;
     }
@@ -324,9 +315,9 @@ PlanResult planSlurm(const Env& env, const PlanRequest& request, Layout layout) 
     plan.master_addr.set(hosts.hosts[0], "rule: first host of " + list_var + "=" + *list_text);
   }
   if (const std::string* port = r.find("MASTER_PORT"); port && !port->empty()) {
-    std::optional<long long> p = parseCount(*port, 65535);
-    if (!p || *p == 0) return failed("MASTER_PORT='" + *port + "' is not a port number 1..65535");
-    plan.master_port.set(static_cast<int>(*p), describeValue("MASTER_PORT", *port));
+    std::optional<int> p = parsePort(*port);
+    if (!p) return failed("MASTER_PORT='" + *port + "' is not a port number 1..65535");
+    plan.master_port.set(*p, describeValue("MASTER_PORT", *port));
   } else {
     std::optional<long long> step_id = step_text ? r.number(step_var, std::numeric_limits<long long>::max()) : 0;
     if (!r.error().empty() || !job_id) return failed(r.error());

@@ -20,19 +20,24 @@
 #include <fstream>
 #include <sstream>
 
-#include "command_runner.h"
-#include "fanout.h"
-#include "hostfile.h"
-#include "preflight.h"
-#include "shell_quote.h"
+#include "taehv/parse.h"
 #include "taehv/plugin_api.h"
 #include "taehv/process/supervisor.h"
+#include "taehv/ssh/command_runner.h"
+#include "taehv/ssh/fanout.h"
+#include "taehv/ssh/hostfile.h"
+#include "taehv/ssh/preflight.h"
+#include "taehv/ssh/shell_quote.h"
 
 namespace taehv::ssh {
 namespace {
 
 constexpr int kDefaultPreflightSeconds = 15;
 constexpr int kDefaultRemoteGraceSeconds = 10;
+/// The largest --preflight-timeout / --remote-grace taken (five digits).
+constexpr long long kMaxOptionSeconds = 99999;
+/// The largest --max-restarts taken.
+constexpr int kMaxRestarts = 1000000;
 /// Local SIGTERM -> SIGKILL delay for the ssh clients (they exit on SIGTERM at once; the remote grace is
 /// applied on the hosts by the wrapper).
 constexpr std::chrono::milliseconds kClientShutdownGrace{std::chrono::seconds(5)};
@@ -88,12 +93,6 @@ bool readFile(const std::string& path, std::string* text, std::string* error) {
   s << in.rdbuf();
   *text = s.str();
   return true;
-}
-
-bool parseSeconds(const std::string& text, int* out) {
-  if (text.empty() || text.size() > 5 || text.find_first_not_of("0123456789") != std::string::npos) return false;
-  *out = std::stoi(text);
-  return *out > 0;
 }
 
 std::string currentDirectory() {
@@ -166,18 +165,15 @@ class SshBackend final : public Backend {
     // its workers alone would rendezvous with nobody while the others hang in their collectives).
     int max_restarts = 0;
     if (!args.max_restarts.empty()) {
-      char* end = nullptr;
-      const long v = std::strtol(args.max_restarts.c_str(), &end, 10);
-      if (end == args.max_restarts.c_str() || *end != '\0' || v < 0 || v > 1000000) {
-        return fail("--max-restarts '" + args.max_restarts + "' is not a whole number >= 0");
-      }
-      max_restarts = static_cast<int>(v);
+      const std::optional<int> v = parseInt(args.max_restarts, 0, kMaxRestarts);
+      if (!v) return fail("--max-restarts '" + args.max_restarts + "' is not a whole number >= 0");
+      max_restarts = *v;
     }
     int master_port = kDefaultMasterPort;
     if (!args.master_port.empty()) {
-      if (!parseSeconds(args.master_port, &master_port) || master_port > 65535) {
-        return fail("--master-port '" + args.master_port + "' is not a port number (1-65535)");
-      }
+      const std::optional<int> port = parsePort(args.master_port);
+      if (!port) return fail("--master-port '" + args.master_port + "' is not a port number (1-65535)");
+      master_port = *port;
     }
 
     // Remote side.
@@ -196,14 +192,16 @@ class SshBackend final : public Backend {
       }
     }
     int preflight_seconds = kDefaultPreflightSeconds;
-    if (opts.count("preflight-timeout") && !parseSeconds(lastOption(opts, "preflight-timeout"), &preflight_seconds)) {
-      return fail("--preflight-timeout must be a whole number of seconds > 0");
+    if (opts.count("preflight-timeout")) {
+      const auto seconds = parseSeconds(lastOption(opts, "preflight-timeout"), 1, kMaxOptionSeconds);
+      if (!seconds) return fail("--preflight-timeout must be a whole number of seconds > 0");
+      preflight_seconds = static_cast<int>(seconds->count());
     }
     int grace_seconds = kDefaultRemoteGraceSeconds;
     if (opts.count("remote-grace")) {
-      if (!parseSeconds(lastOption(opts, "remote-grace"), &grace_seconds)) {
-        return fail("--remote-grace must be a whole number of seconds > 0");
-      }
+      const auto seconds = parseSeconds(lastOption(opts, "remote-grace"), 1, kMaxOptionSeconds);
+      if (!seconds) return fail("--remote-grace must be a whole number of seconds > 0");
+      grace_seconds = static_cast<int>(seconds->count());
     } else if (!args.shutdown_grace.empty()) {
       // Give the remote taehv-run its whole --shutdown-grace to stop its workers before SIGKILL reaches it.
       char* end = nullptr;
@@ -235,7 +233,7 @@ class SshBackend final : public Backend {
       }
     }
 
-    const std::string ssh = findInPath("ssh", host.env);
+    const std::string ssh = process::findProgram("ssh", host.env);
     if (ssh.empty()) return fail("no 'ssh' in PATH: install the OpenSSH client (Debian: openssh-client)");
 
     // Preflight: all hosts at once, nothing starts unless every host is ready.

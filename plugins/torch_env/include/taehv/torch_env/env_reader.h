@@ -1,13 +1,14 @@
 // Reading a platform's environment snapshot: typed values with the variable they came from, and the checks
-// shared by every container platform (k8s flavours and PAI-DLC). No getenv(): everything reads taehv::Env.
+// shared by every container platform (the k8s flavours and PAI-DLC). No getenv(): everything reads taehv::Env.
 #pragma once
 
 #include <optional>
 #include <string>
 
+#include "taehv/parse.h"
 #include "taehv/plugin_api.h"
 
-namespace taehv {
+namespace taehv::torch_env {
 
 /// Default time a non-master node waits for the master's name to resolve and its port to accept, in
 /// seconds. Pods of one job are scheduled independently (image pulls alone can take minutes), so this is long.
@@ -15,10 +16,6 @@ inline constexpr int kDefaultMasterWaitSeconds = 600;
 
 /// The value of `name` in `env`, or nullopt when it is unset or empty (platforms export empty variables).
 std::optional<std::string> envValue(const Env& env, const std::string& name);
-
-/// Strict decimal parse of a whole string (no sign, no spaces, no trailing text); nullopt if not a number
-/// or out of int range.
-std::optional<int> parseInt(const std::string& text);
 
 /// Reads `name` as an integer in [min_value, max_value] into `out` (with source "env NAME").
 /// Returns "" when the variable is unset (out untouched) or valid; otherwise one line saying what is wrong.
@@ -38,4 +35,10 @@ OptionSpec masterWaitOption();
 /// `platform` names the platform in messages, e.g. "PAI-DLC". Returns "" or one error line.
 std::string checkPlanInvariants(const NodePlan& plan, const std::string& platform);
 
-}  // namespace taehv
+/// A failed plan with `message` as its error.
+PlanResult failedPlan(std::string message);
+
+/// Finishes a plan: checkPlanInvariants, then setMasterWait; a failed plan when either fails.
+PlanResult finishPlan(PlanResult plan, const PlanRequest& request, const std::string& platform);
+
+}  // namespace taehv::torch_env

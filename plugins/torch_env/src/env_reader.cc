@@ -1,9 +1,6 @@
-#include "taehv/k8s/env_reader.h"
+#include "taehv/torch_env/env_reader.h"
 
-#include <climits>
-#include <cstdlib>
-
-namespace taehv {
+namespace taehv::torch_env {
 
 std::optional<std::string> envValue(const Env& env, const std::string& name) {
   auto it = env.find(name);
@@ -11,21 +8,10 @@ std::optional<std::string> envValue(const Env& env, const std::string& name) {
   return it->second;
 }
 
-std::optional<int> parseInt(const std::string& text) {
-  if (text.empty() || text.size() > 10) return std::nullopt;
-  long long value = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
-    value = value * 10 + (c - '0');
-  }
-  if (value > INT_MAX) return std::nullopt;
-  return static_cast<int>(value);
-}
-
 std::string readIntEnv(const Env& env, const std::string& name, int min_value, int max_value, Sourced<int>& out) {
   auto text = envValue(env, name);
   if (!text) return "";
-  auto value = parseInt(*text);
+  auto value = parseCount(*text);
   if (!value || *value < min_value || *value > max_value) {
     return name + "=" + *text + " is not a whole number in " + std::to_string(min_value) + ".." +
            std::to_string(max_value) + "; fix the value the platform or the job spec sets";
@@ -46,7 +32,7 @@ std::string setMasterWait(const PlanRequest& request, NodePlan& plan) {
   auto it = request.options.find("master-wait");
   if (it != request.options.end() && !it->second.empty()) {
     const std::string& text = it->second.back();
-    auto value = parseInt(text);
+    auto value = parseCount(text);
     if (!value) return "--master-wait " + text + " is not a whole number of seconds (e.g. --master-wait 300)";
     plan.master_wait_seconds.set(*value, "flag --master-wait");
     return "";
@@ -81,4 +67,16 @@ std::string checkPlanInvariants(const NodePlan& plan, const std::string& platfor
   return "";
 }
 
-}  // namespace taehv
+PlanResult failedPlan(std::string message) {
+  PlanResult r;
+  r.error = std::move(message);
+  return r;
+}
+
+PlanResult finishPlan(PlanResult plan, const PlanRequest& request, const std::string& platform) {
+  if (auto e = checkPlanInvariants(plan.plan, platform); !e.empty()) return failedPlan(e);
+  if (auto e = setMasterWait(request, plan.plan); !e.empty()) return failedPlan(e);
+  return plan;
+}
+
+}  // namespace taehv::torch_env

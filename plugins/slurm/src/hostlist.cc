@@ -1,4 +1,4 @@
-#include "hostlist.h"
+#include "taehv/slurm/hostlist.h"
 
 #include <cstdint>
 

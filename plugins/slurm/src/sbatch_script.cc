@@ -1,21 +1,12 @@
-#include "sbatch_script.h"
+#include "taehv/slurm/sbatch_script.h"
 
 #include <optional>
 #include <sstream>
 
+#include "taehv/parse.h"
+
 namespace taehv::slurm {
 namespace {
-
-std::optional<int> parseInt(const std::string& s, int min, int max) {
-  if (s.empty() || s.size() > 9) return std::nullopt;
-  int v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return std::nullopt;
-    v = v * 10 + (c - '0');
-  }
-  if (v < min || v > max) return std::nullopt;
-  return v;
-}
 
 /// Text safe inside an #SBATCH line: no newline, no '#', not empty.
 bool safeDirective(const std::string& s) { return !s.empty() && s.find_first_of("\n\r") == std::string::npos; }
@@ -98,7 +89,7 @@ std::string parseSubmitArgs(const std::vector<std::string>& args, SubmitOptions&
     auto number = [&](int min, int max, int& target) -> std::string {
       std::optional<std::string> v = value();
       if (!v) return arg + " needs a value";
-      std::optional<int> n = parseInt(*v, min, max);
+      std::optional<int> n = parseCount(*v, min, max);
       if (!n)
         return arg + " '" + *v + "': expected a whole number from " + std::to_string(min) + " to " +
                std::to_string(max);

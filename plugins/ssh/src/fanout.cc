@@ -1,21 +1,16 @@
-#include "fanout.h"
+#include "taehv/ssh/fanout.h"
 
 #include <cctype>
 #include <sstream>
 
-#include "shell_quote.h"
+#include "taehv/ssh/shell_quote.h"
+#include "taehv/parse.h"
 
 namespace taehv::ssh {
 namespace {
 
-bool parsePositive(const std::string& s, int* out) {
-  if (s.empty() || s.size() > 6) return false;
-  for (char c : s) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
-  }
-  *out = std::stoi(s);
-  return *out > 0;
-}
+/// The largest --nnodes / --nproc-per-node taken (six digits).
+constexpr int kMaxCount = 999999;
 
 std::string normalizeFlag(std::string flag) {
   for (char& c : flag) {
@@ -97,11 +92,12 @@ JobShape shapeJob(const std::vector<HostEntry>& hosts, const std::string& nnodes
   JobShape shape;
   shape.hosts = hosts;
   if (!nnodes.empty()) {
-    int n = 0;
-    if (!parsePositive(nnodes, &n)) {
+    const std::optional<int> parsed = parseCount(nnodes, 1, kMaxCount);
+    if (!parsed) {
       shape.error = "--nnodes '" + nnodes + "' is not a positive whole number";
       return shape;
     }
+    const int n = *parsed;
     if (n > static_cast<int>(hosts.size())) {
       shape.error = "--nnodes " + nnodes + " but the hostfile has " + std::to_string(hosts.size()) +
                     " host(s) after --include/--exclude; add hosts or lower --nnodes";
@@ -114,11 +110,12 @@ JobShape shapeJob(const std::vector<HostEntry>& hosts, const std::string& nnodes
     }
   }
   if (!nproc_per_node.empty() && nproc_per_node != "auto") {
-    int n = 0;
-    if (!parsePositive(nproc_per_node, &n)) {
+    const std::optional<int> parsed = parseCount(nproc_per_node, 1, kMaxCount);
+    if (!parsed) {
       shape.error = "--nproc-per-node '" + nproc_per_node + "' is not a positive whole number or 'auto'";
       return shape;
     }
+    const int n = *parsed;
     for (auto& h : shape.hosts) {
       if (static_cast<int>(h.slots.size()) < n) {
         shape.error = "--nproc-per-node " + nproc_per_node + " but host '" + h.host + "' has " +

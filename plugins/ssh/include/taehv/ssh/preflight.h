@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "command_runner.h"
+#include "taehv/ssh/command_runner.h"
 
 namespace taehv::ssh {
 

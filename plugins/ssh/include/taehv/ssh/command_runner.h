@@ -7,17 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "taehv/process/run.h"
+
 namespace taehv::ssh {
 
-/// How one command ended.
-struct Captured {
-  int exit_code = -1;      ///< valid when neither signal nor timed_out nor spawn_error
-  int signal = 0;          ///< terminating signal, 0 if none
-  bool timed_out = false;  ///< killed at the deadline
-  std::string spawn_error; ///< could not start (e.g. "ssh: No such file or directory")
-  std::string out;
-  std::string err;
-};
+/// How one command ended and what it printed (exit_code, signal, timed_out, spawn_error, out, err).
+using Captured = process::RunResult;
 
 class CommandRunner {
  public:
@@ -29,16 +24,12 @@ class CommandRunner {
                                        std::chrono::milliseconds timeout) = 0;
 };
 
-/// The real one: fork/exec, one process group per command, output read with poll().
+/// The real one: process::runPrograms (one process group per command, output read with poll()).
 class ProcessCommandRunner final : public CommandRunner {
  public:
   std::vector<Captured> runAll(const std::vector<std::vector<std::string>>& argvs,
                                const std::map<std::string, std::string>& env,
                                std::chrono::milliseconds timeout) override;
 };
-
-/// Finds `name` in the PATH of `env` (the host's environment, not ours); empty when not found.
-/// A name containing '/' is returned as is.
-std::string findInPath(const std::string& name, const std::map<std::string, std::string>& env);
 
 }  // namespace taehv::ssh

@@ -2,13 +2,13 @@
 // node plan (taehv/k8s/k8s_mapping.h), and renders/submits jobs (taehv/k8s/k8s_render.h).
 #include <cstdio>
 
-#include "taehv/k8s/env_reader.h"
 #include "taehv/k8s/k8s_mapping.h"
 #include "taehv/k8s/k8s_render.h"
-#include "taehv/k8s/pipe_command.h"
 #include "taehv/plugin_api.h"
+#include "taehv/process/run.h"
+#include "taehv/torch_env/env_reader.h"
 
-namespace taehv {
+namespace taehv::k8s {
 namespace {
 
 void logError(const HostContext& host, const std::string& message) {
@@ -23,7 +23,7 @@ class K8sBackend final : public Backend {
     return planK8s(host.env, request);
   }
 
-  std::vector<OptionSpec> options() const override { return {masterWaitOption()}; }
+  std::vector<OptionSpec> options() const override { return {torch_env::masterWaitOption()}; }
 
   std::vector<CommandSpec> commands() const override {
     return {{"render", "print a Kubernetes Indexed Job + headless Service (or a Kubeflow PyTorchJob) as YAML"},
@@ -53,26 +53,29 @@ class K8sBackend final : public Backend {
       std::fflush(stdout);
       return std::ferror(stdout) ? 1 : 0;
     }
-    auto kubectl = findOnPath("kubectl", host.env);
-    if (!kubectl) {
+    // Only the host's PATH is searched; an unset or empty one finds nothing (rather than guessing the current folder).
+    const auto path = torch_env::envValue(host.env, "PATH");
+    const std::string kubectl = path ? process::findExecutable("kubectl", *path) : "";
+    if (kubectl.empty()) {
       logError(host,
                "k8s submit: kubectl not found on PATH; install kubectl, or run `taehv-run --backend k8s "
                "render ...` and apply the YAML where kubectl works");
       return 1;
     }
-    std::string error;
-    int rc = runWithInput(*kubectl, {"apply", "-f", "-"}, yaml, host.env, error);
-    if (rc < 0) {
-      logError(host, "k8s submit: " + error);
+    // kubectl's own messages go to our stdout and stderr.
+    const process::RunResult applied = process::runProgram({{kubectl, "apply", "-f", "-"}, host.env, yaml, false});
+    if (!applied.started()) {
+      logError(host, "k8s submit: " + applied.spawn_error);
       return 1;
     }
+    const int rc = applied.status();
     if (rc != 0) logError(host, "k8s submit: `kubectl apply -f -` failed with exit code " + std::to_string(rc));
     return rc;
   }
 };
 
 }  // namespace
-}  // namespace taehv
+}  // namespace taehv::k8s
 
-TAEHV_DEFINE_PLUGIN(taehv::K8sBackend, "k8s", "1.0.0",
+TAEHV_DEFINE_PLUGIN(taehv::k8s::K8sBackend, "k8s", "1.0.0",
                     "Kubernetes: Indexed Job, Kubeflow PyTorchJob, KubeBrain-style; render/submit jobs")

@@ -2,12 +2,12 @@
 // (taehv/pai/pai_job.h).
 #include <cstdio>
 
-#include "taehv/k8s/env_reader.h"
-#include "taehv/k8s/pipe_command.h"
 #include "taehv/pai/pai_job.h"
 #include "taehv/plugin_api.h"
+#include "taehv/process/run.h"
+#include "taehv/torch_env/env_reader.h"
 
-namespace taehv {
+namespace taehv::pai {
 namespace {
 
 void logError(const HostContext& host, const std::string& message) {
@@ -22,7 +22,7 @@ class PaiBackend final : public Backend {
     return planPai(host.env, request);
   }
 
-  std::vector<OptionSpec> options() const override { return {masterWaitOption()}; }
+  std::vector<OptionSpec> options() const override { return {torch_env::masterWaitOption()}; }
 
   std::vector<CommandSpec> commands() const override {
     return {{"render", "print a PAI-DLC CreateJob request (JSON) for a PyTorchJob running taehv-run"},
@@ -52,22 +52,25 @@ class PaiBackend final : public Backend {
       std::fflush(stdout);
       return std::ferror(stdout) ? 1 : 0;
     }
-    auto aliyun = findOnPath("aliyun", host.env);
-    if (!aliyun) {
+    // Only the host's PATH is searched; an unset or empty one finds nothing (rather than guessing the current folder).
+    const auto path = torch_env::envValue(host.env, "PATH");
+    const std::string aliyun = path ? process::findExecutable("aliyun", *path) : "";
+    if (aliyun.empty()) {
       logError(host,
                "pai submit: the Alibaba Cloud CLI `aliyun` is not on PATH; install and configure it, or "
                "paste the output of `taehv-run --backend pai render ...` into the DLC console/OpenAPI");
       return 1;
     }
-    std::string error;
-    // ROA-style call of the DLC OpenAPI; the body goes as an argument (aliyun reads no stdin), input stays empty.
-    int rc = runWithInput(
-        *aliyun, {"pai-dlc", "POST", "/api/v1/jobs", "--header", "Content-Type=application/json", "--body", body}, "",
-        host.env, error);
-    if (rc < 0) {
-      logError(host, "pai submit: " + error);
+    // ROA-style call of the DLC OpenAPI; the body goes as an argument (aliyun reads no stdin, it gets EOF); its
+    // own messages go to our stdout and stderr.
+    const process::RunResult sent = process::runProgram(
+        {{aliyun, "pai-dlc", "POST", "/api/v1/jobs", "--header", "Content-Type=application/json", "--body", body},
+         host.env, std::string(), false});
+    if (!sent.started()) {
+      logError(host, "pai submit: " + sent.spawn_error);
       return 1;
     }
+    const int rc = sent.status();
     if (rc != 0)
       logError(host, "pai submit: `aliyun pai-dlc POST /api/v1/jobs` failed with exit code " + std::to_string(rc));
     return rc;
@@ -75,7 +78,7 @@ class PaiBackend final : public Backend {
 };
 
 }  // namespace
-}  // namespace taehv
+}  // namespace taehv::pai
 
-TAEHV_DEFINE_PLUGIN(taehv::PaiBackend, "pai", "1.0.0",
+TAEHV_DEFINE_PLUGIN(taehv::pai::PaiBackend, "pai", "1.0.0",
                     "Alibaba Cloud PAI-DLC: map its PyTorch environment; render/submit DLC jobs")

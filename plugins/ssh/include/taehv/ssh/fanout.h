@@ -6,12 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "hostfile.h"
+#include "taehv/ssh/hostfile.h"
 
 namespace taehv::ssh {
-
-/// Port used when the user gives no --master-port (torchrun's default).
-inline constexpr int kDefaultMasterPort = 29500;
 
 /// The generic launch options that the fan-out sets per host, taken out of the forwarded launcher arguments.
 struct LauncherArgs {

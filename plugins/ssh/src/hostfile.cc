@@ -1,4 +1,4 @@
-#include "hostfile.h"
+#include "taehv/ssh/hostfile.h"
 
 #include <algorithm>
 #include <cctype>
@@ -6,7 +6,8 @@
 #include <set>
 #include <sstream>
 
-#include "shell_quote.h"
+#include "taehv/ssh/shell_quote.h"
+#include "taehv/parse.h"
 
 namespace taehv::ssh {
 namespace {
@@ -32,18 +33,6 @@ std::vector<std::string> split(const std::string& s, char sep) {
   }
   parts.push_back(cur);
   return parts;
-}
-
-/// Parses a non-negative decimal int without sign or spaces; false when it is not one or exceeds `max`.
-bool parseCount(const std::string& s, int max, int* out) {
-  if (s.empty() || s.size() > 9) return false;
-  for (char c : s) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
-  }
-  const int v = std::stoi(s);
-  if (v > max) return false;
-  *out = v;
-  return true;
 }
 
 constexpr int kMaxSlots = 1 << 16;
@@ -79,12 +68,13 @@ HostsResult parseHostfile(const std::string& text, const std::string& origin) {
       return fail("expected 'HOST slots=N', got '" + line + "'");
     }
     if (const std::string why = hostNameError(host); !why.empty()) return fail(why);
-    int slots = 0;
-    if (!parseCount(slots_word.substr(6), kMaxSlots, &slots) || slots < 1) {
+    const std::optional<int> parsed_slots = parseCount(slots_word.substr(6), 1, kMaxSlots);
+    if (!parsed_slots) {
       return fail("slots must be a whole number from 1 to " + std::to_string(kMaxSlots) + ", got '" + slots_word +
                   "'");
     }
     if (!seen.insert(host).second) return fail("host '" + host + "' is listed twice; list each host once");
+    const int slots = *parsed_slots;
     HostEntry entry;
     entry.host = host;
     entry.slots_in_file = slots;
@@ -146,11 +136,12 @@ HostsResult filterHosts(const std::vector<HostEntry>& hosts, const std::string& 
       continue;
     }
     for (const std::string& slot_text : split(parts[1], ',')) {
-      int slot = 0;
-      if (!parseCount(slot_text, kMaxSlots, &slot)) {
+      const std::optional<int> parsed_slot = parseCount(slot_text, 0, kMaxSlots);
+      if (!parsed_slot) {
         result.error = std::string(flag) + " '" + node + "': slot '" + slot_text + "' is not a number";
         return result;
       }
+      const int slot = *parsed_slot;
       if (std::find(entry.slots.begin(), entry.slots.end(), slot) == entry.slots.end()) {
         result.error = std::string(flag) + " '" + node + "': host '" + name + "' has slots 0.." +
                        std::to_string(entry.slots_in_file - 1) + ", not " + std::to_string(slot);

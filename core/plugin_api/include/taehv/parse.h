@@ -1,0 +1,58 @@
+// Whole numbers and durations from text (flags, environment variables, hostfiles, job specs): the one set of
+// parsers for taehv-run and its plugins, in-tree and out-of-tree (installed beside taehv/plugin_api.h; std only,
+// header-only, nothing of it crosses the plugin ABI).
+//
+// Strict on purpose: the whole text is the number. No spaces, no trailing text, no overflow; a value outside
+// [min, max] is no value. Callers turn nullopt into a message that names the variable or flag and its text.
+#pragma once
+
+#include <chrono>
+#include <climits>
+#include <limits>
+#include <optional>
+#include <string_view>
+#include <type_traits>
+
+namespace taehv {
+
+/// Decimal digits only (no sign, no spaces), with a value in [min, max]; nullopt otherwise. min and max must
+/// be >= 0. For counts, ranks, slots: "12" -> 12; "", "+1", "-1", "1x", " 1" -> nullopt.
+template <typename T = int>
+std::optional<T> parseCount(std::string_view text, T min = 0, T max = std::numeric_limits<T>::max()) {
+  static_assert(std::is_integral_v<T>, "parseCount parses integers");
+  if (text.empty()) return std::nullopt;
+  T value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    const T digit = static_cast<T>(c - '0');
+    if (value > max / 10 || (value == max / 10 && digit > max % 10)) return std::nullopt;  // above max
+    value = static_cast<T>(value * 10 + digit);
+  }
+  if (value < min) return std::nullopt;
+  return value;
+}
+
+/// An optional '+' or '-', then decimal digits, with a value in [min, max]; nullopt otherwise.
+/// "12" -> 12, "-3" -> -3; "", "1x", " 1", "99999999999" -> nullopt.
+inline std::optional<int> parseInt(std::string_view text, int min = INT_MIN, int max = INT_MAX) {
+  const bool negative = !text.empty() && text.front() == '-';
+  if (!text.empty() && (text.front() == '-' || text.front() == '+')) text.remove_prefix(1);
+  const std::optional<long long> magnitude = parseCount<long long>(text, 0, -static_cast<long long>(INT_MIN));
+  if (!magnitude) return std::nullopt;
+  const long long value = negative ? -*magnitude : *magnitude;
+  if (value < min || value > max) return std::nullopt;
+  return static_cast<int>(value);
+}
+
+/// A TCP port: digits, 1..65535.
+inline std::optional<int> parsePort(std::string_view text) { return parseCount<int>(text, 1, 65535); }
+
+/// Whole seconds: digits, with a value in [min, max] seconds.
+inline std::optional<std::chrono::seconds> parseSeconds(std::string_view text, long long min = 1,
+                                                        long long max = std::numeric_limits<int>::max()) {
+  const std::optional<long long> value = parseCount<long long>(text, min, max);
+  if (!value) return std::nullopt;
+  return std::chrono::seconds(*value);
+}
+
+}  // namespace taehv

@@ -1,0 +1,14 @@
+#include "taehv/ssh/command_runner.h"
+
+namespace taehv::ssh {
+
+std::vector<Captured> ProcessCommandRunner::runAll(const std::vector<std::vector<std::string>>& argvs,
+                                                   const std::map<std::string, std::string>& env,
+                                                   std::chrono::milliseconds timeout) {
+  std::vector<process::RunRequest> requests;
+  requests.reserve(argvs.size());
+  for (const auto& argv : argvs) requests.push_back({argv, env, std::nullopt, true});
+  return process::runPrograms(requests, timeout);
+}
+
+}  // namespace taehv::ssh

@@ -1,0 +1,53 @@
+// taehv/parse.h: the one set of number and duration parsers of taehv-run and its plugins.
+#include "taehv/parse.h"
+
+#include <gtest/gtest.h>
+
+namespace taehv {
+namespace {
+
+TEST(ParseCount, TakesDigitsOnlyWithinTheRange) {
+  EXPECT_EQ(parseCount("0"), 0);
+  EXPECT_EQ(parseCount("12"), 12);
+  EXPECT_EQ(parseCount("2147483647"), 2147483647);
+  EXPECT_FALSE(parseCount("2147483648"));  // above int
+  EXPECT_FALSE(parseCount("99999999999999999999999"));
+  for (const char* bad : {"", "+1", "-1", " 1", "1 ", "1x", "0x10", "1.5"}) EXPECT_FALSE(parseCount(bad)) << bad;
+  EXPECT_EQ(parseCount("8", 1, 8), 8);
+  EXPECT_FALSE(parseCount("9", 1, 8));
+  EXPECT_FALSE(parseCount("0", 1, 8));
+  EXPECT_EQ(parseCount<long long>("9223372036854775807", 0LL, LLONG_MAX), LLONG_MAX);
+  EXPECT_FALSE(parseCount<long long>("9223372036854775808", 0LL, LLONG_MAX));
+}
+
+TEST(ParseInt, TakesASignAndTheWholeIntRange) {
+  EXPECT_EQ(parseInt("-3"), -3);
+  EXPECT_EQ(parseInt("+3"), 3);
+  EXPECT_EQ(parseInt("-2147483648"), INT_MIN);
+  EXPECT_FALSE(parseInt("-2147483649"));
+  EXPECT_FALSE(parseInt("2147483648"));
+  for (const char* bad : {"", "-", "+", "--1", " 1", "1x"}) EXPECT_FALSE(parseInt(bad)) << bad;
+  EXPECT_FALSE(parseInt("-1", 0, 10));
+  EXPECT_EQ(parseInt("10", 0, 10), 10);
+}
+
+TEST(ParsePort, IsOneTo65535) {
+  EXPECT_EQ(parsePort("29500"), 29500);
+  EXPECT_EQ(parsePort("1"), 1);
+  EXPECT_EQ(parsePort("65535"), 65535);
+  EXPECT_FALSE(parsePort("0"));
+  EXPECT_FALSE(parsePort("65536"));
+  EXPECT_FALSE(parsePort("http"));
+}
+
+TEST(ParseSeconds, IsWholeSecondsWithinTheRange) {
+  EXPECT_EQ(parseSeconds("15"), std::chrono::seconds(15));
+  EXPECT_FALSE(parseSeconds("0"));  // default minimum 1
+  EXPECT_EQ(parseSeconds("0", 0), std::chrono::seconds(0));
+  EXPECT_FALSE(parseSeconds("100000", 1, 99999));
+  EXPECT_FALSE(parseSeconds("1.5"));
+  EXPECT_FALSE(parseSeconds("10s"));
+}
+
+}  // namespace
+}  // namespace taehv
