@@ -123,6 +123,35 @@ TEST(Cli, AFileThatIsNotASharedLibraryIsRefused) {
   fs::remove_all(dir);
 }
 
+// Issue 17, kind 2: the first 100,000 bytes of a real plugin used to kill every command that loads plugins
+// with SIGBUS (dlopen mapped segments past the end of the file). Now one line names the file, the other
+// plugins still load, and nothing dies of a signal.
+TEST(HostilePlugins, APluginCutShortIsOneLineAndTheOthersStillLoad) {
+  const std::string real = std::string(std::getenv("TAEHV_PLUGIN_DIR")) + "/taehv_plugin_k8s.so";
+  ASSERT_GT(fs::file_size(real), 100000u);
+  const std::string dir = tempDir();
+  const std::string cut = dir + "/taehv_plugin_cut.so";
+  fs::copy_file(real, cut);
+  fs::resize_file(cut, 100000);
+  auto r = taehv({"--plugin-dir", dir, "plugins"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find(cut + ": not a shared library taehv-run can load (cut short"), std::string::npos) << r.err;
+  for (const char* name : {"slurm", "k8s", "pai", "ssh"}) EXPECT_NE(r.out.find(name), std::string::npos) << r.out;
+  expectUsageError(taehv({"--plugin-dir", dir, "describe"}), {cut, "cut short"});
+  expectUsageError(taehv({"--plugin-dir", dir, "--backend", "cut", "describe"}), {cut, "cut short"});
+  expectUsageError(taehv({"--plugin-dir", dir, "--", "/bin/true"}), {cut, "cut short"});
+  // Cut anywhere: inside the ELF header, at a page, one byte short.
+  for (std::uintmax_t size : {std::uintmax_t{10}, std::uintmax_t{4096}, fs::file_size(real) - 1}) {
+    fs::remove(cut);
+    fs::copy_file(real, cut);
+    fs::resize_file(cut, size);
+    SCOPED_TRACE(size);
+    expectUsageError(taehv({"--plugin-dir", dir, "plugins", "--json"}), {cut, "not a shared library"});
+  }
+  fs::remove_all(dir);
+}
+
 TEST(Cli, AWorldWritableFolderIsRefused) {
   std::string dir = tempDir();
   fs::copy_file(pluginDir("alpha") + "/taehv_plugin_alpha.so", dir + "/taehv_plugin_alpha.so");
