@@ -28,7 +28,7 @@ const std::set<std::string> kForwardedOptions = {
     "nnodes",  "node-rank",    "master-addr", "master-port", "nproc-per-node",     "standalone",
     "run-id",  "max-restarts", "shutdown-grace", "log-dir",  "local-ranks-filter", "no-prefix",
     // sizing (taehv/sizing_bridge.h): each node sizes itself
-    "gpu-binding", "collective-timeout", "nccl-buffsize", "config"};
+    "gpu-binding", "collective-timeout", "nccl-buffsize", "oversubscribe", "config"};
 
 /// Does the option named `name` (without dashes) of `desc` take a value?
 bool takesValue(const po::options_description& desc, const std::string& name) {
@@ -246,11 +246,13 @@ po::options_description Cli::launchOptions() const {
         "backend plugin (slurm, k8s, pai, ssh, ...), 'auto' (detect) or 'local' (no plugin)")
     ("plugin-dir", po::value<std::vector<std::string>>()->composing()->value_name("DIR"),
         "also search DIR for plugins (repeatable; searched before TAEHV_PLUGIN_PATH and the install folder)")
-    ("nnodes", po::value<int>()->value_name("N"), "number of nodes [env PET_NNODES, default 1]")
+    ("nnodes", po::value<int>()->value_name("N"),
+        ("number of nodes, at most " + std::to_string(kMaxNodes) + " [env PET_NNODES, default 1]").c_str())
     ("node-rank", po::value<int>()->value_name("R"), "this node's rank 0..N-1 [env PET_NODE_RANK, default 0]")
     ("nproc-per-node", po::value<std::string>()->value_name("N"),
-        "worker processes on this node, or auto [env PET_NPROC_PER_NODE; default auto: one per visible GPU, "
-        "else 1]")
+        ("worker processes on this node (at most " + std::to_string(kMaxNprocPerNode) + "; world size at most " +
+         std::to_string(kMaxWorldSize) + "), or auto [env PET_NPROC_PER_NODE; default auto: one per visible GPU, "
+         "else 1]").c_str())
     ("master-addr", po::value<std::string>()->value_name("HOST"),
         "address of node 0 [env PET_MASTER_ADDR; required when nnodes > 1]")
     ("master-port", po::value<int>()->value_name("PORT"),

@@ -152,6 +152,24 @@ TEST(HostilePlugins, APluginCutShortIsOneLineAndTheOthersStillLoad) {
   fs::remove_all(dir);
 }
 
+// Issue 17, kind 3, through the real binary: no negative world size, no fork storm.
+TEST(HostileCounts, HugeCountsAndTooManyCpuWorkersExitTwoBeforeAnythingStarts) {
+  expectUsageError(taehv({"describe", "--nnodes", "2147483647", "--node-rank", "2147483646", "--nproc-per-node", "2",
+                          "--master-addr", "10.0.0.5"}),
+                   {"node count must be at most 65536, got 2147483647 (from flag --nnodes)"});
+  expectUsageError(taehv({"--standalone", "--nproc-per-node", "100000", "--", "/bin/true"}),
+                   {"processes per node must be at most 1024"});
+  // The CPU-worker check (no GPU on the test machines): 4 per usable core, more with --oversubscribe.
+  const int cores = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  const std::string too_many = std::to_string(std::min(4 * cores + 1, 1024));
+  if (4 * cores + 1 > 1024) GTEST_SKIP() << "more than 255 cores: the per-node limit comes first";
+  auto r = taehv({"--standalone", "--nproc-per-node", too_many, "--", "/bin/true"});
+  expectUsageError(r, {"asks for " + too_many + " CPU workers", "add --oversubscribe if you mean it"});
+  r = taehv({"describe", "--standalone", "--json", "--oversubscribe", "--nproc-per-node", too_many});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(taehv({"--help"}).out.find("--oversubscribe"), std::string::npos);
+}
+
 TEST(Cli, AWorldWritableFolderIsRefused) {
   std::string dir = tempDir();
   fs::copy_file(pluginDir("alpha") + "/taehv_plugin_alpha.so", dir + "/taehv_plugin_alpha.so");
