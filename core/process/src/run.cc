@@ -125,8 +125,8 @@ class Batch {
 
   std::vector<RunResult> run() {
     for (;;) {
+      collectEnded();              // first: a slot freed here is taken at once
       if (!killed_) startMore();
-      collectEnded();
       if (active_.empty() && (next_ == requests_.size() || killed_)) break;
       const auto now = Clock::now();
       if (deadline_ && now >= *deadline_ && !killed_) {
