@@ -36,6 +36,29 @@ bool takeValue(const std::vector<std::string>& args, size_t& i, std::string& val
   return true;
 }
 
+/// GPUs one DLC node may ask for. No GPU instance has more than 16 today; 64 leaves room for one without letting
+/// a typo (99999) through to the platform.
+constexpr int kMaxGpusPerNode = 64;
+/// CPU cores one node may ask for with --resource-id (ResourceConfig.CPU).
+constexpr int kMaxCpusPerNode = 1024;
+
+/// "" when `image` is a container image reference as the OCI distribution spec writes them:
+/// [REGISTRY[:PORT]/]PATH[:TAG][@ALGO:HEX], PATH lower-case components separated by '/' and '.', '_', '-'
+/// inside them; else why not. The image reaches the platform's pod spec: shell words, spaces and quotes have no
+/// business there.
+std::string imageReferenceError(const std::string& image) {
+  static const std::regex kReference(
+      R"(^([A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]+)?/)?)"  // registry
+      R"([a-z0-9]+([._-]+[a-z0-9]+)*(/[a-z0-9]+([._-]+[a-z0-9]+)*)*)"  // path
+      R"((:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?)"  // tag
+      R"((@[a-z0-9]+([+._-][a-z0-9]+)*:[a-fA-F0-9]{32,})?$)");  // digest
+  if (image.size() > 512 || !std::regex_match(image, kReference)) {
+    return "--image '" + image + "' is not a container image reference like registry.example.com/team/taehv:0.1.0 "
+           "(lower-case path, optional :TAG and @sha256:DIGEST; no spaces or shell characters)";
+  }
+  return "";
+}
+
 }  // namespace
 
 Detection detectPai(const Env& env) {
@@ -128,6 +151,10 @@ std::string parsePaiRenderArgs(const std::vector<std::string>& args, PaiRenderOp
       const int min_value = flag == "--nodes" ? 1 : 0;
       if (!v || *v < min_value || *v > 100000)
         return flag + " " + value + " is not a whole number >= " + std::to_string(min_value);
+      if (flag == "--gpus-per-node" && *v > kMaxGpusPerNode) {
+        return "--gpus-per-node " + value + " is more than any DLC node has (at most " +
+               std::to_string(kMaxGpusPerNode) + "); give the GPUs of one node, not of the job";
+      }
       (flag == "--nodes" ? out.nodes : out.gpus_per_node) = *v;
       if (flag == "--gpus-per-node") have_gpus = true;
     } else if (flag == "--image") {
@@ -141,14 +168,20 @@ std::string parsePaiRenderArgs(const std::vector<std::string>& args, PaiRenderOp
     } else if (flag == "--workspace-id") {
       out.workspace_id = value;
     } else if (flag == "--cpu") {
+      if (!parseCount(value, 1, kMaxCpusPerNode)) {
+        return "--cpu " + value + " is not a whole number of CPU cores from 1 to " + std::to_string(kMaxCpusPerNode);
+      }
       out.cpu = value;
     } else if (flag == "--memory") {
+      static const std::regex kQuantity(R"(^[1-9][0-9]{0,5}(Ki|Mi|Gi|Ti)?$)");
+      if (!std::regex_match(value, kQuantity)) return "--memory " + value + " is not a size like 256Gi or 512Mi";
       out.memory = value;
     }
   }
   if (out.nodes < 1) return "--nodes N is required (the number of nodes: 1 Master + N-1 Workers)";
   if (!have_gpus) return "--gpus-per-node G is required (0 for CPU-only nodes)";
   if (out.image.empty()) return "--image IMAGE is required (an image with taehv-run installed)";
+  if (std::string e = imageReferenceError(out.image); !e.empty()) return e;
   static const std::regex kName(R"(^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$)");
   if (!std::regex_match(out.name, kName)) {
     return "--name " + out.name + " is not a valid DLC job name: letters, digits, '_' and '-', at most 128";
