@@ -203,7 +203,7 @@ int runDoctor(Cli& cli) {
         "how long to wait for the master's port to accept");
   // clang-format on
   po::variables_map vm;
-  if (!cli.parse(extra, vm)) return kUsageError;
+  if (auto done = cli.parse(extra, vm)) return *done;
   const double timeout_s = vm["connect-timeout"].as<double>();
   if (!(timeout_s > 0) || timeout_s > 600) {
     cli.log(LogLevel::kError, "--connect-timeout must be in (0, 600] seconds");

@@ -113,6 +113,22 @@ std::string currentDirectory() {
   return ::getcwd(buf, sizeof buf) ? std::string(buf) : std::string();
 }
 
+/// The job's hosts and shape from --hostfile, --include/--exclude, `nproc` and `nnodes` (flag texts, empty =
+/// unset), or why there are none.
+std::string loadJobShape(const Options& opts, const std::string& nproc, const std::string& nnodes, JobShape* shape) {
+  const std::string hostfile = lastOption(opts, "hostfile");
+  if (hostfile.empty()) return "--hostfile needs a file name";
+  std::string text;
+  std::string error;
+  if (!readFile(hostfile, &text, &error)) return error;
+  HostsResult parsed = parseHostfile(text, hostfile);
+  if (!parsed.ok()) return parsed.error;
+  HostsResult filtered = filterHosts(parsed.hosts, lastOption(opts, "include"), lastOption(opts, "exclude"));
+  if (!filtered.ok()) return filtered.error;
+  *shape = shapeJob(filtered.hosts, nnodes, nproc);
+  return shape->error;
+}
+
 /// "" when the fan-out can take `hosts` hosts (warning beyond kTestedHosts); else why not. Raises the soft limit
 /// on open files to the hard one when the job's ssh clients need more descriptors than the soft one allows.
 template <typename Log>
@@ -148,8 +164,32 @@ class SshBackend final : public Backend {
     return {0, "the ssh backend is chosen with --backend ssh --hostfile FILE"};
   }
 
-  PlanResult plan(const HostContext&, const PlanRequest&) const override {
-    return {"the ssh backend starts whole jobs from one host: pass --hostfile FILE (lines 'HOST slots=N')", {}};
+  /// Without --hostfile: why the backend cannot plan. With one (describe, doctor): node 0's share of the job the
+  /// fan-out would start, from the same hostfile, --include/--exclude and --nproc-per-node.
+  PlanResult plan(const HostContext&, const PlanRequest& request) const override {
+    PlanResult result;
+    const std::string hostfile = lastOption(request.options, "hostfile");
+    if (hostfile.empty()) {
+      result.error = "the ssh backend starts whole jobs from one host: pass --hostfile FILE (lines 'HOST slots=N')";
+      return result;
+    }
+    const std::string nproc = request.nproc_per_node ? std::to_string(*request.nproc_per_node) : std::string();
+    JobShape shape;
+    if (std::string error = loadJobShape(request.options, nproc, "", &shape); !error.empty()) {
+      result.error = error;
+      return result;
+    }
+    NodePlan& plan = result.plan;
+    const std::string from = "hostfile " + hostfile;
+    plan.nnodes.set(static_cast<int>(shape.hosts.size()), from + " (" + std::to_string(shape.hosts.size()) + " hosts)");
+    plan.node_rank.set(0, "rule: shown is node 0, the first host; the fan-out starts every host");
+    plan.nproc_per_node.set(shape.nproc_per_node, from + " (slots per host)");
+    plan.master_addr.set(shape.hosts.front().host,
+                         "rule: the first host of " + hostfile + " (the launch uses its first `hostname -I` address)");
+    plan.notes = shape.notes;
+    plan.notes.push_back("the ssh backend starts taehv-run on every host of " + hostfile +
+                         " over ssh; each host's plan differs only in node_rank");
+    return result;
   }
 
   std::vector<OptionSpec> options() const override {
@@ -188,25 +228,15 @@ class SshBackend final : public Backend {
     };
     const Options& opts = job.request.options;
 
-    // Hosts.
-    const std::string hostfile = lastOption(opts, "hostfile");
-    if (hostfile.empty()) return fail("--hostfile needs a file name");
-    std::string text;
-    std::string error;
-    if (!readFile(hostfile, &text, &error)) return fail(error);
-    HostsResult parsed = parseHostfile(text, hostfile);
-    if (!parsed.ok()) return fail(parsed.error);
-    HostsResult filtered = filterHosts(parsed.hosts, lastOption(opts, "include"), lastOption(opts, "exclude"));
-    if (!filtered.ok()) return fail(filtered.error);
-
-    // Shape and the options the fan-out sets itself.
+    // Hosts, shape and the options the fan-out sets itself.
     const LauncherArgs args = splitLauncherArgs(job.launcher_args);
     if (!args.error.empty()) return fail(args.error);
     const std::string nproc = !args.nproc_per_node.empty() ? args.nproc_per_node
                               : job.request.nproc_per_node ? std::to_string(*job.request.nproc_per_node)
                                                            : std::string();
-    const JobShape shape = shapeJob(filtered.hosts, args.nnodes, nproc);
-    if (!shape.error.empty()) return fail(shape.error);
+    JobShape shape;
+    std::string error;
+    if (error = loadJobShape(opts, nproc, args.nnodes, &shape); !error.empty()) return fail(error);
     for (const auto& note : shape.notes) log(LogLevel::kInfo, note);
     if (const std::string why = checkHostCount(shape.hosts.size(), log); !why.empty()) return fail(why);
     // Restarts are the whole job's: after a failure every host is torn down and started again (a host restarting
