@@ -7,7 +7,10 @@
 #include <link.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <cstdlib>
+#include <random>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -109,6 +112,44 @@ TEST_F(HostileElfCheck, ASegmentPastTheEndIsRefused) {
     break;
   }
   EXPECT_NE(check(content).find("cut short: segment"), std::string::npos);
+}
+
+// A small deterministic fuzz run over a real plugin (the test backend alpha, ~60 KiB): the whole file or a
+// prefix of it, with random bytes written into its first 4 KiB (the headers). The check must never crash, and
+// whatever it accepts has every loadable segment inside the file.
+TEST_F(HostileElfCheck, RandomlyCorruptedPluginsNeverCrashAndAcceptOnlyWhatFits) {
+  const char* build = std::getenv("TAEHV_BUILD_DIR");
+  ASSERT_NE(build, nullptr) << "ctest sets TAEHV_BUILD_DIR";
+  const std::string plugin = readAll(std::string(build) + "/tests/core/plugins/alpha/taehv_plugin_alpha.so");
+  ASSERT_GT(plugin.size(), 4096u);
+  ASSERT_EQ(check(plugin), "");
+  constexpr int kExecutions = 1000;
+  std::mt19937 random(17);
+  int accepted = 0;
+  for (int run = 0; run < kExecutions; ++run) {
+    const std::size_t size = run % 2 == 0 ? plugin.size() : 1 + random() % plugin.size();
+    std::string content = plugin.substr(0, size);
+    const int flips = 1 + static_cast<int>(random() % 8);
+    for (int f = 0; f < flips; ++f) {
+      const std::size_t at = random() % std::min<std::size_t>(content.size(), 4096);
+      content[at] = static_cast<char>(random());
+    }
+    if (random() % 4 == 0 && content.size() >= sizeof(ElfW(Ehdr))) {  // a table with no section headers
+      auto* h = reinterpret_cast<ElfW(Ehdr)*>(content.data());
+      h->e_shnum = 0;
+    }
+    if (!check(content).empty()) continue;
+    ++accepted;
+    const auto* h = reinterpret_cast<const ElfW(Ehdr)*>(content.data());
+    for (int i = 0; i < h->e_phnum; ++i) {
+      const auto* ph = reinterpret_cast<const ElfW(Phdr)*>(content.data() + h->e_phoff) + i;
+      if (ph->p_type == PT_LOAD) {
+        EXPECT_LE(ph->p_offset + ph->p_filesz, content.size()) << "run " << run;
+      }
+    }
+  }
+  RecordProperty("executions", kExecutions);
+  RecordProperty("accepted", accepted);
 }
 
 }  // namespace
