@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "taehv/torch_env/container_image.h"
 #include "taehv/torch_env/env_reader.h"
 #include "taehv/torch_env/torch_style.h"
 
@@ -41,23 +42,6 @@ bool takeValue(const std::vector<std::string>& args, size_t& i, std::string& val
 constexpr int kMaxGpusPerNode = 64;
 /// CPU cores one node may ask for with --resource-id (ResourceConfig.CPU).
 constexpr int kMaxCpusPerNode = 1024;
-
-/// "" when `image` is a container image reference as the OCI distribution spec writes them:
-/// [REGISTRY[:PORT]/]PATH[:TAG][@ALGO:HEX], PATH lower-case components separated by '/' and '.', '_', '-'
-/// inside them; else why not. The image reaches the platform's pod spec: shell words, spaces and quotes have no
-/// business there.
-std::string imageReferenceError(const std::string& image) {
-  static const std::regex kReference(
-      R"(^([A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]+)?/)?)"  // registry
-      R"([a-z0-9]+([._-]+[a-z0-9]+)*(/[a-z0-9]+([._-]+[a-z0-9]+)*)*)"  // path
-      R"((:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?)"  // tag
-      R"((@[a-z0-9]+([+._-][a-z0-9]+)*:[a-fA-F0-9]{32,})?$)");  // digest
-  if (image.size() > 512 || !std::regex_match(image, kReference)) {
-    return "--image '" + image + "' is not a container image reference like registry.example.com/team/taehv:0.1.0 "
-           "(lower-case path, optional :TAG and @sha256:DIGEST; no spaces or shell characters)";
-  }
-  return "";
-}
 
 }  // namespace
 
