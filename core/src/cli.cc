@@ -28,7 +28,7 @@ const std::set<std::string> kForwardedOptions = {
     "nnodes",  "node-rank",    "master-addr", "master-port", "nproc-per-node",     "standalone",
     "run-id",  "max-restarts", "shutdown-grace", "log-dir",  "local-ranks-filter", "no-prefix",
     // sizing (taehv/sizing_bridge.h): each node sizes itself
-    "gpu-binding", "collective-timeout", "nccl-buffsize", "config"};
+    "gpu-binding", "collective-timeout", "nccl-buffsize", "oversubscribe", "config"};
 
 /// Does the option named `name` (without dashes) of `desc` take a value?
 bool takesValue(const po::options_description& desc, const std::string& name) {
@@ -82,7 +82,7 @@ Env environmentSnapshot() {
 
 int runLaunch(Cli& cli) {
   po::variables_map vm;
-  if (!cli.parse(po::options_description(), vm)) return kUsageError;
+  if (auto done = cli.parse(po::options_description(), vm)) return *done;
   auto resolved = cli.resolve(vm, /*plan_when_taken_over=*/false);
   if (!resolved.ok()) {
     cli.log(LogLevel::kError, resolved.error);
@@ -141,7 +141,7 @@ int runDescribe(Cli& cli) {
   po::options_description extra("describe");
   extra.add_options()("json", "print the stable JSON form (see README: taehv-run describe)");
   po::variables_map vm;
-  if (!cli.parse(extra, vm)) return kUsageError;
+  if (auto done = cli.parse(extra, vm)) return *done;
   auto resolved = cli.resolve(vm);
   if (!resolved.ok()) {
     cli.log(LogLevel::kError, resolved.error);
@@ -175,7 +175,7 @@ int runPlugins(Cli& cli) {
   po::options_description extra("plugins");
   extra.add_options()("json", "print a JSON array (name, plugin_version, api_version, path, description)");
   po::variables_map vm;
-  if (!cli.parse(extra, vm)) return kUsageError;
+  if (auto done = cli.parse(extra, vm)) return *done;
   std::vector<std::string> errors;
   auto plugins = cli.allPlugins(errors);
   if (vm.count("json")) {
@@ -246,11 +246,13 @@ po::options_description Cli::launchOptions() const {
         "backend plugin (slurm, k8s, pai, ssh, ...), 'auto' (detect) or 'local' (no plugin)")
     ("plugin-dir", po::value<std::vector<std::string>>()->composing()->value_name("DIR"),
         "also search DIR for plugins (repeatable; searched before TAEHV_PLUGIN_PATH and the install folder)")
-    ("nnodes", po::value<int>()->value_name("N"), "number of nodes [env PET_NNODES, default 1]")
+    ("nnodes", po::value<int>()->value_name("N"),
+        ("number of nodes, at most " + std::to_string(kMaxNodes) + " [env PET_NNODES, default 1]").c_str())
     ("node-rank", po::value<int>()->value_name("R"), "this node's rank 0..N-1 [env PET_NODE_RANK, default 0]")
     ("nproc-per-node", po::value<std::string>()->value_name("N"),
-        "worker processes on this node, or auto [env PET_NPROC_PER_NODE; default auto: one per visible GPU, "
-        "else 1]")
+        ("worker processes on this node (at most " + std::to_string(kMaxNprocPerNode) + "; world size at most " +
+         std::to_string(kMaxWorldSize) + "), or auto [env PET_NPROC_PER_NODE; default auto: one per visible GPU, "
+         "else 1]").c_str())
     ("master-addr", po::value<std::string>()->value_name("HOST"),
         "address of node 0 [env PET_MASTER_ADDR; required when nnodes > 1]")
     ("master-port", po::value<int>()->value_name("PORT"),
@@ -373,9 +375,16 @@ std::vector<LoadedPlugin*> Cli::allPlugins(std::vector<std::string>& errors) {
   return out;
 }
 
-bool Cli::parse(const po::options_description& extra, po::variables_map& vm) {
+std::optional<int> Cli::parse(const po::options_description& extra, po::variables_map& vm) {
   po::options_description all;
   all.add(launchOptions()).add(backendOptions()).add(extra);
+  if (sub_command_ != nullptr &&
+      std::any_of(args_.begin(), args_.end(), [](const std::string& t) { return t == "--help" || t == "-h"; })) {
+    std::cout << "usage: taehv-run [options] " << sub_command_->name << " [options] [-- command...]\n\n"
+              << sub_command_->summary << ".\n\n"
+              << all;
+    return 0;
+  }
   std::vector<std::string> tokens;
   for (const auto& t : args_) tokens.push_back(normalizeOption(t));
   try {
@@ -386,7 +395,7 @@ bool Cli::parse(const po::options_description& extra, po::variables_map& vm) {
         const std::string token = option.original_tokens.empty() ? "" : option.original_tokens.front();
         log(LogLevel::kError, "unexpected argument '" + token + "'; put the worker command after --, e.g. "
                               "taehv-run [options] -- python train.py");
-        return false;
+        return kUsageError;
       }
     }
     po::store(parsed, vm);
@@ -401,12 +410,12 @@ bool Cli::parse(const po::options_description& extra, po::variables_map& vm) {
     std::string name = e.get_option_name();
     log(LogLevel::kError, "unknown option '" + name + "'" + didYouMean(name, knownOptionNames(all)) +
                               "; see taehv-run --help");
-    return false;
+    return kUsageError;
   } catch (const po::error& e) {
     log(LogLevel::kError, std::string(e.what()) + "; see taehv-run --help");
-    return false;
+    return kUsageError;
   }
-  return true;
+  return std::nullopt;
 }
 
 std::vector<std::string> Cli::workerCommand(std::string& error) const {
@@ -446,6 +455,11 @@ Checked<ResolvedLaunch> Cli::resolve(const po::variables_map& vm, bool plan_when
     result.error = plugin_errors_.front();
     return result;
   }
+  // An explicit --nnodes or --node-rank is the manual multi-node form: the flags say where this node stands, so
+  // no backend is detected from the environment (stray RANK/WORLD_SIZE/PET_* of an outer launcher's worker
+  // would otherwise outrank them). Which backend would have claimed the environment becomes a note.
+  const bool manual = flags.nnodes.has_value() || flags.node_rank.has_value();
+  std::string passed_over;
   if (backend_ == "auto" && !flags.standalone) {
     std::vector<std::pair<LoadedPlugin*, Detection>> found;
     for (auto& p : plugins_) {
@@ -455,6 +469,13 @@ Checked<ResolvedLaunch> Cli::resolve(const po::variables_map& vm, bool plan_when
     }
     std::stable_sort(found.begin(), found.end(),
                      [](const auto& a, const auto& b) { return a.second.confidence > b.second.confidence; });
+    if (manual && !found.empty()) {
+      passed_over = "backend " + found[0].first->name + " recognises this environment (" + found[0].second.reason +
+                    ") but --nnodes/--node-rank were given: manual mode, the flags and PET_* decide; add --backend " +
+                    found[0].first->name + " to use it";
+      log(LogLevel::kDebug, passed_over);
+      found.clear();
+    }
     if (found.size() > 1 && found[0].second.confidence == found[1].second.confidence) {
       result.error = "backends '" + found[0].first->name + "' (" + found[0].second.reason + ") and '" +
                      found[1].first->name + "' (" + found[1].second.reason + ") both recognise this environment " +
@@ -509,10 +530,16 @@ Checked<ResolvedLaunch> Cli::resolve(const po::variables_map& vm, bool plan_when
     return result;
   }
   r.node = std::move(node.value);
+  if (!passed_over.empty()) r.node.notes.push_back(passed_over);
   return result;
 }
 
 int Cli::run() {
+  // Before the plugins load, so that --verbose shows where they are searched for.
+  if (std::find(raw_args_.begin(), raw_args_.end(), "--verbose") != raw_args_.end() ||
+      std::find(raw_args_.begin(), raw_args_.end(), "-v") != raw_args_.end()) {
+    spdlog::set_level(spdlog::level::debug);
+  }
   // Where plugins come from is needed before the full option table exists (backends add options).
   auto backends = scanOption(raw_args_, "backend");
   if (!backends.empty()) backend_ = backends.back();
@@ -538,9 +565,10 @@ int Cli::dispatch() {
     const std::string t = normalizeOption(raw_args_[i]);
     if (t.size() > 1 && t[0] == '-') {
       const bool is_long = t.compare(0, 2, "--") == 0;
+      // Boost.ProgramOptions finds a short option by its dashed name ("-v"), a long one by its bare name.
       const std::string key = is_long ? t.substr(2, t.find('=') == std::string::npos ? std::string::npos
                                                                                      : t.find('=') - 2)
-                                      : t.substr(1);
+                                      : t.substr(0, 2);
       if (all.find_nothrow(key, false, false, false) == nullptr) {
         log(LogLevel::kError, "unknown option '" + raw_args_[i] + "'" + didYouMean(t.substr(0, t.find('=')),
                                                                                   knownOptionNames(all)) +
@@ -557,10 +585,6 @@ int Cli::dispatch() {
                                       "--version") != raw_args_.begin() + static_cast<long>(sub);
   const bool want_help = std::any_of(raw_args_.begin(), raw_args_.begin() + static_cast<long>(sub),
                                      [](const std::string& t) { return t == "--help" || t == "-h"; });
-  if (std::find(raw_args_.begin(), raw_args_.end(), "--verbose") != raw_args_.end() ||
-      std::find(raw_args_.begin(), raw_args_.end(), "-v") != raw_args_.end()) {
-    spdlog::set_level(spdlog::level::debug);
-  }
   if (want_version) {
     std::cout << "taehv-run " << TAEHV_VERSION << " (plugin API " << kPluginApiVersion << ")\n";
     return 0;
@@ -586,7 +610,9 @@ int Cli::dispatch() {
   const std::string name = raw_args_[sub];
   args_.erase(args_.begin() + static_cast<long>(sub));
   for (const auto& c : subCommands()) {
-    if (c.name == name) return c.run(*this);
+    if (c.name != name) continue;
+    sub_command_ = &c;
+    return c.run(*this);
   }
   // A backend's own sub-command gets every argument after its name, untouched.
   std::vector<std::string> names;

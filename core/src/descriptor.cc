@@ -70,6 +70,39 @@ std::string describeValue(const Sourced<T>& v) {
   return out.str();
 }
 
+/// The counts every rank and size is computed from: each in range, their product (the world size) too, computed
+/// in 64 bits. Checked before any product is taken.
+std::string validateCounts(const NodeDescriptor& node) {
+  const int nnodes = *node.nnodes.value;
+  const int node_rank = *node.node_rank.value;
+  const int nproc = *node.nproc_per_node.value;
+  if (nnodes < 1) return "node count must be at least 1, got " + describeValue(node.nnodes) + "; fix --nnodes";
+  if (nnodes > kMaxNodes)
+    return "node count must be at most " + std::to_string(kMaxNodes) + ", got " + describeValue(node.nnodes) +
+           "; fix --nnodes (limits: see the README)";
+  if (nproc < 1)
+    return "processes per node must be at least 1, got " + describeValue(node.nproc_per_node) +
+           "; fix --nproc-per-node";
+  if (nproc > kMaxNprocPerNode)
+    return "processes per node must be at most " + std::to_string(kMaxNprocPerNode) + ", got " +
+           describeValue(node.nproc_per_node) + "; fix --nproc-per-node (limits: see the README)";
+  const long long world = static_cast<long long>(nnodes) * nproc;
+  if (world > kMaxWorldSize)
+    return "world size nnodes*nproc_per_node = " + std::to_string(nnodes) + "*" + std::to_string(nproc) + " = " +
+           std::to_string(world) + " is more than the " + std::to_string(kMaxWorldSize) +
+           " processes taehv-run starts; fix --nnodes or --nproc-per-node (limits: see the README)";
+  if (node_rank < 0 || node_rank >= nnodes)
+    return "node rank must be in 0.." + std::to_string(nnodes - 1) + " (nnodes " + std::to_string(nnodes) +
+           "), got " + describeValue(node.node_rank) + "; fix --node-rank or --nnodes";
+  if (*node.max_restarts.value < 0 || *node.max_restarts.value > kMaxRestarts)
+    return "max restarts must be in 0.." + std::to_string(kMaxRestarts) + ", got " + describeValue(node.max_restarts) +
+           "; fix --max-restarts";
+  if (*node.restart_count.value < 0 || *node.restart_count.value > kMaxRestarts)
+    return "restart count must be in 0.." + std::to_string(kMaxRestarts) + ", got " +
+           describeValue(node.restart_count);
+  return "";
+}
+
 }  // namespace
 
 Checked<NodeDescriptor> resolveNode(const LaunchFlags& flags, const NodePlan* plan, const std::string& backend,
@@ -147,6 +180,10 @@ Checked<NodeDescriptor> resolveNode(const LaunchFlags& flags, const NodePlan* pl
     node.notes = plan->notes;
   }
 
+  if (std::string counts = validateCounts(node); !counts.empty()) {
+    result.error = counts;  // before the rank rule below multiplies them
+    return result;
+  }
   if (*node.single_worker.value) {
     // One process = one worker (e.g. one SLURM task or one MPI rank per GPU): the rank comes from the platform.
     if (!node.local_rank.has() && *node.nproc_per_node.value == 1) node.local_rank.set(0, "rule: one worker per node");
@@ -172,24 +209,14 @@ Checked<NodeDescriptor> resolveNode(const LaunchFlags& flags, const NodePlan* pl
 }
 
 std::string validateNode(const NodeDescriptor& node) {
+  if (std::string counts = validateCounts(node); !counts.empty()) return counts;
   const int nnodes = *node.nnodes.value;
-  const int node_rank = *node.node_rank.value;
   const int nproc = *node.nproc_per_node.value;
   const int port = *node.master_port.value;
-  if (nnodes < 1) return "node count must be at least 1, got " + describeValue(node.nnodes) + "; fix --nnodes";
-  if (nproc < 1)
-    return "processes per node must be at least 1, got " + describeValue(node.nproc_per_node) +
-           "; fix --nproc-per-node";
-  if (node_rank < 0 || node_rank >= nnodes)
-    return "node rank must be in 0.." + std::to_string(nnodes - 1) + " (nnodes " + std::to_string(nnodes) +
-           "), got " + describeValue(node.node_rank) + "; fix --node-rank or --nnodes";
   if (node.master_addr.value->empty())
     return "master address is empty (from " + node.master_addr.source + "); pass --master-addr HOST";
   if (port < 1 || port > 65535)
     return "master port must be in 1..65535, got " + describeValue(node.master_port) + "; fix --master-port";
-  if (*node.max_restarts.value < 0)
-    return "max restarts must be >= 0, got " + describeValue(node.max_restarts) + "; fix --max-restarts";
-  if (*node.restart_count.value < 0) return "restart count must be >= 0, got " + describeValue(node.restart_count);
   if (*node.master_wait_seconds.value < 0)
     return "master wait must be >= 0 seconds, got " + describeValue(node.master_wait_seconds);
   if (node.run_id.value->empty()) return "run id is empty (from " + node.run_id.source + "); pass --run-id ID";

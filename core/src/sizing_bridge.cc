@@ -111,6 +111,9 @@ void addSizingOptions(po::options_description& desc) {
         "14400]")
     ("nccl-buffsize", po::value<std::string>()->value_name("BYTES"),
         "NCCL_BUFFSIZE for GPU workers, e.g. 16M [default: 16M up to 7 nodes, 32M from 8]")
+    ("oversubscribe",
+        ("start more than " + std::to_string(sizing::kCpuWorkersPerCore) + " CPU workers per usable core on a node "
+         "without GPUs (refused without it: a mistyped --nproc-per-node would fork until fork fails)").c_str())
     ("config", po::value<std::string>()->value_name("DIR|FILE"),
         "trainer config: a folder of <name>-<NODES>x<GPUS>.yaml profiles (the one matching the world size is "
         "used, else one derived by linear LR scaling) or one config file");
@@ -129,6 +132,8 @@ std::string applySizing(const po::variables_map& vm, const Env& env, NodeDescrip
   if (!auto_nproc) in.nproc_requested = node.nproc_per_node;
   in.scheduler_gpus = node.gpus_on_node;
   in.single_worker = single;
+  in.cpu_cores = *node.cpu_cores.value;
+  in.oversubscribe = vm.count("oversubscribe") > 0;
   in.master_addr = *node.master_addr.value;
   sizing::NodeSizing s = sizing::sizeNode(in);
   if (!s.ok()) return s.error();
@@ -198,7 +203,7 @@ int runDoctor(Cli& cli) {
         "how long to wait for the master's port to accept");
   // clang-format on
   po::variables_map vm;
-  if (!cli.parse(extra, vm)) return kUsageError;
+  if (auto done = cli.parse(extra, vm)) return *done;
   const double timeout_s = vm["connect-timeout"].as<double>();
   if (!(timeout_s > 0) || timeout_s > 600) {
     cli.log(LogLevel::kError, "--connect-timeout must be in (0, 600] seconds");
@@ -243,6 +248,8 @@ int runDoctor(Cli& cli) {
     sin.single_worker = node.single_worker.has() && *node.single_worker.value;
     if (node.nproc_per_node.source != "default" || sin.single_worker) sin.nproc_requested = node.nproc_per_node;
     sin.scheduler_gpus = node.gpus_on_node;
+    sin.cpu_cores = *node.cpu_cores.value;
+    sin.oversubscribe = vm.count("oversubscribe") > 0;
     sin.master_addr = *node.master_addr.value;
   } else {
     in.descriptor.error = resolved.error;

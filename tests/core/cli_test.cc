@@ -123,6 +123,157 @@ TEST(Cli, AFileThatIsNotASharedLibraryIsRefused) {
   fs::remove_all(dir);
 }
 
+// Issue 17, kind 2: the first 100,000 bytes of a real plugin used to kill every command that loads plugins
+// with SIGBUS (dlopen mapped segments past the end of the file). Now one line names the file, the other
+// plugins still load, and nothing dies of a signal.
+TEST(HostilePlugins, APluginCutShortIsOneLineAndTheOthersStillLoad) {
+  const std::string real = std::string(std::getenv("TAEHV_PLUGIN_DIR")) + "/taehv_plugin_k8s.so";
+  ASSERT_GT(fs::file_size(real), 100000u);
+  const std::string dir = tempDir();
+  const std::string cut = dir + "/taehv_plugin_cut.so";
+  fs::copy_file(real, cut);
+  fs::resize_file(cut, 100000);
+  auto r = taehv({"--plugin-dir", dir, "plugins"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find(cut + ": not a shared library taehv-run can load (cut short"), std::string::npos) << r.err;
+  for (const char* name : {"slurm", "k8s", "pai", "ssh"}) EXPECT_NE(r.out.find(name), std::string::npos) << r.out;
+  expectUsageError(taehv({"--plugin-dir", dir, "describe"}), {cut, "cut short"});
+  expectUsageError(taehv({"--plugin-dir", dir, "--backend", "cut", "describe"}), {cut, "cut short"});
+  expectUsageError(taehv({"--plugin-dir", dir, "--", "/bin/true"}), {cut, "cut short"});
+  // Cut anywhere: inside the ELF header, at a page, one byte short.
+  for (std::uintmax_t size : {std::uintmax_t{10}, std::uintmax_t{4096}, fs::file_size(real) - 1}) {
+    fs::remove(cut);
+    fs::copy_file(real, cut);
+    fs::resize_file(cut, size);
+    SCOPED_TRACE(size);
+    expectUsageError(taehv({"--plugin-dir", dir, "plugins", "--json"}), {cut, "not a shared library"});
+  }
+  fs::remove_all(dir);
+}
+
+// Issue 17, kind 3, through the real binary: no negative world size, no fork storm.
+TEST(HostileCounts, HugeCountsAndTooManyCpuWorkersExitTwoBeforeAnythingStarts) {
+  expectUsageError(taehv({"describe", "--nnodes", "2147483647", "--node-rank", "2147483646", "--nproc-per-node", "2",
+                          "--master-addr", "10.0.0.5"}),
+                   {"node count must be at most 65536, got 2147483647 (from flag --nnodes)"});
+  expectUsageError(taehv({"--standalone", "--nproc-per-node", "100000", "--", "/bin/true"}),
+                   {"processes per node must be at most 1024"});
+  // The CPU-worker check (no GPU on the test machines): 4 per usable core, more with --oversubscribe.
+  const int cores = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  const std::string too_many = std::to_string(std::min(4 * cores + 1, 1024));
+  if (4 * cores + 1 > 1024) GTEST_SKIP() << "more than 255 cores: the per-node limit comes first";
+  auto r = taehv({"--standalone", "--nproc-per-node", too_many, "--", "/bin/true"});
+  expectUsageError(r, {"asks for " + too_many + " CPU workers", "add --oversubscribe if you mean it"});
+  r = taehv({"describe", "--standalone", "--json", "--oversubscribe", "--nproc-per-node", too_many});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(taehv({"--help"}).out.find("--oversubscribe"), std::string::npos);
+}
+
+// Issue 17, kind 10: every sub-command answers --help (built-in ones used to run instead); -v, listed in --help,
+// was rejected.
+TEST(HostileCli, EverySubCommandHasHelpAndVerboseWorks) {
+  for (const char* sub : {"describe", "plugins", "doctor"}) {
+    for (const char* help : {"--help", "-h"}) {
+      auto r = taehv({sub, help});
+      EXPECT_EQ(r.exit_code, 0) << sub << " " << help << ": " << r.err;
+      EXPECT_EQ(r.out.rfind(std::string("usage: taehv-run [options] ") + sub, 0), 0u) << r.out;
+    }
+  }
+  EXPECT_NE(taehv({"describe", "--help"}).out.find("--json"), std::string::npos);
+  EXPECT_NE(taehv({"doctor", "--help"}).out.find("--connect-timeout"), std::string::npos);
+  // Every backend command listed by --help.
+  const std::string listing = taehv({"--help"}).out;
+  int commands = 0;
+  for (const char* backend : {"slurm", "k8s", "pai", "ssh"}) {
+    const std::string mark = std::string("--backend ") + backend + " ";
+    for (std::size_t at = listing.find(mark); at != std::string::npos; at = listing.find(mark, at + 1)) {
+      const std::size_t start = at + mark.size();
+      const std::string command = listing.substr(start, listing.find(':', start) - start);
+      auto r = taehv({"--backend", backend, command, "--help"});
+      EXPECT_EQ(r.exit_code, 0) << backend << " " << command << ": " << r.err;
+      EXPECT_EQ(r.out.rfind("usage: taehv-run --backend " + std::string(backend), 0), 0u)
+          << backend << " " << command << ": " << r.out;
+      ++commands;
+    }
+  }
+  EXPECT_GE(commands, 7);
+  auto r = taehv({"-v", "describe", "--standalone"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = taehv({"-v", "describe"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("debug: plugin search path"), std::string::npos) << r.err;
+  EXPECT_EQ(taehv({"-h"}).exit_code, 0);
+  expectUsageError(taehv({"-x", "describe"}), {"unknown option '-x'"});
+}
+
+// Issue 17, kind 10: inside another launcher's worker (RANK, WORLD_SIZE, MASTER_* set), the k8s backend claimed
+// the environment and the explicit flags lost. --nnodes/--node-rank now mean manual mode.
+TEST(HostileCli, ExplicitNodeFlagsWinOverAnOuterLaunchersVariables) {
+  const std::map<std::string, std::string> outer = {
+      {"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "1234"}};
+  Json j = describeJson({"--nnodes", "1", "--nproc-per-node", "2"}, outer);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[1]["rank"], 1);
+  EXPECT_EQ(j[1]["world_size"], 2);
+  EXPECT_EQ(j[1]["master_addr"], "127.0.0.1");
+  EXPECT_EQ(j[1]["env"]["RANK"], "1");
+  const std::string notes = j[0]["notes"].dump();
+  EXPECT_NE(notes.find("backend k8s recognises this environment"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("add --backend k8s to use it"), std::string::npos) << notes;
+  j = describeJson({"--nnodes", "2", "--node-rank", "1", "--master-addr", "m", "--nproc-per-node", "1"}, outer);
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["rank"], 1);
+  EXPECT_EQ(j[0]["world_size"], 2);
+  EXPECT_EQ(j[0]["provenance"]["node_rank"], "flag --node-rank");
+  // Without node flags the platform's variables still drive the launch (a KubeBrain-style pod).
+  j = describeJson({"--nproc-per-node", "1"}, outer);
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["nnodes"], 8);
+}
+
+// Issue 17, kind 10: describe with the ssh backend told the user to pass the --hostfile they had passed.
+TEST(HostileCli, DescribeWithTheSshBackendShowsTheHostfilesPlan) {
+  const std::string dir = tempDir();
+  std::ofstream(dir + "/hosts") << "gpu-a slots=2\ngpu-b slots=2\ngpu-c slots=2\n";
+  auto r = taehv({"describe", "--backend", "ssh", "--hostfile", dir + "/hosts", "--", "/bin/true"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("pass --hostfile"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("nnodes = 3    <- hostfile " + dir + "/hosts (3 hosts)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("master_addr = gpu-a"), std::string::npos) << r.out;
+  Json j = describeJson({"--backend", "ssh", "--hostfile", dir + "/hosts", "--", "/bin/true"});
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[1]["world_size"], 6);
+  expectUsageError(taehv({"describe", "--backend", "ssh", "--hostfile", dir + "/missing"}),
+                   {"cannot read " + dir + "/missing"});
+  expectUsageError(taehv({"describe", "--backend", "ssh"}), {"pass --hostfile FILE"});
+  fs::remove_all(dir);
+}
+
+// Issue 17, kind 10: every usage error exits 2 with one line, whichever part of the launcher finds it.
+TEST(HostileCli, UsageErrorsExitTwoWithOneLine) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"--nproc-per-node"},
+      {"--master-port", "0", "describe"},
+      {"--shutdown-grace", "-1", "--standalone", "--", "/bin/true"},
+      {"--local-ranks-filter", "x", "--standalone", "--", "/bin/true"},
+      {"--max-restarts", "-1", "describe"},
+      {"--gpu-binding", "x", "describe"},
+      {"--backend", "ssh", "--hostfile", "/nonexistent/hosts", "--", "/bin/true"},
+      {"--backend", "ssh", "--ssh-parallel", "0", "--hostfile", "/nonexistent/hosts", "--", "/bin/true"},
+      {"describe", "--json", "--json"},
+      {"describe", "--nnodes", "-3"},
+      {"plugins", "extra"},
+  };
+  for (const auto& args : cases) {
+    auto r = taehv(args);
+    std::string line;
+    for (const auto& a : args) line += a + " ";
+    EXPECT_EQ(r.exit_code, 2) << line << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << line << r.err;
+  }
+}
+
 TEST(Cli, AWorldWritableFolderIsRefused) {
   std::string dir = tempDir();
   fs::copy_file(pluginDir("alpha") + "/taehv_plugin_alpha.so", dir + "/taehv_plugin_alpha.so");

@@ -128,6 +128,69 @@ TEST(Descriptor, ValidationErrorsNameTheFieldAndItsSource) {
   }
 }
 
+// Issue 17, kind 3: counts near INT_MAX gave world_size -2 and RANK=-4. Every count is bounded and the world size
+// is checked in 64 bits before any rank is computed.
+TEST(HostileCounts, HugeCountsAreRefusedBeforeAnyProductOverflows) {
+  struct Case {
+    LaunchFlags flags;
+    std::string expect;
+  };
+  LaunchFlags issue;  // the issue's example
+  issue.nnodes = 2147483647, issue.node_rank = 2147483646, issue.nproc_per_node = 2, issue.master_addr = "m";
+  LaunchFlags nodes;
+  nodes.nnodes = kMaxNodes + 1, nodes.master_addr = "m";
+  LaunchFlags procs;
+  procs.nproc_per_node = kMaxNprocPerNode + 1;
+  LaunchFlags world;  // each count within its limit, the product not
+  world.nnodes = kMaxNodes, world.node_rank = kMaxNodes - 1, world.nproc_per_node = kMaxNprocPerNode;
+  world.master_addr = "m";
+  LaunchFlags restarts;
+  restarts.max_restarts = 2147483647;
+  LaunchFlags restart_count;
+  restart_count.restart_count = kMaxRestarts + 1;
+  for (const Case& c : std::vector<Case>{
+           {issue, "node count must be at most 65536, got 2147483647 (from flag --nnodes)"},
+           {nodes, "node count must be at most 65536, got 65537 (from flag --nnodes)"},
+           {procs, "processes per node must be at most 1024, got 1025 (from flag --nproc-per-node)"},
+           {world, "world size nnodes*nproc_per_node = 65536*1024 = 67108864 is more than the 1048576"},
+           {restarts, "max restarts must be in 0..1000000, got 2147483647 (from flag --max-restarts)"},
+           {restart_count, "restart count must be in 0..1000000, got 1000001"},
+       }) {
+    auto r = resolve(c.flags);
+    EXPECT_FALSE(r.ok());
+    EXPECT_NE(r.error.find(c.expect), std::string::npos) << "got: " << r.error << "\nwant: " << c.expect;
+  }
+  auto r = resolve({}, nullptr, {{"PET_NNODES", "2147483647"}, {"PET_MASTER_ADDR", "m"}});
+  EXPECT_NE(r.error.find("got 2147483647 (from env PET_NNODES)"), std::string::npos) << r.error;
+}
+
+TEST(HostileCounts, TheLargestAllowedJobHasNoNegativeRank) {
+  LaunchFlags flags;
+  flags.nnodes = kMaxWorldSize / 16, flags.node_rank = kMaxWorldSize / 16 - 1, flags.nproc_per_node = 16;
+  flags.master_addr = "m";
+  auto r = resolve(flags);
+  ASSERT_TRUE(r.ok()) << r.error;
+  auto workers = expandWorkers(r.value, {});
+  ASSERT_EQ(workers.size(), 16u);
+  EXPECT_EQ(*workers.back().rank.value, kMaxWorldSize - 1);
+  EXPECT_EQ(*workers.back().world_size.value, kMaxWorldSize);
+}
+
+TEST(HostileCounts, APlatformsHugeCountsInSingleWorkerModeAreRefusedToo) {
+  // The rank rule (node_rank * nproc_per_node + local_rank) runs only after the counts are checked.
+  NodePlan plan;
+  plan.nnodes.set(2147483647, "env TEST_NODES");
+  plan.node_rank.set(2147483646, "env TEST_NODE");
+  plan.nproc_per_node.set(4, "env TEST_TASKS");
+  plan.local_rank.set(3, "env TEST_LOCAL");
+  plan.single_worker.set(true, "test");
+  plan.master_addr.set("m", "test");
+  auto r = resolve({}, &plan);
+  EXPECT_NE(r.error.find("node count must be at most 65536, got 2147483647 (from env TEST_NODES)"),
+            std::string::npos)
+      << r.error;
+}
+
 TEST(Descriptor, StandaloneTakesAFreePortAndARunId) {
   LaunchFlags flags;
   flags.standalone = true;

@@ -91,5 +91,45 @@ TEST(FindExecutable, SearchesTheGivenPath) {
   EXPECT_EQ(findProgram("/x/y", {}), "/x/y");
 }
 
+// Issue 17, kind 8: thousands of programs at once (one ssh per host) exhausted memory; the deadline was per
+// program, not for the call.
+TEST(HostileRunPrograms, AtMostNRunAtOnceAndTheNextStartsAsOneEnds) {
+  char templ[] = "/tmp/taehv-run-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(templ), nullptr);
+  const std::string dir = templ;
+  std::vector<RunRequest> requests;
+  for (int i = 0; i < 6; ++i) {
+    // Each counts the programs running beside it (marker files), holds its slot 0.2 s, then leaves.
+    requests.push_back(shell("touch " + dir + "/" + std::to_string(i) + "; ls " + dir +
+                             " | wc -l; sleep 0.2; rm " + dir + "/" + std::to_string(i)));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto results = runPrograms(requests, 30s, 2);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_EQ(results.size(), 6u);
+  for (const auto& r : results) {
+    EXPECT_EQ(r.status(), 0) << r.err;
+    EXPECT_LE(std::stoi(r.out), 2) << "more than 2 ran at once";
+    EXPECT_FALSE(r.not_started);
+  }
+  EXPECT_GE(took, 600ms);  // three rounds of two
+  ::rmdir(dir.c_str());
+}
+
+TEST(HostileRunPrograms, TheDeadlineIsForTheWholeCallAndLateOnesNeverStart) {
+  std::vector<RunRequest> requests(10, shell("exec sleep 30"));
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto results = runPrograms(requests, 500ms, 2);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
+  ASSERT_EQ(results.size(), 10u);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    EXPECT_TRUE(results[i].timed_out) << i;
+    EXPECT_EQ(results[i].not_started, i >= 2) << i;
+    if (i < 2) {
+      EXPECT_TRUE(results[i].started()) << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace taehv::process

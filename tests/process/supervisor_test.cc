@@ -428,6 +428,32 @@ TEST(Supervisor, AsSubreaperReapsOrphansOfItsWorkers) {
   EXPECT_EQ(f.exit_code, 0) << f.err;
 }
 
+// Issue 17, kind 9: a worker's grandchild that calls setsid() left the worker's group, so killing the group missed
+// it and it outlived the run. The supervisor is now its subreaper and sweeps what is re-parented to it.
+TEST(HostileOrphans, ADaemonAWorkerStartedDiesWithTheRun) {
+  TempDir dir;
+  const std::string marker = uniqueMarker();
+  Driver d(dir, {"--", kChild, "escape", marker, "60", "300"});
+  const Finished f = d.wait();
+  EXPECT_EQ(f.exit_code, 0) << f.err;
+  EXPECT_EQ(f.out, "[0:0] escaped\n");
+  EXPECT_LT(f.seconds, 10.0);
+  EXPECT_TRUE(waitFor([&] { return processesWith(marker).empty(); }, 2s))
+      << processesWith(marker).size() << " process(es) a worker started outlived the run";
+}
+
+TEST(HostileOrphans, ADaemonOfASurvivingWorkerDiesWhenAnotherFails) {
+  TempDir dir;
+  const std::string marker = uniqueMarker();
+  // Rank 0 starts a daemon and keeps running; rank 1 fails, so fail-fast stops rank 0: the daemon goes too.
+  Driver d(dir, cat({"--nproc", "2", "--grace-ms", "5000", "--"},
+                    rankSplit(kChild + " exit 3 500", kChild + " escape " + marker + " 60")));
+  const Finished f = d.wait();
+  EXPECT_EQ(f.exit_code, 3) << f.err;
+  EXPECT_TRUE(waitFor([&] { return processesWith(marker).empty(); }, 2s))
+      << processesWith(marker).size() << " process(es) a worker started outlived the run";
+}
+
 TEST(Supervisor, LogFilesAndEchoFilter) {
   TempDir dir;
   const fs::path logs = dir.path() / "logs" / "nested";
@@ -604,6 +630,18 @@ TEST(TaehvRunSupervision, Kill9OfTaehvRunLeavesNoWorker) {
   EXPECT_EQ(d.wait().signal, SIGKILL);
   EXPECT_TRUE(waitFor([&] { return processesWith(marker).empty(); }, 5s))
       << processesWith(marker).size() << " processes survived kill -9 of taehv-run";
+}
+
+TEST(HostileOrphans, TaehvRunLeavesNoDaemonOfAWorker) {
+  const std::string run = taehvRun();
+  if (run.empty() || ::access(run.c_str(), X_OK) != 0) GTEST_SKIP() << "taehv-run not built";
+  TempDir dir;
+  const std::string marker = uniqueMarker();
+  Driver d(dir, {"--standalone", "--nproc-per-node", "2", "--", kChild, "escape", marker, "60", "300"}, {}, run);
+  const Finished f = d.wait();
+  EXPECT_EQ(f.exit_code, 0) << f.err;
+  EXPECT_TRUE(waitFor([&] { return processesWith(marker).empty(); }, 2s))
+      << processesWith(marker).size() << " process(es) a worker started outlived taehv-run";
 }
 
 TEST(TaehvRunSupervision, FailFastAndSignalForwarding) {

@@ -7,6 +7,9 @@
 //   ignore-term SECONDS              ignore SIGTERM, sleep (only SIGKILL ends it early)
 //   spew LINES LENGTH                write LINES lines of LENGTH bytes to stdout and stderr, split across writes
 //   tree TOKEN SECONDS               start a grandchild ("sleep SECONDS TOKEN") in our group, then sleep
+//   escape TOKEN SECONDS [EXIT_MS]   start a daemon that leaves our group and session (setsid) and sleeps SECONDS
+//                                    with a child of its own in a group of its own, both marked TOKEN; print
+//                                    "escaped", then exit 0 after EXIT_MS (default: sleep SECONDS)
 //   restart-check FILE UNTIL         append "rank=R restart=N" to FILE; exit 1 while N < UNTIL, else 0
 //   env FILE NAME...                 write NAME=value lines of our environment to FILE, exit 0
 //   partial TEXT                     write TEXT without a trailing newline, exit 0
@@ -16,6 +19,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -133,6 +137,28 @@ int main(int argc, char** argv) {
     std::printf("started grandchild %d\n", static_cast<int>(pid));
     std::fflush(stdout);
     sleepSeconds(std::atof(argv[3]));
+    return 0;
+  }
+  if (mode == "escape") {
+    const pid_t daemon = ::fork();
+    if (daemon == 0) {
+      ::setsid();  // out of the worker's process group and session, as a daemon does
+      const int null = ::open("/dev/null", O_RDWR);
+      for (int fd = 0; fd <= 2; ++fd) ::dup2(null, fd);  // holds none of the worker's pipes
+      if (::fork() == 0) {
+        ::setpgid(0, 0);  // and one more level, in a group of its own
+        ::execl("/proc/self/exe", "process_test_child", "sleep", argv[3], argv[2], "daemon-child",
+                static_cast<char*>(nullptr));
+        ::_exit(127);
+      }
+      ::execl("/proc/self/exe", "process_test_child", "sleep", argv[3], argv[2], "daemon",
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::waitpid(daemon, nullptr, WNOHANG);
+    std::printf("escaped\n");
+    std::fflush(stdout);
+    sleepSeconds(argc > 4 ? std::atof(argv[4]) / 1000.0 : std::atof(argv[3]));
     return 0;
   }
   if (mode == "restart-check") {

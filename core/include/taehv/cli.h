@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,9 +56,11 @@ class Cli {
   const HostContext& host() const { return host_; }
   void log(LogLevel level, const std::string& message) const;
 
-  /// Parses args() with the launch options, the backend options and `extra`. On error logs one line and returns
-  /// false (the caller exits kUsageError).
-  bool parse(const boost::program_options::options_description& extra, boost::program_options::variables_map& vm);
+  /// Parses args() with the launch options, the backend options and `extra`. Returns nullopt to go on, or the
+  /// code to exit with now: kUsageError after one error line, 0 after --help/-h printed the sub-command's usage
+  /// and options. Use: `if (auto done = cli.parse(extra, vm)) return *done;`
+  std::optional<int> parse(const boost::program_options::options_description& extra,
+                           boost::program_options::variables_map& vm);
 
   /// Chooses the backend, asks it for this node's plan and resolves the node descriptor from `vm`. When the
   /// backend takes over the launch and `plan_when_taken_over` is false, stops before planning (node unset).
@@ -81,6 +84,7 @@ class Cli {
 
   std::vector<std::string> raw_args_;  // everything before `--`
   std::vector<std::string> args_;      // raw_args_ without the sub-command name
+  const struct SubCommand* sub_command_ = nullptr;  // the built-in sub-command running, nullptr = launch
   std::vector<std::string> command_;
   bool has_separator_ = false;
   Env env_;

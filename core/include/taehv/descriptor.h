@@ -22,6 +22,14 @@ inline constexpr const char* kDefaultRunId = "none";
 /// Address used by --standalone and by a single-node job with no master given.
 inline constexpr const char* kLoopbackAddr = "127.0.0.1";
 
+/// Limits on counts (README: "Limits"). They keep every rank, world size and restart count far inside an int, so
+/// no product or sum of them can overflow, and they stop a mistyped count before it forks thousands of processes.
+/// Beyond what any job we know of uses; raise them here (and in the README) when one does.
+inline constexpr int kMaxNodes = 65536;          ///< --nnodes, PET_NNODES, a backend's node count
+inline constexpr int kMaxNprocPerNode = 1024;    ///< workers on one node, whatever --oversubscribe says
+inline constexpr int kMaxWorldSize = 1 << 20;    ///< nnodes * nproc_per_node (1,048,576 processes)
+inline constexpr int kMaxRestarts = 1000000;     ///< --max-restarts and restarts already made (--restart-count)
+
 /// The launch options as the user typed them (flags only; unset = not given). Values are not validated here.
 struct LaunchFlags {
   std::optional<int> nnodes;
@@ -96,8 +104,9 @@ Checked<NodeDescriptor> resolveNode(const LaunchFlags& flags, const NodePlan* pl
                                     const Env& env, const std::string& host, int cpu_cores,
                                     const std::function<int()>& free_port);
 
-/// Checks a resolved node: node count >= 1, node rank in range, >= 1 process, non-empty master, port in
-/// 1..65535, single-worker rank and local rank in range. Returns "" or one line naming the field, its value,
+/// Checks a resolved node: node count 1..kMaxNodes, node rank in range, 1..kMaxNprocPerNode processes, world size
+/// at most kMaxWorldSize, non-empty master, port in 1..65535, restarts 0..kMaxRestarts, single-worker rank and
+/// local rank in range. Returns "" or one line naming the field, its value,
 /// where the value came from and how to fix it.
 std::string validateNode(const NodeDescriptor& node);
 

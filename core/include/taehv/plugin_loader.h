@@ -6,7 +6,8 @@
 // the install or build tree (<dir of taehv-run>/../<libdir>/taehv/plugins, libdir as GNUInstallDirs says).
 //
 // Loading checks, each failure one line naming the file and what to do:
-//   folder or file writable by everyone -> refused; not an ELF shared library; dlopen failure (missing
+//   folder or file writable by everyone -> refused; not an ELF shared library, or one whose headers point
+//   past the end of the file (cut short: checked before dlopen, which would die of SIGBUS); dlopen failure (missing
 //   dependency); missing taehv_plugin_info; api_version != kPluginApiVersion (checked before anything else is
 //   touched); missing factory; factory returned null or threw.
 //

@@ -99,109 +99,151 @@ void drain(int& fd, std::string& sink) {
   }
 }
 
-/// Serves every open pipe with poll() until all are closed; at the deadline kills the programs still holding
-/// one (and marks them timed out).
-void servePipes(const std::vector<RunRequest>& requests, std::vector<Running>& running,
-                std::vector<RunResult>& results, std::optional<Clock::time_point> deadline) {
-  bool killed = false;
-  for (;;) {
-    std::vector<pollfd> fds;
-    std::vector<std::pair<std::size_t, int*>> owners;  // which program, which of its descriptors
-    for (std::size_t i = 0; i < running.size(); ++i) {
-      for (int* fd : {&running[i].out_fd, &running[i].err_fd, &running[i].in_fd}) {
-        if (*fd < 0) continue;
-        fds.push_back({*fd, static_cast<short>(fd == &running[i].in_fd ? POLLOUT : POLLIN), 0});
-        owners.emplace_back(i, fd);
-      }
-    }
-    if (fds.empty()) return;
-    int wait_ms = -1;
-    if (deadline) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now());
-      if (left.count() <= 0 && !killed) {
-        for (std::size_t i = 0; i < running.size(); ++i) {
-          if (running[i].pid > 0 && holdsPipes(running[i])) {
-            results[i].timed_out = true;
-            ::kill(-running[i].pid, SIGKILL);
-            closeFd(running[i].in_fd);
-          }
-        }
-        killed = true;
-        continue;  // the stdin pipes are closed: poll again without them
-      }
-      wait_ms = static_cast<int>(killed ? kDrainAfterKill.count() : std::max<long long>(left.count(), 1));
-    }
-    const int rc = ::poll(fds.data(), fds.size(), wait_ms);
-    if (rc < 0) {
-      if (errno == EINTR) continue;
-      for (Running& r : running) {
-        closeFd(r.out_fd);
-        closeFd(r.err_fd);
-        closeFd(r.in_fd);
-      }
-      return;
-    }
-    if (rc == 0 && killed) {
-      // Something outside the group (a grandchild that setsid'd) holds a pipe: give up on it.
-      for (Running& r : running) {
-        closeFd(r.out_fd);
-        closeFd(r.err_fd);
-      }
-      return;
-    }
-    for (std::size_t k = 0; k < fds.size(); ++k) {
-      if (fds[k].revents == 0) continue;
-      auto [i, fd] = owners[k];
-      if (fd == &running[i].in_fd) {
-        feed(running[i], *requests[i].input);
-      } else {
-        drain(*fd, fd == &running[i].out_fd ? results[i].out : results[i].err);
-      }
-    }
-  }
-}
-
-/// Waits for the program to exit; past the deadline it is killed (and marked timed out) first.
-void reap(Running& running, RunResult& result, std::optional<Clock::time_point> deadline) {
+/// Records how the program ended, when it has (WNOHANG), or waits for it (blocking).
+bool collect(Running& running, RunResult& result, bool block) {
   int status = 0;
   for (;;) {
-    const bool may_block = !deadline || result.timed_out;
-    const pid_t got = ::waitpid(running.pid, &status, may_block ? 0 : WNOHANG);
+    const pid_t got = ::waitpid(running.pid, &status, block ? 0 : WNOHANG);
     if (got < 0 && errno == EINTR) continue;
-    if (got == 0) {
-      if (Clock::now() >= *deadline) {
-        result.timed_out = true;
-        ::kill(-running.pid, SIGKILL);
-      } else {
-        std::this_thread::sleep_for(kReapInterval);
-      }
-      continue;
-    }
+    if (got == 0) return false;
     if (got == running.pid) {
       if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
       if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
     }
-    return;
+    running.pid = -1;
+    return true;
   }
 }
 
+/// One run of runPrograms: at most `max_parallel` programs at once (0: all), each next one started as one ends,
+/// every pipe served with poll(), one deadline for the whole run.
+class Batch {
+ public:
+  Batch(const std::vector<RunRequest>& requests, std::size_t max_parallel, std::optional<Clock::time_point> deadline)
+      : requests_(requests), max_parallel_(max_parallel), deadline_(deadline), results_(requests.size()),
+        running_(requests.size()) {}
+
+  std::vector<RunResult> run() {
+    for (;;) {
+      collectEnded();              // first: a slot freed here is taken at once
+      if (!killed_) startMore();
+      if (active_.empty() && (next_ == requests_.size() || killed_)) break;
+      const auto now = Clock::now();
+      if (deadline_ && now >= *deadline_ && !killed_) {
+        killAtDeadline(now);
+        continue;  // the stdin pipes are closed: poll again without them
+      }
+      if (killed_ && now >= drain_until_) {
+        // Something outside a group (a grandchild that setsid'd) holds a pipe: give up on it.
+        for (std::size_t i : active_) {
+          closeFd(running_[i].out_fd);
+          closeFd(running_[i].err_fd);
+          collect(running_[i], results_[i], true);
+        }
+        active_.clear();
+        break;
+      }
+      pollOnce(now);
+    }
+    for (std::size_t i = next_; i < requests_.size(); ++i) {
+      results_[i].timed_out = true;  // its turn never came before the deadline
+      results_[i].not_started = true;
+    }
+    return std::move(results_);
+  }
+
+ private:
+  void startMore() {
+    while (next_ < requests_.size() && (max_parallel_ == 0 || active_.size() < max_parallel_)) {
+      if (deadline_ && Clock::now() >= *deadline_) return;
+      start(requests_[next_], running_[next_], results_[next_]);
+      if (running_[next_].pid > 0) active_.push_back(next_);
+      ++next_;
+    }
+  }
+
+  /// Programs whose pipes are all closed are reaped when they have exited; the slot is free then.
+  void collectEnded() {
+    active_.erase(std::remove_if(active_.begin(), active_.end(),
+                                 [&](std::size_t i) {
+                                   return !holdsPipes(running_[i]) && collect(running_[i], results_[i], killed_);
+                                 }),
+                  active_.end());
+  }
+
+  void killAtDeadline(Clock::time_point now) {
+    for (std::size_t i : active_) {
+      results_[i].timed_out = true;
+      ::kill(-running_[i].pid, SIGKILL);
+      closeFd(running_[i].in_fd);
+    }
+    killed_ = true;
+    drain_until_ = now + kDrainAfterKill;
+  }
+
+  void pollOnce(Clock::time_point now) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<std::size_t, int*>> owners;  // which program, which of its descriptors
+    bool waiting_for_exit = false;  // a program closed its pipes but has not exited yet
+    for (std::size_t i : active_) {
+      Running& r = running_[i];
+      if (!holdsPipes(r)) waiting_for_exit = true;
+      for (int* fd : {&r.out_fd, &r.err_fd, &r.in_fd}) {
+        if (*fd < 0) continue;
+        fds.push_back({*fd, static_cast<short>(fd == &r.in_fd ? POLLOUT : POLLIN), 0});
+        owners.emplace_back(i, fd);
+      }
+    }
+    long long wait_ms = -1;
+    const auto until = [&](Clock::time_point t) {
+      const long long left = std::max<long long>(
+          1, std::chrono::duration_cast<std::chrono::milliseconds>(t - now).count());
+      wait_ms = wait_ms < 0 ? left : std::min(wait_ms, left);
+    };
+    if (killed_) until(drain_until_);
+    else if (deadline_) until(*deadline_);
+    if (waiting_for_exit) until(now + kReapInterval);
+    const int rc = ::poll(fds.data(), fds.size(), static_cast<int>(wait_ms));
+    if (rc < 0 && errno != EINTR) {
+      for (std::size_t i : active_) {
+        closeFd(running_[i].out_fd);
+        closeFd(running_[i].err_fd);
+        closeFd(running_[i].in_fd);
+      }
+      return;
+    }
+    for (std::size_t k = 0; rc > 0 && k < fds.size(); ++k) {
+      if (fds[k].revents == 0) continue;
+      auto [i, fd] = owners[k];
+      if (fd == &running_[i].in_fd) {
+        feed(running_[i], *requests_[i].input);
+      } else {
+        drain(*fd, fd == &running_[i].out_fd ? results_[i].out : results_[i].err);
+      }
+    }
+  }
+
+  const std::vector<RunRequest>& requests_;
+  const std::size_t max_parallel_;
+  const std::optional<Clock::time_point> deadline_;
+  std::vector<RunResult> results_;
+  std::vector<Running> running_;
+  std::size_t next_ = 0;            ///< requests before this one have been started (or failed to start)
+  std::vector<std::size_t> active_;  ///< started and not reaped yet, in start order
+  bool killed_ = false;
+  Clock::time_point drain_until_{};
+};
+
 }  // namespace
 
-std::vector<RunResult> runPrograms(const std::vector<RunRequest>& requests, std::chrono::milliseconds timeout) {
+std::vector<RunResult> runPrograms(const std::vector<RunRequest>& requests, std::chrono::milliseconds timeout,
+                                   std::size_t max_parallel) {
   std::optional<Clock::time_point> deadline;
   if (timeout != kNoTimeout) deadline = Clock::now() + timeout;
   const bool any_input = std::any_of(requests.begin(), requests.end(),
                                      [](const RunRequest& r) { return r.input.has_value(); });
   IgnoreSigpipe ignore_sigpipe(any_input);
-
-  std::vector<RunResult> results(requests.size());
-  std::vector<Running> running(requests.size());
-  for (std::size_t i = 0; i < requests.size(); ++i) start(requests[i], running[i], results[i]);
-  servePipes(requests, running, results, deadline);
-  for (std::size_t i = 0; i < running.size(); ++i) {
-    if (running[i].pid > 0) reap(running[i], results[i], deadline);
-  }
-  return results;
+  return Batch(requests, max_parallel, deadline).run();
 }
 
 RunResult runProgram(const RunRequest& request, std::chrono::milliseconds timeout) {

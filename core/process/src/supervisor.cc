@@ -2,6 +2,7 @@
 // signal handlers write to. See taehv/process/supervisor.h for the contract.
 #include "taehv/process/supervisor.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -12,10 +13,14 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <deque>
 #include <filesystem>
+#include <fstream>
+#include <set>
 #include <string_view>
 
 #include "error_file.h"
@@ -40,6 +45,9 @@ constexpr std::chrono::milliseconds kPollCap{500};
 constexpr std::size_t kReadChunk = 64 * 1024;
 /// Longest stderr line kept in a child's tail (bytes); the rest of the line is cut.
 constexpr std::size_t kTailLineCap = 4096;
+/// At the end of a generation, how long we keep killing what our workers' trees left to us (each SIGKILL of an
+/// adopted process can hand us its own children) before giving up with a warning.
+constexpr std::chrono::milliseconds kOrphanSweep{2000};
 
 // ---- signals ---------------------------------------------------------------------------------------------
 
@@ -125,6 +133,58 @@ class SignalScope {
   int wake_read_ = -1;
 };
 
+// ---- orphans ---------------------------------------------------------------------------------------------
+
+/// The pids whose parent is `parent`, from /proc/<pid>/stat (works without CONFIG_PROC_CHILDREN).
+std::set<pid_t> childrenOf(pid_t parent) {
+  std::set<pid_t> found;
+  DIR* dir = ::opendir("/proc");
+  if (dir == nullptr) return found;
+  while (dirent* e = ::readdir(dir)) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (pid <= 0) continue;
+    std::ifstream in(std::string("/proc/") + e->d_name + "/stat");
+    std::string stat;
+    std::getline(in, stat);
+    const std::size_t close = stat.rfind(')');  // the command name may hold spaces and parentheses
+    if (close == std::string::npos || close + 2 >= stat.size()) continue;
+    long ppid = 0;
+    if (std::sscanf(stat.c_str() + close + 2, "%*c %ld", &ppid) == 1 && ppid == parent) found.insert(pid);
+  }
+  ::closedir(dir);
+  return found;
+}
+
+/// Makes this process the child subreaper of its workers for one supervise() (PR_SET_CHILD_SUBREAPER): a
+/// process a worker started and then left behind, even one that called setsid() to leave the worker's process
+/// group and session, is re-parented to us instead of to init, so we can find it and end it with the job.
+/// Restores the previous setting when destroyed. Remembers the children this process had before, which are
+/// not ours to kill.
+class SubreaperScope {
+ public:
+  SubreaperScope() {
+    int was = 0;
+    ::prctl(PR_GET_CHILD_SUBREAPER, &was);
+    was_subreaper_ = was != 0;
+    if (!was_subreaper_) active_ = ::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
+    earlier_children_ = childrenOf(::getpid());
+  }
+  SubreaperScope(const SubreaperScope&) = delete;
+  SubreaperScope& operator=(const SubreaperScope&) = delete;
+  ~SubreaperScope() {
+    if (active_) ::prctl(PR_SET_CHILD_SUBREAPER, 0);
+  }
+  /// Orphans come to us (we set it, or we were a subreaper or PID 1 already).
+  bool adopts() const { return active_ || was_subreaper_ || ::getpid() == 1; }
+  /// Children of this process that existed before supervise() started.
+  const std::set<pid_t>& earlierChildren() const { return earlier_children_; }
+
+ private:
+  bool was_subreaper_ = false;
+  bool active_ = false;
+  std::set<pid_t> earlier_children_;
+};
+
 // ---- output ----------------------------------------------------------------------------------------------
 
 /// Writes all of data to fd, waiting while a non-blocking fd is full. Gives up on errors such as EPIPE:
@@ -206,11 +266,9 @@ struct GenerationOutcome {
 class Generation {
  public:
   Generation(std::vector<ChildSpec> specs, const SupervisorOptions& options, Guardian& guardian,
-             const SignalScope& signals)
-      : options_(options), guardian_(guardian), signals_(signals) {
-    int subreaper = 0;
-    ::prctl(PR_GET_CHILD_SUBREAPER, &subreaper);
-    adopts_orphans_ = ::getpid() == 1 || subreaper != 0;
+             const SignalScope& signals, const SubreaperScope& subreaper)
+      : options_(options), guardian_(guardian), signals_(signals), subreaper_(subreaper) {
+    adopts_orphans_ = subreaper.adopts();
     children_.resize(specs.size());
     for (std::size_t i = 0; i < specs.size(); ++i) {
       children_[i].spec = std::move(specs[i]);
@@ -240,6 +298,7 @@ class Generation {
           for (Child& c : children_) {
             if (c.pid > 0) ::kill(-c.pid, SIGKILL);
           }
+          killAdoptedOrphans();
           groups_killed_ = true;
           drain_deadline_ = now + kDrainAfterExit;
         }
@@ -407,6 +466,37 @@ class Generation {
     }
   }
 
+  /// Every worker has been reaped, so whatever their trees left behind (in another process group or session
+  /// too) has been re-parented to us: SIGKILL it and its group, reap it, and repeat for what that hands us in
+  /// turn, until none is left or kOrphanSweep has passed. Not the guardian, not children we had before.
+  void killAdoptedOrphans() {
+    if (!adopts_orphans_) return;
+    const auto deadline = Clock::now() + kOrphanSweep;
+    for (;;) {
+      std::set<pid_t> orphans = childrenOf(::getpid());
+      orphans.erase(guardian_.pid());
+      for (pid_t earlier : subreaper_.earlierChildren()) orphans.erase(earlier);
+      if (orphans.empty()) return;
+      if (Clock::now() >= deadline) {
+        say("taehv-run: warning: " + std::to_string(orphans.size()) +
+            " process(es) the workers left behind did not end after SIGKILL within " +
+            std::to_string(kOrphanSweep.count()) + " ms (first: pid " + std::to_string(*orphans.begin()) + ")\n");
+        return;
+      }
+      for (pid_t pid : orphans) {
+        ::kill(-pid, SIGKILL);  // its group, when it leads one (a setsid() daemon does)
+        ::kill(pid, SIGKILL);
+      }
+      for (pid_t pid : orphans) {
+        while (Clock::now() < deadline) {
+          const pid_t r = ::waitpid(pid, nullptr, WNOHANG);
+          if (r == pid || (r < 0 && errno != EINTR)) break;
+          ::usleep(1000);
+        }
+      }
+    }
+  }
+
   void pollOnce(Clock::time_point now) {
     pollfds_.clear();
     owners_.clear();
@@ -499,6 +589,7 @@ class Generation {
   const SupervisorOptions& options_;
   Guardian& guardian_;
   const SignalScope& signals_;
+  const SubreaperScope& subreaper_;
   std::vector<Child> children_;
   int first_failure_ = -1;
   int interrupt_signal_ = 0;
@@ -564,6 +655,7 @@ SupervisorResult supervise(const std::function<std::vector<ChildSpec>(int restar
   }
   ActiveFlag active;
   ensureStdFds();
+  SubreaperScope subreaper;  // before the guardian, which is ours and is never swept
   Guardian guardian;  // started before our handlers are installed, so it inherits none of them
   if (!guardian.start()) {
     say("taehv-run: warning: cannot start the orphan guardian; processes started by workers may outlive a "
@@ -579,7 +671,7 @@ SupervisorResult supervise(const std::function<std::vector<ChildSpec>(int restar
   GenerationOutcome last;
   for (int restart = 0;; ++restart) {
     std::vector<ChildSpec> specs = make_children(restart);
-    Generation generation(std::move(specs), options, guardian, signals);
+    Generation generation(std::move(specs), options, guardian, signals, subreaper);
     last = generation.run();
     result.restarts = restart;
     if (last.first_failure) printSummary(*last.first_failure, restart, options.max_restarts, options.stderr_tail_lines);

@@ -24,6 +24,8 @@ NodeSizing sizeNode(const NodeSizingInput& in) {
   n.scheduler_gpus = in.scheduler_gpus;
   n.binding = in.binding;
   n.single_worker = in.single_worker;
+  n.cpu_cores = in.cpu_cores;
+  n.oversubscribe = in.oversubscribe;
   s.nproc = decideNprocPerNode(n);
 
   // Computed even when the decision failed, so the doctor can still check the interfaces.

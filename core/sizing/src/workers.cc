@@ -49,7 +49,23 @@ NprocDecision decideNprocPerNode(const NprocInput& in) {
     return d;
   }
   if (gpus == 0) {
+    // A platform that starts each worker itself (single_worker) has already made its processes.
+    const int cores = in.cpu_cores;
+    if (!in.single_worker && cores > 0 && asked > static_cast<long long>(kCpuWorkersPerCore) * cores &&
+        !in.oversubscribe) {
+      d.error = "--nproc-per-node " + std::to_string(asked) + " (" + in.requested.source + ") asks for " +
+                std::to_string(asked) + " CPU workers, but this node has no GPU visible (" + in.gpu_source +
+                ") and " + std::to_string(cores) + " usable core" + (cores == 1 ? "" : "s") + "; at most " +
+                std::to_string(kCpuWorkersPerCore * cores) + " (" + std::to_string(kCpuWorkersPerCore) +
+                " per core) start without --oversubscribe: use --nproc-per-node " + std::to_string(cores) +
+                " or fewer, or add --oversubscribe if you mean it";
+      return d;
+    }
     d.nproc_per_node.set(asked, in.requested.source + "; no GPU visible (" + in.gpu_source + "): CPU workers, Gloo");
+    if (cores > 0 && asked > cores) {
+      d.notes.push_back(std::to_string(asked) + " CPU workers share " + std::to_string(cores) + " core" +
+                        (cores == 1 ? "" : "s") + " (oversubscribed: each runs slower than it could)");
+    }
     return d;
   }
   d.use_gpus = true;

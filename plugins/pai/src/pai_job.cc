@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "taehv/torch_env/container_image.h"
 #include "taehv/torch_env/env_reader.h"
 #include "taehv/torch_env/torch_style.h"
 
@@ -35,6 +36,12 @@ bool takeValue(const std::vector<std::string>& args, size_t& i, std::string& val
   value = args[++i];
   return true;
 }
+
+/// GPUs one DLC node may ask for. No GPU instance has more than 16 today; 64 leaves room for one without letting
+/// a typo (99999) through to the platform.
+constexpr int kMaxGpusPerNode = 64;
+/// CPU cores one node may ask for with --resource-id (ResourceConfig.CPU).
+constexpr int kMaxCpusPerNode = 1024;
 
 }  // namespace
 
@@ -128,6 +135,10 @@ std::string parsePaiRenderArgs(const std::vector<std::string>& args, PaiRenderOp
       const int min_value = flag == "--nodes" ? 1 : 0;
       if (!v || *v < min_value || *v > 100000)
         return flag + " " + value + " is not a whole number >= " + std::to_string(min_value);
+      if (flag == "--gpus-per-node" && *v > kMaxGpusPerNode) {
+        return "--gpus-per-node " + value + " is more than any DLC node has (at most " +
+               std::to_string(kMaxGpusPerNode) + "); give the GPUs of one node, not of the job";
+      }
       (flag == "--nodes" ? out.nodes : out.gpus_per_node) = *v;
       if (flag == "--gpus-per-node") have_gpus = true;
     } else if (flag == "--image") {
@@ -141,14 +152,20 @@ std::string parsePaiRenderArgs(const std::vector<std::string>& args, PaiRenderOp
     } else if (flag == "--workspace-id") {
       out.workspace_id = value;
     } else if (flag == "--cpu") {
+      if (!parseCount(value, 1, kMaxCpusPerNode)) {
+        return "--cpu " + value + " is not a whole number of CPU cores from 1 to " + std::to_string(kMaxCpusPerNode);
+      }
       out.cpu = value;
     } else if (flag == "--memory") {
+      static const std::regex kQuantity(R"(^[1-9][0-9]{0,5}(Ki|Mi|Gi|Ti)?$)");
+      if (!std::regex_match(value, kQuantity)) return "--memory " + value + " is not a size like 256Gi or 512Mi";
       out.memory = value;
     }
   }
   if (out.nodes < 1) return "--nodes N is required (the number of nodes: 1 Master + N-1 Workers)";
   if (!have_gpus) return "--gpus-per-node G is required (0 for CPU-only nodes)";
   if (out.image.empty()) return "--image IMAGE is required (an image with taehv-run installed)";
+  if (std::string e = imageReferenceError(out.image); !e.empty()) return e;
   static const std::regex kName(R"(^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$)");
   if (!std::regex_match(out.name, kName)) {
     return "--name " + out.name + " is not a valid DLC job name: letters, digits, '_' and '-', at most 128";

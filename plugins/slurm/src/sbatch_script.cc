@@ -1,6 +1,7 @@
 #include "taehv/slurm/sbatch_script.h"
 
 #include <optional>
+#include <regex>
 #include <sstream>
 
 #include "taehv/parse.h"
@@ -22,6 +23,14 @@ std::string quoteWithCheckpoint(const std::string& word) {
   }
   if (pos < word.size() || out.empty()) out += shellQuote(word.substr(pos));
   return out;
+}
+
+/// Is `text` a time limit sbatch takes (man sbatch, --time): MINUTES, MINUTES:SECONDS, HOURS:MINUTES:SECONDS,
+/// DAYS-HOURS, DAYS-HOURS:MINUTES, DAYS-HOURS:MINUTES:SECONDS, or UNLIMITED / INFINITE?
+bool isSlurmTime(const std::string& text) {
+  static const std::regex kTime(R"(^([0-9]{1,7}(:[0-5]?[0-9]){0,2}|[0-9]{1,5}-[0-9]{1,2}(:[0-5]?[0-9]){0,2})$)");
+  static const std::regex kUnlimited(R"(^(unlimited|infinite)$)", std::regex::icase);
+  return std::regex_match(text, kTime) || std::regex_match(text, kUnlimited);
 }
 
 }  // namespace
@@ -122,6 +131,10 @@ std::string parseSubmitArgs(const std::vector<std::string>& args, SubmitOptions&
       err = number(1, 1024, out.nproc_per_node);
     } else if (arg == "--time" || arg == "-t") {
       err = directive(out.time);
+      if (err.empty() && !isSlurmTime(out.time)) {
+        err = arg + " '" + out.time + "': not a SLURM time limit; use MINUTES, HOURS:MINUTES:SECONDS, " +
+              "DAYS-HOURS[:MINUTES[:SECONDS]] or UNLIMITED, e.g. 4:00:00 or 2-00:00:00";
+      }
     } else if (arg == "--partition" || arg == "-p") {
       err = directive(out.partition);
     } else if (arg == "--job-name" || arg == "-J") {

@@ -46,6 +46,22 @@ std::string trim(std::string s) {
 }
 
 int runHostnames(const HostContext& host, const std::vector<std::string>& args, bool compress) {
+  const std::string usage =
+      std::string("usage: taehv-run --backend slurm ") + (compress ? "hostlist HOST..." : "hostnames [LIST...]") +
+      "\n" +
+      (compress ? "  compresses host names (n1 n2 n3 or n1,n2,n3) into one SLURM hostlist, e.g. n[1-3]\n"
+                : "  expands SLURM hostlists (e.g. n[1-4],gpu[01-02]) to one host per line; without LIST, "
+                  "SLURM_JOB_NODELIST\n");
+  for (const std::string& a : args) {
+    if (a == "--help" || a == "-h") {
+      std::cout << usage;
+      return std::cout ? 0 : 1;
+    }
+    if (!a.empty() && a[0] == '-') {  // no host name starts with '-'
+      logTo(host, LogLevel::kError, "unknown option '" + a + "'; " + usage.substr(0, usage.find('\n')));
+      return 2;
+    }
+  }
   std::string list = joinArgs(args);
   if (args.empty()) {
     auto it = host.env.find("SLURM_JOB_NODELIST");

@@ -65,6 +65,12 @@ HostCheck interpretPreflight(const std::string& host, const Captured& answer, co
     check.error = "cannot run ssh: " + answer.spawn_error;
     return check;
   }
+  if (answer.not_started) {
+    check.error = "not checked: the preflight's " + seconds + " s were over before its turn (" +
+                  std::to_string(request.max_parallel) +
+                  " hosts are checked at once; raise --preflight-timeout or --ssh-parallel)";
+    return check;
+  }
   if (answer.timed_out) {
     check.error = "no answer within " + seconds +
                   " s (host down or unreachable? raise --preflight-timeout for slow links)";
@@ -141,7 +147,7 @@ PreflightReport runPreflight(CommandRunner& runner, const std::map<std::string, 
     }
     argvs.push_back(sshArgv(request.ssh, host_opts, request.hosts[i], command));
   }
-  const auto answers = runner.runAll(argvs, env, request.timeout);
+  const auto answers = runner.runAll(argvs, env, request.timeout, request.max_parallel);
   PreflightReport report;
   for (std::size_t i = 0; i < request.hosts.size(); ++i) {
     report.hosts.push_back(interpretPreflight(request.hosts[i], answers[i], request));

@@ -7,6 +7,7 @@
 // one ssh client per host under taehv::process::supervise() (fail fast, signal forwarding). Each ssh client's
 // stdin is a pipe held by the supervisor; the remote wrapper (fanout.h remoteScript) kills its process group
 // when that pipe reaches EOF, so even `kill -9` of this launcher leaves nothing behind on any host.
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -45,6 +46,18 @@ constexpr std::chrono::milliseconds kClientShutdownGrace{std::chrono::seconds(5)
 constexpr int kNotStarted = 2;
 /// An ssh connection master lives this long after its last session (also after `kill -9` of the launcher).
 constexpr int kMuxPersistSeconds = 5;
+/// The most hosts the fan-out has been run with for a whole job (bench/ssh: 16 hosts on real sshd); beyond it
+/// a warning says so. The preflight alone is tested with hundreds (HostileSshScale, a fake ssh).
+constexpr std::size_t kTestedHosts = 16;
+/// The most hosts taken at all: the job runs one ssh client per host on this host for its whole length (three
+/// pipes each, a few MiB each), and the supervisor's guardian tracks at most 4096 process groups. Larger jobs
+/// belong to a scheduler (the SLURM backend).
+constexpr std::size_t kMaxHosts = 4096;
+/// Descriptors per ssh client of the job (stdin, stdout, stderr pipes) and what the launcher needs besides.
+constexpr rlim_t kFdsPerHost = 3;
+constexpr rlim_t kFdsSpare = 64;
+/// At most this many hosts are named one line each when the preflight fails; the rest are counted.
+constexpr int kMaxHostErrorLines = 20;
 
 /// Names of the ssh control sockets of one launch: /tmp/taehv-ssh-<64 random bits>-<node>. No folder, so that
 /// nothing is left even after `kill -9` of the launcher (each master removes its socket when it exits). ssh
@@ -100,14 +113,83 @@ std::string currentDirectory() {
   return ::getcwd(buf, sizeof buf) ? std::string(buf) : std::string();
 }
 
+/// The job's hosts and shape from --hostfile, --include/--exclude, `nproc` and `nnodes` (flag texts, empty =
+/// unset), or why there are none.
+std::string loadJobShape(const Options& opts, const std::string& nproc, const std::string& nnodes, JobShape* shape) {
+  const std::string hostfile = lastOption(opts, "hostfile");
+  if (hostfile.empty()) return "--hostfile needs a file name";
+  std::string text;
+  std::string error;
+  if (!readFile(hostfile, &text, &error)) return error;
+  HostsResult parsed = parseHostfile(text, hostfile);
+  if (!parsed.ok()) return parsed.error;
+  HostsResult filtered = filterHosts(parsed.hosts, lastOption(opts, "include"), lastOption(opts, "exclude"));
+  if (!filtered.ok()) return filtered.error;
+  *shape = shapeJob(filtered.hosts, nnodes, nproc);
+  return shape->error;
+}
+
+/// "" when the fan-out can take `hosts` hosts (warning beyond kTestedHosts); else why not. Raises the soft limit
+/// on open files to the hard one when the job's ssh clients need more descriptors than the soft one allows.
+template <typename Log>
+std::string checkHostCount(std::size_t hosts, const Log& log) {
+  if (hosts > kMaxHosts) {
+    return std::to_string(hosts) + " hosts: the ssh backend starts one ssh client per host on this host for the "
+           "whole job and takes at most " + std::to_string(kMaxHosts) +
+           "; use --nnodes N or --include to run fewer, or a scheduler (--backend slurm) for a job this large";
+  }
+  if (hosts > kTestedHosts) {
+    log(LogLevel::kWarn, std::to_string(hosts) + " hosts: the ssh backend has been tested with up to " +
+                             std::to_string(kTestedHosts) + " hosts for a whole job; this host runs " +
+                             std::to_string(hosts) + " ssh clients until the job ends");
+  }
+  const rlim_t needed = static_cast<rlim_t>(hosts) * kFdsPerHost + kFdsSpare;
+  struct rlimit files {};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY && files.rlim_cur < needed) {
+    if (files.rlim_max == RLIM_INFINITY || files.rlim_max >= needed) {
+      files.rlim_cur = needed;
+      if (::setrlimit(RLIMIT_NOFILE, &files) == 0) return "";
+    }
+    return std::to_string(hosts) + " hosts need about " + std::to_string(needed) +
+           " open files here (three pipes per ssh client) but the limit is " + std::to_string(files.rlim_cur) +
+           " (hard limit " + (files.rlim_max == RLIM_INFINITY ? std::string("unlimited") : std::to_string(files.rlim_max)) +
+           "); raise it (ulimit -n) or run fewer hosts";
+  }
+  return "";
+}
+
 class SshBackend final : public Backend {
  public:
   Detection detect(const HostContext&) const override {
     return {0, "the ssh backend is chosen with --backend ssh --hostfile FILE"};
   }
 
-  PlanResult plan(const HostContext&, const PlanRequest&) const override {
-    return {"the ssh backend starts whole jobs from one host: pass --hostfile FILE (lines 'HOST slots=N')", {}};
+  /// Without --hostfile: why the backend cannot plan. With one (describe, doctor): node 0's share of the job the
+  /// fan-out would start, from the same hostfile, --include/--exclude and --nproc-per-node.
+  PlanResult plan(const HostContext&, const PlanRequest& request) const override {
+    PlanResult result;
+    const std::string hostfile = lastOption(request.options, "hostfile");
+    if (hostfile.empty()) {
+      result.error = "the ssh backend starts whole jobs from one host: pass --hostfile FILE (lines 'HOST slots=N')";
+      return result;
+    }
+    const std::string nproc = request.nproc_per_node ? std::to_string(*request.nproc_per_node) : std::string();
+    JobShape shape;
+    if (std::string error = loadJobShape(request.options, nproc, "", &shape); !error.empty()) {
+      result.error = error;
+      return result;
+    }
+    NodePlan& plan = result.plan;
+    const std::string from = "hostfile " + hostfile;
+    plan.nnodes.set(static_cast<int>(shape.hosts.size()), from + " (" + std::to_string(shape.hosts.size()) + " hosts)");
+    plan.node_rank.set(0, "rule: shown is node 0, the first host; the fan-out starts every host");
+    plan.nproc_per_node.set(shape.nproc_per_node, from + " (slots per host)");
+    plan.master_addr.set(shape.hosts.front().host,
+                         "rule: the first host of " + hostfile + " (the launch uses its first `hostname -I` address)");
+    plan.notes = shape.notes;
+    plan.notes.push_back("the ssh backend starts taehv-run on every host of " + hostfile +
+                         " over ssh; each host's plan differs only in node_rank");
+    return result;
   }
 
   std::vector<OptionSpec> options() const override {
@@ -120,7 +202,12 @@ class SshBackend final : public Backend {
         {"remote-cwd", "DIR", "working directory on the hosts (default: the current one)", false},
         {"ssh-opts", "OPTS", "extra options for ssh, e.g. \"-p 2222 -F ~/.ssh/cluster_config\"", true},
         {"env", "NAME=VALUE", "set this variable for the job on every host (repeatable)", true},
-        {"preflight-timeout", "SECONDS", "deadline for checking all hosts before starting (default 15)", false},
+        {"preflight-timeout", "SECONDS",
+         "deadline for checking all hosts before starting, for the whole check, not per host (default 15)", false},
+        {"ssh-parallel", "N",
+         "at most N ssh clients at once while checking the hosts (default " + std::to_string(kDefaultSshParallel) +
+             ", at most " + std::to_string(kMaxSshParallel) + ")",
+         false},
         {"remote-grace", "SECONDS",
          "on teardown, SIGTERM -> SIGKILL delay on the hosts (default: --shutdown-grace + 2 if given, else 10)",
          false},
@@ -141,26 +228,17 @@ class SshBackend final : public Backend {
     };
     const Options& opts = job.request.options;
 
-    // Hosts.
-    const std::string hostfile = lastOption(opts, "hostfile");
-    if (hostfile.empty()) return fail("--hostfile needs a file name");
-    std::string text;
-    std::string error;
-    if (!readFile(hostfile, &text, &error)) return fail(error);
-    HostsResult parsed = parseHostfile(text, hostfile);
-    if (!parsed.ok()) return fail(parsed.error);
-    HostsResult filtered = filterHosts(parsed.hosts, lastOption(opts, "include"), lastOption(opts, "exclude"));
-    if (!filtered.ok()) return fail(filtered.error);
-
-    // Shape and the options the fan-out sets itself.
+    // Hosts, shape and the options the fan-out sets itself.
     const LauncherArgs args = splitLauncherArgs(job.launcher_args);
     if (!args.error.empty()) return fail(args.error);
     const std::string nproc = !args.nproc_per_node.empty() ? args.nproc_per_node
                               : job.request.nproc_per_node ? std::to_string(*job.request.nproc_per_node)
                                                            : std::string();
-    const JobShape shape = shapeJob(filtered.hosts, args.nnodes, nproc);
-    if (!shape.error.empty()) return fail(shape.error);
+    JobShape shape;
+    std::string error;
+    if (error = loadJobShape(opts, nproc, args.nnodes, &shape); !error.empty()) return fail(error);
     for (const auto& note : shape.notes) log(LogLevel::kInfo, note);
+    if (const std::string why = checkHostCount(shape.hosts.size(), log); !why.empty()) return fail(why);
     // Restarts are the whole job's: after a failure every host is torn down and started again (a host restarting
     // its workers alone would rendezvous with nobody while the others hang in their collectives).
     int max_restarts = 0;
@@ -196,6 +274,15 @@ class SshBackend final : public Backend {
       const auto seconds = parseSeconds(lastOption(opts, "preflight-timeout"), 1, kMaxOptionSeconds);
       if (!seconds) return fail("--preflight-timeout must be a whole number of seconds > 0");
       preflight_seconds = static_cast<int>(seconds->count());
+    }
+    std::size_t ssh_parallel = kDefaultSshParallel;
+    if (opts.count("ssh-parallel")) {
+      const auto n = parseCount<std::size_t>(lastOption(opts, "ssh-parallel"), 1, kMaxSshParallel);
+      if (!n) {
+        return fail("--ssh-parallel '" + lastOption(opts, "ssh-parallel") + "' must be a whole number from 1 to " +
+                    std::to_string(kMaxSshParallel));
+      }
+      ssh_parallel = *n;
     }
     int grace_seconds = kDefaultRemoteGraceSeconds;
     if (opts.count("remote-grace")) {
@@ -254,14 +341,17 @@ class SshBackend final : public Backend {
     pre.cwd = cwd;
     pre.version = host.version;
     pre.timeout = std::chrono::seconds(preflight_seconds);
+    pre.max_parallel = ssh_parallel;
     ProcessCommandRunner runner;
     const PreflightReport report = runPreflight(runner, host.env, pre);
     if (!report.ok()) {
       int bad = 0;
       for (const auto& check : report.hosts) {
         if (check.error.empty()) continue;
-        ++bad;
-        log(LogLevel::kError, "host " + check.host + ": " + check.error);
+        if (++bad <= kMaxHostErrorLines) log(LogLevel::kError, "host " + check.host + ": " + check.error);
+      }
+      if (bad > kMaxHostErrorLines) {
+        log(LogLevel::kError, "... and " + std::to_string(bad - kMaxHostErrorLines) + " more host(s) not ready");
       }
       return fail("preflight failed on " + std::to_string(bad) + " of " + std::to_string(report.hosts.size()) +
                   " host(s); nothing was started");

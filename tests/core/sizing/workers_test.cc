@@ -43,6 +43,46 @@ TEST(SizingNproc, CpuNodeTakesAnyWorkerCount) {
   EXPECT_FALSE(d.use_gpus);
 }
 
+// Issue 17, kind 3: --nproc-per-node 100000 on a 2-core CPU node forked until fork failed.
+TEST(HostileCpuWorkers, FarMoreCpuWorkersThanCoresNeedOversubscribe) {
+  NprocInput in = asked(node(0), 100000);
+  in.gpu_source = "no GPU (NVML: no driver)";
+  in.cpu_cores = 2;
+  NprocDecision d = decideNprocPerNode(in);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.error.find("--nproc-per-node 100000 (flag --nproc-per-node) asks for 100000 CPU workers"),
+            std::string::npos)
+      << d.error;
+  EXPECT_NE(d.error.find("2 usable cores; at most 8 (4 per core) start without --oversubscribe"), std::string::npos)
+      << d.error;
+  EXPECT_NE(d.error.find("use --nproc-per-node 2 or fewer, or add --oversubscribe"), std::string::npos) << d.error;
+
+  in.requested.set(9, "flag --nproc-per-node");
+  EXPECT_FALSE(decideNprocPerNode(in).ok());
+  in.oversubscribe = true;  // the user says they mean it
+  d = decideNprocPerNode(in);
+  ASSERT_TRUE(d.ok()) << d.error;
+  EXPECT_EQ(*d.nproc_per_node.value, 9);
+  ASSERT_EQ(d.notes.size(), 1u);
+  EXPECT_NE(d.notes[0].find("9 CPU workers share 2 cores"), std::string::npos) << d.notes[0];
+}
+
+TEST(HostileCpuWorkers, UpToFourPerCoreStartWithANoteAndNoneAtOrBelowTheCores) {
+  NprocInput in = asked(node(0), 8);
+  in.cpu_cores = 2;
+  NprocDecision d = decideNprocPerNode(in);
+  ASSERT_TRUE(d.ok()) << d.error;
+  EXPECT_EQ(d.notes.size(), 1u);
+  in.requested.set(2, "flag --nproc-per-node");
+  d = decideNprocPerNode(in);
+  ASSERT_TRUE(d.ok()) << d.error;
+  EXPECT_TRUE(d.notes.empty());
+  // A platform that starts every worker itself (one task each) has made its processes already.
+  in.requested.set(64, "env SLURM_NTASKS_PER_NODE");
+  in.single_worker = true;
+  EXPECT_TRUE(decideNprocPerNode(in).ok());
+}
+
 TEST(SizingNproc, FewerWorkersThanGpusIsFineWithANote) {
   NprocDecision d = decideNprocPerNode(asked(node(8), 2));
   ASSERT_TRUE(d.ok());

@@ -50,6 +50,20 @@ TEST(K8sRender, PluginLoadsWithItsCommands) {
   EXPECT_EQ(commands[1].name, "submit");
 }
 
+// Issue 17, kind 10: the image reaches the pod spec; only a space was refused before.
+TEST(HostileK8sRender, TheImageIsAContainerImageReference) {
+  for (const char* bad : {"img; rm -rf /", "img$(id)", "'img'", "Img", "img:", "reg.example//img"}) {
+    auto out = render({"--nodes", "2", "--gpus-per-node", "8", "--image", bad});
+    EXPECT_EQ(out.rc, 2) << bad;
+    EXPECT_TRUE(out.out.empty()) << "no partial manifest on errors";
+    EXPECT_NE(joinLogs(out).find("--image '" + std::string(bad) + "' is not a container image reference"),
+              std::string::npos)
+        << joinLogs(out);
+  }
+  auto out = render({"--nodes", "2", "--gpus-per-node", "8", "--image", "localhost:5000/team/taehv_train:v1.2"});
+  EXPECT_EQ(out.rc, 0) << joinLogs(out);
+}
+
 TEST(K8sRender, MissingOrBadArgumentsAreUsageErrors) {
   struct Case {
     std::vector<std::string> args;

@@ -222,6 +222,41 @@ TEST(PaiRender, BadArgumentsAreUsageErrors) {
   }
 }
 
+// Issue 17, kind 10: render accepted an image `img; rm -rf /`, negative CPUs and 99,999 GPUs.
+TEST(HostilePaiRender, RefusesWhatThePlatformWouldReject) {
+  const std::vector<std::string> base = {"--nodes", "2", "--resource-id", "q"};
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--gpus-per-node", "8", "--image", "img; rm -rf /"}, "--image 'img; rm -rf /' is not a container image"},
+      {{"--gpus-per-node", "8", "--image", "img $(id)"}, "is not a container image"},
+      {{"--gpus-per-node", "8", "--image", "Img:1"}, "is not a container image"},
+      {{"--gpus-per-node", "8", "--image", "img:"}, "is not a container image"},
+      {{"--gpus-per-node", "99999", "--image", "img"}, "--gpus-per-node 99999 is more than any DLC node has"},
+      {{"--gpus-per-node", "65", "--image", "img"}, "at most 64"},
+      {{"--gpus-per-node", "-1", "--image", "img"}, "--gpus-per-node -1 is not a whole number"},
+      {{"--gpus-per-node", "8", "--image", "img", "--cpu", "-4"}, "--cpu -4 is not a whole number of CPU cores"},
+      {{"--gpus-per-node", "8", "--image", "img", "--cpu", "0"}, "--cpu 0 is not"},
+      {{"--gpus-per-node", "8", "--image", "img", "--cpu", "1e9"}, "--cpu 1e9 is not"},
+      {{"--gpus-per-node", "8", "--image", "img", "--memory", "-1Gi"}, "--memory -1Gi is not a size"},
+      {{"--gpus-per-node", "8", "--image", "img", "--memory", "lots"}, "--memory lots is not a size"},
+  };
+  for (const auto& [extra, expect] : cases) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto out = run("render", args);
+    EXPECT_EQ(out.rc, 2) << expect;
+    EXPECT_TRUE(out.out.empty()) << out.out;
+    EXPECT_NE(joinLogs(out).find(expect), std::string::npos) << joinLogs(out);
+  }
+  for (const char* good : {"img", "reg.example/taehv:1", "localhost:5000/team/taehv_train:v1.2-gpu",
+                           "registry.cn-hangzhou.aliyuncs.com/pai-dlc/pytorch-training:2.1-gpu-py310",
+                           "img@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), {"--gpus-per-node", "64", "--image", good, "--cpu", "32", "--memory", "256Gi"});
+    auto out = run("render", args);
+    EXPECT_EQ(out.rc, 0) << good << ": " << joinLogs(out);
+  }
+}
+
 TEST(PaiRender, CommittedExamplesAreCurrent) {
   const std::string dir = testing::sourceDir() + "/examples/pai";
   int seen = 0;

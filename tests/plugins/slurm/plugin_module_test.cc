@@ -70,6 +70,19 @@ TEST_F(SlurmModule, BadHostlistIsAClearErrorNotACrash) {
   EXPECT_NE(log_.find("unknown slurm command 'frob'"), std::string::npos) << log_;
 }
 
+// Issue 17, kind 10: `hostnames --help` printed "--help" as a host name.
+TEST_F(SlurmModule, HostileHelpAndOptionsAreNeverHostNames) {
+  std::string out;
+  for (const char* command : {"hostnames", "hostlist"}) {
+    EXPECT_EQ(run(command, {"--help"}, &out), 0) << command;
+    EXPECT_EQ(out.rfind(std::string("usage: taehv-run --backend slurm ") + command, 0), 0u) << out;
+    EXPECT_EQ(run(command, {"n1", "-h"}, &out), 0) << command;
+    EXPECT_EQ(run(command, {"--frob"}, &out), 2) << command;
+    EXPECT_EQ(out, "");
+    EXPECT_NE(log_.find("unknown option '--frob'"), std::string::npos) << log_;
+  }
+}
+
 TEST_F(SlurmModule, SubmitDryRunPrintsTheScript) {
   std::string out;
   EXPECT_EQ(run("submit", {"--nodes", "2", "--gpus-per-node", "4", "--job-name", "x", "--dry-run"}, &out), 0);

@@ -78,6 +78,19 @@ TEST(SlurmSubmitArgs, BadInputSaysWhatIsWrong) {
   EXPECT_TRUE(contains(parseError({"--nodes", "2", "--checkpoint-pattern", "a;rm"}), "--checkpoint-pattern 'a;rm'"));
 }
 
+// Issue 17, kind 10: `submit --time forever` rendered a script that sbatch rejects only at submission.
+TEST(HostileSlurmSubmitArgs, TimeLimitsAreTheFormsSbatchTakes) {
+  for (const char* bad : {"forever", "1h", "-5", "1:2:3:4", "4:00:99", "1-", "2-x", "1.5", "$(reboot)"}) {
+    EXPECT_TRUE(contains(parseError({"--nodes", "2", "--time", bad}), "--time '" + std::string(bad) +
+                                                                           "': not a SLURM time limit"))
+        << bad << ": " << parseError({"--nodes", "2", "--time", bad});
+  }
+  EXPECT_TRUE(contains(parseError({"--nodes", "2", "-t", "forever"}), "-t 'forever'"));
+  for (const char* good : {"30", "30:00", "4:00:00", "2-00", "2-12:30", "2-12:30:00", "UNLIMITED", "infinite"}) {
+    EXPECT_EQ(parseError({"--nodes", "2", "--time", good}), "") << good;
+  }
+}
+
 TEST(SlurmSubmitScript, OneTaskPerNodeScript) {
   SubmitOptions o = parse({"--nodes", "4", "--gpus-per-node", "8", "--time", "1:00:00", "--partition", "p1",
                            "--job-name", "j1", "--max-restarts", "2", "--", "taehv-train", "--set", "a b"});

@@ -80,10 +80,13 @@ class FakeRunner : public CommandRunner {
   std::vector<std::vector<std::string>> seen;
   std::chrono::milliseconds timeout{0};
   std::vector<Captured> answers;
+  std::size_t parallel = 0;
   std::vector<Captured> runAll(const std::vector<std::vector<std::string>>& argvs,
-                               const std::map<std::string, std::string>&, std::chrono::milliseconds t) override {
+                               const std::map<std::string, std::string>&, std::chrono::milliseconds t,
+                               std::size_t max_parallel) override {
     seen = argvs;
     timeout = t;
+    parallel = max_parallel;
     return answers;
   }
 };
@@ -111,7 +114,7 @@ TEST(SshPreflight, RealProcessRunnerCapturesAndEnforcesTheDeadline) {
   const auto r = runner.runAll({{"/bin/sh", "-c", "echo out; echo err >&2; exit 3"},
                                 {"/bin/sh", "-c", "exec sleep 30"},
                                 {"/nonexistent/binary"}},
-                               {{"PATH", "/usr/bin:/bin"}}, std::chrono::milliseconds(500));
+                               {{"PATH", "/usr/bin:/bin"}}, std::chrono::milliseconds(500), process::kAllAtOnce);
   const auto took = std::chrono::steady_clock::now() - t0;
   ASSERT_EQ(r.size(), 3u);
   EXPECT_EQ(r[0].exit_code, 3);
@@ -121,6 +124,23 @@ TEST(SshPreflight, RealProcessRunnerCapturesAndEnforcesTheDeadline) {
   EXPECT_TRUE(r[1].timed_out);
   EXPECT_NE(r[2].spawn_error.find("No such file"), std::string::npos);
   EXPECT_LT(took, std::chrono::seconds(5));
+}
+
+TEST(HostileSshPreflight, BoundsTheSshClientsAndNamesHostsNeverReached) {
+  FakeRunner runner;
+  PreflightRequest req = request();
+  req.max_parallel = 5;
+  Captured late;
+  late.timed_out = true;
+  late.not_started = true;
+  runner.answers = {answer(kGood), late};
+  const auto report = runPreflight(runner, {}, req);
+  EXPECT_EQ(runner.parallel, 5u);
+  EXPECT_EQ(runner.timeout, std::chrono::seconds(7));  // one deadline for the whole preflight
+  EXPECT_EQ(report.hosts[1].error,
+            "not checked: the preflight's 7 s were over before its turn (5 hosts are checked at once; raise "
+            "--preflight-timeout or --ssh-parallel)");
+  EXPECT_EQ(PreflightRequest().max_parallel, kDefaultSshParallel);
 }
 
 }  // namespace

@@ -7,8 +7,12 @@
 //    process dies (PR_SET_PDEATHSIG), default signal dispositions, exactly the given environment.
 //  - stdout, stderr and stdin are served together with poll(): a program that fills one pipe while we would be
 //    blocked on another cannot deadlock the caller.
-//  - At the deadline every program still running gets SIGKILL to its process group; what it wrote until then
-//    is kept. Output held open by a process that left the group (setsid) is given up 1 s after the kill.
+//  - At most `max_parallel` programs run at once (0: all at once); the next one starts as soon as one has ended
+//    (exited and its pipes closed), in request order.
+//  - The deadline is one for the whole call, not one per program: at the deadline every program still running
+//    gets SIGKILL to its process group (what it wrote until then is kept), and those whose turn has not come
+//    are never started (timed_out and not_started). Output held open by a process that left the group (setsid)
+//    is given up 1 s after the kill.
 //  - While stdin bytes are written SIGPIPE is ignored (a program may exit without reading them), then restored:
 //    call from the main thread, not while supervise() runs.
 #pragma once
@@ -33,7 +37,8 @@ struct RunRequest {
 struct RunResult {
   int exit_code = -1;       ///< valid when it was started and neither signal nor timed_out
   int signal = 0;           ///< the terminating signal, 0 if none
-  bool timed_out = false;   ///< killed at the deadline
+  bool timed_out = false;   ///< killed at the deadline, or never started before it (not_started)
+  bool not_started = false; ///< the deadline came before a free slot did (runPrograms' max_parallel)
   std::string spawn_error;  ///< not started, and why (names the program); then nothing else is valid
   std::string out;          ///< its stdout (when captured)
   std::string err;          ///< its stderr (when captured)
@@ -46,10 +51,15 @@ struct RunResult {
 /// No deadline.
 inline constexpr std::chrono::milliseconds kNoTimeout{0};
 
-/// Runs every request at once and waits for all of them; kills what still runs after `timeout` (kNoTimeout:
-/// never). Results are in the order of `requests`.
+/// All requests at once in runPrograms.
+inline constexpr std::size_t kAllAtOnce = 0;
+
+/// Runs the requests, at most `max_parallel` at a time (kAllAtOnce: all), and waits for all of them; kills what
+/// still runs after `timeout` from the call (kNoTimeout: never) and starts nothing after it. Results are in the
+/// order of `requests`.
 std::vector<RunResult> runPrograms(const std::vector<RunRequest>& requests,
-                                   std::chrono::milliseconds timeout = kNoTimeout);
+                                   std::chrono::milliseconds timeout = kNoTimeout,
+                                   std::size_t max_parallel = kAllAtOnce);
 
 /// runPrograms for one request.
 RunResult runProgram(const RunRequest& request, std::chrono::milliseconds timeout = kNoTimeout);

@@ -5,9 +5,15 @@
 //  - Each child runs in its own process group and gets SIGKILL when this process dies (PR_SET_PDEATHSIG),
 //    so no child outlives the supervisor, even after `kill -9` of it. A small watchdog process (forked once
 //    per supervise() call) also SIGKILLs every child's process group when the supervisor dies, so processes a
-//    child started in its group die too; only processes that leave the group (setsid) escape.
+//    child started in its group die too; only processes that leave the group (setsid) escape that case.
+//  - During supervise() this process is the child subreaper (PR_SET_CHILD_SUBREAPER) of its children's trees:
+//    a process a child started and left behind is re-parented to us, even after setsid(), instead of to init.
 //  - When a generation ends, whatever is left in the children's process groups is killed, so a background
-//    process of a finished child cannot hold the run open.
+//    process of a finished child cannot hold the run open; then every process re-parented to us (and its
+//    process group) gets SIGKILL and is reaped, repeatedly, until none is left: nothing a child started
+//    survives the generation. Children this process had before supervise() and the guardian are left alone.
+//    Not covered: a process that escaped the group by setsid() while this process is killed with `kill -9`
+//    (it goes to the next subreaper or init; the guardian knows process groups only).
 //  - Output is relayed whole line by whole line, prefixed "[label] " unless prefixing is off; lines of
 //    different children never interleave mid-line.
 //  - Fail fast: the first child that exits non-zero or dies by a signal makes the others get SIGTERM, then

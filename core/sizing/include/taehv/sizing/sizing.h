@@ -25,6 +25,8 @@ struct NodeSizingInput {
   Sourced<int> nproc_requested;  ///< unset = auto
   Sourced<int> scheduler_gpus;   ///< NodePlan::gpus_on_node, when the platform says
   bool single_worker = false;    ///< NodePlan::single_worker
+  int cpu_cores = 0;             ///< usable cores (NodeDescriptor::cpu_cores); 0 = unknown
+  bool oversubscribe = false;    ///< --oversubscribe (NprocInput::oversubscribe)
   std::string master_addr;
   GpuBinding binding = GpuBinding::kLocalRank;
   TuningPolicy policy;

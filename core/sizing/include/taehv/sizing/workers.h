@@ -3,6 +3,8 @@
 // Contract: `--nproc-per-node auto` means one worker per visible GPU, or 1 on a CPU-only node (Gloo). Asking for
 // more workers than the node has GPUs is refused before anything starts, with the command line that was probably
 // meant (the "CUDA error: invalid device ordinal" that otherwise appears minutes later, on one rank only).
+// On a CPU-only node, more than kCpuWorkersPerCore workers per usable core is refused unless the user says they
+// mean it (--oversubscribe): a mistyped count (100000 for 1000) would otherwise fork until fork fails.
 #pragma once
 
 #include <map>
@@ -31,6 +33,11 @@ std::optional<GpuBinding> parseGpuBinding(const std::string& text);
 /// The inverse of parseGpuBinding.
 std::string gpuBindingName(GpuBinding binding);
 
+/// CPU workers per usable core allowed without --oversubscribe. More than one per core already oversubscribes
+/// (each Gloo worker wants at least one thread); up to 4 keeps small DDP tests on a laptop or a 2-core CI machine
+/// working, anything beyond is a typo far more often than a plan.
+inline constexpr int kCpuWorkersPerCore = 4;
+
 /// What the user asked and what the node has.
 struct NprocInput {
   Sourced<int> requested;       ///< unset = auto; else the number and where it came from ("flag --nproc-per-node")
@@ -42,6 +49,8 @@ struct NprocInput {
   /// The platform starts each worker itself (NodePlan::single_worker, e.g. one SLURM task per GPU): `requested`
   /// is the platform's task count, never auto, and a task that sees exactly one GPU owns that one.
   bool single_worker = false;
+  int cpu_cores = 0;          ///< cores this process may run on (sched_getaffinity); 0 = unknown, no CPU-worker check
+  bool oversubscribe = false;  ///< --oversubscribe: more CPU workers than kCpuWorkersPerCore per core on purpose
 };
 
 /// The decision, or why there is none.

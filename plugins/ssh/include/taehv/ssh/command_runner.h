@@ -17,11 +17,13 @@ using Captured = process::RunResult;
 class CommandRunner {
  public:
   virtual ~CommandRunner() = default;
-  /// Runs every argv at once (argv[0] an absolute path), stdin /dev/null, environment `env`; kills what is
-  /// still running after `timeout` (SIGKILL to its process group). Results are in the order of `argvs`.
+  /// Runs the argvs (argv[0] an absolute path), at most `max_parallel` at once (process::kAllAtOnce: all),
+  /// stdin /dev/null, environment `env`; `timeout` is a deadline for the whole call: what still runs then is
+  /// killed (SIGKILL to its process group), what has not started by then never starts (not_started). Results
+  /// are in the order of `argvs`.
   virtual std::vector<Captured> runAll(const std::vector<std::vector<std::string>>& argvs,
                                        const std::map<std::string, std::string>& env,
-                                       std::chrono::milliseconds timeout) = 0;
+                                       std::chrono::milliseconds timeout, std::size_t max_parallel) = 0;
 };
 
 /// The real one: process::runPrograms (one process group per command, output read with poll()).
@@ -29,7 +31,7 @@ class ProcessCommandRunner final : public CommandRunner {
  public:
   std::vector<Captured> runAll(const std::vector<std::vector<std::string>>& argvs,
                                const std::map<std::string, std::string>& env,
-                               std::chrono::milliseconds timeout) override;
+                               std::chrono::milliseconds timeout, std::size_t max_parallel) override;
 };
 
 }  // namespace taehv::ssh

@@ -1,4 +1,5 @@
-// Preflight: before anything starts, ask every host at once (one ssh each, one deadline for all) whether it is
+// Preflight: before anything starts, ask every host (one ssh each, at most max_parallel at once, one deadline for
+// the whole preflight) whether it is
 // reachable, lets us in without a prompt, has taehv-run at the remote path with our version, and has the
 // working directory; and learn the first host's address for the master.
 #pragma once
@@ -10,6 +11,12 @@
 #include "taehv/ssh/command_runner.h"
 
 namespace taehv::ssh {
+
+/// ssh clients the preflight runs at once unless --ssh-parallel says otherwise (pdsh's fan-out is 32): enough to
+/// check a few hundred hosts within the default deadline, few enough that memory and descriptors stay small.
+inline constexpr std::size_t kDefaultSshParallel = 64;
+/// The most --ssh-parallel takes.
+inline constexpr std::size_t kMaxSshParallel = 1024;
 
 /// Marker that starts every line the preflight script prints (login shells may print banners).
 inline constexpr const char* kPreflightTag = "taehv-preflight:";
@@ -23,7 +30,8 @@ struct PreflightRequest {
   std::string remote_bin;
   std::string cwd;
   std::string version;  ///< ours; the remote one must be equal
-  std::chrono::milliseconds timeout{std::chrono::seconds(15)};
+  std::chrono::milliseconds timeout{std::chrono::seconds(15)};  ///< for the whole preflight, all hosts
+  std::size_t max_parallel = kDefaultSshParallel;                ///< ssh clients at once
 };
 
 /// What one host answered.
