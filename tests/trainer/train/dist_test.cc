@@ -509,15 +509,3 @@ TEST(Cli, LauncherTimeoutAndDeviceReachTheEffectiveConfig) {
 
 }  // namespace
 }  // namespace taehv::train
-
-// Own main (the linker then leaves gtest_main's out): Debian's libtorch 1.13 aborts with "double free or
-// corruption" in its static destructors at exit of a process that used torch::serialize::InputArchive next to
-// GoogleTest (seen only in this test binary, after every test passed; taehv-train itself exits cleanly).
-// Leave without running static destructors so ctest sees the tests' real result.
-int main(int argc, char** argv) {
-  testing::InitGoogleTest(&argc, argv);
-  const int result = RUN_ALL_TESTS();
-  std::fflush(stdout);
-  std::fflush(stderr);
-  std::_Exit(result);
-}
