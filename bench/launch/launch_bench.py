@@ -1,8 +1,8 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Launch overhead: taehv-run against torchrun, side by side.
 
   taehv-run --standalone --nproc-per-node 2 -- /bin/true
-  torchrun  --standalone --nproc-per-node 2 --no-python /bin/true     (Debian's python3-torch)
+  torchrun  --standalone --nproc-per-node 2 --no-python /bin/true     (the project's .venv, torch 2.13)
 
 Prints, for each launcher: median (and min/max) wall time over N runs, the peak RSS of the largest process of
 the tree (median ru_maxrss, what `/usr/bin/time -v` reports: the largest of the launcher and every descendant),
@@ -14,26 +14,22 @@ Processes are started with posix_spawn, not fork: a fork of this Python would co
 child's ru_maxrss. The tree sum is sampled with workers that live 0.5 s (/bin/sleep 0.5 instead of /bin/true, the same for both
 launchers) so that the sampler sees every process of the tree; /bin/true trees live only milliseconds.
 
-torchrun is run as `/usr/bin/python3 -m torch.distributed.run` (the first python3 on PATH may not be
-Debian's). torch 1.13's torchrun crashes on Python 3.11 with its default `--redirects 0 --tee 0`
-(enum iteration skips the 0 flag, `to_map(None)`); `--redirects 9:1 --tee 9:1` names a local rank that does not
-exist, which gives exactly the default "no redirection" for ranks 0 and 1. Its `--monitor_interval` defaults to
-5 s in 1.13 (0.1 s in 2.x); both the default and 0.1 s are measured, and the targets are checked against the
-faster one.
+torchrun is run as `<repo>/.venv/bin/python -m torch.distributed.run` (scripts/setup.sh makes .venv with torch
+2.13.0), once with its default `--monitor_interval` and once with 0.1 s; the targets are checked against the faster.
 
 Usage: bench/launch/launch_bench.py [--taehv-run PATH] [--runs N] [--torchrun-runs M] [--nproc 2]
 """
 import argparse
 import os
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-DEBIAN_PYTHON = "/usr/bin/python3"
+VENV_PYTHON = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                           ".venv", "bin", "python")
 
 
 def find_taehv_run(explicit):
@@ -52,14 +48,9 @@ def find_taehv_run(explicit):
 
 
 def ensure_torchrun():
-    probe = subprocess.run([DEBIAN_PYTHON, "-c", "import torch.distributed.run"], capture_output=True)
-    if probe.returncode == 0:
-        return
-    if os.geteuid() == 0 and shutil.which("apt-get"):
-        print("launch_bench: installing Debian's python3-torch for the torchrun baseline", file=sys.stderr)
-        subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", "python3-torch"], check=True)
-        return
-    sys.exit("launch_bench: Debian's python3-torch is missing; run `sudo apt-get install python3-torch`")
+    probe = subprocess.run([VENV_PYTHON, "-c", "import torch.distributed.run"], capture_output=True)
+    if probe.returncode != 0:
+        sys.exit(f"launch_bench: {VENV_PYTHON} cannot import torch.distributed.run; run scripts/setup.sh")
 
 
 def spawn(cmd, stderr_path=None):
@@ -163,8 +154,7 @@ def main():
     taehv = find_taehv_run(args.taehv_run)
     ensure_torchrun()
     n = str(args.nproc)
-    torchrun = [DEBIAN_PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", n,
-                "--redirects", "9:1", "--tee", "9:1"]
+    torchrun = [VENV_PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", n]
     launchers = {
         "taehv-run": (lambda w: [taehv, "--standalone", "--nproc-per-node", n, "--"] + w, args.runs),
         "torchrun (default)": (lambda w: torchrun + ["--no_python"] + w, args.torchrun_runs),
@@ -173,8 +163,8 @@ def main():
     }
 
     print(f"taehv-run: {taehv}")
-    print(f"torchrun:  {DEBIAN_PYTHON} -m torch.distributed.run (torch "
-          + subprocess.run([DEBIAN_PYTHON, "-c", "import torch; print(torch.__version__)"], capture_output=True,
+    print(f"torchrun:  {VENV_PYTHON} -m torch.distributed.run (torch "
+          + subprocess.run([VENV_PYTHON, "-c", "import torch; print(torch.__version__)"], capture_output=True,
                            text=True).stdout.strip() + ")")
     print(f"host: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} (wall times include scheduling "
           "delays from other load)")
