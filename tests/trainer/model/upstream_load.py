@@ -1,7 +1,7 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Loads a weights file the way the upstream Python TAEHV does and checks it decodes the reference.
 
-usage: /usr/bin/python3 upstream_load.py WEIGHTS.safetensors REFERENCE_DIR SOURCE_DIR
+usage: .venv/bin/python upstream_load.py WEIGHTS.safetensors REFERENCE_DIR SOURCE_DIR
 
 Upstream (madebyollin/taehv) builds the model and calls
 `load_state_dict(patch_tgrow_layers(safetensors.torch.load_file(path)))`. Python's `safetensors` package is not
