@@ -20,6 +20,7 @@
 #include <set>
 #include <string_view>
 
+#include "console.h"
 #include "error_file.h"
 #include "guardian.h"
 #include "line_buffer.h"
@@ -49,27 +50,7 @@ constexpr std::chrono::milliseconds kOrphanSweep{2000};
 /// Set while a supervise() runs: one at a time per process (the signal handlers are process-wide).
 std::atomic<bool> g_active{false};
 
-// ---- output ----------------------------------------------------------------------------------------------
-
-/// Writes all of data to fd, waiting while a non-blocking fd is full. Gives up on errors such as EPIPE:
-/// lost console output must not stop supervision.
-void writeAll(int fd, std::string_view data) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n > 0) {
-      data.remove_prefix(static_cast<std::size_t>(n));
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else if (n < 0 && errno == EAGAIN) {
-      pollfd p{fd, POLLOUT, 0};
-      ::poll(&p, 1, 100);
-    } else {
-      return;
-    }
-  }
-}
-
-void say(const std::string& text) { writeAll(STDERR_FILENO, text); }
+// ---- descriptors -----------------------------------------------------------------------------------------
 
 /// Makes sure descriptors 0-2 are open, so that no pipe we create lands on them (dup2 onto itself would
 /// keep close-on-exec set in the child).
@@ -80,18 +61,6 @@ void ensureStdFds() {
       if (opened >= 0 && opened != fd) ::close(opened);
     }
   }
-}
-
-std::string describeExit(int exit_code, int sig) {
-  if (sig != 0) return "died by signal " + signalName(sig) + " (" + std::to_string(sig) + ")";
-  return "exited with code " + std::to_string(exit_code);
-}
-
-std::string who(const ChildSpec& spec) {
-  std::string s = "rank " + std::to_string(spec.rank);
-  if (!spec.label.empty()) s += " [" + spec.label + "]";
-  if (!spec.host.empty()) s += " on " + spec.host;
-  return s;
 }
 
 // ---- one generation of children --------------------------------------------------------------------------
@@ -470,37 +439,6 @@ class Generation {
   std::string console_;
   std::string log_;
 };
-
-std::string utcTime(std::time_t t) {
-  char buf[64];
-  struct tm tm {};
-  ::gmtime_r(&t, &tm);
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
-  return buf;
-}
-
-void printSummary(const ChildExit& f, int restarts, int max_restarts, std::size_t tail_lines) {
-  std::string s = "taehv-run: ==== worker failure ====\n";
-  s += "taehv-run: first failure: rank " + std::to_string(f.rank) + "\n";
-  s += "taehv-run: label: " + (f.label.empty() ? std::string("-") : f.label) + "\n";
-  s += "taehv-run: host: " + (f.host.empty() ? std::string("localhost") : f.host) + "\n";
-  if (f.signal != 0) {
-    s += "taehv-run: signal: " + signalName(f.signal) + " (" + std::to_string(f.signal) + ")\n";
-  } else {
-    s += "taehv-run: exit code: " + std::to_string(f.exit_code) + "\n";
-  }
-  s += "taehv-run: time: " + utcTime(std::time(nullptr)) + "\n";
-  s += "taehv-run: restarts: " + std::to_string(restarts) + " of " + std::to_string(max_restarts) + " used\n";
-  if (f.stderr_tail.empty()) {
-    s += "taehv-run: stderr: (empty)\n";
-  } else {
-    s += "taehv-run: last " + std::to_string(f.stderr_tail.size()) + " stderr lines (at most " +
-         std::to_string(tail_lines) + "):\n";
-    for (const std::string& line : f.stderr_tail) s += "  | " + line + "\n";
-  }
-  s += "taehv-run: ========================\n";
-  say(s);
-}
 
 /// Clears the "active" flag when supervise() returns, whichever way.
 struct ActiveFlag {
