@@ -11,5 +11,7 @@ int runLaunch(Cli& cli);
 int runDescribe(Cli& cli);
 /// `plugins`: list the backend plugins on the search path.
 int runPlugins(Cli& cli);
+/// `doctor [--output-dir DIR] [--data PATH] [--connect-timeout S]`: check this node before a job.
+int runDoctor(Cli& cli);
 
 }  // namespace taehv
