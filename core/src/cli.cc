@@ -5,17 +5,13 @@
 #include <unistd.h>
 
 #include <boost/dll/runtime_symbol_info.hpp>
-#include <cmath>
 #include <filesystem>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
-#include "taehv/describe.h"
+#include "commands/commands.h"
 #include "taehv/sizing_bridge.h"
 #include "taehv/suggest.h"
-#include "taehv/worker_env.h"
 
 extern char** environ;
 
@@ -68,6 +64,26 @@ std::string joinNames(const std::vector<std::string>& names) {
   return out;
 }
 
+/// The launch flags given in `vm`. Returns "" or what is wrong with one of them.
+std::string launchFlags(const po::variables_map& vm, LaunchFlags& flags) {
+  if (vm.count("nnodes")) flags.nnodes = vm["nnodes"].as<int>();
+  if (vm.count("node-rank")) flags.node_rank = vm["node-rank"].as<int>();
+  if (vm.count("nproc-per-node")) {
+    const std::string text = vm["nproc-per-node"].as<std::string>();
+    flags.nproc_per_node = parseInt(text);
+    if (!flags.nproc_per_node && text != "auto") {  // auto = unset: sizing decides (applySizing)
+      return "--nproc-per-node '" + text + "': give the number of worker processes, e.g. 2, or auto";
+    }
+  }
+  if (vm.count("master-addr")) flags.master_addr = vm["master-addr"].as<std::string>();
+  if (vm.count("master-port")) flags.master_port = vm["master-port"].as<int>();
+  if (vm.count("run-id")) flags.run_id = vm["run-id"].as<std::string>();
+  if (vm.count("max-restarts")) flags.max_restarts = vm["max-restarts"].as<int>();
+  if (vm.count("restart-count")) flags.restart_count = vm["restart-count"].as<int>();
+  flags.standalone = vm.count("standalone") > 0;
+  return "";
+}
+
 Env environmentSnapshot() {
   Env env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
@@ -76,129 +92,6 @@ Env environmentSnapshot() {
     if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
   }
   return env;
-}
-
-// ---- built-in sub-commands ----
-
-int runLaunch(Cli& cli) {
-  po::variables_map vm;
-  if (auto done = cli.parse(po::options_description(), vm)) return *done;
-  auto resolved = cli.resolve(vm, /*plan_when_taken_over=*/false);
-  if (!resolved.ok()) {
-    cli.log(LogLevel::kError, resolved.error);
-    return kUsageError;
-  }
-  ResolvedLaunch& r = resolved.value;
-  if (r.backend_takes_over) {
-    JobRequest job;
-    job.request = r.request;
-    job.launcher_args = cli.launcherArgs();
-    job.command = cli.command();
-    return r.plugin->backend->launch(cli.host(), job);
-  }
-  // Checked after a take-over: a backend that starts the job elsewhere needs no local trainer.
-  std::string error;
-  std::vector<std::string> command = cli.workerCommand(error);
-  if (!error.empty()) {
-    cli.log(LogLevel::kError, error);
-    return kUsageError;
-  }
-  if (std::string sized = applySizing(vm, cli.env(), r.node); !sized.empty()) {
-    cli.log(LogLevel::kError, sized);  // before anything starts
-    return kUsageError;
-  }
-  for (const auto& note : r.node.notes) {
-    if (note.rfind("profile: ", 0) == 0) cli.log(LogLevel::kInfo, note);
-  }
-  insertProfileArgs(r.node, command);
-  LaunchSettings settings;
-  settings.command = command;
-  const double grace = vm["shutdown-grace"].as<double>();
-  if (!(grace >= 0) || grace > 86400) {
-    cli.log(LogLevel::kError, "--shutdown-grace must be 0..86400 seconds, got " + std::to_string(grace));
-    return kUsageError;
-  }
-  settings.shutdown_grace = std::chrono::milliseconds(static_cast<long long>(std::llround(grace * 1000)));
-  settings.prefix_output = !vm.count("no-prefix");
-  if (vm.count("log-dir")) settings.log_dir = vm["log-dir"].as<std::string>();
-  if (vm.count("local-ranks-filter")) {
-    settings.local_ranks = parseRankList(vm["local-ranks-filter"].as<std::string>(), error);
-    for (int local : settings.local_ranks) {
-      if (error.empty() && local >= *r.node.nproc_per_node.value) {
-        error = "--local-ranks-filter names local rank " + std::to_string(local) + " but this node runs " +
-                std::to_string(*r.node.nproc_per_node.value) + " worker(s)";
-      }
-    }
-    if (!error.empty()) {
-      cli.log(LogLevel::kError, error);
-      return kUsageError;
-    }
-  }
-  return launchNode(r.node, settings, cli.env(), [&cli](LogLevel l, const std::string& m) { cli.log(l, m); });
-}
-
-int runDescribe(Cli& cli) {
-  po::options_description extra("describe");
-  extra.add_options()("json", "print the stable JSON form (see README: taehv-run describe)");
-  po::variables_map vm;
-  if (auto done = cli.parse(extra, vm)) return *done;
-  auto resolved = cli.resolve(vm);
-  if (!resolved.ok()) {
-    cli.log(LogLevel::kError, resolved.error);
-    return kUsageError;
-  }
-  if (!resolved.value.backend_takes_over) {
-    if (std::string sized = applySizing(vm, cli.env(), resolved.value.node); !sized.empty()) {
-      cli.log(LogLevel::kError, sized);
-      return kUsageError;
-    }
-  }
-  const NodeDescriptor& node = resolved.value.node;
-  auto workers = expandWorkers(node, cli.env());
-  if (vm.count("json")) {
-    std::cout << describeJson(node, workers);
-  } else {
-    std::string error;
-    std::vector<std::string> command = cli.workerCommand(error);
-    if (!error.empty()) command = {"<" + error + ">"};
-    insertProfileArgs(node, command);
-    if (!resolved.value.detection.empty()) std::cout << "detected: " << resolved.value.detection << "\n";
-    if (resolved.value.backend_takes_over) {
-      std::cout << "note: backend " << node.backend << " starts the whole job itself; shown is this node's plan\n";
-    }
-    std::cout << describeText(node, workers, command);
-  }
-  return 0;
-}
-
-int runPlugins(Cli& cli) {
-  po::options_description extra("plugins");
-  extra.add_options()("json", "print a JSON array (name, plugin_version, api_version, path, description)");
-  po::variables_map vm;
-  if (auto done = cli.parse(extra, vm)) return *done;
-  std::vector<std::string> errors;
-  auto plugins = cli.allPlugins(errors);
-  if (vm.count("json")) {
-    nlohmann::ordered_json out = nlohmann::ordered_json::array();
-    for (const LoadedPlugin* p : plugins) {
-      out.push_back({{"name", p->name},
-                     {"plugin_version", p->plugin_version},
-                     {"api_version", p->api_version},
-                     {"path", p->path},
-                     {"description", p->description}});
-    }
-    std::cout << out.dump(2) << "\n";
-  } else {
-    std::cout << "NAME        VERSION   API  PATH\n";
-    for (const LoadedPlugin* p : plugins) {
-      std::string name = p->name, version = p->plugin_version;
-      name.resize(std::max<std::size_t>(name.size(), 11), ' ');
-      version.resize(std::max<std::size_t>(version.size(), 9), ' ');
-      std::cout << name << " " << version << " " << p->api_version << "    " << p->path << "\n";
-    }
-  }
-  for (const auto& e : errors) cli.log(LogLevel::kError, e);
-  return errors.empty() ? 0 : kUsageError;
 }
 
 }  // namespace
@@ -285,7 +178,7 @@ po::options_description Cli::backendOptions() const {
   po::options_description desc("backend options");
   std::set<std::string> added;
   const auto generic = launchOptions();
-  for (const auto& plugin : plugins_) {
+  for (const auto& plugin : backends_.plugins()) {
     for (const OptionSpec& spec : plugin.backend->options()) {
       if (generic.find_nothrow(spec.name, false) != nullptr || !added.insert(spec.name).second) continue;
       std::string help = spec.help + " [" + plugin.name + "]";
@@ -309,70 +202,8 @@ std::vector<std::string> Cli::knownOptionNames(const po::options_description& al
   return names;
 }
 
-bool Cli::loadBackends() {
-  if (backend_ == "local") return true;
-  auto dirs = pluginSearchPath(self_path_, plugin_dirs_, env_);
-  for (const auto& d : dirs) log(LogLevel::kDebug, "plugin search path: " + d.path + " (" + d.origin + ")");
-  Discovery found = discoverPlugins(dirs);
-  plugin_errors_ = found.errors;
-  if (backend_ == "auto") {
-    for (const auto& file : found.files) {
-      auto loaded = loadPlugin(file.path);
-      if (loaded.ok()) {
-        plugins_.push_back(loaded.value);
-      } else {
-        plugin_errors_.push_back(loaded.error);
-      }
-    }
-    return true;
-  }
-  std::vector<std::string> names = {"auto", "local"};
-  for (const auto& file : found.files) {
-    names.push_back(file.name);
-    if (file.name != backend_) continue;
-    auto loaded = loadPlugin(file.path);
-    if (!loaded.ok()) {
-      plugin_errors_.push_back(loaded.error);
-      return false;
-    }
-    if (loaded.value.name != backend_) {
-      plugin_errors_.push_back(file.path + ": the plugin calls itself '" + loaded.value.name +
-                               "' but its file is named for '" + backend_ + "'; rename it to taehv_plugin_" +
-                               loaded.value.name + ".so");
-      return false;
-    }
-    plugins_.push_back(loaded.value);
-    return true;
-  }
-  std::string searched;
-  for (const auto& d : dirs) searched += (searched.empty() ? "" : ":") + d.path;
-  plugin_errors_.push_back("unknown backend '" + backend_ + "'" + didYouMean(backend_, names) +
-                           "; no taehv_plugin_" + backend_ + ".so on the plugin path " + searched +
-                           " (see `taehv-run plugins`; add folders with --plugin-dir or TAEHV_PLUGIN_PATH)");
-  return false;
-}
-
 std::vector<LoadedPlugin*> Cli::allPlugins(std::vector<std::string>& errors) {
-  std::vector<LoadedPlugin*> out;
-  if (backend_ == "auto") {
-    for (auto& p : plugins_) out.push_back(&p);
-    errors = plugin_errors_;
-    return out;
-  }
-  // --backend NAME or local loaded one plugin or none; the listing wants them all.
-  static std::vector<LoadedPlugin> everything;
-  Discovery found = discoverPlugins(pluginSearchPath(self_path_, plugin_dirs_, env_));
-  errors = found.errors;
-  for (const auto& file : found.files) {
-    auto loaded = loadPlugin(file.path);
-    if (loaded.ok()) {
-      everything.push_back(loaded.value);
-    } else {
-      errors.push_back(loaded.error);
-    }
-  }
-  for (auto& p : everything) out.push_back(&p);
-  return out;
+  return backends_.allPlugins(backend_, self_path_, plugin_dirs_, env_, errors);
 }
 
 std::optional<int> Cli::parse(const po::options_description& extra, po::variables_map& vm) {
@@ -433,73 +264,43 @@ Checked<ResolvedLaunch> Cli::resolve(const po::variables_map& vm, bool plan_when
   Checked<ResolvedLaunch> result;
   ResolvedLaunch& r = result.value;
   LaunchFlags flags;
-  if (vm.count("nnodes")) flags.nnodes = vm["nnodes"].as<int>();
-  if (vm.count("node-rank")) flags.node_rank = vm["node-rank"].as<int>();
-  if (vm.count("nproc-per-node")) {
-    const std::string text = vm["nproc-per-node"].as<std::string>();
-    flags.nproc_per_node = parseInt(text);
-    if (!flags.nproc_per_node && text != "auto") {  // auto = unset: sizing decides (applySizing)
-      result.error = "--nproc-per-node '" + text + "': give the number of worker processes, e.g. 2, or auto";
-      return result;
-    }
-  }
-  if (vm.count("master-addr")) flags.master_addr = vm["master-addr"].as<std::string>();
-  if (vm.count("master-port")) flags.master_port = vm["master-port"].as<int>();
-  if (vm.count("run-id")) flags.run_id = vm["run-id"].as<std::string>();
-  if (vm.count("max-restarts")) flags.max_restarts = vm["max-restarts"].as<int>();
-  if (vm.count("restart-count")) flags.restart_count = vm["restart-count"].as<int>();
-  flags.standalone = vm.count("standalone") > 0;
+  if (result.error = launchFlags(vm, flags); !result.error.empty()) return result;
+  std::string passed_over;
+  if (result.error = chooseBackend(flags, r, passed_over); !result.error.empty()) return result;
+  if (result.error = backendRequest(vm, r); !result.error.empty()) return result;
+  r.request.nproc_per_node = flags.nproc_per_node;
+  if (result.error = planNode(flags, plan_when_taken_over, r); !result.error.empty()) return result;
+  if (!passed_over.empty()) r.node.notes.push_back(passed_over);
+  return result;
+}
 
-  // Choose the backend.
-  if (!plugin_errors_.empty() && !(backend_ == "auto" && flags.standalone)) {
-    result.error = plugin_errors_.front();
-    return result;
-  }
+std::string Cli::chooseBackend(const LaunchFlags& flags, ResolvedLaunch& r, std::string& passed_over) {
+  if (!backends_.errors().empty() && !(backend_ == "auto" && flags.standalone)) return backends_.errors().front();
   // An explicit --nnodes or --node-rank is the manual multi-node form: the flags say where this node stands, so
   // no backend is detected from the environment (stray RANK/WORLD_SIZE/PET_* of an outer launcher's worker
   // would otherwise outrank them). Which backend would have claimed the environment becomes a note.
   const bool manual = flags.nnodes.has_value() || flags.node_rank.has_value();
-  std::string passed_over;
   if (backend_ == "auto" && !flags.standalone) {
-    std::vector<std::pair<LoadedPlugin*, Detection>> found;
-    for (auto& p : plugins_) {
-      const Detection d = p.backend->detect(host_);
-      log(LogLevel::kDebug, "detect " + p.name + ": confidence " + std::to_string(d.confidence) + " " + d.reason);
-      if (d.confidence > 0) found.emplace_back(&p, d);
-    }
-    std::stable_sort(found.begin(), found.end(),
-                     [](const auto& a, const auto& b) { return a.second.confidence > b.second.confidence; });
-    if (manual && !found.empty()) {
-      passed_over = "backend " + found[0].first->name + " recognises this environment (" + found[0].second.reason +
-                    ") but --nnodes/--node-rank were given: manual mode, the flags and PET_* decide; add --backend " +
-                    found[0].first->name + " to use it";
-      log(LogLevel::kDebug, passed_over);
-      found.clear();
-    }
-    if (found.size() > 1 && found[0].second.confidence == found[1].second.confidence) {
-      result.error = "backends '" + found[0].first->name + "' (" + found[0].second.reason + ") and '" +
-                     found[1].first->name + "' (" + found[1].second.reason + ") both recognise this environment " +
-                     "with confidence " + std::to_string(found[0].second.confidence) +
-                     "; choose one with --backend NAME";
-      return result;
-    }
-    if (!found.empty()) {
-      r.plugin = found[0].first;
-      r.detection = r.plugin->name + " (confidence " + std::to_string(found[0].second.confidence) + ": " +
-                    found[0].second.reason + ")";
-    }
+    BackendChoice choice = backends_.detect(host_, manual);
+    passed_over = choice.passed_over;
+    if (!choice.error.empty()) return choice.error;
+    r.plugin = choice.plugin;
+    r.detection = choice.detection;
   } else if (backend_ != "auto" && backend_ != "local") {
-    r.plugin = &plugins_.front();
+    if (!backend_loaded_) return backends_.errors().front();  // not reached: load() failed with an error
+    r.plugin = &backends_.plugins().front();
   }
+  return "";
+}
 
+std::string Cli::backendRequest(const po::variables_map& vm, ResolvedLaunch& r) const {
   // Backend options belong to their backend only.
-  for (const auto& [name, owners] : option_owners_) {
+  for (const auto& [name, owners] : backends_.optionOwners()) {
     if (!vm.count(name)) continue;
     const bool mine = r.plugin && std::find(owners.begin(), owners.end(), r.plugin->name) != owners.end();
     if (!mine) {
-      result.error = "--" + name + " is an option of backend " + joinNames(owners) + ", but the backend in use is " +
-                     (r.plugin ? r.plugin->name : std::string("local")) + "; add --backend " + owners.front();
-      return result;
+      return "--" + name + " is an option of backend " + joinNames(owners) + ", but the backend in use is " +
+             (r.plugin ? r.plugin->name : std::string("local")) + "; add --backend " + owners.front();
     }
     if (vm[name].value().type() == typeid(std::vector<std::string>)) {
       r.request.options[name] = vm[name].as<std::vector<std::string>>();
@@ -509,29 +310,24 @@ Checked<ResolvedLaunch> Cli::resolve(const po::variables_map& vm, bool plan_when
       r.request.options[name] = {"true"};
     }
   }
-  r.request.nproc_per_node = flags.nproc_per_node;
+  return "";
+}
 
+std::string Cli::planNode(const LaunchFlags& flags, bool plan_when_taken_over, ResolvedLaunch& r) const {
   PlanResult plan;
   const std::string backend_name = r.plugin ? r.plugin->name : "local";
   if (r.plugin) {
     r.backend_takes_over = r.plugin->backend->takesOverLaunch(host_, r.request);
     // The backend starts the job elsewhere; the nodes' own taehv-run resolve their plans there.
-    if (r.backend_takes_over && !plan_when_taken_over) return result;
+    if (r.backend_takes_over && !plan_when_taken_over) return "";
     plan = r.plugin->backend->plan(host_, r.request);
-    if (!plan.ok()) {
-      result.error = "backend " + backend_name + ": " + plan.error;
-      return result;
-    }
+    if (!plan.ok()) return "backend " + backend_name + ": " + plan.error;
   }
   auto node = resolveNode(flags, r.plugin ? &plan.plan : nullptr, backend_name, env_, hostName(),
                           availableCpuCores(), freeTcpPort);
-  if (!node.ok()) {
-    result.error = node.error;
-    return result;
-  }
+  if (!node.ok()) return node.error;
   r.node = std::move(node.value);
-  if (!passed_over.empty()) r.node.notes.push_back(passed_over);
-  return result;
+  return "";
 }
 
 int Cli::run() {
@@ -549,10 +345,9 @@ int Cli::run() {
   if (backend_ == "auto" && std::find(raw_args_.begin(), raw_args_.end(), "--standalone") != raw_args_.end()) {
     backend_ = "local";
   }
-  loadBackends();
-  for (const auto& plugin : plugins_) {
-    for (const OptionSpec& spec : plugin.backend->options()) option_owners_[spec.name].push_back(plugin.name);
-  }
+  // A failed load is not reported here: --help, --version and `plugins` still work; resolve() and a backend's
+  // sub-command report errors() when they need the backend.
+  backend_loaded_ = backends_.load(backend_, self_path_, plugin_dirs_, env_, host_);
   return dispatch();
 }
 
@@ -596,7 +391,7 @@ int Cli::dispatch() {
                  "Starts this node's share of a distributed job with torchrun's worker environment. Without a\n"
                  "command after --, the worker is taehv-train beside taehv-run.\n\nsub-commands:\n";
     for (const auto& c : subCommands()) std::cout << "  " << c.name << std::string(12 - c.name.size(), ' ') << c.summary << "\n";
-    for (const auto& p : plugins_) {
+    for (const auto& p : backends_.plugins()) {
       for (const auto& c : p.backend->commands()) {
         std::cout << "  --backend " << p.name << " " << c.name << ": " << c.summary << "\n";
       }
@@ -618,11 +413,11 @@ int Cli::dispatch() {
   std::vector<std::string> names;
   for (const auto& c : subCommands()) names.push_back(c.name);
   if (backend_ != "auto" && backend_ != "local") {
-    if (!plugin_errors_.empty()) {
-      log(LogLevel::kError, plugin_errors_.front());
+    if (!backend_loaded_ || !backends_.errors().empty()) {
+      log(LogLevel::kError, backends_.errors().front());
       return kUsageError;
     }
-    LoadedPlugin& plugin = plugins_.front();
+    LoadedPlugin& plugin = backends_.plugins().front();
     for (const auto& c : plugin.backend->commands()) {
       names.push_back(c.name);
       if (c.name != name) continue;
@@ -634,7 +429,7 @@ int Cli::dispatch() {
       return plugin.backend->runCommand(host_, name, command_args);
     }
   } else {
-    for (const auto& p : plugins_) {
+    for (const auto& p : backends_.plugins()) {
       for (const auto& c : p.backend->commands()) {
         if (c.name == name) {
           log(LogLevel::kError, "'" + name + "' is a sub-command of backend " + p.name + "; run taehv-run --backend " +

@@ -1,13 +1,12 @@
 #include "taehv/sizing_bridge.h"
 
+#include "sizing_bridge_detail.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <iostream>
 
-#include "taehv/cli.h"
-#include "taehv/sizing/doctor.h"
 #include "taehv/sizing/nccl.h"
 #include "taehv/sizing/profiles.h"
 #include "taehv/sizing/sizing.h"
@@ -20,8 +19,8 @@ namespace {
 
 constexpr const char* kConfigEnv = "TAEHV_CONFIG";
 constexpr const char* kConfigSetEnv = "TAEHV_CONFIG_SET";  // "key=value;key=value"
-/// The trainer's own default output folder and data (trainer/train/include/taehv/train/config.h).
-constexpr const char* kTrainerDefaultOutputDir = "runs/taehv";
+
+}  // namespace
 
 /// --gpu-binding, --collective-timeout, --nccl-buffsize from `vm`. Sets `error` on bad values.
 bool sizingPolicy(const po::variables_map& vm, sizing::GpuBinding& binding, sizing::TuningPolicy& policy,
@@ -79,26 +78,6 @@ std::string applyProfile(const std::string& config, NodeDescriptor& node, sizing
   if (chosen != nullptr) *chosen = c.profile;
   return "";
 }
-
-/// Which backends claim this environment, as `detect()` says.
-std::vector<sizing::PluginFacts> detectAll(Cli& cli, std::vector<std::string>& errors) {
-  std::vector<sizing::PluginFacts> facts;
-  for (LoadedPlugin* p : cli.allPlugins(errors)) {
-    sizing::PluginFacts f;
-    f.name = p->name;
-    try {
-      Detection d = p->backend->detect(cli.host());
-      f.confidence = d.confidence;
-      f.reason = d.reason;
-    } catch (const PluginFault& e) {  // reported as a failed check, not the end of the doctor
-      errors.push_back(e.what());
-    }
-    facts.push_back(f);
-  }
-  return facts;
-}
-
-}  // namespace
 
 void addSizingOptions(po::options_description& desc) {
   // clang-format off
@@ -189,102 +168,6 @@ bool insertProfileArgs(const NodeDescriptor& node, std::vector<std::string>& com
   const long at = command.size() > 1 && command[1] == "train" ? 2 : 1;
   command.insert(command.begin() + at, args.begin(), args.end());
   return true;
-}
-
-int runDoctor(Cli& cli) {
-  po::options_description extra("doctor");
-  // clang-format off
-  extra.add_options()
-    ("output-dir", po::value<std::string>()->value_name("DIR"),
-        "output folder to check [default: the profile's output.dir, else the trainer's runs/taehv]")
-    ("data", po::value<std::string>()->value_name("PATH"),
-        "training data to check [default: the profile's data.source, else synthetic]")
-    ("connect-timeout", po::value<double>()->default_value(3.0)->value_name("SECONDS"),
-        "how long to wait for the master's port to accept");
-  // clang-format on
-  po::variables_map vm;
-  if (auto done = cli.parse(extra, vm)) return *done;
-  const double timeout_s = vm["connect-timeout"].as<double>();
-  if (!(timeout_s > 0) || timeout_s > 600) {
-    cli.log(LogLevel::kError, "--connect-timeout must be in (0, 600] seconds");
-    return kUsageError;
-  }
-
-  sizing::DoctorInputs in;
-  in.connect_timeout = std::chrono::milliseconds(std::llround(timeout_s * 1000));
-  in.detected = detectAll(cli, in.plugin_load_errors);
-  const std::string backend_flag = vm.count("backend") ? vm["backend"].as<std::string>() : "auto";
-  if (backend_flag == "auto") {
-    std::vector<sizing::PluginFacts> claimed;
-    for (const auto& d : in.detected) {
-      if (d.confidence > 0) claimed.push_back(d);
-    }
-    std::stable_sort(claimed.begin(), claimed.end(),
-                     [](const auto& a, const auto& b) { return a.confidence > b.confidence; });
-    if (claimed.size() > 1 && claimed[0].confidence == claimed[1].confidence) {
-      in.backend_error = "backends '" + claimed[0].name + "' and '" + claimed[1].name +
-                         "' both recognise this environment with confidence " + std::to_string(claimed[0].confidence);
-    }
-  }
-
-  sizing::NodeSizingInput sin;
-  sin.env = cli.env();
-  std::string error;
-  if (!sizingPolicy(vm, sin.binding, sin.policy, error)) {
-    cli.log(LogLevel::kError, error);
-    return kUsageError;
-  }
-  sizing::TrainProfile profile;
-  auto resolved = cli.resolve(vm);
-  if (resolved.ok()) {
-    const NodeDescriptor& node = resolved.value.node;
-    in.backend = resolved.value.plugin != nullptr ? resolved.value.plugin->name : "local";
-    in.descriptor.nnodes = node.nnodes;
-    in.descriptor.node_rank = node.node_rank;
-    in.descriptor.nproc_per_node = node.nproc_per_node;
-    in.descriptor.master_addr = node.master_addr;
-    in.descriptor.master_port = node.master_port;
-    sin.nnodes = *node.nnodes.value;
-    sin.single_worker = node.single_worker.has() && *node.single_worker.value;
-    if (node.nproc_per_node.source != "default" || sin.single_worker) sin.nproc_requested = node.nproc_per_node;
-    sin.scheduler_gpus = node.gpus_on_node;
-    sin.cpu_cores = *node.cpu_cores.value;
-    sin.oversubscribe = vm.count("oversubscribe") > 0;
-    sin.master_addr = *node.master_addr.value;
-  } else {
-    in.descriptor.error = resolved.error;
-  }
-  in.descriptor.env = cli.env();
-  sizing::NodeSizing s = sizing::sizeNode(sin);
-  in.inventory = s.inventory;
-  in.visible = s.visible;
-  in.nproc = s.nproc;
-  in.tuning = s.tuning;
-  if (resolved.ok() && s.ok() && !sin.nproc_requested.has()) {
-    in.descriptor.nproc_per_node = s.nproc.nproc_per_node;  // what auto will choose
-  }
-
-  if (vm.count("config") && resolved.ok()) {
-    NodeDescriptor node = resolved.value.node;
-    if (s.ok()) node.nproc_per_node = in.descriptor.nproc_per_node;
-    std::string e = applyProfile(vm["config"].as<std::string>(), node, &profile);
-    if (!e.empty()) in.descriptor.error = e;
-  }
-
-  std::vector<std::string> candidates;
-  auto nccl_env = cli.env().find(sizing::kNcclLibraryEnv);
-  if (nccl_env != cli.env().end() && !nccl_env->second.empty()) candidates.push_back(nccl_env->second);
-  candidates.push_back(sizing::kNcclLibrary);
-  in.nccl = sizing::probeNccl(candidates);
-
-  in.output_dir = vm.count("output-dir")        ? vm["output-dir"].as<std::string>()
-                  : !profile.output_dir.empty() ? profile.output_dir
-                                                : kTrainerDefaultOutputDir;
-  in.data_path = vm.count("data") ? vm["data"].as<std::string>() : profile.data_source;
-
-  std::vector<sizing::CheckResult> rows = sizing::runDoctorChecks(in);
-  std::cout << sizing::renderDoctorTable(rows);
-  return sizing::doctorExitCode(rows);
 }
 
 }  // namespace taehv

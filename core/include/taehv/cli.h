@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "taehv/backend_registry.h"
 #include "taehv/descriptor.h"
 #include "taehv/launch.h"
 #include "taehv/plugin_api.h"
@@ -76,11 +77,14 @@ class Cli {
   std::vector<std::string> launcherArgs() const { return launcher_args_; }
 
  private:
-  bool loadBackends();
   boost::program_options::options_description launchOptions() const;
   boost::program_options::options_description backendOptions() const;
   std::vector<std::string> knownOptionNames(const boost::program_options::options_description& all) const;
   int dispatch();
+  // The steps of resolve(); each returns "" or the error that ends it.
+  std::string chooseBackend(const LaunchFlags& flags, ResolvedLaunch& r, std::string& passed_over);
+  std::string backendRequest(const boost::program_options::variables_map& vm, ResolvedLaunch& r) const;
+  std::string planNode(const LaunchFlags& flags, bool plan_when_taken_over, ResolvedLaunch& r) const;
 
   std::vector<std::string> raw_args_;  // everything before `--`
   std::vector<std::string> args_;      // raw_args_ without the sub-command name
@@ -92,9 +96,8 @@ class Cli {
   HostContext host_;
   std::string backend_ = "auto";
   std::vector<std::string> plugin_dirs_;
-  std::vector<LoadedPlugin> plugins_;        // loaded for this invocation's backend choice
-  std::vector<std::string> plugin_errors_;   // why some could not be loaded
-  std::map<std::string, std::vector<std::string>> option_owners_;  // backend option -> plugins declaring it
+  BackendRegistry backends_;     // the plugins loaded for this invocation's backend choice
+  bool backend_loaded_ = false;  // backends_.load() succeeded (always for auto and local)
   std::vector<std::string> launcher_args_;
 };
 

@@ -1,5 +1,5 @@
 // Cluster sizing in taehv-run (the logic lives in taehv::sizing, core/sizing/): the launch options it adds, what
-// it does to a resolved node before anything starts, and the `doctor` sub-command.
+// it does to a resolved node before anything starts. The `doctor` sub-command is core/src/commands/doctor.cc.
 #pragma once
 
 #include <boost/program_options.hpp>
@@ -10,8 +10,6 @@
 #include "taehv/plugin_api.h"
 
 namespace taehv {
-
-class Cli;
 
 /// --gpu-binding, --collective-timeout, --nccl-buffsize, --config (added to the launch options).
 void addSizingOptions(boost::program_options::options_description& desc);
@@ -30,8 +28,5 @@ std::vector<std::string> profileTrainerArgs(const NodeDescriptor& node);
 /// program is taehv-train and the command has no --config of its own, so the user's own --set still win.
 /// Returns whether it did.
 bool insertProfileArgs(const NodeDescriptor& node, std::vector<std::string>& command);
-
-/// `taehv-run doctor [launch options] [--output-dir DIR] [--data PATH] [--connect-timeout S]`.
-int runDoctor(Cli& cli);
 
 }  // namespace taehv

@@ -2,11 +2,9 @@
 // signal handlers write to. See taehv/process/supervisor.h for the contract.
 #include "taehv/process/supervisor.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,23 +17,23 @@
 #include <ctime>
 #include <deque>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <string_view>
 
+#include "console.h"
 #include "error_file.h"
 #include "guardian.h"
 #include "line_buffer.h"
 #include "signal_name.h"
+#include "signal_scope.h"
 #include "spawn.h"
+#include "subreaper.h"
 
 namespace taehv::process {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// Signals forwarded to every child's process group.
-constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
 /// After the last child is reaped and its group killed, how long we still wait for its pipes to reach EOF
 /// (they stay open only if a process escaped the group while holding them).
 constexpr std::chrono::milliseconds kDrainAfterExit{1000};
@@ -49,163 +47,10 @@ constexpr std::size_t kTailLineCap = 4096;
 /// adopted process can hand us its own children) before giving up with a warning.
 constexpr std::chrono::milliseconds kOrphanSweep{2000};
 
-// ---- signals ---------------------------------------------------------------------------------------------
-
-int g_wake_write = -1;
-std::atomic<int> g_pending[NSIG];
+/// Set while a supervise() runs: one at a time per process (the signal handlers are process-wide).
 std::atomic<bool> g_active{false};
 
-extern "C" void onSignal(int sig) {
-  const int saved = errno;
-  if (sig > 0 && sig < NSIG) g_pending[sig].fetch_add(1, std::memory_order_relaxed);
-  if (g_wake_write >= 0) {
-    const char byte = 0;
-    ssize_t ignored = ::write(g_wake_write, &byte, 1);  // full pipe: a wake-up is already pending
-    (void)ignored;
-  }
-  errno = saved;
-}
-
-/// Installs the handlers (forwarded signals, SIGCHLD) and ignores SIGPIPE for the duration of one supervise();
-/// restores the previous dispositions and mask when destroyed.
-class SignalScope {
- public:
-  SignalScope() = default;
-  SignalScope(const SignalScope&) = delete;
-  SignalScope& operator=(const SignalScope&) = delete;
-
-  std::string install() {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return std::string("cannot create pipe: ") + std::strerror(errno);
-    wake_read_ = fds[0];
-    g_wake_write = fds[1];
-    for (auto& p : g_pending) p.store(0);
-    struct sigaction act {};
-    act.sa_handler = onSignal;
-    sigemptyset(&act.sa_mask);
-    act.sa_flags = SA_RESTART;
-    for (int sig : kForwardedSignals) save(sig, act);
-    act.sa_flags = SA_RESTART | SA_NOCLDSTOP;
-    save(SIGCHLD, act);
-    struct sigaction ign {};
-    ign.sa_handler = SIG_IGN;
-    sigemptyset(&ign.sa_mask);
-    save(SIGPIPE, ign);  // a closed stdout of ours must give EPIPE, not kill the supervisor
-    sigset_t ours;
-    sigemptyset(&ours);
-    for (int sig : kForwardedSignals) sigaddset(&ours, sig);
-    sigaddset(&ours, SIGCHLD);
-    ::pthread_sigmask(SIG_UNBLOCK, &ours, &old_mask_);
-    return "";
-  }
-
-  ~SignalScope() {
-    for (int i = static_cast<int>(saved_count_) - 1; i >= 0; --i) ::sigaction(saved_[i].sig, &saved_[i].old, nullptr);
-    if (saved_count_ > 0) ::pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
-    const int w = g_wake_write;
-    g_wake_write = -1;
-    if (w >= 0) ::close(w);
-    if (wake_read_ >= 0) ::close(wake_read_);
-  }
-
-  int wakeFd() const { return wake_read_; }
-
-  void drainWake() const {
-    char buf[256];
-    while (::read(wake_read_, buf, sizeof buf) > 0) {
-    }
-  }
-
- private:
-  struct Saved {
-    int sig;
-    struct sigaction old;
-  };
-  void save(int sig, const struct sigaction& act) {
-    Saved& s = saved_[saved_count_];
-    s.sig = sig;
-    if (::sigaction(sig, &act, &s.old) == 0) ++saved_count_;
-  }
-
-  Saved saved_[8]{};
-  std::size_t saved_count_ = 0;
-  sigset_t old_mask_{};
-  int wake_read_ = -1;
-};
-
-// ---- orphans ---------------------------------------------------------------------------------------------
-
-/// The pids whose parent is `parent`, from /proc/<pid>/stat (works without CONFIG_PROC_CHILDREN).
-std::set<pid_t> childrenOf(pid_t parent) {
-  std::set<pid_t> found;
-  DIR* dir = ::opendir("/proc");
-  if (dir == nullptr) return found;
-  while (dirent* e = ::readdir(dir)) {
-    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
-    if (pid <= 0) continue;
-    std::ifstream in(std::string("/proc/") + e->d_name + "/stat");
-    std::string stat;
-    std::getline(in, stat);
-    const std::size_t close = stat.rfind(')');  // the command name may hold spaces and parentheses
-    if (close == std::string::npos || close + 2 >= stat.size()) continue;
-    long ppid = 0;
-    if (std::sscanf(stat.c_str() + close + 2, "%*c %ld", &ppid) == 1 && ppid == parent) found.insert(pid);
-  }
-  ::closedir(dir);
-  return found;
-}
-
-/// Makes this process the child subreaper of its workers for one supervise() (PR_SET_CHILD_SUBREAPER): a
-/// process a worker started and then left behind, even one that called setsid() to leave the worker's process
-/// group and session, is re-parented to us instead of to init, so we can find it and end it with the job.
-/// Restores the previous setting when destroyed. Remembers the children this process had before, which are
-/// not ours to kill.
-class SubreaperScope {
- public:
-  SubreaperScope() {
-    int was = 0;
-    ::prctl(PR_GET_CHILD_SUBREAPER, &was);
-    was_subreaper_ = was != 0;
-    if (!was_subreaper_) active_ = ::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
-    earlier_children_ = childrenOf(::getpid());
-  }
-  SubreaperScope(const SubreaperScope&) = delete;
-  SubreaperScope& operator=(const SubreaperScope&) = delete;
-  ~SubreaperScope() {
-    if (active_) ::prctl(PR_SET_CHILD_SUBREAPER, 0);
-  }
-  /// Orphans come to us (we set it, or we were a subreaper or PID 1 already).
-  bool adopts() const { return active_ || was_subreaper_ || ::getpid() == 1; }
-  /// Children of this process that existed before supervise() started.
-  const std::set<pid_t>& earlierChildren() const { return earlier_children_; }
-
- private:
-  bool was_subreaper_ = false;
-  bool active_ = false;
-  std::set<pid_t> earlier_children_;
-};
-
-// ---- output ----------------------------------------------------------------------------------------------
-
-/// Writes all of data to fd, waiting while a non-blocking fd is full. Gives up on errors such as EPIPE:
-/// lost console output must not stop supervision.
-void writeAll(int fd, std::string_view data) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n > 0) {
-      data.remove_prefix(static_cast<std::size_t>(n));
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else if (n < 0 && errno == EAGAIN) {
-      pollfd p{fd, POLLOUT, 0};
-      ::poll(&p, 1, 100);
-    } else {
-      return;
-    }
-  }
-}
-
-void say(const std::string& text) { writeAll(STDERR_FILENO, text); }
+// ---- descriptors -----------------------------------------------------------------------------------------
 
 /// Makes sure descriptors 0-2 are open, so that no pipe we create lands on them (dup2 onto itself would
 /// keep close-on-exec set in the child).
@@ -216,18 +61,6 @@ void ensureStdFds() {
       if (opened >= 0 && opened != fd) ::close(opened);
     }
   }
-}
-
-std::string describeExit(int exit_code, int sig) {
-  if (sig != 0) return "died by signal " + signalName(sig) + " (" + std::to_string(sig) + ")";
-  return "exited with code " + std::to_string(exit_code);
-}
-
-std::string who(const ChildSpec& spec) {
-  std::string s = "rank " + std::to_string(spec.rank);
-  if (!spec.label.empty()) s += " [" + spec.label + "]";
-  if (!spec.host.empty()) s += " on " + spec.host;
-  return s;
 }
 
 // ---- one generation of children --------------------------------------------------------------------------
@@ -415,7 +248,7 @@ class Generation {
   void handleSignals() {
     signals_.drainWake();
     for (int sig : kForwardedSignals) {
-      int count = g_pending[sig].exchange(0);
+      int count = signals_.takePending(sig);
       if (count == 0) continue;
       for (; count > 0; --count) signalRunning(sig);
       if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
@@ -606,37 +439,6 @@ class Generation {
   std::string console_;
   std::string log_;
 };
-
-std::string utcTime(std::time_t t) {
-  char buf[64];
-  struct tm tm {};
-  ::gmtime_r(&t, &tm);
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
-  return buf;
-}
-
-void printSummary(const ChildExit& f, int restarts, int max_restarts, std::size_t tail_lines) {
-  std::string s = "taehv-run: ==== worker failure ====\n";
-  s += "taehv-run: first failure: rank " + std::to_string(f.rank) + "\n";
-  s += "taehv-run: label: " + (f.label.empty() ? std::string("-") : f.label) + "\n";
-  s += "taehv-run: host: " + (f.host.empty() ? std::string("localhost") : f.host) + "\n";
-  if (f.signal != 0) {
-    s += "taehv-run: signal: " + signalName(f.signal) + " (" + std::to_string(f.signal) + ")\n";
-  } else {
-    s += "taehv-run: exit code: " + std::to_string(f.exit_code) + "\n";
-  }
-  s += "taehv-run: time: " + utcTime(std::time(nullptr)) + "\n";
-  s += "taehv-run: restarts: " + std::to_string(restarts) + " of " + std::to_string(max_restarts) + " used\n";
-  if (f.stderr_tail.empty()) {
-    s += "taehv-run: stderr: (empty)\n";
-  } else {
-    s += "taehv-run: last " + std::to_string(f.stderr_tail.size()) + " stderr lines (at most " +
-         std::to_string(tail_lines) + "):\n";
-    for (const std::string& line : f.stderr_tail) s += "  | " + line + "\n";
-  }
-  s += "taehv-run: ========================\n";
-  say(s);
-}
 
 /// Clears the "active" flag when supervise() returns, whichever way.
 struct ActiveFlag {

@@ -1,0 +1,48 @@
+// taehv-run describe: print each worker's rank, world and environment with provenance; start nothing.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "commands/commands.h"
+#include "taehv/describe.h"
+#include "taehv/sizing_bridge.h"
+#include "taehv/worker_env.h"
+
+namespace taehv {
+namespace po = boost::program_options;
+
+int runDescribe(Cli& cli) {
+  po::options_description extra("describe");
+  extra.add_options()("json", "print the stable JSON form (see README: taehv-run describe)");
+  po::variables_map vm;
+  if (auto done = cli.parse(extra, vm)) return *done;
+  auto resolved = cli.resolve(vm);
+  if (!resolved.ok()) {
+    cli.log(LogLevel::kError, resolved.error);
+    return kUsageError;
+  }
+  if (!resolved.value.backend_takes_over) {
+    if (std::string sized = applySizing(vm, cli.env(), resolved.value.node); !sized.empty()) {
+      cli.log(LogLevel::kError, sized);
+      return kUsageError;
+    }
+  }
+  const NodeDescriptor& node = resolved.value.node;
+  auto workers = expandWorkers(node, cli.env());
+  if (vm.count("json")) {
+    std::cout << describeJson(node, workers);
+  } else {
+    std::string error;
+    std::vector<std::string> command = cli.workerCommand(error);
+    if (!error.empty()) command = {"<" + error + ">"};
+    insertProfileArgs(node, command);
+    if (!resolved.value.detection.empty()) std::cout << "detected: " << resolved.value.detection << "\n";
+    if (resolved.value.backend_takes_over) {
+      std::cout << "note: backend " << node.backend << " starts the whole job itself; shown is this node's plan\n";
+    }
+    std::cout << describeText(node, workers, command);
+  }
+  return 0;
+}
+
+}  // namespace taehv

@@ -1,0 +1,69 @@
+// The default command: start this node's workers, or hand the whole job to a backend that takes it over.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "commands/commands.h"
+#include "taehv/sizing_bridge.h"
+
+namespace taehv {
+namespace po = boost::program_options;
+
+int runLaunch(Cli& cli) {
+  po::variables_map vm;
+  if (auto done = cli.parse(po::options_description(), vm)) return *done;
+  auto resolved = cli.resolve(vm, /*plan_when_taken_over=*/false);
+  if (!resolved.ok()) {
+    cli.log(LogLevel::kError, resolved.error);
+    return kUsageError;
+  }
+  ResolvedLaunch& r = resolved.value;
+  if (r.backend_takes_over) {
+    JobRequest job;
+    job.request = r.request;
+    job.launcher_args = cli.launcherArgs();
+    job.command = cli.command();
+    return r.plugin->backend->launch(cli.host(), job);
+  }
+  // Checked after a take-over: a backend that starts the job elsewhere needs no local trainer.
+  std::string error;
+  std::vector<std::string> command = cli.workerCommand(error);
+  if (!error.empty()) {
+    cli.log(LogLevel::kError, error);
+    return kUsageError;
+  }
+  if (std::string sized = applySizing(vm, cli.env(), r.node); !sized.empty()) {
+    cli.log(LogLevel::kError, sized);  // before anything starts
+    return kUsageError;
+  }
+  for (const auto& note : r.node.notes) {
+    if (note.rfind("profile: ", 0) == 0) cli.log(LogLevel::kInfo, note);
+  }
+  insertProfileArgs(r.node, command);
+  LaunchSettings settings;
+  settings.command = command;
+  const double grace = vm["shutdown-grace"].as<double>();
+  if (!(grace >= 0) || grace > 86400) {
+    cli.log(LogLevel::kError, "--shutdown-grace must be 0..86400 seconds, got " + std::to_string(grace));
+    return kUsageError;
+  }
+  settings.shutdown_grace = std::chrono::milliseconds(static_cast<long long>(std::llround(grace * 1000)));
+  settings.prefix_output = !vm.count("no-prefix");
+  if (vm.count("log-dir")) settings.log_dir = vm["log-dir"].as<std::string>();
+  if (vm.count("local-ranks-filter")) {
+    settings.local_ranks = parseRankList(vm["local-ranks-filter"].as<std::string>(), error);
+    for (int local : settings.local_ranks) {
+      if (error.empty() && local >= *r.node.nproc_per_node.value) {
+        error = "--local-ranks-filter names local rank " + std::to_string(local) + " but this node runs " +
+                std::to_string(*r.node.nproc_per_node.value) + " worker(s)";
+      }
+    }
+    if (!error.empty()) {
+      cli.log(LogLevel::kError, error);
+      return kUsageError;
+    }
+  }
+  return launchNode(r.node, settings, cli.env(), [&cli](LogLevel l, const std::string& m) { cli.log(l, m); });
+}
+
+}  // namespace taehv

@@ -1,0 +1,23 @@
+// The parts of the sizing bridge (taehv/sizing_bridge.h) that the doctor command shares with the launch path.
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <string>
+
+#include "taehv/descriptor.h"
+#include "taehv/sizing/profiles.h"
+#include "taehv/sizing/sizing.h"
+
+namespace taehv {
+
+/// The trainer's own default output folder and data (trainer/train/include/taehv/train/config.h).
+inline constexpr const char* kTrainerDefaultOutputDir = "runs/taehv";
+
+/// --gpu-binding, --collective-timeout, --nccl-buffsize from `vm`. Sets `error` on bad values.
+bool sizingPolicy(const boost::program_options::variables_map& vm, sizing::GpuBinding& binding,
+                  sizing::TuningPolicy& policy, std::string& error);
+
+/// The --config profile for `node` into its extra_env and notes. Returns "" or the error.
+std::string applyProfile(const std::string& config, NodeDescriptor& node, sizing::TrainProfile* chosen);
+
+}  // namespace taehv
