@@ -8,22 +8,28 @@
 namespace taehv {
 namespace {
 
+/// Loads every plugin `found` into `plugins`; the discovery's errors and each failed load's go into `errors`.
+void loadEvery(const Discovery& found, std::vector<LoadedPlugin>& plugins, std::vector<std::string>& errors) {
+  errors = found.errors;
+  for (const auto& file : found.files) {
+    auto loaded = loadPlugin(file.path);
+    if (loaded.ok()) {
+      plugins.push_back(loaded.value);
+    } else {
+      errors.push_back(loaded.error);
+    }
+  }
+}
+
 /// Loads the plugins for `backend` into `plugins`, reasons for failures into `errors`; see BackendRegistry::load.
 bool loadPlugins(const std::string& backend, const std::vector<PluginDir>& dirs, std::vector<LoadedPlugin>& plugins,
                  std::vector<std::string>& errors) {
   Discovery found = discoverPlugins(dirs);
-  errors = found.errors;
   if (backend == "auto") {
-    for (const auto& file : found.files) {
-      auto loaded = loadPlugin(file.path);
-      if (loaded.ok()) {
-        plugins.push_back(loaded.value);
-      } else {
-        errors.push_back(loaded.error);
-      }
-    }
+    loadEvery(found, plugins, errors);
     return true;
   }
+  errors = found.errors;
   std::vector<std::string> names = {"auto", "local"};
   for (const auto& file : found.files) {
     names.push_back(file.name);
@@ -110,16 +116,7 @@ std::vector<LoadedPlugin*> BackendRegistry::allPlugins(const std::string& backen
   // --backend NAME or local loaded one plugin or none; the listing wants them all.
   if (!listed_) {
     listed_ = true;
-    Discovery found = discoverPlugins(pluginSearchPath(self_path, plugin_dirs, env));
-    listing_errors_ = found.errors;
-    for (const auto& file : found.files) {
-      auto loaded = loadPlugin(file.path);
-      if (loaded.ok()) {
-        listing_.push_back(loaded.value);
-      } else {
-        listing_errors_.push_back(loaded.error);
-      }
-    }
+    loadEvery(discoverPlugins(pluginSearchPath(self_path, plugin_dirs, env)), listing_, listing_errors_);
   }
   errors = listing_errors_;
   for (auto& p : listing_) out.push_back(&p);
