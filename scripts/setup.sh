@@ -25,8 +25,13 @@ llvm=""
 for v in 19 18 17 16 15 14; do
   if installed "clang-$v" && installed "libfuzzer-$v-dev"; then llvm=$v; break; fi
 done
+apt_updated=0
+apt_update() {  # once per run: both the LLVM choice and the install below may need fresh package lists
+  [ "$apt_updated" -eq 1 ] || $sudo apt-get update -q >/dev/null
+  apt_updated=1
+}
 if [ -z "$llvm" ]; then
-  $sudo apt-get update -q >/dev/null
+  apt_update
   for v in 19 18 17 16 15 14; do
     if apt-cache show "clang-$v" "libfuzzer-$v-dev" >/dev/null 2>&1; then llvm=$v; break; fi
   done
@@ -59,7 +64,7 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}" >&2
-  $sudo apt-get update -q >/dev/null
+  apt_update
   unavailable=()
   for p in "${missing[@]}"; do
     apt-cache show "$p" >/dev/null 2>&1 || unavailable+=("$p")

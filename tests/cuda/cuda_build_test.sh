@@ -12,16 +12,19 @@ cpu_build=$2
 cuda_build=${3:-$src/build-cuda}
 passed=0
 failed=0
-check() {  # check NAME COMMAND...: runs the command, counts and prints the result
-  local name=$1
-  shift
-  if "$@"; then
-    echo "PASS $name"
+record() {  # record NAME OK(1|0): counts and prints one result
+  if [ "$2" -eq 1 ]; then
+    echo "PASS $1"
     passed=$((passed + 1))
   else
-    echo "FAIL $name"
+    echo "FAIL $1"
     failed=$((failed + 1))
   fi
+}
+check() {  # check NAME COMMAND...: runs the command and records whether it succeeded
+  local name=$1
+  shift
+  if "$@"; then record "$name" 1; else record "$name" 0; fi
 }
 finish() {
   echo "$passed passed, $failed failed"
@@ -30,11 +33,10 @@ finish() {
 }
 
 if ! bash "$src/scripts/build-cuda.sh" "$cuda_build"; then
-  echo "FAIL scripts/build-cuda.sh (configure, compile or link; its output is above)"
-  failed=$((failed + 1))
+  record "scripts/build-cuda.sh (configure, compile or link; its output is above)" 0
   finish
 fi
-passed=$((passed + 1))
+record "scripts/build-cuda.sh" 1
 bin=$cuda_build/bin/taehv-train
 
 links() {  # links LIBRARY: ldd resolves it to a file
@@ -79,7 +81,7 @@ fails_fast() {
   [ $((end - start)) -le "$limit" ] || { echo "  took $((end - start)) s, more than $limit s"; ok=0; }
   grep -q -- "$expected" "$work/err.log" || { echo "  stderr lacks: $expected"; ok=0; }
   [ "$(grep -c . "$work/err.log")" -eq 1 ] || { echo "  stderr is not one line"; ok=0; }
-  if [ "$ok" -eq 1 ]; then echo "PASS $name"; passed=$((passed + 1)); else echo "FAIL $name"; failed=$((failed + 1)); fi
+  record "$name" "$ok"
 }
 port=$((20000 + RANDOM % 20000))
 dist_env=(RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 "MASTER_PORT=$port")
