@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -16,6 +18,20 @@ std::string tempDir() {
 }
 
 void writeFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The entries of `dir` whose names start with `prefix`.
+std::vector<std::string> entriesStartingWith(const std::string& dir, const std::string& prefix) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().filename().string().rfind(prefix, 0) == 0) out.push_back(e.path().filename().string());
+  }
+  return out;
+}
 
 std::string save(const std::string& dir, int64_t step, int64_t keep = 3) {
   return saveCheckpoint(dir, step, keep, [&](const std::string& tmp) {
@@ -73,6 +89,91 @@ TEST(Checkpoint, LatestInEmptyFolderIsNoneAndBadPathIsAnError) {
   const auto dir = tempDir();
   EXPECT_FALSE(resolveResume("latest", dir, [](const std::string&) {}).has_value());
   EXPECT_THROW(resolveResume(dir + "/nope", dir, [](const std::string&) {}), std::runtime_error);
+  fs::remove_all(dir);
+}
+
+
+TEST(HostileCheckpoints, EveryCheckpointDamagedRefusesTheResumeAndChangesNothing) {
+  const auto dir = tempDir();
+  save(dir, 10);
+  save(dir, 20);
+  writeFile(dir + "/checkpoint-10/model.pt", "torn");
+  writeFile(dir + "/checkpoint-20/state.json", "{}");
+  try {
+    resolveResume("latest", dir, [](const std::string&) {});
+    FAIL() << "a resume with only damaged checkpoints must be refused (training from 0 would overwrite them)";
+  } catch (const CheckpointError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("checkpoint-10 is damaged"), std::string::npos) << m;
+    EXPECT_NE(m.find("checkpoint-20 is damaged"), std::string::npos) << m;
+    EXPECT_NE(m.find("Nothing was changed"), std::string::npos) << m;
+  }
+  EXPECT_EQ(readFile(dir + "/checkpoint-10/model.pt"), "torn");
+  EXPECT_EQ(listCheckpoints(dir).size(), 2u);
+  // The same through an output folder given by path, and the message names the option it came from.
+  try {
+    resolveResume(dir, "/elsewhere", [](const std::string&) {}, "--checkpoint");
+    FAIL() << "expected CheckpointError";
+  } catch (const CheckpointError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("--checkpoint " + dir, 0), 0u) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+TEST(HostileCheckpoints, ASaveOverADamagedFolderOfItsStepKeepsThatFolderAside) {
+  const auto dir = tempDir();
+  save(dir, 10);
+  save(dir, 20);
+  writeFile(dir + "/checkpoint-20/model.pt", "the only copy of something, torn");
+  save(dir, 20);  // e.g. a run resumed from step 10 reaching step 20 again
+  std::string why;
+  EXPECT_TRUE(verifyCheckpoint(dir + "/checkpoint-20", &why)) << why;
+  const auto aside = entriesStartingWith(dir, "damaged-checkpoint-20-");
+  ASSERT_EQ(aside.size(), 1u) << "the damaged folder must be moved aside, not destroyed";
+  EXPECT_EQ(readFile(dir + "/" + aside[0] + "/model.pt"), "the only copy of something, torn");
+  // An intact folder of the same step is simply replaced.
+  save(dir, 20);
+  EXPECT_EQ(entriesStartingWith(dir, "damaged-").size(), 1u);
+  EXPECT_TRUE(entriesStartingWith(dir, ".old-").empty());
+  fs::remove_all(dir);
+}
+
+TEST(HostileCheckpoints, AFailedSaveRemovesItsTemporaryAndNamesTheFreeSpace) {
+  const auto dir = tempDir();
+  save(dir, 10);
+  try {
+    saveCheckpoint(dir, 20, 3, [&](const std::string& tmp) {
+      writeFile(tmp + "/model.pt", "half");
+      throw std::runtime_error("file write failed\n(a stack trace the user does not need)");
+    });
+    FAIL() << "expected the save to throw";
+  } catch (const std::runtime_error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("cannot write checkpoint-20 in " + dir + ": file write failed ("), std::string::npos) << m;
+    EXPECT_NE(m.find("MiB free"), std::string::npos) << m;
+    EXPECT_EQ(m.find("stack trace"), std::string::npos) << m;
+  }
+  EXPECT_TRUE(entriesStartingWith(dir, ".tmp-").empty()) << "the temporary folder must go";
+  EXPECT_EQ(listCheckpoints(dir).size(), 1u);
+  fs::remove_all(dir);
+}
+
+TEST(HostileCheckpoints, StaleTemporariesOfDeadProcessesAreRemovedLiveOnesKept) {
+  const auto dir = tempDir();
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  waitpid(child, nullptr, 0);  // a PID that no longer runs
+  const std::string dead = ".tmp-checkpoint-30-" + std::to_string(child);
+  const std::string dead_old = ".old-checkpoint-20-" + std::to_string(child);
+  const std::string live = ".tmp-checkpoint-40-" + std::to_string(getppid());
+  for (const auto& name : {dead, dead_old, live}) fs::create_directories(dir + "/" + name + "/sub");
+  writeFile(dir + "/.tmp-notes-1", "not ours");
+  const auto removed = removeStaleTemporaries(dir);
+  EXPECT_EQ(removed.size(), 2u);
+  EXPECT_FALSE(fs::exists(dir + "/" + dead));
+  EXPECT_FALSE(fs::exists(dir + "/" + dead_old));
+  EXPECT_TRUE(fs::exists(dir + "/" + live)) << "a live process's save in progress must be left alone";
+  EXPECT_TRUE(fs::exists(dir + "/.tmp-notes-1"));
   fs::remove_all(dir);
 }
 

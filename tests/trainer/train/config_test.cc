@@ -1,7 +1,10 @@
 #include "taehv/train/config.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 
@@ -151,6 +154,90 @@ TEST(Config, BadLauncherVariablesAreClearErrors) {
   EXPECT_THROW(c.validate(), ConfigError);
   c.train.device = "cuda:2";
   EXPECT_NO_THROW(c.validate());
+}
+
+
+// The message of the --set or validate() refusing `sets`, or "" when they pass.
+std::string validationError(std::vector<std::string> sets) {
+  Config c;
+  try {
+    for (const auto& s : sets) c.applyOverride(s);
+    c.validate();
+    return "";
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+}
+
+TEST(HostileConfig, OutOfRangeValuesAreRefusedNamingTheKeyAndTheRange) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"train.beta1=1.5", "train.beta1 must be in [0, 1), got 1.5"},
+      {"train.beta2=1", "train.beta2 must be in [0, 1)"},
+      {"train.beta1=nan", "'train.beta1': 'nan' is not a number"},
+      {"train.lr=1e300", "train.lr must be in (0, 1]"},
+      {"train.lr=0", "train.lr must be"},
+      {"train.weight_decay=-0.1", "train.weight_decay must be in [0, 1)"},
+      {"train.min_lr_ratio=2", "train.min_lr_ratio must be in [0, 1]"},
+      {"train.grad_clip=-1", "train.grad_clip must be in [0, 1e6]"},
+      {"data.frames=100000", "data.frames must be <= 4096, got 100000"},
+      {"data.size=16384", "data.size must be <= 8192"},
+      {"train.batch_per_rank=100000", "train.batch_per_rank must be <= 4096"},
+      {"train.grad_accum=1000000", "train.grad_accum must be <= 65536"},
+      {"train.steps=9999999999", "train.steps must be <= 1000000000"},
+  };
+  for (const auto& [set, expected] : cases) {
+    const std::string m = validationError({set});
+    EXPECT_NE(m.find(expected), std::string::npos) << set << " -> '" << m << "'";
+  }
+  EXPECT_EQ(validationError({"train.beta1=0", "train.beta2=0.999", "train.lr=1"}), "");
+}
+
+TEST(HostileConfig, ADuplicateYamlKeyIsAnErrorNamingBothLines) {
+  Config c;
+  try {
+    c.mergeYamlText("train:\n  lr: 0.1\n  steps: 5\n  lr: 0.2\n", "dup.yaml");
+    FAIL() << "a duplicate key must not silently take the last value";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("dup.yaml: key 'train.lr' is given twice (lines 2 and 4)"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(HostileConfig, AFolderAsConfigIsRefusedNamingItsYamlFiles) {
+  char tmpl[] = "/tmp/taehv-cfg-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  std::ofstream(dir + "/quickstart.yaml") << "train:\n  steps: 1\n";
+  Config c;
+  try {
+    c.mergeYamlFile(dir);
+    FAIL() << "a folder must not train with the built-in defaults";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("is a folder"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("quickstart.yaml"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(HostileConfig, AStepThatCannotFitInMemoryIsRefusedWithTheFigures) {
+  Config c;
+  c.applyOverride("data.frames=4000");
+  c.applyOverride("data.size=256");
+  c.validate();
+  const std::string m = c.memoryCheck(24ull << 30, 2);
+  EXPECT_NE(m.find("one training step needs about"), std::string::npos) << m;
+  EXPECT_NE(m.find("data.frames=4000"), std::string::npos) << m;
+  EXPECT_NE(m.find("24.0 GiB available"), std::string::npos) << m;
+  // The quickstart's size fits two processes on a 2 GiB machine; two of them do not fit in 1 GiB.
+  Config q;
+  q.applyOverride("data.frames=12");
+  q.applyOverride("data.size=64");
+  q.applyOverride("train.batch_per_rank=2");
+  EXPECT_EQ(q.memoryCheck(2ull << 30, 2), "");
+  EXPECT_NE(q.memoryCheck(1ull << 30, 2), "");
+  // The estimate never wraps around at the limits.
+  Config huge;
+  for (const auto* s : {"data.frames=4096", "data.size=8192", "train.batch_per_rank=4096"}) huge.applyOverride(s);
+  EXPECT_GT(huge.cpuStepMemoryEstimate(), uint64_t{1} << 60);
 }
 
 }  // namespace

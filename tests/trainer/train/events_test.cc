@@ -4,10 +4,16 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
+
+#include "taehv/model/output_file.h"
 
 namespace taehv::train {
 namespace {
@@ -144,6 +150,82 @@ TEST(Images, CorruptPngAndJpegAreErrorsNotCrashes) {
   auto png = encodePng(RgbImage{8, 8, std::vector<uint8_t>(8 * 8 * 3, 1)});
   png.resize(png.size() / 2);
   EXPECT_THROW(decodePng(png), std::runtime_error);
+}
+
+
+std::string tempFolder() {
+  char tmpl[] = "/tmp/taehv-out-XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A write never replaces what is not a regular file: a character device (made here with mknod, as /dev/null is,
+// so that a regression cannot destroy the machine's own /dev/null), a FIFO, a folder, nor one behind a link.
+TEST(HostileOutputs, DevicesFifosAndFoldersAreRefusedAndLeftAsTheyWere) {
+  const auto dir = tempFolder();
+  const std::string null_dev = dir + "/null";
+  const bool have_device = ::mknod(null_dev.c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0;  // needs root
+  ASSERT_EQ(::mkfifo((dir + "/fifo").c_str(), 0600), 0);
+  std::filesystem::create_directories(dir + "/folder");
+  std::filesystem::create_symlink(dir + "/fifo", dir + "/link-to-fifo");
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {dir + "/fifo", "a FIFO"}, {dir + "/folder", "a folder"}, {dir + "/link-to-fifo", "a FIFO"}};
+  if (have_device) cases.emplace_back(null_dev, "a character device");
+  for (const auto& [path, kind] : cases) {
+    try {
+      writeFileBytes(path, {1, 2, 3});
+      ADD_FAILURE() << path << " was written over";
+    } catch (const OutputFileError& e) {
+      EXPECT_NE(std::string(e.what()).find(kind), std::string::npos) << e.what();
+    }
+  }
+  struct stat st{};
+  if (have_device) {
+    ASSERT_EQ(::lstat(null_dev.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISCHR(st.st_mode)) << "the device was replaced";
+  }
+  ASSERT_EQ(::lstat((dir + "/fifo").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  ASSERT_EQ(::lstat((dir + "/link-to-fifo").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << "temporary left: " << e.path();
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(HostileOutputs, ALinkIsWrittenThroughAndStaysALink) {
+  const auto dir = tempFolder();
+  { std::ofstream(dir + "/real.bin") << "old"; }
+  std::filesystem::create_symlink("real.bin", dir + "/rel-link");       // relative, as `ln -s real.bin` makes
+  std::filesystem::create_symlink(dir + "/rel-link", dir + "/chain");   // a link to a link
+  std::filesystem::create_symlink(dir + "/new.bin", dir + "/dangling");  // its target does not exist yet
+  writeFileBytes(dir + "/chain", {'n', 'e', 'w'});
+  EXPECT_EQ(slurp(dir + "/real.bin"), "new");
+  EXPECT_TRUE(std::filesystem::is_symlink(dir + "/chain"));
+  EXPECT_TRUE(std::filesystem::is_symlink(dir + "/rel-link"));
+  writeFileBytes(dir + "/dangling", {'x'});
+  EXPECT_EQ(slurp(dir + "/new.bin"), "x");
+  EXPECT_TRUE(std::filesystem::is_symlink(dir + "/dangling"));
+  std::filesystem::create_symlink("loop-b", dir + "/loop-a");
+  std::filesystem::create_symlink("loop-a", dir + "/loop-b");
+  EXPECT_THROW(writeFileBytes(dir + "/loop-a", {'x'}), OutputFileError);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(HostileOutputs, AResumedRunsMetricsKeepNoStepTwice) {
+  const auto dir = tempFolder();
+  const std::string path = dir + "/metrics.jsonl";
+  { std::ofstream(path) << "{\"step\": 10}\n{\"step\": 20}\n{\"step\": 30}\n{\"step\": 4"; }  // cut by a kill
+  trimMetrics(path, 20);
+  EXPECT_EQ(slurp(path), "{\"step\": 10}\n{\"step\": 20}\n");
+  trimMetrics(dir + "/absent.jsonl", 5);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/absent.jsonl"));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

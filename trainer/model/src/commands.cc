@@ -200,6 +200,14 @@ torch::Tensor readVideo(const std::string& path, const std::string& name, int64_
   return x;
 }
 
+// A result with NaN or Inf is not written: exit 1 rather than a file of NaN that looks like a success.
+void requireFinite(const torch::Tensor& result, const std::string& what) {
+  if (!torch::isfinite(result).all().item<bool>()) {
+    throw std::runtime_error("the " + what + " contain NaN or infinite values (the weights or the input overflow in "
+                             "this dtype?); nothing was written");
+  }
+}
+
 int runGuarded(const char* command, const std::string& usage, const std::function<int()>& body) {
   try {
     return body();
@@ -287,6 +295,7 @@ int encodeCommand(const std::vector<std::string>& argv) {
       latents = model->encodeVideo(frames, args.flag("streaming"));
     }
     const double seconds = secondsSince(start);
+    requireFinite(latents, "latents");
     writeSafetensors(output, {{"latents", latents}}, torch::kFloat);
     std::printf("encoded %s -> latents %s in %.3f s (%s)\n", shapeText(frames.sizes()).c_str(),
                 shapeText(latents.sizes()).c_str(), seconds, args.flag("streaming") ? "streaming" : "parallel");
@@ -312,6 +321,7 @@ int decodeCommand(const std::vector<std::string>& argv) {
       frames = model->decodeVideo(latents, args.flag("streaming"));
     }
     const double seconds = secondsSince(start);
+    requireFinite(frames, "frames");
     writeSafetensors(output, {{"frames", frames}}, torch::kFloat);
     std::printf("decoded latents %s -> frames %s in %.3f s (%s)\n", shapeText(latents.sizes()).c_str(),
                 shapeText(frames.sizes()).c_str(), seconds, args.flag("streaming") ? "streaming" : "parallel");

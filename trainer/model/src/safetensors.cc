@@ -9,6 +9,7 @@
 #include <set>
 #include <vector>
 
+#include "taehv/model/output_file.h"
 #include "taehv/model/taehv.h"
 
 namespace taehv {
@@ -54,22 +55,6 @@ bool preadAll(int fd, void* buffer, uint64_t size, uint64_t offset) {
     out += n;
     size -= static_cast<uint64_t>(n);
     offset += static_cast<uint64_t>(n);
-  }
-  return true;
-}
-
-bool writeAll(int fd, const void* buffer, std::size_t size) {
-  const auto* in = static_cast<const char*>(buffer);
-  while (size > 0) {
-    const ssize_t n = ::write(fd, in, size);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n <= 0) {
-      return false;
-    }
-    in += n;
-    size -= static_cast<std::size_t>(n);
   }
   return true;
 }
@@ -180,24 +165,18 @@ void writeSafetensors(const std::string& path, const std::map<std::string, torch
   }
   const std::string header = serializeSafetensorsHeader(entries);
 
-  // Atomic replace: write a temporary file in the same folder, fsync, rename over the target.
-  std::string tmp = path + ".tmp.XXXXXX";
-  Fd fd(::mkstemp(tmp.data()));
-  if (fd.get() < 0) {
-    throw SafetensorsError("cannot create a temporary file beside '" + path + "': " + errnoText());
-  }
-  bool ok = ::fchmod(fd.get(), 0644) == 0 && writeAll(fd.get(), header.data(), header.size());
-  for (std::size_t i = 0; ok && i < data.size(); ++i) {
-    ok = writeAll(fd.get(), data[i].data_ptr(), static_cast<std::size_t>(entries[i].end - entries[i].begin));
-  }
-  ok = ok && ::fsync(fd.get()) == 0;
-  const std::string write_error = ok ? "" : errnoText();
-  const int raw = fd.release();
-  ok = (::close(raw) == 0) && ok;
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = write_error.empty() ? errnoText() : write_error;
-    ::unlink(tmp.c_str());
-    throw SafetensorsError("cannot write safetensors file '" + path + "': " + why);
+  try {
+    writeFileAtomically(path, [&](int fd) {
+      if (!writeAllBytes(fd, header.data(), header.size())) return false;
+      for (std::size_t i = 0; i < data.size(); ++i) {
+        if (!writeAllBytes(fd, data[i].data_ptr(), static_cast<std::size_t>(entries[i].end - entries[i].begin))) {
+          return false;
+        }
+      }
+      return true;
+    });
+  } catch (const OutputFileError& e) {
+    throw SafetensorsError(std::string("safetensors: ") + e.what());
   }
 }
 
@@ -230,6 +209,14 @@ void loadWeights(TAEHVImpl& model, const std::string& path) {
   if (!extra.empty()) {
     throw SafetensorsError("weights file '" + path + "' has unexpected tensor(s) " + list(extra) +
                            " that the model does not have: wrong --variant for these weights?");
+  }
+  for (const auto& [name, tensor] : file) {
+    const int64_t bad = (~torch::isfinite(tensor)).sum().item<int64_t>();
+    if (bad > 0) {
+      throw SafetensorsError("weights file '" + path + "', tensor '" + name + "': " + std::to_string(bad) + " of " +
+                             std::to_string(tensor.numel()) + " values are NaN or infinite; these weights would turn "
+                             "every output into NaN (a diverged training run?): use an earlier checkpoint");
+    }
   }
   torch::NoGradGuard no_grad;
   for (auto& item : params) {

@@ -1,7 +1,9 @@
 #include "taehv/train/commands.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 
 #include "taehv/train/data.h"
 #include "taehv/train/trainer.h"
@@ -119,8 +121,17 @@ int evalCommand(const std::vector<std::string>& args) {
   }
   try {
     const EvalResult r = runEval(EvalOptions{p.config, p.checkpoint, !p.no_ema});
+    // The last line is JSON for scripts: a value that is not a number is null there (JSON has no NaN), and the exit
+    // status says the result is unusable.
+    const bool finite = std::isfinite(r.psnr) && std::isfinite(r.ssim);
+    const auto json = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
     std::printf("eval: clips=%lld psnr=%.3f dB ssim=%.4f\n", static_cast<long long>(r.clips), r.psnr, r.ssim);
-    std::printf("{\"clips\": %lld, \"psnr\": %.6f, \"ssim\": %.6f}\n", static_cast<long long>(r.clips), r.psnr, r.ssim);
+    std::printf("%s\n", nlohmann::json{{"clips", r.clips}, {"psnr", json(r.psnr)}, {"ssim", json(r.ssim)}}.dump().c_str());
+    if (!finite) {
+      std::fprintf(stderr, "taehv-train eval: PSNR or SSIM is not a number: the model's output holds NaN or "
+                           "infinite values\n");
+      return 1;
+    }
     return 0;
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "taehv-train eval: %s\n", e.what());

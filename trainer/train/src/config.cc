@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <map>
@@ -91,10 +92,23 @@ void flatten(const YAML::Node& node, const std::string& prefix, std::vector<std:
     }
   } else if (node.IsScalar() || node.IsNull()) {
     if (prefix.empty()) throw ConfigError(origin + ": expected a YAML mapping of sections (train:, data:, ...)");
+    for (const auto& [key, earlier] : out) {
+      if (key == prefix) {  // YAML forbids duplicate keys; yaml-cpp would silently keep the last one
+        throw ConfigError(origin + ": key '" + prefix + "' is given twice (lines " +
+                          std::to_string(earlier.Mark().line + 1) + " and " + std::to_string(node.Mark().line + 1) +
+                          "); keep one");
+      }
+    }
     out.emplace_back(prefix, node);
   } else {
     throw ConfigError(origin + ": key '" + prefix + "' holds a list; every config value is a single scalar");
   }
+}
+
+std::string formatNumber(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
 }
 
 bool validDevice(const std::string& d) {
@@ -248,7 +262,18 @@ void Config::mergeYamlText(const std::string& text, const std::string& origin) {
 }
 
 void Config::mergeYamlFile(const std::string& path) {
-  YAML::Node root;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    std::string files;
+    for (const auto& e : std::filesystem::directory_iterator(path, ec)) {
+      if (e.path().extension() == ".yaml" || e.path().extension() == ".yml") {
+        files += (files.empty() ? "" : ", ") + e.path().filename().string();
+      }
+    }
+    throw ConfigError("--config " + path + " is a folder; taehv-train takes one YAML file" +
+                      (files.empty() ? std::string() : " (this folder has: " + files + ")") +
+                      ". (taehv-run --config takes a folder of profiles and picks the file for the job's size.)");
+  }
   std::string text;
   {
     FILE* f = std::fopen(path.c_str(), "rb");
@@ -274,7 +299,27 @@ void Config::validate() const {
   if (train.steps < 1) fail("train.steps must be >= 1");
   if (train.batch_per_rank < 1) fail("train.batch_per_rank must be >= 1");
   if (train.grad_accum < 1) fail("train.grad_accum must be >= 1");
+  // Ranges: what the optimizer and data can use. Counts are bounded far above any real run, so that no product of
+  // them overflows and a typo (an extra 0s) is an error here rather than an allocation failure later.
+  auto in = [&](double v, double lo, double hi, bool hi_open, const std::string& key, const std::string& range) {
+    if (!std::isfinite(v) || v < lo || v > hi || (hi_open && v == hi)) {
+      fail(key + " must be in " + range + ", got " + formatNumber(v));
+    }
+  };
+  if (train.steps > kMaxSteps) fail("train.steps must be <= " + std::to_string(kMaxSteps));
+  if (train.batch_per_rank > kMaxBatch) fail("train.batch_per_rank must be <= " + std::to_string(kMaxBatch));
+  if (train.grad_accum > kMaxAccum) fail("train.grad_accum must be <= " + std::to_string(kMaxAccum));
+  if (data.frames > kMaxFrames) {
+    fail("data.frames must be <= " + std::to_string(kMaxFrames) + ", got " + std::to_string(data.frames));
+  }
+  if (data.size > kMaxSize) fail("data.size must be <= " + std::to_string(kMaxSize) + ", got " + std::to_string(data.size));
+  in(train.lr, 0, 1, false, "train.lr", "(0, 1]");
   if (!(train.lr > 0)) fail("train.lr must be > 0");
+  in(train.min_lr_ratio, 0, 1, false, "train.min_lr_ratio", "[0, 1]");
+  in(train.weight_decay, 0, 1, true, "train.weight_decay", "[0, 1)");
+  in(train.beta1, 0, 1, true, "train.beta1", "[0, 1)");
+  in(train.beta2, 0, 1, true, "train.beta2", "[0, 1)");
+  in(train.grad_clip, 0, 1e6, false, "train.grad_clip", "[0, 1e6] (0 = off)");
   if (train.warmup_steps < 0) fail("train.warmup_steps must be >= 0");
   if (train.threads < 0) fail("train.threads must be >= 0 (0 = auto)");
   if (train.slices < 0) fail("train.slices must be >= 0 (0 = auto, 1 = one pass)");
@@ -314,6 +359,36 @@ void Config::validate() const {
   if (log.preview_every < 0) fail("log.preview_every must be >= 0");
   if (output.dir.empty()) fail("output.dir must not be empty");
   if (eval.clips < 1) fail("eval.clips must be >= 1");
+}
+
+uint64_t Config::cpuStepMemoryEstimate() const {
+  // At validate()'s limits the product exceeds 64 bits (4,096 x 4,096 x 8,192^2 x 3 KiB): saturate.
+  const uint64_t factors[] = {static_cast<uint64_t>(train.batch_per_rank), static_cast<uint64_t>(data.frames),
+                              static_cast<uint64_t>(data.size), static_cast<uint64_t>(data.size), kBytesPerFramePixel};
+  uint64_t bytes = 1;
+  for (const uint64_t f : factors) {
+    bytes = (f != 0 && bytes > std::numeric_limits<uint64_t>::max() / f) ? std::numeric_limits<uint64_t>::max()
+                                                                         : bytes * f;
+  }
+  return bytes > std::numeric_limits<uint64_t>::max() - kProcessBaseBytes ? bytes : bytes + kProcessBaseBytes;
+}
+
+std::string Config::memoryCheck(uint64_t available_bytes, int local_ranks) const {
+  const uint64_t per_rank = cpuStepMemoryEstimate();
+  const uint64_t ranks = static_cast<uint64_t>(std::max(local_ranks, 1));
+  const bool fits = per_rank <= available_bytes / ranks;
+  if (fits) return "";
+  auto gib = [](uint64_t b) {
+    std::ostringstream out;
+    out.precision(b >= (100ull << 30) ? 0 : 1);
+    out << std::fixed << static_cast<double>(b) / static_cast<double>(1ull << 30) << " GiB";
+    return out.str();
+  };
+  return "one training step needs about " + gib(per_rank) + " per process (estimate for train.batch_per_rank=" +
+         std::to_string(train.batch_per_rank) + " x data.frames=" + std::to_string(data.frames) + " x data.size=" +
+         std::to_string(data.size) + "^2), " + std::to_string(ranks) + " process(es) on this machine, which has " +
+         gib(available_bytes) + " available: lower data.frames, data.size or train.batch_per_rank (train.grad_accum "
+         "keeps the batch per optimizer step without the memory)";
 }
 
 std::string Config::toYaml() const {

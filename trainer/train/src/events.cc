@@ -9,7 +9,11 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
+
+#include "taehv/model/output_file.h"
 
 namespace taehv::train {
 namespace {
@@ -134,11 +138,13 @@ void TfEventsWriter::writeRecord(const std::string& data) {
   const uint64_t length = data.size();
   const uint32_t length_crc = maskedCrc32c(&length, 8);
   const uint32_t data_crc = maskedCrc32c(data.data(), data.size());
-  std::fwrite(&length, 8, 1, file_);
-  std::fwrite(&length_crc, 4, 1, file_);
-  std::fwrite(data.data(), 1, data.size(), file_);
-  std::fwrite(&data_crc, 4, 1, file_);
-  std::fflush(file_);
+  const bool ok = std::fwrite(&length, 8, 1, file_) == 1 && std::fwrite(&length_crc, 4, 1, file_) == 1 &&
+                  std::fwrite(data.data(), 1, data.size(), file_) == data.size() &&
+                  std::fwrite(&data_crc, 4, 1, file_) == 1 && std::fflush(file_) == 0;
+  if (!ok) {
+    throw OutputFileError("cannot append to TensorBoard event file " + path_ + ": " + std::strerror(errno) + " (" +
+                          freeSpaceNote(std::filesystem::path(path_).parent_path().string()) + ")");
+  }
 }
 
 void TfEventsWriter::scalar(const std::string& tag, int64_t step, double value) {
@@ -226,12 +232,21 @@ std::vector<uint8_t> readFileBytes(const std::string& path) {
 }
 
 void writeFileBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
-  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  if (std::fclose(f) != 0 || !ok) throw std::runtime_error("cannot write " + tmp + ": disk full?");
-  std::filesystem::rename(tmp, path);
+  writeFileAtomically(path, [&](int fd) { return writeAllBytes(fd, bytes.data(), bytes.size()); });
+}
+
+void trimMetrics(const std::string& path, int64_t step) {
+  std::ifstream in(path);
+  if (!in) return;
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    const auto row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (row.is_object() && row.contains("step") && row["step"].is_number_integer() &&
+        row["step"].get<int64_t>() <= step) {
+      kept += line + "\n";
+    }
+  }
+  writeFileAtomically(path, [&](int fd) { return writeAllBytes(fd, kept.data(), kept.size()); });
 }
 
 }  // namespace taehv::train

@@ -7,13 +7,17 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
+#include "taehv/model/output_file.h"
 #include "taehv/model/safetensors.h"
 #include "taehv/model/slice_backward.h"
 #include "taehv/model/taehv.h"
@@ -28,8 +32,35 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// SIGTERM/SIGINT: inside the step loop the trainer finishes its step, saves a checkpoint and exits 0 (what a
+// preemption wants); it gets kStopGrace for that, less than taehv-run's default 30 s --shutdown-grace, after which
+// SIGALRM ends it without saving (the last checkpoint stays). Before the loop (building the model, the rendezvous,
+// loading data) there is nothing to save, and a second signal means "now": both exit at once.
+constexpr unsigned kStopGraceS = 20;
 std::atomic<int> g_stop_signal{0};
-extern "C" void onStopSignal(int sig) { g_stop_signal = sig; }
+std::atomic<bool> g_in_step_loop{false};
+
+void writeStderr(const char* text) {  // async-signal-safe
+  size_t n = 0;
+  while (text[n] != '\0') ++n;
+  ssize_t ignored = ::write(STDERR_FILENO, text, n);
+  (void)ignored;
+}
+
+extern "C" void onStopSignal(int sig) {
+  if (!g_in_step_loop.load() || g_stop_signal.load() != 0) {
+    writeStderr("taehv-train: stopped by a signal before a checkpoint could be taken; the last checkpoint is kept\n");
+    _exit(128 + sig);
+  }
+  g_stop_signal = sig;
+  alarm(kStopGraceS);
+}
+
+extern "C" void onStopGraceOver(int) {
+  writeStderr("taehv-train: the step in progress did not end within 20 s of the stop signal; exiting without saving "
+              "(the last checkpoint is kept)\n");
+  _exit(128 + SIGTERM);
+}
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -161,10 +192,22 @@ RgbImage previewImage(const torch::Tensor& target, const torch::Tensor& pred) {
   return out;
 }
 
+// Checkpoint files are serialized in memory and then written by writeFileBytes: libtorch's file writer throws from
+// its destructor when the disk is full (std::terminate, exit 134), where a failed write of ours is one message.
+void writeText(const std::string& path, const std::string& text) {
+  writeFileBytes(path, std::vector<uint8_t>(text.begin(), text.end()));
+}
+
+void saveArchive(torch::serialize::OutputArchive& archive, const std::string& path) {
+  std::ostringstream bytes;
+  archive.save_to(bytes);
+  writeText(path, bytes.str());
+}
+
 void saveTensors(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
   torch::serialize::OutputArchive archive;
   for (const auto& [name, t] : tensors) archive.write(name, t.detach().to(torch::kCPU));
-  archive.save_to(path);
+  saveArchive(archive, path);
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> namedParams(TAEHV& model) {
@@ -269,16 +312,44 @@ class StopSignals {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, &old_term_);
     sigaction(SIGINT, &sa, &old_int_);
+    sa.sa_handler = onStopGraceOver;
+    sigaction(SIGALRM, &sa, &old_alrm_);
   }
   ~StopSignals() {
+    alarm(0);
+    g_in_step_loop = false;
     sigaction(SIGTERM, &old_term_, nullptr);
     sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGALRM, &old_alrm_, nullptr);
   }
 
  private:
   struct sigaction old_term_ {};
   struct sigaction old_int_ {};
+  struct sigaction old_alrm_ {};
 };
+
+// MemAvailable of /proc/meminfo in bytes; 0 when unknown.
+uint64_t availableMemory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib << 10;
+  }
+  return 0;
+}
+
+// Before anything heavy: a CPU step that cannot fit is refused with the figures, rather than allocated until
+// libtorch gives up (or the kernel's OOM killer ends a rank). A GPU's memory is the device's, checked by libtorch.
+void checkCpuMemory(const Config& cfg, const DistEnv& env) {
+  if (cfg.train.device != "cpu" && !(cfg.train.device == "auto" && !torch::cuda::is_available())) return;
+  const uint64_t available = availableMemory();
+  if (available == 0) return;
+  const std::string problem = cfg.memoryCheck(available, env.local_world_size);
+  if (!problem.empty()) throw ConfigError(problem);
+}
 
 struct Run {
   const TrainOptions& options;
@@ -326,7 +397,17 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
   // Resume.
   int64_t start_step = 0, base_position = 0, skipped_before = 0;
   std::string resumed_from;
-  if (!options.resume.empty()) {
+  if (run.rank0) {
+    for (const auto& stale : removeStaleTemporaries(out_dir)) run.say("removed " + stale + " (left by a killed save)");
+  }
+  if (options.resume.empty()) {
+    const auto existing = listCheckpoints(out_dir);
+    if (!existing.empty()) {
+      throw CheckpointError("output.dir " + out_dir + " already holds checkpoints of an earlier run (newest: " +
+                            existing.front().second + "); training from step 0 would overwrite them. Continue that "
+                            "run with --resume latest, or give another output.dir (--set output.dir=...)");
+    }
+  } else {
     auto found = resolveResume(options.resume, out_dir, [&](const std::string& w) {
       std::fprintf(stderr, "[rank %d] warning: %s\n", env.rank, w.c_str());
     });
@@ -406,7 +487,10 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
   if (run.rank0) {
     fs::create_directories(out_dir);
     if (cfg.log.tensorboard) tb = std::make_unique<TfEventsWriter>((fs::path(out_dir) / "tensorboard").string());
+    // A resumed run logs again the steps after its checkpoint: drop those rows first, so no step is there twice.
+    if (!resumed_from.empty()) trimMetrics((fs::path(out_dir) / "metrics.jsonl").string(), start_step);
     metrics.open(fs::path(out_dir) / "metrics.jsonl", std::ios::app);
+    if (!metrics) throw OutputFileError("cannot open " + out_dir + "/metrics.jsonl for appending: " + std::strerror(errno));
     run.say("taehv-train: " + std::to_string(W) + " rank(s), backend " + dist.backendName() + ", device " +
             device.str() + ", " + std::to_string(threads) + " threads/rank" +
             (slice_plan.slices > 1 ? " (" + std::to_string(slice_plan.slices) + " batch slices x " +
@@ -428,7 +512,7 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
       {
         torch::serialize::OutputArchive archive;
         optimizer.save(archive);
-        archive.save_to(dir + "/optimizer.pt");
+        saveArchive(archive, dir + "/optimizer.pt");
       }
       if (!ema.empty()) {
         auto named = namedParams(model);
@@ -436,7 +520,11 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
         for (size_t i = 0; i < ema.size(); ++i) e.emplace_back(named[i].first, ema[i]);
         saveTensors(dir + "/ema.pt", e);
       }
-      torch::save(at::detail::getDefaultCPUGenerator().get_state(), dir + "/rng.pt");
+      {
+        std::ostringstream rng;
+        torch::save(at::detail::getDefaultCPUGenerator().get_state(), rng);
+        writeText(dir + "/rng.pt", rng.str());
+      }
       nlohmann::json state;
       state["step"] = step_done;
       state["samples_consumed"] = base_position + (step_done - start_step) * A * W * B;
@@ -445,8 +533,8 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
       state["grad_accum"] = A;
       state["seed"] = cfg.train.seed;
       state["data_skipped"] = skipped_before + loader.skipped();
-      std::ofstream(dir + "/state.json") << state.dump(1) << "\n";
-      std::ofstream(dir + "/config.yaml") << cfg.toYaml();
+      writeText(dir + "/state.json", state.dump(1) + "\n");
+      writeText(dir + "/config.yaml", cfg.toYaml());
     });
   };
 
@@ -457,6 +545,7 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
   int64_t last_saved = start_step;
   int64_t step = start_step;
   bool stopped_by_signal = false;
+  g_in_step_loop = true;
   for (; step < cfg.train.steps; ++step) {
     const auto t0 = Clock::now();
     const double lr = learningRate(cfg.train, step);
@@ -507,7 +596,14 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
     const double psnr_mean = stats[1].item<double>() / static_cast<double>(W);
     const bool stop = stats[2].item<double>() > 0;
     const auto skipped_total = static_cast<int64_t>(stats[3].item<double>()) + skipped_before;
-    if (!std::isfinite(loss_mean)) throw std::runtime_error("loss is not finite at step " + std::to_string(step + 1));
+    if (!std::isfinite(loss_mean)) {
+      const std::string kept = last_saved > 0 ? "the last good checkpoint (step " + std::to_string(last_saved) +
+                                                    ") in " + out_dir + " is kept: resume it with --resume latest and"
+                                              : "no checkpoint was saved yet: start again with";
+      throw std::runtime_error("the loss is " + std::to_string(loss_mean) + " at step " + std::to_string(step + 1) +
+                               " (training diverged); stopped without saving these weights; " + kept +
+                               " a lower train.lr or more train.warmup_steps");
+    }
 
     const double step_s = seconds(Clock::now() - t0);
     step_time_avg = step == start_step ? step_s : 0.9 * step_time_avg + 0.1 * step_s;
@@ -545,6 +641,9 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
       m["data_skipped"] = skipped_total;
       m["elapsed_s"] = seconds(Clock::now() - run_start);
       metrics << m.dump() << "\n" << std::flush;
+      if (!metrics) {
+        throw OutputFileError("cannot append to " + out_dir + "/metrics.jsonl (" + freeSpaceNote(out_dir) + ")");
+      }
       if (tb) {
         tb->scalar("train/loss", done, loss_log);
         tb->scalar("train/psnr_db", done, psnr_log);
@@ -587,7 +686,6 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
       break;
     }
   }
-  (void)last_saved;
   if (!stopped_by_signal && run.rank0 && cfg.checkpoint.export_safetensors) {
     // The exported weights are the EMA weights when EMA is on (the upstream recipe's weight averaging).
     if (!ema.empty()) {
@@ -643,6 +741,7 @@ int runTraining(const TrainOptions& options) {
   try {
     options.config.validate();
     setThreads(options.config, env);
+    checkCpuMemory(options.config, env);
     const torch::Device device = pickDevice(options.config, env);
     if (device.is_cuda()) torch::cuda::manual_seed_all(static_cast<uint64_t>(options.config.train.seed));
     // 0 = auto; trainCommand resolves it from the environment first, direct callers get the default.
@@ -653,6 +752,9 @@ int runTraining(const TrainOptions& options) {
                                          device);
     return train(options, *dist, env, device);
   } catch (const ConfigError& e) {
+    std::fprintf(stderr, "[rank %d] taehv-train: %s\n", env.rank, e.what());
+    return failed(dist, e.what(), 2);
+  } catch (const CheckpointError& e) {
     std::fprintf(stderr, "[rank %d] taehv-train: %s\n", env.rank, e.what());
     return failed(dist, e.what(), 2);
   } catch (const DataError& e) {
@@ -679,9 +781,9 @@ EvalResult runEval(const EvalOptions& options) {
   if (path.size() > 12 && path.compare(path.size() - 12, 12, ".safetensors") == 0) {
     loadWeights(*model, path);
   } else {
-    auto found = resolveResume(path, cfg.output.dir, [](const std::string& w) {
-      std::fprintf(stderr, "warning: %s\n", w.c_str());
-    });
+    auto found = resolveResume(
+        path, cfg.output.dir, [](const std::string& w) { std::fprintf(stderr, "warning: %s\n", w.c_str()); },
+        "--checkpoint");
     if (!found) throw std::runtime_error("no checkpoint in " + cfg.output.dir + "; pass --checkpoint PATH");
     const bool use_ema = options.ema && fs::exists(fs::path(*found) / "ema.pt");
     torch::serialize::InputArchive archive;
@@ -691,6 +793,12 @@ EvalResult runEval(const EvalOptions& options) {
       torch::Tensor t;
       archive.read(item.key(), t);
       item.value().copy_(t);
+    }
+    for (const auto& item : model->named_parameters()) {
+      if (!torch::isfinite(item.value()).all().item<bool>()) {
+        throw std::runtime_error("checkpoint " + *found + ": tensor '" + item.key() + "' holds NaN or infinite "
+                                 "values (a diverged run?): evaluate an earlier checkpoint");
+      }
     }
     std::fprintf(stderr, "eval: %s weights of %s\n", use_ema ? "EMA" : "model", found->c_str());
   }

@@ -7,14 +7,23 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace taehv::train {
 
+/// A checkpoint that cannot be used as asked (damaged, missing, not a folder): a usage error (exit 2), where
+/// a failed write is a runtime error.
+struct CheckpointError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 /// Writes checkpoint-`step` under `output_dir`: `write(tmp_dir)` creates the files, then the manifest is
-/// added, everything fsynced and the folder renamed into place (an existing folder for the same step is
-/// replaced). Then only the newest `keep` checkpoints are kept. Returns the final path. Throws std::runtime_error.
+/// added, everything fsynced and the folder renamed into place. An existing folder for the same step is replaced
+/// when it is intact, and moved aside to damaged-checkpoint-STEP-PID when it is not (never destroyed). Then only
+/// the newest `keep` checkpoints are kept. Returns the final path. Throws std::runtime_error naming the folder and
+/// its free space, after removing the temporary folder.
 std::string saveCheckpoint(const std::string& output_dir, int64_t step, int64_t keep,
                            const std::function<void(const std::string& tmp_dir)>& write);
 
@@ -25,11 +34,18 @@ bool verifyCheckpoint(const std::string& dir, std::string* why);
 /// checkpoint-STEP folders under `output_dir`, newest first.
 std::vector<std::pair<int64_t, std::string>> listCheckpoints(const std::string& output_dir);
 
+/// Removes what killed saves left in `output_dir` (.tmp-checkpoint-STEP-PID, .old-checkpoint-STEP-PID whose PID
+/// is not a live process). Returns the removed paths, for the log.
+std::vector<std::string> removeStaleTemporaries(const std::string& output_dir);
+
 /// Resolves `--resume`: "latest" -> the newest valid checkpoint in `output_dir` (invalid newer ones are
-/// skipped, each with a warning through `warn`; nullopt when there is none); a checkpoint folder -> it (throws
-/// std::runtime_error when it fails verification); an output folder -> its newest valid checkpoint.
+/// skipped, each with a warning through `warn`; nullopt when there is no checkpoint at all); a checkpoint folder
+/// -> it; an output folder -> its newest valid checkpoint. Throws CheckpointError when checkpoints exist but none
+/// is valid (training from scratch would overwrite them), or the folder given fails verification.
+/// `option` is the flag the value came from, for the messages.
 std::optional<std::string> resolveResume(const std::string& resume, const std::string& output_dir,
-                                         const std::function<void(const std::string&)>& warn);
+                                         const std::function<void(const std::string&)>& warn,
+                                         const std::string& option = "--resume");
 
 /// The step recorded in a checkpoint folder's manifest. Throws std::runtime_error.
 int64_t checkpointStep(const std::string& dir);

@@ -99,6 +99,14 @@ struct Config {
   OutputConfig output;
   EvalConfig eval;
 
+  // Limits validate() enforces on counts (README, "Limits"): far above any real run, they keep every product of
+  // counts from overflowing and turn a typo (extra zeros) into a message instead of an allocation failure.
+  static constexpr int64_t kMaxSteps = 1'000'000'000;
+  static constexpr int64_t kMaxBatch = 4096;
+  static constexpr int64_t kMaxAccum = 65536;
+  static constexpr int64_t kMaxFrames = 4096;
+  static constexpr int64_t kMaxSize = 8192;
+
   /// Where a value came from when it is not the config file / --set / default (key -> origin, e.g.
   /// "dist.timeout_s" -> "from TAEHV_COLLECTIVE_TIMEOUT_S"); toYaml prints it as a comment.
   std::map<std::string, std::string> origins;
@@ -119,8 +127,19 @@ struct Config {
   void mergeYamlText(const std::string& text, const std::string& origin = "<text>");
   /// Applies "a.b=value".
   void applyOverride(const std::string& assignment);
-  /// Checks cross-field constraints (frames multiple of 4, ...). Throws ConfigError.
+  /// Checks every value's range (the limits above, optimizer betas in [0, 1), ...) and cross-field constraints
+  /// (frames multiple of 4, ...). Throws ConfigError.
   void validate() const;
+  /// Peak memory of one CPU training process with this config, estimated as kProcessBaseBytes (libtorch, the model,
+  /// AdamW state) + kBytesPerFramePixel x batch_per_rank x frames x size x size (activations kept for the backward
+  /// pass). Measured with libtorch 2.13, bf16 autocast, 1 thread (peak RSS): 654 MB at 1x4x32x32, 736 at
+  /// 1x12x64x64, 844 at 2x12x64x64, 1,080 at 1x12x128x128, 1,656 at 1x24x128x128; the slope is 2.2-2.9 KB per
+  /// frame pixel, so 3 KiB errs high.
+  uint64_t cpuStepMemoryEstimate() const;
+  static constexpr uint64_t kProcessBaseBytes = 650ull << 20;
+  static constexpr uint64_t kBytesPerFramePixel = 3ull << 10;
+  /// "" when `local_ranks` processes of cpuStepMemoryEstimate() fit in `available_bytes`; else the message.
+  std::string memoryCheck(uint64_t available_bytes, int local_ranks) const;
   /// The effective config as YAML (nested), loadable by mergeYamlText.
   std::string toYaml() const;
 };

@@ -30,8 +30,12 @@ RgbImage decodePng(const std::vector<uint8_t>& bytes);
 RgbImage decodeJpeg(const std::vector<uint8_t>& bytes);
 /// Whole file as bytes. Throws std::runtime_error naming the file.
 std::vector<uint8_t> readFileBytes(const std::string& path);
-/// Writes bytes to path (temporary file + rename). Throws std::runtime_error naming the file.
+/// Writes bytes to path atomically (taehv/model/output_file.h: never over a device, FIFO or folder). Throws
+/// OutputFileError naming the file and its folder's free space.
 void writeFileBytes(const std::string& path, const std::vector<uint8_t>& bytes);
+/// Keeps the rows of metrics.jsonl at `path` whose "step" is at most `step` (a resumed run logs the later steps
+/// again); rows that are not JSON objects with a step (a line cut by a kill) go too. No file: nothing to do.
+void trimMetrics(const std::string& path, int64_t step);
 
 /// One TensorBoard event file: events.out.tfevents.<seconds>.<host> in `dir`, which TensorBoard reads.
 /// Each record is flushed when written, so a killed run keeps what it logged.
