@@ -322,6 +322,22 @@ TEST(K8sSubmit, PipesTheManifestToKubectlApply) {
   fs::remove_all(dir);
 }
 
+// A TrainJob submit applies the token Secret and the runtime before the TrainJob that needs them.
+TEST(K8sSubmit, TrainJobAppliesSecretRuntimeThenTrainJob) {
+  const std::string dir = tempDir();
+  writeFile(dir + "/kubectl", "#!/bin/sh\ncat > " + dir + "/stdin\n");
+  chmod((dir + "/kubectl").c_str(), 0755);
+  Env env = baseEnv();
+  env["PATH"] = dir + ":" + env["PATH"];
+  auto out = runPluginCommand(k8s(), env, "submit",
+                              {"--flavor", "trainjob", "--nodes", "2", "--gpus-per-node", "1", "--image", "img:1"});
+  EXPECT_EQ(out.rc, 0) << joinLogs(out);
+  std::vector<std::string> kinds;
+  for (const auto& d : docs(readFile(dir + "/stdin"))) kinds.push_back(d["kind"].as<std::string>());
+  EXPECT_EQ(kinds, (std::vector<std::string>{"Secret", "TrainingRuntime", "TrainJob"}));
+  fs::remove_all(dir);
+}
+
 TEST(K8sSubmit, KubectlFailureIsReported) {
   const std::string dir = tempDir();
   writeFile(dir + "/kubectl", "#!/bin/sh\n/bin/cat >/dev/null\necho 'error: no cluster' >&2\nexit 3\n");
