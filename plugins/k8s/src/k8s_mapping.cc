@@ -162,7 +162,8 @@ PlanResult planPetVariables(const Env& env, const PlanRequest& request, K8sFlavo
     Sourced<int> index;
     if (auto e = readIntEnv(env, "JOB_COMPLETION_INDEX", 0, kMaxNodes - 1, index); !e.empty()) return failedPlan(e);
     if (*index.value != *p.node_rank.value) {
-      return failedPlan(platform + ": " + p.node_rank.source.substr(4) + "=" + std::to_string(*p.node_rank.value) +
+      const char* rank_name = envValue(env, "PET_NODE_RANK") ? "PET_NODE_RANK" : "RANK";
+      return failedPlan(platform + ": " + rank_name + "=" + std::to_string(*p.node_rank.value) +
                         " and JOB_COMPLETION_INDEX=" + std::to_string(*index.value) +
                         " disagree; the Trainer derives one from the other: the pod's environment is inconsistent");
     }
