@@ -35,7 +35,7 @@ class PodNetwork {
     writeFile(dir + "/hosts", hosts);
     const std::string ready = dir + "/netns-ready";
     const std::string script = "ip link set lo up && ip addr add " + std::string(kPodIp) + "/32 dev lo && mount --bind " +
-                               dir + "/hosts /etc/hosts && touch " + ready + " && exec sleep 3600";
+                               dir + "/hosts /etc/hosts && touch " + ready + " && exec sleep 600";
     holder_ = std::make_unique<ChildProcess>(
         std::vector<std::string>{"/usr/bin/unshare", "--net", "--mount", "--propagation", "private", "--", "/bin/sh",
                                  "-c", script},
