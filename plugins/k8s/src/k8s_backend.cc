@@ -80,4 +80,5 @@ class K8sBackend final : public Backend {
 }  // namespace taehv::k8s
 
 TAEHV_DEFINE_PLUGIN(taehv::k8s::K8sBackend, "k8s", "1.0.0",
-                    "Kubernetes: Trainer v2 TrainJob, JobSet, Indexed Job, PyTorchJob, KubeBrain-style; render/submit jobs")
+                    "Kubernetes: Trainer v2 TrainJob, JobSet, Indexed Job, PyTorchJob, KubeBrain-style; "
+                    "render/submit jobs")

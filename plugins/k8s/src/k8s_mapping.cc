@@ -49,7 +49,7 @@ std::string readStringEither(const Env& env, const char* first, const char* seco
 
 /// The restart attempt a JobSet passes in (JOBSET_RESTART_ATTEMPT, downward API), as the plan's restart count.
 std::string readRestartAttempt(const Env& env, NodePlan& p) {
-    // Bounded again (and named) by the host's validation of restart counts.
+  // Bounded again (and named) by the host's validation of restart counts.
   return readIntEnv(env, kEnvJobSetRestartAttempt, 0, std::numeric_limits<int>::max(), p.restart_count);
 }
 
@@ -64,9 +64,9 @@ std::string jobSetMaster(const Env& env, NodePlan& p) {
            " (pod 0's name, e.g. <jobset>-<replicatedJob>-0-0.<jobset>) or pass " + kEnvJobSetReplicatedJob +
            " from the label jobset.sigs.k8s.io/replicatedjob-name through the downward API";
   }
-  p.master_addr.set(*jobset + "-" + *rjob + "-0-0." + *jobset, std::string("rule: <") + kEnvJobSetName + ">-<" +
-                                                                  kEnvJobSetReplicatedJob + ">-0-0.<" +
-                                                                  kEnvJobSetName + "> (pod 0 under JobSet's headless Service)");
+  const std::string rule = std::string("rule: <") + kEnvJobSetName + ">-<" + kEnvJobSetReplicatedJob + ">-0-0.<" +
+                           kEnvJobSetName + "> (pod 0 under JobSet's headless Service)";
+  p.master_addr.set(*jobset + "-" + *rjob + "-0-0." + *jobset, rule);
   return "";
 }
 
@@ -94,9 +94,10 @@ PlanResult planIndexed(const Env& env, const PlanRequest& request, K8sFlavor fla
   }
   if (auto e = readIntEnv(env, kEnvK8sNnodes, 1, kMaxNodes, p.nnodes); !e.empty()) return failedPlan(e);
   if (!p.nnodes.has()) {
-    const std::string render = jobset ? "`taehv-run --backend k8s render --flavor jobset`" : "`taehv-run --backend k8s render`";
-    const std::string master = jobset ? "" : std::string(", ") + kEnvK8sMasterAddr + "=<job>-0.<headless service> and " +
-                                                 kEnvK8sMasterPort;
+    const std::string render =
+        jobset ? "`taehv-run --backend k8s render --flavor jobset`" : "`taehv-run --backend k8s render`";
+    const std::string master =
+        jobset ? "" : std::string(", ") + kEnvK8sMasterAddr + "=<job>-0.<headless service> and " + kEnvK8sMasterPort;
     return failedPlan(platform + ": JOB_COMPLETION_INDEX=" + *envValue(env, "JOB_COMPLETION_INDEX") + " is set but " +
                       kEnvK8sNnodes + " is not; render the " + (jobset ? "JobSet" : "Job") + " with " + render +
                       ", or add env " + kEnvK8sNnodes + "=<spec.completions>" + master + " to its pod template");
@@ -309,14 +310,16 @@ Detection detectK8s(const Env& env) {
                       " passed from the label jobset.sigs.k8s.io/jobset-name"};
     case K8sFlavor::kIndexedJob:
       if (envValue(env, kEnvK8sNnodes)) {
-        return {95, "Indexed Job rendered by taehv-run: JOB_COMPLETION_INDEX and " + std::string(kEnvK8sNnodes) + " set"};
+        return {95,
+                "Indexed Job rendered by taehv-run: JOB_COMPLETION_INDEX and " + std::string(kEnvK8sNnodes) + " set"};
       }
       return {70, name + ": JOB_COMPLETION_INDEX set (but not " + std::string(kEnvK8sNnodes) + ")"};
     case K8sFlavor::kPyTorchJob:
       return {90, name + ": PET_* variables set by the training-operator in a pod (KUBERNETES_SERVICE_HOST set)"};
     case K8sFlavor::kTorchStyle:
       // No sign of its own: WORLD_SIZE/RANK/MASTER_ADDR in a pod. Any backend with one (pai) outranks it.
-      return {30, name + " or PyTorchJob < v1.7: WORLD_SIZE/RANK/MASTER_ADDR set in a pod (KUBERNETES_SERVICE_HOST set)"};
+      return {30,
+              name + " or PyTorchJob < v1.7: WORLD_SIZE/RANK/MASTER_ADDR set in a pod (KUBERNETES_SERVICE_HOST set)"};
     case K8sFlavor::kNone:
       break;
   }

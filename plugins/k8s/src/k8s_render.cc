@@ -159,9 +159,9 @@ std::string checkK8sJobName(const std::string& name, const std::string& flavor, 
   // Pod host names (<job>-<index>, <job>-worker-<index>, <job>-node-0-<index>) must stay DNS labels of at most 63
   // characters.
   const std::string last = std::to_string(std::max(nodes - 1, 0));
-  const std::string longest_pod = flavor == "pytorchjob"                       ? name + "-worker-" + std::to_string(std::max(nodes - 2, 0))
-                                  : flavor == "jobset" || flavor == "trainjob" ? name + "-" + kReplicatedJob + "-0-" + last
-                                                                               : name + "-" + last;
+  std::string longest_pod = name + "-" + last;
+  if (flavor == "pytorchjob") longest_pod = name + "-worker-" + std::to_string(std::max(nodes - 2, 0));
+  if (flavor == "jobset" || flavor == "trainjob") longest_pod = name + "-" + kReplicatedJob + "-0-" + last;
   if (longest_pod.size() > 63) {
     return "--name " + name + " is too long: pod host name " + longest_pod + " would exceed 63 characters";
   }

@@ -188,7 +188,8 @@ TEST_F(K8sCrdValidate, TrainJobAndJobSetRendersPassStrictValidation) {
       renderSplit("jobset", with({"--flavor", "jobset", "--nodes", "4", "--max-restarts", "3", "--shm-size", "16Gi",
                                   "--", "taehv-train", "--config", "a b.yaml"})),
       renderSplit("jobset1", {"--flavor", "jobset", "--nodes", "1", "--gpus-per-node", "0", "--image", "img:1"}),
-      renderSplit("trainjob", with({"--flavor", "trainjob", "--nodes", "2", "--max-restarts", "2", "--", "taehv-train"})),
+      renderSplit("trainjob",
+                  with({"--flavor", "trainjob", "--nodes", "2", "--max-restarts", "2", "--", "taehv-train"})),
       renderSplit("trainjob-cluster", with({"--flavor", "trainjob", "--nodes", "3", "--runtime-kind",
                                             "ClusterTrainingRuntime", "--runtime", "taehv-torch"}))};
   std::vector<std::string> custom, builtin;
@@ -218,16 +219,18 @@ TEST_F(K8sCrdValidate, BrokenRenderingsAreCaught) {
     std::string from, to, expect;  // expect: the validator's reason
   };
   const Break breaks[] = {
-      {"js-unknown.yaml", jobset, "enableDNSHostnames:", "enableDnsHostnames:", "additional properties: enableDnsHostnames"},     // unknown field
-      {"js-pod.yaml", jobset, "volumeMounts:", "volumeMount:", "additional properties: volumeMount"},                      // deep in the pod
-      {"js-type.yaml", jobset, "maxRestarts: 1", "maxRestarts: once", "maxRestarts must be integer"},               // wrong type
-      {"js-name.yaml", jobset, "kind: JobSet\nmetadata:\n  name: taehv-train", "kind: JobSet\nmetadata:\n  name: Taehv_Train",
-       "\"Taehv_Train\" is not a DNS-1123 label"},                                                                             // not a DNS name
+      // an unknown field, one deep in the pod template, a wrong type, a name that is not a DNS label
+      {"js-unknown.yaml", jobset, "enableDNSHostnames:", "enableDnsHostnames:",
+       "additional properties: enableDnsHostnames"},
+      {"js-pod.yaml", jobset, "volumeMounts:", "volumeMount:", "additional properties: volumeMount"},
+      {"js-type.yaml", jobset, "maxRestarts: 1", "maxRestarts: once", "maxRestarts must be integer"},
+      {"js-name.yaml", jobset, "kind: JobSet\nmetadata:\n  name: taehv-train",
+       "kind: JobSet\nmetadata:\n  name: Taehv_Train", "\"Taehv_Train\" is not a DNS-1123 label"},
       {"tj-unknown.yaml", trainjob, "runtimeRef:", "runtimeReference:", "additional properties: runtimeReference"},
       {"tj-type.yaml", trainjob, "numProcPerNode: 8", "numProcPerNode: eight", "numProcPerNode must be integer"},
       {"tj-runtime.yaml", trainjob, "mlPolicy:", "mlPolicies:", "additional properties: mlPolicies"},
-      {"tj-name.yaml", trainjob, "kind: TrainJob\nmetadata:\n  name: taehv-train", "kind: TrainJob\nmetadata:\n  name: taehv.train.",
-       "\"taehv.train.\" is not a DNS-1123 label"},
+      {"tj-name.yaml", trainjob, "kind: TrainJob\nmetadata:\n  name: taehv-train",
+       "kind: TrainJob\nmetadata:\n  name: taehv.train.", "\"taehv.train.\" is not a DNS-1123 label"},
   };
   std::vector<std::string> files;
   for (const auto& b : breaks) {

@@ -34,8 +34,9 @@ class PodNetwork {
     for (const auto& n : names) hosts += std::string(kPodIp) + " " + n + "\n";
     writeFile(dir + "/hosts", hosts);
     const std::string ready = dir + "/netns-ready";
-    const std::string script = "ip link set lo up && ip addr add " + std::string(kPodIp) + "/32 dev lo && mount --bind " +
-                               dir + "/hosts /etc/hosts && touch " + ready + " && exec sleep 600";
+    const std::string script = "ip link set lo up && ip addr add " + std::string(kPodIp) +
+                               "/32 dev lo && mount --bind " + dir + "/hosts /etc/hosts && touch " + ready +
+                               " && exec sleep 600";
     holder_ = std::make_unique<ChildProcess>(
         std::vector<std::string>{"/usr/bin/unshare", "--net", "--mount", "--propagation", "private", "--", "/bin/sh",
                                  "-c", script},

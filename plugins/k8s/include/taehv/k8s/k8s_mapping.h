@@ -36,10 +36,11 @@ inline constexpr const char* kEnvK8sJobName = "TAEHV_K8S_JOB_NAME";
 
 /// JobSet's labels and annotations as a JobSet pod template passes them in through the downward API (JobSet itself
 /// sets no variables): the contract between `render --flavor jobset` (or a user's JobSet) and plan.
-inline constexpr const char* kEnvJobSetName = "JOBSET_NAME";                      ///< label jobset.sigs.k8s.io/jobset-name
-inline constexpr const char* kEnvJobSetReplicatedJob = "JOBSET_REPLICATED_JOB";  ///< label .../replicatedjob-name
-inline constexpr const char* kEnvJobSetJobIndex = "JOBSET_JOB_INDEX";            ///< label .../job-index
-inline constexpr const char* kEnvJobSetRestartAttempt = "JOBSET_RESTART_ATTEMPT";  ///< annotation .../restart-attempt
+/// Label jobset.sigs.k8s.io/jobset-name, and .../replicatedjob-name, .../job-index; annotation .../restart-attempt.
+inline constexpr const char* kEnvJobSetName = "JOBSET_NAME";
+inline constexpr const char* kEnvJobSetReplicatedJob = "JOBSET_REPLICATED_JOB";
+inline constexpr const char* kEnvJobSetJobIndex = "JOBSET_JOB_INDEX";
+inline constexpr const char* kEnvJobSetRestartAttempt = "JOBSET_RESTART_ATTEMPT";
 
 /// The per-job token (a Secret of the rendered JobSet / TrainJob) the node group of a job reads.
 inline constexpr const char* kEnvJobToken = "TAEHV_JOB_TOKEN";
