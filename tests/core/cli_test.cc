@@ -210,8 +210,10 @@ TEST(HostileCli, EverySubCommandHasHelpAndVerboseWorks) {
 // Issue 17, kind 10: inside another launcher's worker (RANK, WORLD_SIZE, MASTER_* set), the k8s backend claimed
 // the environment and the explicit flags lost. --nnodes/--node-rank now mean manual mode.
 TEST(HostileCli, ExplicitNodeFlagsWinOverAnOuterLaunchersVariables) {
-  const std::map<std::string, std::string> outer = {
-      {"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "1234"}};
+  // In a pod (KUBERNETES_SERVICE_HOST): outside one, no backend claims bare torch variables (issue 12, item 3).
+  const std::map<std::string, std::string> outer = {{"RANK", "3"},          {"WORLD_SIZE", "8"},
+                                                    {"LOCAL_RANK", "1"},    {"MASTER_ADDR", "10.1.2.3"},
+                                                    {"MASTER_PORT", "1234"}, {"KUBERNETES_SERVICE_HOST", "10.96.0.1"}};
   Json j = describeJson({"--nnodes", "1", "--nproc-per-node", "2"}, outer);
   ASSERT_EQ(j.size(), 2u);
   EXPECT_EQ(j[1]["rank"], 1);
@@ -230,6 +232,13 @@ TEST(HostileCli, ExplicitNodeFlagsWinOverAnOuterLaunchersVariables) {
   j = describeJson({"--nproc-per-node", "1"}, outer);
   ASSERT_EQ(j.size(), 1u);
   EXPECT_EQ(j[0]["nnodes"], 8);
+  // Outside a pod the outer launcher's variables are nobody's platform: manual mode, nothing to override.
+  auto bare = outer;
+  bare.erase("KUBERNETES_SERVICE_HOST");
+  j = describeJson({"--nproc-per-node", "1"}, bare);
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["nnodes"], 1);
+  EXPECT_EQ(j[0]["notes"].dump().find("recognises this environment"), std::string::npos) << j[0]["notes"].dump();
 }
 
 // Issue 17, kind 10: describe with the ssh backend told the user to pass the --hostfile they had passed.

@@ -1,5 +1,5 @@
-// The k8s backend: maps Kubernetes Indexed Job, Kubeflow PyTorchJob and KubeBrain-style environments to a
-// node plan (taehv/k8s/k8s_mapping.h), and renders/submits jobs (taehv/k8s/k8s_render.h).
+// The k8s backend: maps Kubeflow Trainer v2 TrainJob, JobSet, Indexed Job, Kubeflow PyTorchJob and KubeBrain-style
+// environments to a node plan (taehv/k8s/k8s_mapping.h), and renders/submits jobs (taehv/k8s/k8s_render.h).
 #include <cstdio>
 
 #include "taehv/k8s/k8s_mapping.h"
@@ -26,7 +26,9 @@ class K8sBackend final : public Backend {
   std::vector<OptionSpec> options() const override { return {torch_env::masterWaitOption()}; }
 
   std::vector<CommandSpec> commands() const override {
-    return {{"render", "print a Kubernetes Indexed Job + headless Service (or a Kubeflow PyTorchJob) as YAML"},
+    return {{"render",
+             "print a Kubeflow Trainer v2 TrainJob + runtime, a JobSet, an Indexed Job + headless Service or a "
+             "Kubeflow PyTorchJob (v1) as YAML"},
             {"submit", "render the job and pipe it to `kubectl apply -f -`"}};
   }
 
@@ -78,4 +80,5 @@ class K8sBackend final : public Backend {
 }  // namespace taehv::k8s
 
 TAEHV_DEFINE_PLUGIN(taehv::k8s::K8sBackend, "k8s", "1.0.0",
-                    "Kubernetes: Indexed Job, Kubeflow PyTorchJob, KubeBrain-style; render/submit jobs")
+                    "Kubernetes: Trainer v2 TrainJob, JobSet, Indexed Job, PyTorchJob, KubeBrain-style; "
+                    "render/submit jobs")

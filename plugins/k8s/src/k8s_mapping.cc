@@ -1,6 +1,7 @@
 #include "taehv/k8s/k8s_mapping.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "taehv/torch_env/env_reader.h"
 #include "taehv/torch_env/torch_style.h"
@@ -46,27 +47,87 @@ std::string readStringEither(const Env& env, const char* first, const char* seco
   return "";
 }
 
-PlanResult planIndexedJob(const Env& env, const PlanRequest& request) {
-  const std::string platform = "Kubernetes Indexed Job";
+/// The restart attempt a JobSet passes in (JOBSET_RESTART_ATTEMPT, downward API), as the plan's restart count.
+std::string readRestartAttempt(const Env& env, NodePlan& p) {
+  // Bounded again (and named) by the host's validation of restart counts.
+  return readIntEnv(env, kEnvJobSetRestartAttempt, 0, std::numeric_limits<int>::max(), p.restart_count);
+}
+
+/// JobSet: the master is pod 0 of Job 0 of the replicated Job, <jobset>-<replicatedJob>-0-0, under the headless
+/// Service JobSet names after itself (unless network.subdomain says otherwise: then TAEHV_K8S_MASTER_ADDR is needed).
+std::string jobSetMaster(const Env& env, NodePlan& p) {
+  if (p.master_addr.has()) return "";
+  auto jobset = envValue(env, kEnvJobSetName);
+  auto rjob = envValue(env, kEnvJobSetReplicatedJob);
+  if (!rjob) {
+    return std::string("JobSet ") + *jobset + ": no master: set " + kEnvK8sMasterAddr +
+           " (pod 0's name, e.g. <jobset>-<replicatedJob>-0-0.<jobset>) or pass " + kEnvJobSetReplicatedJob +
+           " from the label jobset.sigs.k8s.io/replicatedjob-name through the downward API";
+  }
+  const std::string rule = std::string("rule: <") + kEnvJobSetName + ">-<" + kEnvJobSetReplicatedJob + ">-0-0.<" +
+                           kEnvJobSetName + "> (pod 0 under JobSet's headless Service)";
+  p.master_addr.set(*jobset + "-" + *rjob + "-0-0." + *jobset, rule);
+  return "";
+}
+
+/// Indexed Job (ours) and JobSet (ours or a user's): node rank = JOB_COMPLETION_INDEX, the rest from the TAEHV_K8S_*
+/// variables the manifest injects; a JobSet may leave the master and port to their defaults.
+PlanResult planIndexed(const Env& env, const PlanRequest& request, K8sFlavor flavor) {
+  const bool jobset = flavor == K8sFlavor::kJobSet;
+  const std::string platform = k8sFlavorName(flavor);
   PlanResult r;
   NodePlan& p = r.plan;
   if (auto e = readIntEnv(env, "JOB_COMPLETION_INDEX", 0, kMaxNodes - 1, p.node_rank); !e.empty()) return failedPlan(e);
+  if (jobset && !p.node_rank.has()) {
+    return failedPlan(platform + " " + *envValue(env, kEnvJobSetName) +
+                      ": JOB_COMPLETION_INDEX is not set; make the replicated Job Indexed (completionMode: Indexed)");
+  }
+  if (jobset) {
+    Sourced<int> job_index;
+    if (auto e = readIntEnv(env, kEnvJobSetJobIndex, 0, kMaxNodes - 1, job_index); !e.empty()) return failedPlan(e);
+    if (job_index.has() && *job_index.value != 0) {
+      return failedPlan(platform + ": " + kEnvJobSetJobIndex + "=" + std::to_string(*job_index.value) +
+                        ": taehv-run maps one Indexed Job of N pods (replicas: 1, completions: N); give the "
+                        "replicated Job replicas: 1 and completions = nodes");
+    }
+    if (auto e = readRestartAttempt(env, p); !e.empty()) return failedPlan(e);
+  }
   if (auto e = readIntEnv(env, kEnvK8sNnodes, 1, kMaxNodes, p.nnodes); !e.empty()) return failedPlan(e);
   if (!p.nnodes.has()) {
+    const std::string render =
+        jobset ? "`taehv-run --backend k8s render --flavor jobset`" : "`taehv-run --backend k8s render`";
+    const std::string master =
+        jobset ? "" : std::string(", ") + kEnvK8sMasterAddr + "=<job>-0.<headless service> and " + kEnvK8sMasterPort;
     return failedPlan(platform + ": JOB_COMPLETION_INDEX=" + *envValue(env, "JOB_COMPLETION_INDEX") + " is set but " +
-                      kEnvK8sNnodes + " is not; render the Job with `taehv-run --backend k8s render`, or add env " +
-                      kEnvK8sNnodes + "=<spec.completions>, " + kEnvK8sMasterAddr + "=<job>-0.<headless service> and " +
-                      kEnvK8sMasterPort + " to its pod template");
+                      kEnvK8sNnodes + " is not; render the " + (jobset ? "JobSet" : "Job") + " with " + render +
+                      ", or add env " + kEnvK8sNnodes + "=<spec.completions>" + master + " to its pod template");
   }
   if (auto a = envValue(env, kEnvK8sMasterAddr)) p.master_addr.set(*a, std::string("env ") + kEnvK8sMasterAddr);
+  if (jobset) {
+    if (auto e = jobSetMaster(env, p); !e.empty()) return failedPlan(e);
+  }
   if (auto e = readPortEnv(env, kEnvK8sMasterPort, p.master_port); !e.empty()) return failedPlan(e);
+  if (jobset && !p.master_port.has()) {
+    p.master_port.set(kDefaultMasterPort, std::string("default (") + kEnvK8sMasterPort + " not set)");
+  }
   if (auto e = readIntEnv(env, kEnvK8sNprocPerNode, 1, 1024, p.nproc_per_node); !e.empty()) return failedPlan(e);
   if (auto e = readIntEnv(env, kEnvK8sGpusPerNode, 0, 1024, p.gpus_on_node); !e.empty()) return failedPlan(e);
-  if (auto job = envValue(env, kEnvK8sJobName)) p.run_id.set(*job, std::string("env ") + kEnvK8sJobName);
-  p.notes.push_back(
-      "Kubernetes Indexed Job: node rank = JOB_COMPLETION_INDEX (set by the Job controller); node "
-      "count and master injected by the rendered manifest (master = pod 0's stable name "
-      "<job>-0.<headless service>)");
+  if (auto job = envValue(env, kEnvK8sJobName)) {
+    p.run_id.set(*job, std::string("env ") + kEnvK8sJobName);
+  } else if (jobset) {
+    p.run_id.set(*envValue(env, kEnvJobSetName), std::string("env ") + kEnvJobSetName);
+  }
+  if (jobset) {
+    p.notes.push_back("JobSet " + *envValue(env, kEnvJobSetName) +
+                      ": node rank = JOB_COMPLETION_INDEX of its one Indexed Job; the JobSet's name and restart "
+                      "attempt come from its labels through the downward API; node count from the manifest's " +
+                      kEnvK8sNnodes + "; master " + *p.master_addr.value + " (" + p.master_addr.source + ")");
+  } else {
+    p.notes.push_back(
+        "Kubernetes Indexed Job: node rank = JOB_COMPLETION_INDEX (set by the Job controller); node "
+        "count and master injected by the rendered manifest (master = pod 0's stable name "
+        "<job>-0.<headless service>)");
+  }
   // A WORLD_SIZE the user added to the pod template is read, not trusted: it must count nodes or processes.
   if (auto ws_text = envValue(env, "WORLD_SIZE")) {
     auto ws = parseCount(*ws_text);
@@ -87,14 +148,28 @@ PlanResult planIndexedJob(const Env& env, const PlanRequest& request) {
   return finishPlan(std::move(r), request, platform);
 }
 
-PlanResult planPyTorchJob(const Env& env, const PlanRequest& request) {
-  const std::string platform = "Kubeflow PyTorchJob";
+/// Kubeflow PyTorchJob (training-operator v1) and Trainer v2 TrainJob: both set torchrun's PET_* variables; v1 also
+/// WORLD_SIZE/RANK/MASTER_*, v2 runs its pods as an Indexed Job (JOB_COMPLETION_INDEX = PET_NODE_RANK).
+PlanResult planPetVariables(const Env& env, const PlanRequest& request, K8sFlavor flavor) {
+  const bool trainjob = flavor == K8sFlavor::kTrainJob;
+  const std::string platform = k8sFlavorName(flavor);
   PlanResult r;
   NodePlan& p = r.plan;
   if (auto e = readIntEither(env, "PET_NODE_RANK", "RANK", 0, kMaxNodes - 1, p.node_rank); !e.empty()) {
     return failedPlan(platform + ": " + e);
   }
   if (!p.node_rank.has()) return failedPlan(platform + ": neither RANK nor PET_NODE_RANK is set; no node rank");
+  if (trainjob) {
+    Sourced<int> index;
+    if (auto e = readIntEnv(env, "JOB_COMPLETION_INDEX", 0, kMaxNodes - 1, index); !e.empty()) return failedPlan(e);
+    if (*index.value != *p.node_rank.value) {
+      const char* rank_name = envValue(env, "PET_NODE_RANK") ? "PET_NODE_RANK" : "RANK";
+      return failedPlan(platform + ": " + rank_name + "=" + std::to_string(*p.node_rank.value) +
+                        " and JOB_COMPLETION_INDEX=" + std::to_string(*index.value) +
+                        " disagree; the Trainer derives one from the other: the pod's environment is inconsistent");
+    }
+    if (auto e = readRestartAttempt(env, p); !e.empty()) return failedPlan(e);
+  }
 
   // PET_NPROC_PER_NODE: a number, or auto/cpu/gpu (torchrun decides); the operator then counts 1 per pod.
   int nproc = 0;  // 0 = not a number
@@ -174,62 +249,95 @@ PlanResult planPyTorchJob(const Env& env, const PlanRequest& request) {
   if (auto e = readIntEither(env, "PET_MASTER_PORT", "MASTER_PORT", 1, 65535, p.master_port); !e.empty()) {
     return failedPlan(platform + ": " + e);
   }
-  // The operator names the master pod <job>-master-0: the job name is a stable run id for all pods.
+  // The operator names the master pod <job>-master-0, the Trainer <trainjob>-node-0-0.<trainjob>: the job's name
+  // is a stable run id for all pods.
   if (p.master_addr.has()) {
     const std::string& m = *p.master_addr.value;
-    const std::string suffix = "-master-0";
-    if (m.size() > suffix.size() && m.compare(m.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      p.run_id.set(m.substr(0, m.size() - suffix.size()), "rule: " + p.master_addr.source + " minus -master-0");
+    const std::string suffix = trainjob ? "-node-0-0." : "-master-0";
+    const size_t at = trainjob ? m.find(suffix) : m.size() - std::min(m.size(), suffix.size());
+    if (at != std::string::npos && at > 0 && m.compare(at, suffix.size(), suffix) == 0) {
+      p.run_id.set(m.substr(0, at), "rule: " + p.master_addr.source + " before " + suffix);
     }
   }
+  p.notes.push_back(trainjob ? "Kubeflow Trainer v2 TrainJob: node rank = PET_NODE_RANK (= JOB_COMPLETION_INDEX), "
+                               "node count, processes per node and master from the Trainer's torch plugin (PET_*)"
+                             : "Kubeflow PyTorchJob (training-operator v1, legacy upstream): node rank = "
+                               "PET_NODE_RANK/RANK, master from the operator");
   return finishPlan(std::move(r), request, platform);
 }
 
 }  // namespace
 
 K8sFlavor k8sFlavor(const Env& env) {
-  if (envValue(env, "JOB_COMPLETION_INDEX")) return K8sFlavor::kIndexedJob;
-  if (hasAny(env, {"PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE", "PET_MASTER_ADDR"})) {
-    return K8sFlavor::kPyTorchJob;
-  }
+  const bool index = envValue(env, "JOB_COMPLETION_INDEX").has_value();
+  const bool pet = hasAny(env, {"PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE", "PET_MASTER_ADDR"});
+  const bool in_pod = envValue(env, "KUBERNETES_SERVICE_HOST").has_value();
+  if (index && pet) return K8sFlavor::kTrainJob;  // a TrainJob's pods are JobSet pods too: PET_* decides
+  if (envValue(env, kEnvJobSetName)) return K8sFlavor::kJobSet;
+  if (index) return K8sFlavor::kIndexedJob;
+  if (!in_pod) return K8sFlavor::kNone;  // PET_* and WORLD_SIZE/RANK alone are torchrun's and any launcher's
+  if (pet) return K8sFlavor::kPyTorchJob;
   if (hasAny(env, {"WORLD_SIZE", "RANK", "MASTER_ADDR"})) return K8sFlavor::kTorchStyle;
   return K8sFlavor::kNone;
 }
 
-Detection detectK8s(const Env& env) {
-  const bool in_pod = envValue(env, "KUBERNETES_SERVICE_HOST").has_value();
-  const std::string pod = in_pod ? " (in a pod: KUBERNETES_SERVICE_HOST set)" : "";
-  const K8sFlavor flavor = k8sFlavor(env);
-  // PAI-DLC runs on Kubernetes too; its signs (NPROC_PER_NODE, master dlc*-master-0) leave it to the pai backend.
-  if (flavor != K8sFlavor::kNone && flavor != K8sFlavor::kIndexedJob && hasPaiSigns(env)) {
-    return {40, "training variables set, but shaped like PAI-DLC (NPROC_PER_NODE or MASTER_ADDR dlc*-master-0)"};
-  }
+std::string k8sFlavorName(K8sFlavor flavor) {
   switch (flavor) {
+    case K8sFlavor::kTrainJob:
+      return "Kubeflow Trainer v2 TrainJob";
+    case K8sFlavor::kJobSet:
+      return "JobSet";
     case K8sFlavor::kIndexedJob:
-      if (envValue(env, kEnvK8sNnodes)) {
-        return {95, "Indexed Job rendered by taehv-run: JOB_COMPLETION_INDEX and " + std::string(kEnvK8sNnodes) +
-                        " set" + pod};
-      }
-      return {70, "Kubernetes Indexed Job: JOB_COMPLETION_INDEX set (but not " + std::string(kEnvK8sNnodes) + ")"};
+      return "Kubernetes Indexed Job";
     case K8sFlavor::kPyTorchJob:
-      return {90, "Kubeflow PyTorchJob: PET_* variables set by the training-operator" + pod};
+      return "Kubeflow PyTorchJob";
     case K8sFlavor::kTorchStyle:
-      return {in_pod ? 65 : 60, "KubeBrain-style platform or PyTorchJob < v1.7: WORLD_SIZE/RANK/MASTER_ADDR set" + pod};
+      return "Kubernetes (KubeBrain-style)";
     case K8sFlavor::kNone:
       break;
   }
-  return {0, "no JOB_COMPLETION_INDEX, PET_* or WORLD_SIZE/RANK/MASTER_ADDR"};
+  return "none";
+}
+
+Detection detectK8s(const Env& env) {
+  const K8sFlavor flavor = k8sFlavor(env);
+  const std::string name = k8sFlavorName(flavor);
+  switch (flavor) {
+    case K8sFlavor::kTrainJob:
+      return {95, name + ": JOB_COMPLETION_INDEX and the Trainer's PET_* variables set"};
+    case K8sFlavor::kJobSet:
+      return {95, name + " " + *envValue(env, kEnvJobSetName) + ": " + kEnvJobSetName +
+                      " passed from the label jobset.sigs.k8s.io/jobset-name"};
+    case K8sFlavor::kIndexedJob:
+      if (envValue(env, kEnvK8sNnodes)) {
+        return {95,
+                "Indexed Job rendered by taehv-run: JOB_COMPLETION_INDEX and " + std::string(kEnvK8sNnodes) + " set"};
+      }
+      return {70, name + ": JOB_COMPLETION_INDEX set (but not " + std::string(kEnvK8sNnodes) + ")"};
+    case K8sFlavor::kPyTorchJob:
+      return {90, name + ": PET_* variables set by the training-operator in a pod (KUBERNETES_SERVICE_HOST set)"};
+    case K8sFlavor::kTorchStyle:
+      // No sign of its own: WORLD_SIZE/RANK/MASTER_ADDR in a pod. Any backend with one (pai) outranks it.
+      return {30,
+              name + " or PyTorchJob < v1.7: WORLD_SIZE/RANK/MASTER_ADDR set in a pod (KUBERNETES_SERVICE_HOST set)"};
+    case K8sFlavor::kNone:
+      break;
+  }
+  return {0, "no JOB_COMPLETION_INDEX or JOBSET_NAME, and not in a pod with PET_* or WORLD_SIZE/RANK/MASTER_ADDR"};
 }
 
 PlanResult planK8s(const Env& env, const PlanRequest& request) {
-  switch (k8sFlavor(env)) {
-    case K8sFlavor::kIndexedJob:
-      return planIndexedJob(env, request);
+  const K8sFlavor flavor = k8sFlavor(env);
+  switch (flavor) {
+    case K8sFlavor::kTrainJob:
     case K8sFlavor::kPyTorchJob:
-      return planPyTorchJob(env, request);
+      return planPetVariables(env, request, flavor);
+    case K8sFlavor::kJobSet:
+    case K8sFlavor::kIndexedJob:
+      return planIndexed(env, request, flavor);
     case K8sFlavor::kTorchStyle:
       return planTorchStyle(env, request,
-                            {"Kubernetes (KubeBrain-style)",
+                            {k8sFlavorName(flavor),
                              "KubeBrain-style platforms and Kubeflow training-operator < v1.7 set it to the pod "
                              "count",
                              false});
@@ -237,9 +345,11 @@ PlanResult planK8s(const Env& env, const PlanRequest& request) {
       break;
   }
   return failedPlan(
-      "no Kubernetes training environment found: expected JOB_COMPLETION_INDEX (an Indexed Job rendered by "
-      "`taehv-run --backend k8s render`), PET_NNODES/PET_NODE_RANK (Kubeflow PyTorchJob) or WORLD_SIZE, "
-      "RANK, MASTER_ADDR, MASTER_PORT (KubeBrain-style); none is set");
+      "no Kubernetes training environment found: expected PET_* with JOB_COMPLETION_INDEX (Kubeflow Trainer v2 "
+      "TrainJob), JOBSET_NAME (a JobSet passing its labels through the downward API), JOB_COMPLETION_INDEX (an "
+      "Indexed Job rendered by `taehv-run --backend k8s render`), or, in a pod (KUBERNETES_SERVICE_HOST), "
+      "PET_NNODES/PET_NODE_RANK (Kubeflow PyTorchJob) or WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT "
+      "(KubeBrain-style); none is set");
 }
 
 }  // namespace taehv::k8s

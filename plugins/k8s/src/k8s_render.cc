@@ -1,132 +1,24 @@
 #include "taehv/k8s/k8s_render.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
 #include <cctype>
 #include <regex>
 
+#include "manifest.h"
 #include "taehv/k8s/k8s_mapping.h"
 #include "taehv/parse.h"
 #include "taehv/torch_env/container_image.h"
 
 namespace taehv::k8s {
+
+using namespace manifest;  // the shared manifest pieces (this file only)
+
 namespace {
 
-constexpr int kPyTorchJobDefaultPort = 23456;                // training-operator's default master port
 constexpr const char* kPyTorchContainer = "pytorch";         // the operator looks up this container name
 constexpr const char* kPyTorchPortName = "pytorchjob-port";  // ... and this port name for MASTER_PORT
-constexpr const char* kJobLabel = "taehv-run/job";
-
-/// Emits a string scalar, quoted when YAML would read it as a number, bool or null.
-void emitString(YAML::Emitter& out, const std::string& s) {
-  static const std::regex kAmbiguous(
-      R"(^$|^[-+.0-9eE_xXoO:]+$|^(?:[Tt]rue|TRUE|[Ff]alse|FALSE|[Yy]es|YES|[Nn]o|NO|[Oo]n|ON|[Oo]ff|OFF|[Yy]|[Nn]|~|[Nn]ull|NULL)$)");
-  if (std::regex_match(s, kAmbiguous)) out << YAML::DoubleQuoted;
-  out << s;
-}
-
-void kv(YAML::Emitter& out, const char* key, const std::string& value) {
-  out << YAML::Key << key << YAML::Value;
-  emitString(out, value);
-}
-
-void kv(YAML::Emitter& out, const char* key, int value) { out << YAML::Key << key << YAML::Value << value; }
-
-int workersPerNode(const K8sRenderOptions& o) {
-  if (o.nproc_per_node > 0) return o.nproc_per_node;
-  return o.gpus_per_node > 0 ? o.gpus_per_node : 1;
-}
-
-int masterPort(const K8sRenderOptions& o) {
-  if (o.port > 0) return o.port;
-  return o.flavor == "pytorchjob" ? kPyTorchJobDefaultPort : kDefaultMasterPort;
-}
-
-void emitMetadata(YAML::Emitter& out, const K8sRenderOptions& o) {
-  out << YAML::Key << "metadata" << YAML::Value << YAML::BeginMap;
-  kv(out, "name", o.name);
-  if (!o.namespace_name.empty()) kv(out, "namespace", o.namespace_name);
-  out << YAML::Key << "labels" << YAML::Value << YAML::BeginMap;
-  kv(out, "app.kubernetes.io/name", "taehv");
-  kv(out, kJobLabel, o.name);
-  out << YAML::EndMap << YAML::EndMap;
-}
-
-struct EnvVar {
-  std::string name;
-  std::string value;
-};
-
-/// One container running taehv-run. `env` is what the platform-side mapping reads.
-void emitContainer(YAML::Emitter& out, const K8sRenderOptions& o, const std::string& container_name,
-                   const std::string& port_name, const std::vector<EnvVar>& env, bool completion_index_env) {
-  out << YAML::BeginMap;
-  kv(out, "name", container_name);
-  kv(out, "image", o.image);
-  out << YAML::Key << "command" << YAML::Value << YAML::Flow << YAML::BeginSeq << "taehv-run" << YAML::EndSeq;
-  if (!o.command.empty()) {
-    out << YAML::Key << "args" << YAML::Value << YAML::BeginSeq;
-    emitString(out, "--");
-    for (const auto& a : o.command) emitString(out, a);
-    out << YAML::EndSeq;
-  }
-  if (!env.empty() || completion_index_env) {
-    out << YAML::Key << "env" << YAML::Value << YAML::BeginSeq;
-    if (completion_index_env) {
-      // The Job controller sets JOB_COMPLETION_INDEX itself on current clusters; the downward API entry makes
-      // it explicit (the controller does not add a second one) and works on every version with Indexed Jobs.
-      out << YAML::BeginMap;
-      kv(out, "name", "JOB_COMPLETION_INDEX");
-      out << YAML::Key << "valueFrom" << YAML::Value << YAML::BeginMap << YAML::Key << "fieldRef" << YAML::Value
-          << YAML::BeginMap;
-      kv(out, "fieldPath", "metadata.annotations['batch.kubernetes.io/job-completion-index']");
-      out << YAML::EndMap << YAML::EndMap << YAML::EndMap;
-    }
-    for (const auto& e : env) {
-      out << YAML::BeginMap;
-      kv(out, "name", e.name);
-      kv(out, "value", e.value);
-      out << YAML::EndMap;
-    }
-    out << YAML::EndSeq;
-  }
-  out << YAML::Key << "ports" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
-  kv(out, "name", port_name);
-  kv(out, "containerPort", masterPort(o));
-  kv(out, "protocol", "TCP");
-  out << YAML::EndMap << YAML::EndSeq;
-  if (o.gpus_per_node > 0) {
-    out << YAML::Key << "resources" << YAML::Value << YAML::BeginMap << YAML::Key << "limits" << YAML::Value
-        << YAML::BeginMap;
-    kv(out, "nvidia.com/gpu", o.gpus_per_node);
-    out << YAML::EndMap << YAML::EndMap;
-  }
-  out << YAML::Key << "volumeMounts" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
-  kv(out, "name", "dshm");
-  kv(out, "mountPath", "/dev/shm");
-  out << YAML::EndMap << YAML::EndSeq;
-  out << YAML::EndMap;
-}
-
-/// The pod template's metadata: the labels that select every pod of this job.
-void emitPodLabels(YAML::Emitter& out, const K8sRenderOptions& o) {
-  out << YAML::Key << "metadata" << YAML::Value << YAML::BeginMap << YAML::Key << "labels" << YAML::Value
-      << YAML::BeginMap;
-  kv(out, "app.kubernetes.io/name", "taehv");
-  kv(out, kJobLabel, o.name);
-  out << YAML::EndMap << YAML::EndMap;
-}
-
-void emitShmVolume(YAML::Emitter& out, const K8sRenderOptions& o) {
-  // NCCL and DataLoader workers use /dev/shm; a container's default is 64 MiB.
-  out << YAML::Key << "volumes" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
-  kv(out, "name", "dshm");
-  out << YAML::Key << "emptyDir" << YAML::Value << YAML::BeginMap;
-  kv(out, "medium", "Memory");
-  if (!o.shm_size.empty()) kv(out, "sizeLimit", o.shm_size);
-  out << YAML::EndMap << YAML::EndMap << YAML::EndSeq;
-}
+/// --max-restarts bound: the host's limit on restarts (kMaxRestarts in core's descriptor.h).
+constexpr int kMaxJobRestarts = 1000000;
 
 std::string renderIndexedJob(const K8sRenderOptions& o) {
   const std::string service = o.name;  // the headless Service gets the Job's name: pods are <job>-<i>.<job>
@@ -178,13 +70,13 @@ std::string renderIndexedJob(const K8sRenderOptions& o) {
   kv(out, "restartPolicy", "Never");
   out << YAML::Key << "containers" << YAML::Value << YAML::BeginSeq;
   emitContainer(out, o, "taehv", "c10d",
-                {{kEnvK8sNnodes, std::to_string(o.nodes)},
-                 {kEnvK8sMasterAddr, o.name + "-0." + service},
-                 {kEnvK8sMasterPort, std::to_string(masterPort(o))},
-                 {kEnvK8sNprocPerNode, std::to_string(workersPerNode(o))},
-                 {kEnvK8sGpusPerNode, std::to_string(std::max(o.gpus_per_node, 0))},
-                 {kEnvK8sJobName, o.name}},
-                true);
+                {completionIndexEnv(),
+                 valueEnv(kEnvK8sNnodes, std::to_string(o.nodes)),
+                 valueEnv(kEnvK8sMasterAddr, o.name + "-0." + service),
+                 valueEnv(kEnvK8sMasterPort, std::to_string(masterPort(o))),
+                 valueEnv(kEnvK8sNprocPerNode, std::to_string(workersPerNode(o))),
+                 valueEnv(kEnvK8sGpusPerNode, std::to_string(std::max(o.gpus_per_node, 0))),
+                 valueEnv(kEnvK8sJobName, o.name)});
   out << YAML::EndSeq;
   emitShmVolume(out, o);
   out << YAML::EndMap << YAML::EndMap;  // template.spec, template
@@ -200,7 +92,7 @@ void emitReplicaSpec(YAML::Emitter& out, const K8sRenderOptions& o, const char* 
   emitPodLabels(out, o);
   out << YAML::Key << "spec" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "containers" << YAML::Value << YAML::BeginSeq;
-  emitContainer(out, o, kPyTorchContainer, kPyTorchPortName, {}, false);
+  emitContainer(out, o, kPyTorchContainer, kPyTorchPortName, {});
   out << YAML::EndSeq;
   emitShmVolume(out, o);
   out << YAML::EndMap << YAML::EndMap << YAML::EndMap;
@@ -264,9 +156,12 @@ std::string checkK8sJobName(const std::string& name, const std::string& flavor, 
            " is not a valid Kubernetes name: lower-case letters, digits and '-', starting with "
            "a letter and ending with a letter or digit (e.g. --name taehv-train)";
   }
-  // Pod host names (<job>-<index>, <job>-worker-<index>) must stay DNS labels of at most 63 characters.
-  const std::string longest_pod = flavor == "pytorchjob" ? name + "-worker-" + std::to_string(std::max(nodes - 2, 0))
-                                                         : name + "-" + std::to_string(nodes - 1);
+  // Pod host names (<job>-<index>, <job>-worker-<index>, <job>-node-0-<index>) must stay DNS labels of at most 63
+  // characters.
+  const std::string last = std::to_string(std::max(nodes - 1, 0));
+  std::string longest_pod = name + "-" + last;
+  if (flavor == "pytorchjob") longest_pod = name + "-worker-" + std::to_string(std::max(nodes - 2, 0));
+  if (flavor == "jobset" || flavor == "trainjob") longest_pod = name + "-" + kReplicatedJob + "-0-" + last;
   if (longest_pod.size() > 63) {
     return "--name " + name + " is too long: pod host name " + longest_pod + " would exceed 63 characters";
   }
@@ -275,15 +170,20 @@ std::string checkK8sJobName(const std::string& name, const std::string& flavor, 
 
 std::string k8sRenderUsage() {
   return "usage: taehv-run --backend k8s render|submit --nodes N --gpus-per-node G --image IMAGE\n"
-         "         [--name NAME] [--namespace NS] [--flavor indexed-job|pytorchjob] [--nproc-per-node P]\n"
-         "         [--port PORT] [--shm-size SIZE] [-- COMMAND...]\n"
+         "         [--name NAME] [--namespace NS] [--flavor trainjob|jobset|indexed-job|pytorchjob]\n"
+         "         [--nproc-per-node P] [--port PORT] [--shm-size SIZE] [--max-restarts N]\n"
+         "         [--runtime-kind TrainingRuntime|ClusterTrainingRuntime] [--runtime NAME] [-- COMMAND...]\n"
          "  render prints the manifest (YAML); submit pipes it to `kubectl apply -f -`.\n"
-         "  indexed-job (default): an Indexed Job (one pod per node) plus a headless Service;\n"
-         "  pytorchjob: a Kubeflow PyTorchJob (needs the training-operator). Pods run `taehv-run [-- COMMAND]`.\n";
+         "  trainjob: a Kubeflow Trainer v2 TrainJob plus the TrainingRuntime (or ClusterTrainingRuntime) it uses;\n"
+         "  jobset: a JobSet (needs the JobSet controller); both restart the whole job up to --max-restarts times\n"
+         "  and carry a Secret with the job's token (env TAEHV_JOB_TOKEN);\n"
+         "  indexed-job (default): an Indexed Job (one pod per node) plus a headless Service, nothing to install;\n"
+         "  pytorchjob: a Kubeflow PyTorchJob (training-operator v1, legacy upstream).\n"
+         "  Pods run `taehv-run [-- COMMAND]`.\n";
 }
 
 std::string parseK8sRenderArgs(const std::vector<std::string>& args, K8sRenderOptions& out) {
-  bool have_gpus = false;
+  bool have_gpus = false, have_restarts = false, have_runtime = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--") {
@@ -318,8 +218,8 @@ std::string parseK8sRenderArgs(const std::vector<std::string>& args, K8sRenderOp
       out.namespace_name = value;
     } else if (flag == "--flavor") {
       if (!need()) return error;
-      if (value != "indexed-job" && value != "pytorchjob") {
-        return "--flavor " + value + " is unknown: use indexed-job or pytorchjob";
+      if (value != "indexed-job" && value != "pytorchjob" && value != "jobset" && value != "trainjob") {
+        return "--flavor " + value + " is unknown: use trainjob, jobset, indexed-job or pytorchjob";
       }
       out.flavor = value;
     } else if (flag == "--shm-size") {
@@ -327,11 +227,36 @@ std::string parseK8sRenderArgs(const std::vector<std::string>& args, K8sRenderOp
       static const std::regex kQuantity(R"(^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$)");
       if (!std::regex_match(value, kQuantity)) return "--shm-size " + value + " is not a size like 16Gi or 512Mi";
       out.shm_size = value;
+    } else if (flag == "--max-restarts") {
+      if (!need()) return error;
+      if (auto e = readCountFlag(flag, value, 0, kMaxJobRestarts, out.max_restarts); !e.empty()) return e;
+      have_restarts = true;
+    } else if (flag == "--runtime-kind") {
+      if (!need()) return error;
+      if (value != "TrainingRuntime" && value != "ClusterTrainingRuntime") {
+        return "--runtime-kind " + value + " is unknown: use TrainingRuntime or ClusterTrainingRuntime";
+      }
+      out.runtime_kind = value;
+      have_runtime = true;
+    } else if (flag == "--runtime") {
+      if (!need()) return error;
+      out.runtime_name = value;
+      have_runtime = true;
     } else {
       return "unknown option " + a +
              " (options: --nodes --gpus-per-node --image --name --namespace --flavor "
-             "--nproc-per-node --port --shm-size, then -- COMMAND)";
+             "--nproc-per-node --port --shm-size --max-restarts --runtime-kind --runtime, then -- COMMAND)";
     }
+  }
+  const bool jobset_like = out.flavor == "jobset" || out.flavor == "trainjob";
+  if (have_restarts && !jobset_like) {
+    return "--max-restarts applies to --flavor jobset and trainjob (restarts of the whole job); with " + out.flavor +
+           " give it to taehv-run in the pod instead (-- after the image's command is the worker's)";
+  }
+  if (have_runtime && out.flavor != "trainjob") return "--runtime and --runtime-kind apply to --flavor trainjob only";
+  if (out.flavor == "trainjob" && out.port > 0 && out.port != kDefaultMasterPort) {
+    return "--port " + std::to_string(out.port) + ": the Trainer's torch plugin fixes the master port at " +
+           std::to_string(kDefaultMasterPort) + "; drop --port with --flavor trainjob";
   }
   if (out.nodes < 1) return "--nodes N is required (the number of pods, one per node)";
   if (!have_gpus) return "--gpus-per-node G is required (0 for CPU-only pods)";
@@ -343,10 +268,18 @@ std::string parseK8sRenderArgs(const std::vector<std::string>& args, K8sRenderOp
       return "--namespace " + out.namespace_name + " is not a valid namespace name (lower-case letters, digits, '-')";
     }
   }
+  if (!out.runtime_name.empty()) {
+    static const std::regex kDns1123(R"(^[a-z0-9]([-a-z0-9]*[a-z0-9])?$)");
+    if (!std::regex_match(out.runtime_name, kDns1123) || out.runtime_name.size() > 63) {
+      return "--runtime " + out.runtime_name + " is not a valid Kubernetes name (lower-case letters, digits, '-')";
+    }
+  }
   return checkK8sJobName(out.name, out.flavor, out.nodes);
 }
 
 std::string renderK8s(const K8sRenderOptions& options) {
+  if (options.flavor == "trainjob") return renderTrainJob(options);
+  if (options.flavor == "jobset") return renderJobSet(options);
   return options.flavor == "pytorchjob" ? renderPyTorchJob(options) : renderIndexedJob(options);
 }
 

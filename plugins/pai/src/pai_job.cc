@@ -43,17 +43,27 @@ constexpr int kMaxGpusPerNode = 64;
 /// CPU cores one node may ask for with --resource-id (ResourceConfig.CPU).
 constexpr int kMaxCpusPerNode = 1024;
 
+/// True when MASTER_ADDR has the PAI-DLC shape "dlc<id>-master-0" (documented example dlc18isgeayd****-master-0).
+bool looksLikePaiMaster(const Env& env) {
+  auto m = envValue(env, "MASTER_ADDR");
+  const std::string suffix = "-master-0";
+  return m && m->rfind("dlc", 0) == 0 && m->size() > 3 + suffix.size() &&
+         m->compare(m->size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 }  // namespace
 
 Detection detectPai(const Env& env) {
   if (envValue(env, "JOB_COMPLETION_INDEX")) return {0, "JOB_COMPLETION_INDEX set: a Kubernetes Indexed Job"};
   const bool torch_vars = envValue(env, "MASTER_ADDR") || envValue(env, "WORLD_SIZE") || envValue(env, "RANK");
   if (!torch_vars) return {0, "no MASTER_ADDR/WORLD_SIZE/RANK"};
+  // DLC runs PyTorch jobs through Kubeflow's operator, so its pods may carry the operator's PET_* variables too:
+  // the dlc<id>-master-0 name is DLC's alone and outranks them (the k8s backend claims PET_* pods at 90).
   if (looksLikePaiMaster(env)) {
-    return {85, "PAI-DLC: MASTER_ADDR=" + *envValue(env, "MASTER_ADDR") + " has DLC's dlc<id>-master-0 form"};
+    return {96, "PAI-DLC: MASTER_ADDR=" + *envValue(env, "MASTER_ADDR") + " has DLC's dlc<id>-master-0 form"};
   }
   if (envValue(env, "NPROC_PER_NODE")) return {80, "PAI-DLC: NPROC_PER_NODE set with MASTER_ADDR/WORLD_SIZE/RANK"};
-  return {10, "MASTER_ADDR/WORLD_SIZE/RANK set but no PAI-DLC sign (NPROC_PER_NODE, master dlc*-master-0)"};
+  return {0, "MASTER_ADDR/WORLD_SIZE/RANK set but no PAI-DLC sign (NPROC_PER_NODE, master dlc*-master-0)"};
 }
 
 PlanResult planPai(const Env& env, const PlanRequest& request) {

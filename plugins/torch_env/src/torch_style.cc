@@ -30,13 +30,4 @@ PlanResult planTorchStyle(const Env& env, const PlanRequest& request, const Torc
   return finishPlan(std::move(r), request, spec.platform);
 }
 
-bool looksLikePaiMaster(const Env& env) {
-  auto m = envValue(env, "MASTER_ADDR");
-  const std::string suffix = "-master-0";
-  return m && m->rfind("dlc", 0) == 0 && m->size() > 3 + suffix.size() &&
-         m->compare(m->size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-bool hasPaiSigns(const Env& env) { return looksLikePaiMaster(env) || envValue(env, "NPROC_PER_NODE").has_value(); }
-
 }  // namespace taehv::torch_env

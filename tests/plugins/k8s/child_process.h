@@ -52,6 +52,7 @@ class ChildProcess {
   }
 
   bool started() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
 
   /// True while the child has not exited (reaps it when it has).
   bool running() {

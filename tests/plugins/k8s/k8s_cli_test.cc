@@ -3,6 +3,9 @@
 // one taehv-run process per pod with exactly the environment that pod would get (master on 127.0.0.1), the
 // non-master pod started first so that it must wait for the master.
 // Environment fixtures and their documentation sources: see k8s_mapping_test.cc and ../pai/pai_test.cc.
+// Kubeflow Trainer v2 TrainJob and JobSet pods run in a private network namespace (pod_network.h) where the master's
+// DNS name resolves and the platform's fixed port 29500 is free: their environment is exactly the cluster's, the
+// rendered manifest resolved as the cluster would (pod_env.h).
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -14,6 +17,8 @@
 
 #include "child_process.h"
 #include "plugin_host.h"
+#include "pod_env.h"
+#include "pod_network.h"
 
 namespace taehv::k8s {
 namespace {
@@ -148,6 +153,53 @@ TEST_F(K8sCli, KubeBrainDescribe) {
   EXPECT_EQ(w[0]["nnodes"], 3);
   EXPECT_EQ(w[0]["node_rank"], 2);
   EXPECT_EQ(w[0]["world_size"], 3 * static_cast<int>(w.size())) << "world = nodes x workers on this node";
+}
+
+bool anyNote(const Json& worker, const std::string& text) {
+  for (const auto& note : worker["notes"]) {
+    if (note.get<std::string>().find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// The reproduction, tried as a new user would: this environment stopped with "TAEHV_K8S_NNODES is not set".
+TEST_F(K8sCli, TrainJobDescribe) {
+  Env env = podEnv({{"PET_NNODES", "2"},
+                    {"PET_NPROC_PER_NODE", "8"},
+                    {"PET_NODE_RANK", "1"},
+                    {"PET_MASTER_ADDR", "tj-node-0-0.tj"},
+                    {"PET_MASTER_PORT", "29500"},
+                    {"JOB_COMPLETION_INDEX", "1"}});
+  EXPECT_EQ(backendOf(env), "k8s");
+  auto r = run({"describe", "--json", "--nproc-per-node", "2"}, env);  // 8 workers need 8 GPUs; this node has none
+  ASSERT_EQ(r.rc, 0) << r.err;
+  Json w = Json::parse(r.out);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0]["nnodes"], 2);
+  EXPECT_EQ(w[0]["node_rank"], 1);
+  EXPECT_EQ(w[1]["rank"], 3);
+  EXPECT_EQ(w[0]["master_addr"], "tj-node-0-0.tj");
+  EXPECT_EQ(w[0]["provenance"]["node_rank"], "env PET_NODE_RANK");
+  EXPECT_EQ(w[0]["provenance"]["master_addr"], "env PET_MASTER_ADDR");
+  EXPECT_EQ(w[0]["env"]["TORCHELASTIC_RUN_ID"], "tj");
+  EXPECT_TRUE(anyNote(w[0], "Kubeflow Trainer v2 TrainJob")) << w[0]["notes"].dump();
+}
+
+TEST_F(K8sCli, JobSetDescribe) {
+  Env env = podEnv({{"JOB_COMPLETION_INDEX", "1"},
+                    {"JOBSET_NAME", "train"},
+                    {"JOBSET_REPLICATED_JOB", "workers"},
+                    {"JOBSET_RESTART_ATTEMPT", "2"},
+                    {"TAEHV_K8S_NNODES", "2"},
+                    {"TAEHV_K8S_NPROC_PER_NODE", "1"}});
+  EXPECT_EQ(backendOf(env), "k8s");
+  Json w = describe(env);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0]["rank"], 1);
+  EXPECT_EQ(w[0]["world_size"], 2);
+  EXPECT_EQ(w[0]["master_addr"], "train-workers-0-0.train");
+  EXPECT_EQ(w[0]["env"]["TORCHELASTIC_RESTART_COUNT"], "2") << "the JobSet's restart attempt";
+  EXPECT_TRUE(anyNote(w[0], "JobSet train")) << w[0]["notes"].dump();
 }
 
 TEST_F(K8sCli, PaiDlcDescribe) {
@@ -341,42 +393,40 @@ TEST_F(K8sPods, MasterThatNeverComesIsAClearErrorNotAHang) {
   EXPECT_NE(err.find("did not accept"), std::string::npos) << err;
 }
 
+/// The worker command of the training simulations: 3 steps of TAEHV on tiny synthetic clips, output in `out`.
+std::vector<std::string> trainCommand(const std::string& out) {
+  return {"taehv-train", "train",  "--set", "train.steps=3",         "--set", "train.batch_per_rank=1",
+          "--set",       "data.frames=4", "--set", "data.size=32",    "--set", "output.dir=" + out,
+          "--set",       "train.warmup_steps=1", "--set", "log.every=1", "--set", "log.preview_every=0",
+          "--set",       "checkpoint.every=0",   "--set", "train.threads=1"};  // both pods share this machine's cores
+}
+
+/// The job trained: two ranks, the final weights, and a step-3 checkpoint that records a world of 2.
+void expectTrainedByTwoRanks(const std::string& out, const std::string& log) {
+  EXPECT_NE(log.find("2 rank(s)"), std::string::npos) << log;
+  EXPECT_TRUE(fs::exists(out + "/weights.safetensors")) << log;
+  bool found = false;
+  if (fs::exists(out)) {
+    for (const auto& e : fs::recursive_directory_iterator(out)) {
+      if (e.path().filename() != "state.json") continue;
+      Json state = Json::parse(testing::readFile(e.path()));
+      if (state["step"] == 3) {
+        found = true;
+        EXPECT_EQ(state["world_size"], 2);
+      }
+    }
+  }
+  EXPECT_TRUE(found) << "no checkpoint of step 3 under " << out << "\n" << log;
+}
+
 // The real job: TAEHV trained to completion by two pods (one worker each, c10d Gloo over loopback), the worker
 // pod started first. Needs taehv-train (the trainer build, TAEHV_WITH_TRAINER=ON); skipped where it is not built.
 TEST_F(K8sPods, TwoPodIndexedJobTrainsTaehv) {
   if (!fs::exists(binDir() + "/taehv-train")) GTEST_SKIP() << "taehv-train is not built (TAEHV_WITH_TRAINER=OFF)";
   const std::string out = dir_ + "/train";
-  Container c = renderedContainer({"--nodes",
-                                   "2",
-                                   "--gpus-per-node",
-                                   "0",
-                                   "--image",
-                                   "img",
-                                   "--name",
-                                   "sim",
-                                   "--",
-                                   "taehv-train",
-                                   "train",
-                                   "--set",
-                                   "train.steps=3",
-                                   "--set",
-                                   "train.batch_per_rank=1",
-                                   "--set",
-                                   "data.frames=4",
-                                   "--set",
-                                   "data.size=32",
-                                   "--set",
-                                   "output.dir=" + out,
-                                   "--set",
-                                   "train.warmup_steps=1",
-                                   "--set",
-                                   "log.every=1",
-                                   "--set",
-                                   "log.preview_every=0",
-                                   "--set",
-                                   "checkpoint.every=0",
-                                   "--set",
-                                   "train.threads=1"});  // both pods share this machine's cores
+  std::vector<std::string> args = {"--nodes", "2", "--gpus-per-node", "0", "--image", "img", "--name", "sim", "--"};
+  for (const auto& a : trainCommand(out)) args.push_back(a);
+  Container c = renderedContainer(args);
   ASSERT_FALSE(c.argv.empty());
   const int port = freePort();
   auto pod1 = startPod(c, 1, port);
@@ -385,20 +435,106 @@ TEST_F(K8sPods, TwoPodIndexedJobTrainsTaehv) {
   auto pod0 = startPod(c, 0, port);
   EXPECT_EQ(pod0->wait(150s), 0) << pod0->out() << pod0->err();
   EXPECT_EQ(pod1->wait(60s), 0) << pod1->out() << pod1->err();
-  const std::string log = pod0->out() + pod0->err();
-  EXPECT_NE(log.find("2 rank(s)"), std::string::npos) << log;
-  EXPECT_TRUE(fs::exists(out + "/weights.safetensors")) << log;
-  // The final checkpoint records the world it was trained in.
-  bool found = false;
-  for (const auto& e : fs::recursive_directory_iterator(out)) {
-    if (e.path().filename() != "state.json") continue;
-    Json state = Json::parse(testing::readFile(e.path()));
-    if (state["step"] == 3) {
-      found = true;
-      EXPECT_EQ(state["world_size"], 2);
-    }
+  expectTrainedByTwoRanks(out, pod0->out() + pod0->err());
+}
+
+// ---- Kubeflow Trainer v2 TrainJob and JobSet pods: exactly the cluster's environment ----
+
+class K8sClusterPods : public K8sCli {
+ protected:
+  /// `taehv-run --backend k8s render ARGS` as documents.
+  std::vector<YAML::Node> renderDocs(const std::vector<std::string>& render_args) {
+    std::vector<std::string> args = {"--backend", "k8s", "render"};
+    args.insert(args.end(), render_args.begin(), render_args.end());
+    auto r = run(args, podEnv({}));
+    EXPECT_EQ(r.rc, 0) << r.err;
+    return r.rc == 0 ? YAML::LoadAll(r.out) : std::vector<YAML::Node>{};
   }
-  EXPECT_TRUE(found) << "no checkpoint of step 3 under " << out << "\n" << log;
+  /// Starts a pod in `net`: the container's argv (argv[0] "taehv-run", found on the pod's PATH) and `env`, plus
+  /// what every container gets (podEnv).
+  std::unique_ptr<ChildProcess> startPod(const testing::PodNetwork& net, std::vector<std::string> argv, const Env& env,
+                                         const std::string& name) {
+    EXPECT_EQ(argv.at(0), "taehv-run");
+    argv[0] = taehvRun();
+    Env pod_env = podEnv(env);
+    pod_env["HOSTNAME"] = name;
+    return std::make_unique<ChildProcess>(net.inside(argv), pod_env, dir_ + "/" + name);
+  }
+  /// Pod 1 first (it must wait for the master's name and port), then pod 0; both must finish the training.
+  void trainTwoPods(const testing::PodNetwork& net, const std::vector<std::string>& argv, const Env& env0,
+                    const Env& env1, const std::string& out) {
+    auto pod1 = startPod(net, argv, env1, "pod1");
+    std::this_thread::sleep_for(1000ms);
+    ASSERT_TRUE(pod1->running()) << "pod 1 must wait for the master: " << pod1->err();
+    auto pod0 = startPod(net, argv, env0, "pod0");
+    EXPECT_EQ(pod0->wait(150s), 0) << pod0->out() << pod0->err();
+    EXPECT_EQ(pod1->wait(60s), 0) << pod1->out() << pod1->err();
+    const std::string log1 = pod1->out() + pod1->err();
+    EXPECT_NE(log1.find("waiting up to"), std::string::npos) << log1;
+    expectTrainedByTwoRanks(out, pod0->out() + pod0->err());
+  }
+};
+
+// Two pods of `render --flavor trainjob` with what the Trainer gives them: PET_MASTER_ADDR sim-node-0-0.sim,
+// PET_MASTER_PORT 29500, PET_NODE_RANK = JOB_COMPLETION_INDEX, and the TrainJob's env (token, sizing's values).
+TEST_F(K8sClusterPods, TwoPodTrainJobTrainsTaehv) {
+  if (!fs::exists(binDir() + "/taehv-train")) GTEST_SKIP() << "taehv-train is not built (TAEHV_WITH_TRAINER=OFF)";
+  testing::PodNetwork net(dir_, {"sim-node-0-0.sim"});
+  if (!net.ok()) GTEST_SKIP() << net.error();
+  const std::string out = dir_ + "/train";
+  std::vector<std::string> args = {"--flavor", "trainjob", "--nodes", "2", "--gpus-per-node", "0", "--image", "img",
+                                   "--name", "sim", "--max-restarts", "1", "--"};
+  for (const auto& a : trainCommand(out)) args.push_back(a);
+  auto docs = renderDocs(args);
+  ASSERT_FALSE(docs.empty());
+  const auto trainer = testing::docOfKind(docs, "TrainJob")["spec"]["trainer"];
+  const Env env0 = testing::trainJobPodEnv(docs, 0), env1 = testing::trainJobPodEnv(docs, 1);
+  EXPECT_EQ(env1.at("PET_MASTER_ADDR"), "sim-node-0-0.sim");
+  EXPECT_EQ(env1.at("PET_MASTER_PORT"), "29500");
+  EXPECT_EQ(env1.at("TAEHV_JOB_TOKEN").size(), 64u);
+  trainTwoPods(net, testing::containerArgv(trainer["command"], trainer["args"]), env0, env1, out);
+}
+
+// Two pods of `render --flavor jobset`: the JobSet's labels through the downward API, master sim-node-0-0.sim:29500.
+TEST_F(K8sClusterPods, TwoPodJobSetTrainsTaehv) {
+  if (!fs::exists(binDir() + "/taehv-train")) GTEST_SKIP() << "taehv-train is not built (TAEHV_WITH_TRAINER=OFF)";
+  testing::PodNetwork net(dir_, {"sim-node-0-0.sim"});
+  if (!net.ok()) GTEST_SKIP() << net.error();
+  const std::string out = dir_ + "/train";
+  std::vector<std::string> args = {"--flavor", "jobset", "--nodes", "2", "--gpus-per-node", "0", "--image", "img",
+                                   "--name", "sim", "--"};
+  for (const auto& a : trainCommand(out)) args.push_back(a);
+  auto docs = renderDocs(args);
+  ASSERT_FALSE(docs.empty());
+  const auto c = testing::jobSetContainer(docs);
+  const Env env0 = testing::jobSetPodEnv(docs, 0), env1 = testing::jobSetPodEnv(docs, 1);
+  EXPECT_EQ(env1.at("TAEHV_K8S_MASTER_ADDR"), "sim-node-0-0.sim");
+  EXPECT_EQ(env1.at("JOBSET_NAME"), "sim");
+  trainTwoPods(net, testing::containerArgv(c["command"], c["args"]), env0, env1, out);
+}
+
+// `doctor` in a TrainJob pod names the flavour and checks that the master's DNS name resolves: inside the pod
+// network it does (nothing listens yet: a warning, not a failure); outside it does not, and doctor says so.
+TEST_F(K8sClusterPods, DoctorNamesTheFlavourAndResolvesTheMaster) {
+  testing::PodNetwork net(dir_, {"sim-node-0-0.sim"});
+  if (!net.ok()) GTEST_SKIP() << net.error();
+  auto docs = renderDocs({"--flavor", "trainjob", "--nodes", "2", "--gpus-per-node", "0", "--image", "img", "--name",
+                          "sim", "--nproc-per-node", "1"});
+  ASSERT_FALSE(docs.empty());
+  const Env env = testing::trainJobPodEnv(docs, 1);
+  const std::vector<std::string> doctor = {"taehv-run", "doctor", "--connect-timeout", "1"};
+  auto inside = startPod(net, doctor, env, "doctor-in");
+  inside->wait(30s);
+  const std::string in = inside->out() + inside->err();
+  EXPECT_NE(in.find("Kubeflow Trainer v2 TrainJob"), std::string::npos) << in;
+  EXPECT_NE(in.find(testing::PodNetwork::kPodIp), std::string::npos) << "the master's name resolved\n" << in;
+  EXPECT_EQ(in.find("does not resolve"), std::string::npos) << in;
+
+  auto r = run({"doctor", "--connect-timeout", "1"}, podEnv(env), 30s);  // not in the pod network: no such name
+  const std::string outside = r.out + r.err;
+  EXPECT_NE(r.rc, 0) << outside;
+  EXPECT_NE(outside.find("Kubeflow Trainer v2 TrainJob"), std::string::npos) << outside;
+  EXPECT_NE(outside.find("master 'sim-node-0-0.sim' does not resolve"), std::string::npos) << outside;
 }
 
 }  // namespace

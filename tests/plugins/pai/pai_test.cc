@@ -114,8 +114,12 @@ TEST(PaiMapping, PetNnodesIsCheckedAgainstWorldSize) {
 TEST(PaiMapping, NotPaiOnOtherPlatforms) {
   EXPECT_EQ(detectPai({{"JOB_COMPLETION_INDEX", "0"}, {"TAEHV_K8S_NNODES", "2"}}).confidence, 0);
   EXPECT_EQ(detectPai({{"PATH", "/bin"}}).confidence, 0);
-  EXPECT_LT(detectPai({{"WORLD_SIZE", "2"}, {"RANK", "0"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}}).confidence,
-            k8s::detectK8s({{"WORLD_SIZE", "2"}, {"RANK", "0"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}}).confidence);
+  // Bare torch variables carry no DLC sign: pai does not claim them (in a pod k8s does, weakly; see k8s_mapping_test).
+  const Env torch = {{"WORLD_SIZE", "2"}, {"RANK", "0"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}};
+  EXPECT_EQ(detectPai(torch).confidence, 0);
+  Env in_pod = torch;
+  in_pod["KUBERNETES_SERVICE_HOST"] = "10.96.0.1";
+  EXPECT_LT(detectPai(in_pod).confidence, k8s::detectK8s(in_pod).confidence);
 }
 
 // CreateJob body fields documented for the request and for JobSpec / ResourceConfig.

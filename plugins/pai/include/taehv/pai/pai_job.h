@@ -14,7 +14,9 @@
 
 namespace taehv::pai {
 
-/// Confidence for the pai backend (85 with a PAI sign, 0 on other platforms' environments).
+/// Confidence for the pai backend, keyed on what only DLC sets: 96 for a master named dlc<id>-master-0 (above the
+/// k8s backend's 90 for the training-operator's PET_* variables, which DLC pods may carry too), 80 for
+/// NPROC_PER_NODE beside the torch variables, 0 without a DLC sign.
 Detection detectPai(const Env& env);
 
 /// This node's plan on PAI-DLC.

@@ -1,9 +1,7 @@
 // The "torch-style" environment of container platforms: WORLD_SIZE = nodes, RANK = node rank, MASTER_ADDR,
 // MASTER_PORT (KubeBrain-style Kubernetes, Kubeflow PyTorchJob before v1.7, Alibaba Cloud PAI-DLC), read into a
-// node plan; and the signs by which a PAI-DLC pod is told from other pods.
-//
-// The PAI-DLC signs live here because both backends decide on them today: pai claims such pods, k8s steps back
-// from them. Detection that keys only on what each platform alone sets would let each backend own its signs.
+// node plan. Which platform an environment belongs to is each backend's own business (its detect()), not this
+// library's: every backend keys detection on signs only its platform gives.
 #pragma once
 
 #include <string>
@@ -24,11 +22,5 @@ struct TorchStyleSpec {
 
 /// Plan for torch-style platforms; contradictions are errors naming the variables.
 PlanResult planTorchStyle(const Env& env, const PlanRequest& request, const TorchStyleSpec& spec);
-
-/// True when MASTER_ADDR has the PAI-DLC shape "dlc<id>-master-0" (documented example dlc18isgeayd****-master-0).
-bool looksLikePaiMaster(const Env& env);
-
-/// True when `env` carries a PAI-DLC sign: NPROC_PER_NODE, or looksLikePaiMaster().
-bool hasPaiSigns(const Env& env);
 
 }  // namespace taehv::torch_env
