@@ -104,6 +104,13 @@ TEST(CommandsTest, BadInputGivesOneClearMessageAndStatus2) {
       {decodeCommand,
        {"--variant", "taehv", "--weights", dir.file("missing.safetensors"), "--input", "x", "--output", out},
        "cannot open"},
+      {decodeCommand,
+       {"--weights", ref + "/taeh3.f16.safetensors", "--input", ref + "/taeh3.public.io.safetensors", "--output", out,
+        "--streaming"},
+       "taeh3 has no streaming mode"},
+      {decodeCommand, {"--weights", dir.file("w.safetensors"), "--input", "x", "--output", out},
+       "missing --variant: the weights file name"},
+      {benchCommand, {"--variant", "taeltx_2", "--size", "48"}, "--size must be a multiple of 32"},
       {benchCommand, {"--device", "tpu"}, "--device must be cpu or cuda"},
       {benchCommand, {"--steps", "zero"}, "--steps must be an integer"},
       {benchCommand, {"--peak-tflops", "-1"}, "--peak-tflops must be a positive number"},
@@ -113,6 +120,35 @@ TEST(CommandsTest, BadInputGivesOneClearMessageAndStatus2) {
     EXPECT_NE(err.find(c.needle), std::string::npos) << "'" << c.needle << "' not in: " << err;
   }
   EXPECT_FALSE(std::filesystem::exists(out));  // nothing written on failure
+}
+
+// encode --streaming then decode --streaming, the variant taken from the weights file's name: upstream
+// StreamingTAEHV's stream_latents and stream_frames.
+TEST(CommandsTest, StreamingEncodeDecodeMatchUpstreamStreamingTAEHV) {
+  testing::useTestThreads();
+  const std::string ref = testing::referenceDir();
+  TempDir dir;
+  std::string err;
+  for (const std::string name : {"taew2_2_super", "taeltx_2"}) {
+    const std::string weights = ref + "/" + name + ".f16.safetensors";
+    const std::string latents = dir.file(name + ".latents.safetensors");
+    const std::string frames = dir.file(name + ".frames.safetensors");
+    ASSERT_EQ(run(encodeCommand,
+                  {"--weights", weights, "--input", ref + "/" + name + ".public.io.safetensors", "--output", latents,
+                   "--streaming"},
+                  &err),
+              0)
+        << err;
+    ASSERT_EQ(run(decodeCommand, {"--weights", weights, "--input", latents, "--output", frames, "--streaming"}, &err), 0)
+        << err;
+    const auto io = readSafetensors(ref + "/" + name + ".public.io.safetensors");
+    const torch::Tensor z = readSafetensors(latents).at("latents");
+    ASSERT_EQ(z.sizes(), io.at("stream_latents").sizes()) << name;
+    EXPECT_LE(maxAbsDiff(z, io.at("stream_latents")), 2e-5) << name;
+    const torch::Tensor x = readSafetensors(frames).at("frames");
+    ASSERT_EQ(x.sizes(), io.at("stream_frames").sizes()) << name;
+    EXPECT_LE(maxAbsDiff(x, io.at("stream_frames")), 2e-5) << name;
+  }
 }
 
 TEST(CommandsTest, BenchRunsATrainingStepAndPrintsTheSummaryLast) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "taehv/model/safetensors.h"
+#include "taehv/model/streaming.h"
 #include "test_util.h"
 
 namespace taehv {
@@ -29,15 +30,15 @@ struct ReferenceCase {
 };
 
 ReferenceCase referenceCase(const std::string& name) {
-  if (name == "taehv") {
-    return {name, "taehv.f16.safetensors", TAEHVOptions::forVariant("taehv")};
+  if (name == "taehv_preview") {
+    TAEHVOptions preview = TAEHVOptions::forVariant("taehv");
+    preview.decoder_time_upscale = {false, false, false};
+    return {name, "taehv.f16.safetensors", preview};
   }
-  if (name == "taew2_2") {
-    return {name, "taew2_2.f16.safetensors", TAEHVOptions::forVariant("taew2_2")};
-  }
-  TAEHVOptions preview = TAEHVOptions::forVariant("taehv");
-  preview.decoder_time_upscale = {false, false, false};
-  return {name, "taehv.f16.safetensors", preview};
+  // Every other file is named after its variant, as the official checkpoints are.
+  const std::string weights = name + ".f16.safetensors";
+  EXPECT_EQ(variantForCheckpoint(weights), name);
+  return {name, weights, TAEHVOptions::forVariant(name)};
 }
 
 class ReferenceTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
@@ -71,9 +72,66 @@ TEST_P(ReferenceTest, MatchesUpstream) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, ReferenceTest,
-                         ::testing::Combine(::testing::Values("taehv", "taew2_2", "taehv_preview"),
+                         ::testing::Combine(::testing::Values("taehv", "taew2_2", "taehv_preview", "taew2_2_super",
+                                                              "taeltx_2", "taeh3"),
                                             ::testing::Values("parallel", "streaming", "channels_last")),
                          [](const auto& p) { return std::get<0>(p.param) + "_" + std::get<1>(p.param); });
+
+// Upstream StreamingTAEHV fed one frame at a time, each latent decoded as soon as it appears (its frames drained
+// with decode()), then flush_encoder() (those latents decoded too) and flush_decoder(): stream_latents and
+// stream_frames of the reference files.
+class StreamingReferenceTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { testing::useTestThreads(); }
+};
+
+TEST_P(StreamingReferenceTest, MatchesUpstreamStreamingTAEHV) {
+  const std::string name = GetParam();
+  const std::string dir = referenceDir();
+  TAEHV model(TAEHVOptions::forVariant(name));
+  loadWeights(*model, dir + "/" + name + ".f16.safetensors");
+  model->eval();
+  auto io = readSafetensors(dir + "/" + name + ".public.io.safetensors");
+  const torch::Tensor& input = io.at("input");
+  StreamingTAEHV stream(model);
+  std::vector<torch::Tensor> latents, frames;
+  std::vector<int64_t> frames_per_latent;
+  const auto decode_all = [&](const torch::Tensor& z) {
+    latents.push_back(z);
+    const std::size_t before = frames.size();
+    for (auto x = stream.decode(z); x; x = stream.decode()) {
+      frames.push_back(*x);
+    }
+    frames_per_latent.push_back(static_cast<int64_t>(frames.size() - before));
+  };
+  for (int64_t t = 0; t < input.size(1); ++t) {
+    const auto z = stream.encode(input.slice(1, t, t + 1));
+    // A latent appears exactly when timeDownscale() frames have arrived.
+    EXPECT_EQ(z.has_value(), (t + 1) % model->timeDownscale() == 0) << t;
+    if (z) {
+      decode_all(*z);
+    }
+  }
+  for (const auto& z : stream.flushEncoder()) {
+    decode_all(z);
+  }
+  for (auto& x : stream.flushDecoder()) {
+    frames.push_back(std::move(x));
+  }
+  // Each latent yields timeUpscale() frames, the first one framesToTrim() fewer.
+  std::vector<int64_t> expected(latents.size(), model->timeUpscale());
+  expected[0] -= model->framesToTrim();
+  EXPECT_EQ(frames_per_latent, expected);
+  const torch::Tensor z = torch::cat(latents, 1);
+  ASSERT_EQ(z.sizes(), io.at("stream_latents").sizes());
+  EXPECT_LE(maxAbsDiff(z, io.at("stream_latents")), kTolerance) << name << " stream_latents";
+  const torch::Tensor x = torch::cat(frames, 1);
+  ASSERT_EQ(x.sizes(), io.at("stream_frames").sizes());
+  EXPECT_LE(maxAbsDiff(x, io.at("stream_frames")), kTolerance) << name << " stream_frames";
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, StreamingReferenceTest, ::testing::Values("taew2_2_super", "taeltx_2"),
+                         [](const auto& p) { return p.param; });
 
 int64_t parameterCount(TAEHVImpl& model) {
   int64_t n = 0;
@@ -115,6 +173,66 @@ TEST(TAEHVTest, ParameterCountsAndNamesMatchUpstream) {
   EXPECT_EQ(hv15->named_parameters()["encoder.0.weight"].sizes(), (std::vector<int64_t>{64, 12, 3, 3}));
   EXPECT_EQ(hv15->named_parameters()["encoder.17.weight"].size(0), 32);
   EXPECT_THROW(TAEHVOptions::forVariant("taehv2"), std::invalid_argument);
+
+  // The 2026 variants (parameter counts from the reference manifest).
+  EXPECT_EQ(parameterCount(*TAEHV(TAEHVOptions::forVariant("taew2_2_super"))), 20487996);
+  EXPECT_EQ(parameterCount(*TAEHV(TAEHVOptions::forVariant("taeltx_2"))), 11759728);
+  EXPECT_EQ(parameterCount(*TAEHV(TAEHVOptions::forVariant("taeh3"))), 11348964);
+  TAEHV ltx(TAEHVOptions::forVariant("taeltx2_3"));
+  EXPECT_EQ(ltx->named_parameters()["decoder.7.conv.weight"].sizes(), (std::vector<int64_t>{512, 256, 1, 1}));
+  EXPECT_EQ(ltx->timeDownscale(), 8);
+  EXPECT_EQ(ltx->framesToTrim(), 7);
+  TAEHV super15(TAEHVOptions::forVariant("taehv1_5_super"));
+  const auto super_names = super15->named_parameters();
+  EXPECT_EQ(super_names["decoder.0.weight"].sizes(), (std::vector<int64_t>{512, 32, 1, 1}));
+  EXPECT_EQ(super_names["decoder.1.conv.0.weight"].sizes(), (std::vector<int64_t>{1024, 1, 7, 7}));
+  EXPECT_EQ(super_names["decoder.4.weight"].sizes(), (std::vector<int64_t>{1024, 512, 3, 3}));  // 256 * 2^2
+  EXPECT_EQ(super_names["decoder.21.conv.weight"].sizes(), (std::vector<int64_t>{128, 64, 1, 1}));
+  EXPECT_FALSE(super_names.contains("decoder.0.bias"));
+  EXPECT_TRUE(super15->isTGrowWeight("decoder.14.conv.weight"));
+}
+
+TEST(TAEHVTest, OfficialFileNamesNameTheirVariant) {
+  EXPECT_EQ(variantForCheckpoint("taew2_2_super.safetensors"), "taew2_2_super");
+  EXPECT_EQ(variantForCheckpoint("/models/taew2_2.safetensors"), "taew2_2");
+  EXPECT_EQ(variantForCheckpoint("taehv1_5_super.pth"), "taehv1_5_super");
+  EXPECT_EQ(variantForCheckpoint("taehv1_5.safetensors"), "taehv1_5");
+  EXPECT_EQ(variantForCheckpoint("taehv.safetensors"), "taehv");
+  EXPECT_EQ(variantForCheckpoint("taeltx2_3.safetensors"), "taeltx2_3");
+  EXPECT_EQ(variantForCheckpoint("taeltx_2.safetensors"), "taeltx_2");
+  EXPECT_EQ(variantForCheckpoint("taeh3.safetensors"), "taeh3");
+  EXPECT_EQ(variantForCheckpoint("runs/taeh3/weights.safetensors"), "");  // the folder does not count
+  EXPECT_EQ(variantForCheckpoint("taehvx.safetensors"), "");
+  EXPECT_EQ(variantForCheckpoint("weights.safetensors"), "");
+  EXPECT_NE(unknownVariantMessage("taew22_super").find("did you mean 'taew2_2_super'"), std::string::npos)
+      << unknownVariantMessage("taew22_super");
+}
+
+TEST(TAEHVTest, FrameCountsOfEveryTimeLayout) {
+  testing::useTestThreads();
+  torch::manual_seed(4);
+  torch::NoGradGuard no_grad;
+  // taeh3 (H3 chunks), taecvx (no trim for even latent counts), taeltx_2 (x8 in time): encodedLatents and
+  // decodedFrames agree with what encodeVideo and decodeVideo make.
+  for (const char* name : {"taeh3", "taecvx", "taeltx_2"}) {
+    TAEHV model(TAEHVOptions::forVariant(name));
+    model->eval();
+    const int64_t p = model->options().patch_size;
+    for (const int64_t t : {1, 4, 8, 17, 20, 35}) {
+      const torch::Tensor z = model->encodeVideo(torch::rand({1, t, 3, 8 * p, 8 * p}));
+      EXPECT_EQ(z.size(1), model->encodedLatents(t)) << name << " T=" << t;
+    }
+    for (const int64_t l : {1, 2, 3, 6, 7}) {
+      const torch::Tensor x = model->decodeVideo(torch::randn({1, l, model->options().latent_channels, 1, 1}));
+      EXPECT_EQ(x.size(1), model->decodedFrames(l)) << name << " L=" << l;
+    }
+  }
+  TAEHV h3(TAEHVOptions::forVariant("taeh3"));
+  EXPECT_EQ(h3->encodedLatents(20), 7);  // ARCHITECTURE.md's example: 20 -> 34 -> 2 chunks -> 10 -> 7
+  EXPECT_EQ(h3->decodedFrames(7), 22);   // 7 -> 28 -> 40 -> 2 x 17 = 34 -> 22
+  TAEHV cvx(TAEHVOptions::forVariant("taecvx"));
+  EXPECT_EQ(cvx->decodedFrames(4), 16);
+  EXPECT_EQ(cvx->decodedFrames(3), 9);
 }
 
 TEST(TAEHVTest, ShapesPaddingTrimAndSpaceSwitches) {
@@ -137,7 +255,7 @@ TEST(TAEHVTest, ShapesPaddingTrimAndSpaceSwitches) {
   EXPECT_LE(y.max().item<double>(), 1.0);
 }
 
-TEST(TAEHVTest, StreamingDecoderMatchesDecodeVideoFrameByFrame) {
+TEST(TAEHVTest, StreamingDecodeMatchesDecodeVideoFrameByFrame) {
   testing::useTestThreads();
   torch::manual_seed(2);
   TAEHV model(TAEHVOptions::forVariant("taehv1_5"));
@@ -145,19 +263,114 @@ TEST(TAEHVTest, StreamingDecoderMatchesDecodeVideoFrameByFrame) {
   torch::NoGradGuard no_grad;
   const torch::Tensor z = torch::randn({2, 3, 32, 2, 3});
   const torch::Tensor whole = model->decodeVideo(z);
-  StreamingDecoder stream(model);
-  std::vector<torch::Tensor> frames;
-  std::vector<std::size_t> per_push;
-  for (int64_t t = 0; t < z.size(1); ++t) {
-    auto out = stream.push(z.select(1, t));
-    per_push.push_back(out.size());
-    frames.insert(frames.end(), out.begin(), out.end());
+  StreamingTAEHV stream(model);
+  for (int round = 0; round < 2; ++round) {  // the second round after reset() starts a new stream
+    std::vector<torch::Tensor> frames;
+    std::vector<std::size_t> per_latent;
+    for (int64_t t = 0; t < z.size(1); ++t) {
+      const std::size_t before = frames.size();
+      for (auto x = stream.decode(z.slice(1, t, t + 1)); x; x = stream.decode()) {
+        frames.push_back(*x);
+      }
+      per_latent.push_back(frames.size() - before);
+    }
+    EXPECT_TRUE(stream.flushDecoder().empty());
+    // The first latent yields 4 frames of which 3 are trimmed; each later one yields 4.
+    EXPECT_EQ(per_latent, (std::vector<std::size_t>{1, 4, 4}));
+    const torch::Tensor streamed = torch::cat(frames, 1);
+    ASSERT_EQ(streamed.sizes(), whole.sizes());
+    EXPECT_LE(maxAbsDiff(streamed, whole), 1e-5);
+    stream.reset();
   }
-  // The first latent yields 4 frames of which 3 are trimmed; each later one yields 4.
-  EXPECT_EQ(per_push, (std::vector<std::size_t>{1, 4, 4}));
-  const torch::Tensor streamed = torch::stack(frames, 1);
-  ASSERT_EQ(streamed.sizes(), whole.sizes());
-  EXPECT_LE(maxAbsDiff(streamed, whole), 1e-5);
+}
+
+TEST(TAEHVTest, StreamingEncodeAndFlushMatchEncodeVideo) {
+  testing::useTestThreads();
+  torch::manual_seed(5);
+  TAEHV model(TAEHVOptions::forVariant("taew2_2"));
+  model->eval();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor x = torch::rand({1, 6, 3, 16, 16});  // 6 frames: flushEncoder pads 2
+  StreamingTAEHV stream(model);
+  std::vector<torch::Tensor> latents;
+  if (auto z = stream.encode(x.slice(1, 0, 5))) {  // several frames at once: one latent per call at most
+    latents.push_back(*z);
+  }
+  EXPECT_EQ(latents.size(), 1u);
+  EXPECT_FALSE(stream.encode().has_value());
+  EXPECT_FALSE(stream.encode(x.slice(1, 5, 6)).has_value());
+  for (auto& z : stream.flushEncoder()) {
+    latents.push_back(z);
+  }
+  EXPECT_EQ(stream.framesEncoded(), 8);
+  ASSERT_EQ(latents.size(), 2u);
+  EXPECT_LE(maxAbsDiff(torch::cat(latents, 1), model->encodeVideo(x)), 1e-5);
+  // flush(): encoder padding and decoder drained in one call gives the rest of decodeVideo's frames.
+  stream.reset();
+  std::vector<torch::Tensor> frames;
+  for (int64_t t = 0; t < x.size(1); ++t) {
+    if (auto z = stream.encode(x.slice(1, t, t + 1))) {
+      for (auto f = stream.decode(*z); f; f = stream.decode()) {
+        frames.push_back(*f);
+      }
+    }
+  }
+  for (auto& f : stream.flush()) {
+    frames.push_back(f);
+  }
+  EXPECT_LE(maxAbsDiff(torch::cat(frames, 1), model->decodeVideo(model->encodeVideo(x))), 1e-5);
+  // A frame of another size in the same stream is refused, not silently mixed into the memories.
+  EXPECT_THROW(stream.encode(torch::rand({1, 1, 3, 32, 16})), c10::Error);
+}
+
+TEST(TAEHVTest, StreamingTaecvxKeepsEveryFrameAndTaeh3HasNoStream) {
+  testing::useTestThreads();
+  torch::manual_seed(7);
+  TAEHV cvx(TAEHVOptions::forVariant("taecvx"));
+  cvx->eval();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor z = torch::randn({1, 2, 16, 2, 2});
+  StreamingTAEHV stream(cvx);
+  std::vector<torch::Tensor> frames;
+  for (auto f = stream.decode(z); f; f = stream.decode()) {
+    frames.push_back(*f);
+  }
+  // Upstream streaming never trims taecvx; its decode_video keeps every frame of an even latent count.
+  ASSERT_EQ(frames.size(), 8u);
+  EXPECT_LE(maxAbsDiff(torch::cat(frames, 1), cvx->decodeVideo(z)), 1e-5);
+  EXPECT_EQ(cvx->decodeVideo(z.slice(1, 0, 1)).size(1), 1);  // odd: trimmed as the others
+  EXPECT_THROW(StreamingTAEHV(TAEHV(TAEHVOptions::forVariant("taeh3"))), std::invalid_argument);
+}
+
+// Every variant trains: a few AdamW steps on one small clip lower the reconstruction loss, and every parameter
+// gets a finite gradient.
+TEST(TAEHVTest, EveryVariantTrains) {
+  testing::useTestThreads();
+  for (const auto& spec : variantSpecs()) {
+    torch::manual_seed(8);
+    TAEHV model(TAEHVOptions::forVariant(spec.name));
+    model->train();
+    torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
+    const torch::Tensor x = torch::rand({1, spec.clipFrameMultiple(), 3, spec.sizeMultiple(), spec.sizeMultiple()});
+    std::vector<double> losses;
+    for (int step = 0; step < 3; ++step) {
+      optimizer.zero_grad();
+      const torch::Tensor y = model->decodeVideo(model->encodeVideo(x));
+      ASSERT_GE(y.size(1), 1) << spec.name;
+      ASSERT_LE(y.size(1), x.size(1)) << spec.name;
+      const torch::Tensor loss = torch::mse_loss(y, x.slice(1, 0, y.size(1)));
+      loss.backward();
+      if (step == 0) {
+        for (const auto& item : model->named_parameters()) {
+          ASSERT_TRUE(item.value().grad().defined()) << spec.name << " " << item.key();
+          EXPECT_TRUE(torch::isfinite(item.value().grad()).all().item<bool>()) << spec.name << " " << item.key();
+        }
+      }
+      optimizer.step();
+      losses.push_back(loss.item<double>());
+    }
+    EXPECT_LT(losses.back(), losses.front()) << spec.name;
+  }
 }
 
 TEST(TAEHVTest, ChannelsLastTrainingMatchesContiguous) {

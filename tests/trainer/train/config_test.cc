@@ -80,6 +80,30 @@ TEST(Config, ValidateChecksConstraints) {
   EXPECT_THROW(c.validate(), ConfigError);
 }
 
+TEST(Config, ValidateChecksFramesAndSizeForTheVariant) {
+  Config c;
+  c.model.variant = "taew2_2_supr";
+  try {
+    c.validate();
+    ADD_FAILURE() << "unknown variant accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("did you mean 'taew2_2_super'"), std::string::npos) << e.what();
+  }
+  c.model.variant = "taeltx_2";  // 8 frames per latent, patch 4: sizes in steps of 32
+  c.data.frames = 12;
+  c.data.size = 64;
+  EXPECT_THROW(c.validate(), ConfigError);
+  c.data.frames = 16;
+  EXPECT_NO_THROW(c.validate());
+  c.data.size = 48;
+  EXPECT_THROW(c.validate(), ConfigError);
+  c.model.variant = "taeh3";  // chunks of 17 frames
+  c.data.size = 32;
+  EXPECT_THROW(c.validate(), ConfigError);
+  c.data.frames = 17;
+  EXPECT_NO_THROW(c.validate());
+}
+
 TEST(Config, EffectiveConfigRoundTrips) {
   Config a;
   a.applyOverride("train.steps=7");

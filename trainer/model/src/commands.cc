@@ -19,6 +19,7 @@
 #include "taehv/model/fused_adamw.h"
 #include "taehv/model/safetensors.h"
 #include "taehv/model/slice_backward.h"
+#include "taehv/model/streaming.h"
 #include "taehv/model/taehv.h"
 #include "taehv/suggest.h"
 
@@ -130,10 +131,24 @@ std::vector<bool> parseSwitches(const std::string& option, const std::string& te
   return out;
 }
 
+// --variant, or when it is not given the variant the weights file is named after (taew2_2_super.safetensors, ...).
+std::string variantName(const Args& args) {
+  if (args.has("variant")) {
+    return args.required("variant");
+  }
+  const std::string weights = args.required("weights");
+  const std::string named = variantForCheckpoint(weights);
+  if (named.empty()) {
+    throw UsageError("missing --variant: the weights file name '" + weights +
+                     "' does not start with a variant's name (" + variantList() + ")");
+  }
+  return named;
+}
+
 TAEHVOptions modelOptions(const Args& args) {
   TAEHVOptions o;
   try {
-    o = TAEHVOptions::forVariant(args.required("variant"));
+    o = TAEHVOptions::forVariant(variantName(args));
   } catch (const std::invalid_argument& e) {
     throw UsageError(std::string("--variant: ") + e.what());
   }
@@ -226,18 +241,24 @@ int runGuarded(const char* command, const std::string& usage, const std::functio
   }
 }
 
-const char* kEncodeUsage =
-    "usage: taehv-train encode --variant V --weights W.safetensors --input IN.safetensors --output OUT.safetensors\n"
-    "                          [--streaming] [--threads K]\n"
-    "  reads tensor 'input' (N, T, 3, H, W) in [0, 1], writes tensor 'latents' (float32).\n"
-    "  variants: taehv, taew2_1, taecvx, taeos1_3 (16 channels), taehv1_5 (32), taew2_2 (48)\n";
+const char* kVariantsHelp =
+    "  variants (latent channels): taehv, taew2_1, taecvx, taeos1_3 (16), taehv1_5, taehv1_5_super (32),\n"
+    "  taew2_2, taew2_2_super (48), taeltx_2, taeltx2_3 (128), taeh3 (24); without --variant, the one the weights\n"
+    "  file is named after (taew2_2_super.safetensors -> taew2_2_super).\n"
+    "  --streaming: StreamingTAEHV, one frame (one latent) at a time, memory independent of the length (not taeh3).\n";
 
-const char* kDecodeUsage =
-    "usage: taehv-train decode --variant V --weights W.safetensors --input IN.safetensors --output OUT.safetensors\n"
-    "                          [--streaming] [--decoder-time-upscale a,b] [--decoder-space-upscale a,b,c]\n"
-    "                          [--threads K]\n"
-    "  reads tensor 'latents' (N, L, C, h, w), writes tensor 'frames' (float32, in [0, 1]).\n"
-    "  variants: taehv, taew2_1, taecvx, taeos1_3 (16 channels), taehv1_5 (32), taew2_2 (48)\n";
+const std::string kEncodeUsage =
+    std::string("usage: taehv-train encode [--variant V] --weights W.safetensors --input IN.safetensors\n"
+                "                          --output OUT.safetensors [--streaming] [--threads K]\n"
+                "  reads tensor 'input' (N, T, 3, H, W) in [0, 1], writes tensor 'latents' (float32).\n") +
+    kVariantsHelp;
+
+const std::string kDecodeUsage =
+    std::string("usage: taehv-train decode [--variant V] --weights W.safetensors --input IN.safetensors\n"
+                "                          --output OUT.safetensors [--streaming] [--decoder-time-upscale a,b]\n"
+                "                          [--decoder-space-upscale a,b,c] [--threads K]\n"
+                "  reads tensor 'latents' (N, L, C, h, w), writes tensor 'frames' (float32, in [0, 1]).\n") +
+    kVariantsHelp;
 
 const char* kBenchUsage =
     "usage: taehv-train bench --variant V --batch B --frames T --size S --steps N [--warmup W] [--threads K]\n"
@@ -251,8 +272,12 @@ const char* kBenchUsage =
 const std::set<std::string> kCodecOptions = {"variant", "weights", "input", "output", "threads",
                                              "decoder-time-upscale", "decoder-space-upscale"};
 
-TAEHV loadModel(const Args& args) {
+TAEHV loadModel(const Args& args, bool streaming) {
   TAEHV model(modelOptions(args));
+  if (streaming && model->options().time_layout == TimeLayout::kH3) {
+    throw UsageError("--streaming: taeh3 has no streaming mode (H3 encodes whole 17-frame chunks; upstream has none "
+                     "either); leave --streaming out");
+  }
   const std::string weights = args.required("weights");
   try {
     loadWeights(*model, weights);
@@ -267,6 +292,81 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// This process's peak resident memory in MB: VmHWM of /proc/self/status, which (unlike getrusage's ru_maxrss)
+// starts afresh at exec and so does not include the RSS of the process that forked this one; ru_maxrss elsewhere.
+double peakRssMb() {
+  std::FILE* status = std::fopen("/proc/self/status", "r");
+  if (status != nullptr) {
+    char line[256];
+    long long kb = -1;
+    while (std::fgets(line, sizeof line, status) != nullptr) {
+      if (std::sscanf(line, "VmHWM: %lld kB", &kb) == 1) {
+        break;
+      }
+    }
+    std::fclose(status);
+    if (kb >= 0) {
+      return static_cast<double>(kb) / 1024.0;
+    }
+  }
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
+
+// Copies each output of a stream into its place in one preallocated tensor, so that the outputs are held once.
+class OutputVideo {
+ public:
+  explicit OutputVideo(int64_t steps) : steps_(steps) {}
+  void add(const torch::Tensor& step) {  // step: (N, 1, C, H, W)
+    if (!video_.defined()) {
+      video_ = torch::empty({step.size(0), steps_, step.size(2), step.size(3), step.size(4)}, step.options());
+    }
+    TORCH_CHECK(next_ < steps_, "stream made more than the ", steps_, " outputs expected");
+    video_.select(1, next_++).copy_(step.select(1, 0));
+  }
+  torch::Tensor finish() {
+    TORCH_CHECK(next_ == steps_, "stream made ", next_, " outputs, ", steps_, " expected");
+    return video_;
+  }
+
+ private:
+  int64_t steps_;
+  int64_t next_ = 0;
+  torch::Tensor video_;
+};
+
+// encode --streaming: one input frame at a time, then the encoder flushed.
+torch::Tensor encodeStreaming(const TAEHV& model, const torch::Tensor& frames) {
+  StreamingTAEHV stream(model);
+  OutputVideo out(model->encodedLatents(frames.size(1)));
+  for (int64_t t = 0; t < frames.size(1); ++t) {
+    if (auto z = stream.encode(frames.slice(1, t, t + 1))) {
+      out.add(*z);
+    }
+  }
+  for (const auto& z : stream.flushEncoder()) {
+    out.add(z);
+  }
+  return out.finish();
+}
+
+// decode --streaming: one latent at a time, its frames drained one by one.
+torch::Tensor decodeStreaming(const TAEHV& model, const torch::Tensor& latents) {
+  StreamingTAEHV stream(model);
+  const bool trims = model->options().time_layout != TimeLayout::kCogVideoX;  // upstream streaming: taecvx never
+  OutputVideo out(latents.size(1) * model->timeUpscale() - (trims ? model->framesToTrim() : 0));
+  for (int64_t t = 0; t < latents.size(1); ++t) {
+    for (auto x = stream.decode(latents.slice(1, t, t + 1)); x; x = stream.decode()) {
+      out.add(*x);
+    }
+  }
+  for (const auto& x : stream.flushDecoder()) {
+    out.add(x);
+  }
+  return out.finish();
+}
+
 }  // namespace
 
 int encodeCommand(const std::vector<std::string>& argv) {
@@ -274,7 +374,8 @@ int encodeCommand(const std::vector<std::string>& argv) {
     Args args(argv, kCodecOptions, {"streaming"});
     applyThreads(args);
     const std::string output = args.required("output");
-    TAEHV model = loadModel(args);
+    const bool streaming = args.flag("streaming");
+    TAEHV model = loadModel(args, streaming);
     const int64_t p = model->options().patch_size;
     const std::string input = args.required("input");
     torch::Tensor frames = readVideo(input, "input", 3, "(N, T, 3, H, W) frames in [0, 1]");
@@ -292,13 +393,13 @@ int encodeCommand(const std::vector<std::string>& argv) {
     torch::Tensor latents;
     {
       torch::InferenceMode guard;
-      latents = model->encodeVideo(frames, args.flag("streaming"));
+      latents = streaming ? encodeStreaming(model, frames) : model->encodeVideo(frames);
     }
     const double seconds = secondsSince(start);
     requireFinite(latents, "latents");
     writeSafetensors(output, {{"latents", latents}}, torch::kFloat);
-    std::printf("encoded %s -> latents %s in %.3f s (%s)\n", shapeText(frames.sizes()).c_str(),
-                shapeText(latents.sizes()).c_str(), seconds, args.flag("streaming") ? "streaming" : "parallel");
+    std::printf("encoded %s -> latents %s in %.3f s (%s) peak_rss_mb=%.1f\n", shapeText(frames.sizes()).c_str(),
+                shapeText(latents.sizes()).c_str(), seconds, streaming ? "streaming" : "parallel", peakRssMb());
     return 0;
   });
 }
@@ -308,23 +409,24 @@ int decodeCommand(const std::vector<std::string>& argv) {
     Args args(argv, kCodecOptions, {"streaming"});
     applyThreads(args);
     const std::string output = args.required("output");
-    TAEHV model = loadModel(args);
+    const bool streaming = args.flag("streaming");
+    TAEHV model = loadModel(args, streaming);
     const int64_t c = model->options().latent_channels;
     const std::string input = args.required("input");
     torch::Tensor latents =
         readVideo(input, "latents", c,
-                  "(N, L, " + std::to_string(c) + ", h, w) latents for variant " + args.required("variant"));
+                  "(N, L, " + std::to_string(c) + ", h, w) latents for variant " + variantName(args));
     const auto start = std::chrono::steady_clock::now();
     torch::Tensor frames;
     {
       torch::InferenceMode guard;
-      frames = model->decodeVideo(latents, args.flag("streaming"));
+      frames = streaming ? decodeStreaming(model, latents) : model->decodeVideo(latents);
     }
     const double seconds = secondsSince(start);
     requireFinite(frames, "frames");
     writeSafetensors(output, {{"frames", frames}}, torch::kFloat);
-    std::printf("decoded latents %s -> frames %s in %.3f s (%s)\n", shapeText(latents.sizes()).c_str(),
-                shapeText(frames.sizes()).c_str(), seconds, args.flag("streaming") ? "streaming" : "parallel");
+    std::printf("decoded latents %s -> frames %s in %.3f s (%s) peak_rss_mb=%.1f\n", shapeText(latents.sizes()).c_str(),
+                shapeText(frames.sizes()).c_str(), seconds, streaming ? "streaming" : "parallel", peakRssMb());
     return 0;
   });
 }
@@ -421,8 +523,7 @@ int benchCommand(const std::vector<std::string>& argv) {
     const std::vector<torch::Tensor> params = model->parameters();
     const bool fused = optimizer_name == "fused";
     const torch::Tensor x = torch::rand({batch, frames, 3, size, size}).to(device);
-    const int64_t latents = (frames + model->timeDownscale() - 1) / model->timeDownscale();
-    const int64_t decoded = std::max<int64_t>(0, model->timeUpscale() * latents - model->framesToTrim());
+    const int64_t decoded = model->decodedFrames(model->encodedLatents(frames));
     if (decoded < 1) {
       throw UsageError("--frames " + std::to_string(frames) + " decodes to no frame; use at least 1");
     }

@@ -28,7 +28,42 @@ nn::Conv2d conv3x3(int64_t in, int64_t out, int64_t stride = 1, bool bias = true
 nn::Conv2d conv1x1NoBias(int64_t in, int64_t out) { return nn::Conv2d(nn::Conv2dOptions(in, out, 1).bias(false)); }
 
 bool mixesTime(TAEHVLayer::Kind kind) {
-  return kind == TAEHVLayer::Kind::kMemBlock || kind == TAEHVLayer::Kind::kTPool || kind == TAEHVLayer::Kind::kTGrow;
+  return kind == TAEHVLayer::Kind::kMemBlock || kind == TAEHVLayer::Kind::kSuperMemBlock ||
+         kind == TAEHVLayer::Kind::kTPool || kind == TAEHVLayer::Kind::kTGrow;
+}
+
+// A layer that works on each frame alone (conv, ReLU, Clamp, Upsample, PixelShuffle), on (B, C, H, W).
+torch::Tensor applyFrameLayer(const TAEHVLayer& layer, const torch::Tensor& x) {
+  using Kind = TAEHVLayer::Kind;
+  switch (layer.kind) {
+    case Kind::kConv:
+      return countedConv(*layer.conv.ptr(), x);
+    case Kind::kReLU:
+      return torch::relu(x);
+    case Kind::kClamp:
+      return torch::tanh(x / 3) * 3;
+    case Kind::kUpsample:
+      return layer.upsample.ptr()->forward(x);
+    case Kind::kPixelShuffle:
+      return layer.pixelshuffle.ptr()->forward(x);
+    default:
+      TORCH_CHECK(false, "applyFrameLayer: layer mixes time");
+  }
+}
+
+// past[t] = x[t - 1] within each clip of `frames` rows of x (N*T, C, H, W), zeros at t = 0; built by concatenating
+// along the frame dimension so that x's memory format (contiguous or channels_last) carries over.
+torch::Tensor pastFrames(const torch::Tensor& x, int64_t frames) {
+  const int64_t clips = x.size(0) / frames;
+  const torch::Tensor zero = torch::zeros_like(x.slice(0, 0, 1));
+  std::vector<torch::Tensor> pieces;
+  for (int64_t c = 0; c < clips; ++c) {
+    pieces.push_back(zero);
+    if (frames > 1) {
+      pieces.push_back(x.slice(0, c * frames, (c + 1) * frames - 1));
+    }
+  }
+  return torch::cat(pieces, 0);
 }
 
 bool isChannelsLast(const torch::Tensor& x) {
@@ -86,17 +121,11 @@ torch::Tensor runParallel(const std::vector<TAEHVLayer>& layers, torch::Tensor x
       trim = 0;
     }
     switch (layer.kind) {
-      case Kind::kConv:
-        x = countedConv(*layer.conv.ptr(), x);
-        break;
-      case Kind::kReLU:
-        x = torch::relu(x);
-        break;
-      case Kind::kClamp:
-        x = torch::tanh(x / 3) * 3;
-        break;
       case Kind::kMemBlock:
         x = layer.memblock.ptr()->forwardClip(x, x.size(0) / clips);
+        break;
+      case Kind::kSuperMemBlock:
+        x = layer.supermemblock.ptr()->forwardClip(x, x.size(0) / clips);
         break;
       case Kind::kTPool:
         x = layer.tpool.ptr()->forward(x);
@@ -104,8 +133,8 @@ torch::Tensor runParallel(const std::vector<TAEHVLayer>& layers, torch::Tensor x
       case Kind::kTGrow:
         x = layer.tgrow.ptr()->forward(x);
         break;
-      case Kind::kUpsample:
-        x = layer.upsample.ptr()->forward(x);
+      default:
+        x = applyFrameLayer(layer, x);
         break;
     }
   }
@@ -118,6 +147,28 @@ void checkVideo(const torch::Tensor& x, const char* what, int64_t channels) {
   TORCH_CHECK(x.size(2) == channels, what, " must have ", channels, " channels, got ", x.sizes());
 }
 
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// H3 chunking (ARCHITECTURE.md): 17 input frames after 3 zero frames encode to 5 latents; 3 latents are dropped.
+constexpr int64_t kH3ChunkFrames = 17;
+constexpr int64_t kH3LeadFrames = 3;
+constexpr int64_t kH3LatentsPerChunk = 5;
+constexpr int64_t kH3DroppedLatents = 3;
+
+// Runs `layers` over NTCHW x one frame at a time (FrameStream), draining after each frame so that only O(1)
+// frames of activations are alive; returns NTCHW.
+torch::Tensor runStreaming(const std::vector<TAEHVLayer>& layers, const torch::Tensor& x) {
+  FrameStream stream(layers);
+  std::vector<torch::Tensor> out;
+  for (int64_t i = 0; i < x.size(1); ++i) {
+    stream.push(x.select(1, i));
+    for (auto& y : stream.drain()) {
+      out.push_back(std::move(y));
+    }
+  }
+  return torch::stack(out, 1);
+}
+
 }  // namespace
 
 int64_t convFlops() { return g_conv_flops.load(std::memory_order_relaxed); }
@@ -125,29 +176,26 @@ int64_t convFlops() { return g_conv_flops.load(std::memory_order_relaxed); }
 // ---------------------------------------------------------------- options
 
 TAEHVOptions TAEHVOptions::forVariant(const std::string& name) {
+  const VariantSpec* spec = findVariant(name);
+  if (spec == nullptr) {
+    throw std::invalid_argument(unknownVariantMessage(name));
+  }
   TAEHVOptions o;
-  if (name == "taehv" || name == "taew2_1" || name == "taecvx" || name == "taeos1_3") {
-    return o;
-  }
-  if (name == "taehv1_5") {
-    o.patch_size = 2;
-    o.latent_channels = 32;
-    return o;
-  }
-  if (name == "taew2_2") {
-    o.patch_size = 2;
-    o.latent_channels = 48;
-    return o;
-  }
-  std::string valid;
-  for (const auto& v : variantNames()) {
-    valid += (valid.empty() ? "" : ", ") + v;
-  }
-  throw std::invalid_argument("unknown TAEHV variant '" + name + "' (valid: " + valid + ")");
+  o.patch_size = spec->patch_size;
+  o.latent_channels = spec->latent_channels;
+  o.encoder_time_downscale = spec->encoder_time_downscale;
+  o.decoder_time_upscale = spec->decoder_time_upscale;
+  o.decoder_arch = spec->decoder;
+  o.time_layout = spec->time_layout;
+  return o;
 }
 
 std::vector<std::string> TAEHVOptions::variantNames() {
-  return {"taehv", "taew2_1", "taecvx", "taeos1_3", "taehv1_5", "taew2_2"};
+  std::vector<std::string> names;
+  for (const auto& spec : variantSpecs()) {
+    names.push_back(spec.name);
+  }
+  return names;
 }
 
 // ---------------------------------------------------------------- blocks
@@ -167,18 +215,24 @@ torch::Tensor MemBlockImpl::forward(const torch::Tensor& x, const torch::Tensor&
 }
 
 torch::Tensor MemBlockImpl::forwardClip(const torch::Tensor& x, int64_t frames) {
-  const int64_t clips = x.size(0) / frames;
-  // past[t] = x[t - 1] within each clip, zeros at t = 0; built by concatenating along the frame dimension so
-  // that x's memory format (contiguous or channels_last) carries over.
-  const torch::Tensor zero = torch::zeros_like(x.slice(0, 0, 1));
-  std::vector<torch::Tensor> pieces;
-  for (int64_t c = 0; c < clips; ++c) {
-    pieces.push_back(zero);
-    if (frames > 1) {
-      pieces.push_back(x.slice(0, c * frames, (c + 1) * frames - 1));
-    }
-  }
-  return forward(x, torch::cat(pieces, 0));
+  return forward(x, pastFrames(x, frames));
+}
+
+SuperMemBlockImpl::SuperMemBlockImpl(int64_t channels)
+    : depthwise_(nn::Conv2d(nn::Conv2dOptions(2 * channels, 2 * channels, 7).padding(3).groups(2 * channels).bias(false))),
+      expand_(nn::Conv2d(nn::Conv2dOptions(2 * channels, 4 * channels, 1))),
+      project_(nn::Conv2d(nn::Conv2dOptions(4 * channels, channels, 1).bias(false))) {
+  conv = register_module("conv", nn::Sequential(depthwise_, expand_, nn::ReLU(), project_));
+}
+
+torch::Tensor SuperMemBlockImpl::forward(const torch::Tensor& x, const torch::Tensor& past) {
+  torch::Tensor h = countedConv(*depthwise_, torch::cat({x, past}, 1));
+  h = torch::relu(countedConv(*expand_, h));
+  return countedConv(*project_, h) + x;
+}
+
+torch::Tensor SuperMemBlockImpl::forwardClip(const torch::Tensor& x, int64_t frames) {
+  return forward(x, pastFrames(x, frames));
 }
 
 TPoolImpl::TPoolImpl(int64_t channels, int64_t stride) : channels_(channels), stride_(stride) {
@@ -226,85 +280,146 @@ torch::Tensor UpsampleImpl::forward(const torch::Tensor& x) {
 
 // ---------------------------------------------------------------- TAEHV
 
-TAEHVImpl::TAEHVImpl(TAEHVOptions options) : options_(options) {
+namespace {
+
+// The layers of a block list. appendLayer adds one to the typed list and its module to the Sequential that names
+// its parameters ("decoder.<index>. ..."), so that the two stay index for index the same.
+TAEHVLayer convLayer(nn::Conv2d conv) {
+  TAEHVLayer l{TAEHVLayer::Kind::kConv};
+  l.conv = std::move(conv);
+  return l;
+}
+TAEHVLayer plainLayer(TAEHVLayer::Kind kind) { return TAEHVLayer{kind}; }  // ReLU, Clamp
+TAEHVLayer memBlockLayer(int64_t channels) {
+  TAEHVLayer l{TAEHVLayer::Kind::kMemBlock};
+  l.memblock = MemBlock(channels);
+  return l;
+}
+TAEHVLayer superMemBlockLayer(int64_t channels) {
+  TAEHVLayer l{TAEHVLayer::Kind::kSuperMemBlock};
+  l.supermemblock = SuperMemBlock(channels);
+  return l;
+}
+TAEHVLayer tpoolLayer(int64_t channels, bool on) {
+  TAEHVLayer l{TAEHVLayer::Kind::kTPool};
+  l.tpool = TPool(channels, on ? 2 : 1);
+  return l;
+}
+TAEHVLayer tgrowLayer(int64_t channels, bool on) {
+  TAEHVLayer l{TAEHVLayer::Kind::kTGrow};
+  l.tgrow = TGrow(channels, on ? 2 : 1);
+  return l;
+}
+TAEHVLayer upsampleLayer(bool on) {
+  TAEHVLayer l{TAEHVLayer::Kind::kUpsample};
+  l.upsample = Upsample(on ? 2 : 1);
+  return l;
+}
+TAEHVLayer pixelShuffleLayer(int64_t factor) {
+  TAEHVLayer l{TAEHVLayer::Kind::kPixelShuffle};
+  l.pixelshuffle = nn::PixelShuffle(nn::PixelShuffleOptions(factor));
+  return l;
+}
+
+void appendLayer(nn::Sequential& seq, std::vector<TAEHVLayer>& layers, TAEHVLayer layer) {
   using Kind = TAEHVLayer::Kind;
+  switch (layer.kind) {
+    case Kind::kConv:
+      seq->push_back(layer.conv);
+      break;
+    case Kind::kReLU:
+      seq->push_back(nn::ReLU());
+      break;
+    case Kind::kClamp:
+      seq->push_back(Clamp());
+      break;
+    case Kind::kMemBlock:
+      seq->push_back(layer.memblock);
+      break;
+    case Kind::kSuperMemBlock:
+      seq->push_back(layer.supermemblock);
+      break;
+    case Kind::kTPool:
+      seq->push_back(layer.tpool);
+      break;
+    case Kind::kTGrow:
+      seq->push_back(layer.tgrow);
+      break;
+    case Kind::kUpsample:
+      seq->push_back(layer.upsample);
+      break;
+    case Kind::kPixelShuffle:
+      seq->push_back(layer.pixelshuffle);
+      break;
+  }
+  layers.push_back(std::move(layer));
+}
+
+}  // namespace
+
+TAEHVImpl::TAEHVImpl(TAEHVOptions options) : options_(options) {
   TORCH_CHECK(options_.patch_size >= 1, "TAEHV: patch_size must be >= 1");
   TORCH_CHECK(options_.latent_channels >= 1, "TAEHV: latent_channels must be >= 1");
   encoder = register_module("encoder", nn::Sequential());
   decoder = register_module("decoder", nn::Sequential());
 
-  const auto add_conv = [](nn::Sequential& seq, std::vector<TAEHVLayer>& layers, nn::Conv2d conv) {
-    seq->push_back(conv);
-    TAEHVLayer l;
-    l.kind = Kind::kConv;
-    l.conv = conv;
-    layers.push_back(l);
-  };
-  const auto add_relu = [](nn::Sequential& seq, std::vector<TAEHVLayer>& layers) {
-    seq->push_back(nn::ReLU());
-    TAEHVLayer l;
-    l.kind = Kind::kReLU;
-    layers.push_back(l);
-  };
-  const auto add_memblocks = [](nn::Sequential& seq, std::vector<TAEHVLayer>& layers, int64_t channels) {
-    for (int i = 0; i < 3; ++i) {
-      MemBlock m(channels);
-      seq->push_back(m);
-      TAEHVLayer l;
-      l.kind = Kind::kMemBlock;
-      l.memblock = m;
-      layers.push_back(l);
-    }
-  };
-  const int64_t image_channels = 3 * options_.patch_size * options_.patch_size;
-
   // Encoder (ARCHITECTURE.md, "Encoder").
-  auto& enc = encoder_layers_;
-  add_conv(encoder, enc, conv3x3(image_channels, 64));
-  add_relu(encoder, enc);
-  for (int stage = 0; stage < 3; ++stage) {
-    TPool pool(64, options_.encoder_time_downscale[static_cast<std::size_t>(stage)] ? 2 : 1);
-    encoder->push_back(pool);
-    TAEHVLayer l;
-    l.kind = Kind::kTPool;
-    l.tpool = pool;
-    enc.push_back(l);
-    add_conv(encoder, enc, conv3x3(64, 64, 2, false));
-    add_memblocks(encoder, enc, 64);
+  const auto add = [&](TAEHVLayer layer) { appendLayer(encoder, encoder_layers_, std::move(layer)); };
+  add(convLayer(conv3x3(imageChannels(), 64)));
+  add(plainLayer(TAEHVLayer::Kind::kReLU));
+  for (std::size_t s = 0; s < 3; ++s) {
+    add(tpoolLayer(64, options_.encoder_time_downscale[s]));
+    add(convLayer(conv3x3(64, 64, 2, false)));
+    for (int i = 0; i < 3; ++i) {
+      add(memBlockLayer(64));
+    }
   }
-  add_conv(encoder, enc, conv3x3(64, options_.latent_channels));
+  add(convLayer(conv3x3(64, options_.latent_channels)));
 
-  // Decoder (ARCHITECTURE.md, "Decoder").
-  auto& dec = decoder_layers_;
-  {
-    Clamp clamp;
-    decoder->push_back(clamp);
-    TAEHVLayer l;
-    l.kind = Kind::kClamp;
-    dec.push_back(l);
+  if (options_.decoder_arch == DecoderArch::kSuper) {
+    buildSuperDecoder();
+  } else {
+    buildBaseDecoder();
   }
+}
+
+int64_t TAEHVImpl::imageChannels() const { return 3 * options_.patch_size * options_.patch_size; }
+
+void TAEHVImpl::buildBaseDecoder() {
+  // ARCHITECTURE.md, "Decoder".
+  const auto add = [&](TAEHVLayer layer) { appendLayer(decoder, decoder_layers_, std::move(layer)); };
   const int64_t n_f[4] = {256, 128, 64, 64};
-  add_conv(decoder, dec, conv3x3(options_.latent_channels, n_f[0]));
-  add_relu(decoder, dec);
-  for (int stage = 0; stage < 3; ++stage) {
-    const auto s = static_cast<std::size_t>(stage);
-    add_memblocks(decoder, dec, n_f[s]);
-    Upsample up(options_.decoder_space_upscale[s] ? 2 : 1);
-    decoder->push_back(up);
-    TAEHVLayer lu;
-    lu.kind = Kind::kUpsample;
-    lu.upsample = up;
-    dec.push_back(lu);
-    TGrow grow(n_f[s], options_.decoder_time_upscale[s] ? 2 : 1);
-    decoder->push_back(grow);
-    TAEHVLayer lg;
-    lg.kind = Kind::kTGrow;
-    lg.tgrow = grow;
-    dec.push_back(lg);
-    add_conv(decoder, dec, conv3x3(n_f[s], n_f[s + 1], 1, false));
+  add(plainLayer(TAEHVLayer::Kind::kClamp));
+  add(convLayer(conv3x3(options_.latent_channels, n_f[0])));
+  add(plainLayer(TAEHVLayer::Kind::kReLU));
+  for (std::size_t s = 0; s < 3; ++s) {
+    for (int i = 0; i < 3; ++i) {
+      add(memBlockLayer(n_f[s]));
+    }
+    add(upsampleLayer(options_.decoder_space_upscale[s]));
+    add(tgrowLayer(n_f[s], options_.decoder_time_upscale[s]));
+    add(convLayer(conv3x3(n_f[s], n_f[s + 1], 1, false)));
   }
-  add_relu(decoder, dec);
-  add_conv(decoder, dec, conv3x3(n_f[3], image_channels));
+  add(plainLayer(TAEHVLayer::Kind::kReLU));
+  add(convLayer(conv3x3(n_f[3], imageChannels())));
+}
+
+void TAEHVImpl::buildSuperDecoder() {
+  // ARCHITECTURE.md, "Super decoder": no Clamp; spatial upscaling by PixelShuffle after a wider conv.
+  const auto add = [&](TAEHVLayer layer) { appendLayer(decoder, decoder_layers_, std::move(layer)); };
+  const int64_t n_f[4] = {512, 256, 128, 64};
+  add(convLayer(conv1x1NoBias(options_.latent_channels, n_f[0])));
+  for (std::size_t s = 0; s < 3; ++s) {
+    for (int i = 0; i < 3; ++i) {
+      add(superMemBlockLayer(n_f[s]));
+    }
+    const int64_t up = options_.decoder_space_upscale[s] ? 2 : 1;
+    add(convLayer(conv3x3(n_f[s], n_f[s + 1] * up * up)));
+    add(plainLayer(TAEHVLayer::Kind::kReLU));
+    add(pixelShuffleLayer(up));
+    add(tgrowLayer(n_f[s + 1], options_.decoder_time_upscale[s]));
+  }
+  add(convLayer(conv3x3(n_f[3], imageChannels())));
 }
 
 int64_t TAEHVImpl::timeDownscale() const {
@@ -334,57 +449,112 @@ bool TAEHVImpl::isTGrowWeight(const std::string& name) const {
   return false;
 }
 
-torch::Tensor TAEHVImpl::encodeVideo(const torch::Tensor& frames, bool streaming) {
-  checkVideo(frames, "encodeVideo: frames", 3);
+torch::Tensor TAEHVImpl::preprocessFrames(const torch::Tensor& frames) const {
   const int64_t p = options_.patch_size;
-  TORCH_CHECK(frames.size(3) % p == 0 && frames.size(4) % p == 0, "encodeVideo: height and width ",
-              frames.sizes(), " must be multiples of the patch size ", p);
-  torch::Tensor x = p > 1 ? torch::pixel_unshuffle(frames, p) : frames;
-  const int64_t td = timeDownscale();
-  const int64_t t = x.size(1);
-  if (t % td != 0) {
-    // Pad time with copies of the last frame.
-    x = torch::cat({x, x.slice(1, t - 1, t).expand({-1, td - t % td, -1, -1, -1})}, 1);
+  return p > 1 ? torch::pixel_unshuffle(frames, p) : frames;
+}
+
+torch::Tensor TAEHVImpl::postprocessFrames(const torch::Tensor& x) const {
+  const int64_t p = options_.patch_size;
+  return (p > 1 ? torch::pixel_shuffle(x, p) : x).clamp(0, 1);
+}
+
+int64_t TAEHVImpl::encodedLatents(int64_t frames) const {
+  if (options_.time_layout == TimeLayout::kH3) {
+    return std::max<int64_t>(0, kH3LatentsPerChunk * ceilDiv(frames, kH3ChunkFrames) - kH3DroppedLatents);
+  }
+  return ceilDiv(frames, timeDownscale());
+}
+
+int64_t TAEHVImpl::decodedFrames(int64_t latents) const {
+  const int64_t raw = latents * timeUpscale();
+  if (options_.time_layout == TimeLayout::kH3) {
+    const int64_t chunks = ceilDiv(raw, kH3LatentsPerChunk * timeUpscale());
+    const int64_t kept = chunks * (kH3LatentsPerChunk * timeUpscale() - framesToTrim());
+    return std::max<int64_t>(0, kept - kH3DroppedLatents * timeUpscale());
+  }
+  return skipsTrim(latents) ? raw : std::max<int64_t>(0, raw - framesToTrim());
+}
+
+bool TAEHVImpl::skipsTrim(int64_t latents) const {
+  // upstream decode_video: "skip trimming for cogvideox to make frame counts match" (even latent counts only)
+  return options_.time_layout == TimeLayout::kCogVideoX && latents % 2 == 0;
+}
+
+torch::Tensor TAEHVImpl::runEncoder(const torch::Tensor& x, bool streaming) {
+  if (streaming) {
+    return runStreaming(encoder_layers_, x);
   }
   const int64_t n = x.size(0);
-  if (streaming) {
-    FrameStream stream(encoder_layers_);
-    std::vector<torch::Tensor> out;
-    for (int64_t i = 0; i < x.size(1); ++i) {
-      for (auto& f : stream.push(x.select(1, i))) {
-        out.push_back(std::move(f));
-      }
-    }
-    return torch::stack(out, 1);
-  }
   torch::Tensor y =
       runParallel(encoder_layers_, x.reshape({-1, x.size(2), x.size(3), x.size(4)}), n, 0, channels_last_);
   return y.view({n, -1, y.size(1), y.size(2), y.size(3)});
 }
 
+torch::Tensor TAEHVImpl::encodeVideo(const torch::Tensor& frames, bool streaming) {
+  checkVideo(frames, "encodeVideo: frames", 3);
+  const int64_t p = options_.patch_size;
+  TORCH_CHECK(frames.size(3) % p == 0 && frames.size(4) % p == 0, "encodeVideo: height and width ",
+              frames.sizes(), " must be multiples of the patch size ", p);
+  const bool h3 = options_.time_layout == TimeLayout::kH3;
+  const int64_t multiple = h3 ? kH3ChunkFrames : timeDownscale();
+  torch::Tensor x = frames;
+  const int64_t t = x.size(1);
+  if (t % multiple != 0) {
+    // Pad time with copies of the last frame.
+    x = torch::cat({x, x.slice(1, t - 1, t).expand({-1, multiple - t % multiple, -1, -1, -1})}, 1);
+  }
+  if (!h3) {
+    return runEncoder(preprocessFrames(x), streaming);
+  }
+  // H3 (ARCHITECTURE.md, "H3 chunking"): 17-frame chunks, each after 3 zero frames, encoded independently;
+  // the last 3 latents of the whole sequence dropped.
+  const int64_t n = x.size(0);
+  const int64_t chunks = x.size(1) / kH3ChunkFrames;
+  x = x.reshape({n * chunks, kH3ChunkFrames, x.size(2), x.size(3), x.size(4)});
+  x = torch::cat({torch::zeros_like(x.slice(1, 0, kH3LeadFrames)), x}, 1);
+  torch::Tensor z;
+  if (streaming) {
+    // One chunk at a time (all clips of the batch together), each with empty memory, as upstream's sequential mode.
+    x = x.view({n, chunks, x.size(1), x.size(2), x.size(3), x.size(4)});
+    std::vector<torch::Tensor> parts;
+    for (int64_t c = 0; c < chunks; ++c) {
+      parts.push_back(runEncoder(preprocessFrames(x.select(1, c)), true));
+    }
+    z = torch::cat(parts, 1);
+  } else {
+    z = runEncoder(preprocessFrames(x), false);
+    z = z.reshape({n, -1, z.size(2), z.size(3), z.size(4)});
+  }
+  return z.slice(1, 0, z.size(1) - kH3DroppedLatents);
+}
+
 torch::Tensor TAEHVImpl::decodeVideo(const torch::Tensor& latents, bool streaming) {
   checkVideo(latents, "decodeVideo: latents", options_.latent_channels);
   const int64_t n = latents.size(0);
-  const int64_t p = options_.patch_size;
+  const bool h3 = options_.time_layout == TimeLayout::kH3;
+  const int64_t trim = h3 || skipsTrim(latents.size(1)) ? 0 : framesToTrim();
   torch::Tensor x;
   if (streaming) {
-    FrameStream stream(decoder_layers_);
-    std::vector<torch::Tensor> out;
-    for (int64_t i = 0; i < latents.size(1); ++i) {
-      for (auto& f : stream.push(latents.select(1, i))) {
-        out.push_back(std::move(f));
-      }
-    }
-    x = torch::stack(out, 1);
+    x = runStreaming(decoder_layers_, latents).slice(1, trim);
   } else {
     x = runParallel(decoder_layers_, latents.reshape({-1, latents.size(2), latents.size(3), latents.size(4)}), n,
-                    framesToTrim(), channels_last_);
+                    trim, channels_last_);
     x = x.view({n, -1, x.size(1), x.size(2), x.size(3)});
   }
-  if (p > 1) {
-    x = torch::pixel_shuffle(x, p);
+  if (!h3) {
+    return postprocessFrames(x);
   }
-  return streaming ? x.clamp(0, 1).slice(1, framesToTrim()) : x.clamp(0, 1);
+  // H3: pad the frames with zeros to whole 20-frame chunks, drop the first framesToTrim() of each chunk, and after
+  // postprocessing the last 3 latents' worth of frames.
+  const int64_t chunk = kH3LatentsPerChunk * timeUpscale();
+  if (x.size(1) % chunk != 0) {
+    const int64_t pad = chunk - x.size(1) % chunk;
+    x = torch::cat({x, torch::zeros({n, pad, x.size(2), x.size(3), x.size(4)}, x.options())}, 1);
+  }
+  x = x.reshape({n, -1, chunk, x.size(2), x.size(3), x.size(4)}).slice(2, framesToTrim());
+  x = postprocessFrames(x.reshape({n, -1, x.size(3), x.size(4), x.size(5)}));
+  return x.slice(1, 0, std::max<int64_t>(0, x.size(1) - kH3DroppedLatents * timeUpscale()));
 }
 
 // ---------------------------------------------------------------- streaming
@@ -392,37 +562,49 @@ torch::Tensor TAEHVImpl::decodeVideo(const torch::Tensor& latents, bool streamin
 FrameStream::FrameStream(const std::vector<TAEHVLayer>& layers)
     : layers_(layers), memory_(layers.size()), pooled_(layers.size()) {}
 
-std::vector<torch::Tensor> FrameStream::push(const torch::Tensor& frame) {
+void FrameStream::push(torch::Tensor frame) { queue_.push_back({std::move(frame), 0}); }
+
+void FrameStream::reset() {
+  queue_.clear();
+  memory_.assign(layers_.size(), torch::Tensor());
+  pooled_.assign(layers_.size(), {});
+}
+
+std::vector<torch::Tensor> FrameStream::drain() {
   std::vector<torch::Tensor> out;
-  run(0, frame, out);
+  for (torch::Tensor y = step(); y.defined(); y = step()) {
+    out.push_back(std::move(y));
+  }
   return out;
 }
 
-void FrameStream::run(std::size_t first, torch::Tensor x, std::vector<torch::Tensor>& out) {
+torch::Tensor FrameStream::step() {
   using Kind = TAEHVLayer::Kind;
-  for (std::size_t i = first; i < layers_.size(); ++i) {
+  // Depth first: a layer's output goes to the front of the queue, so each frame runs as deep as it can before the
+  // next one starts (upstream's work_queue.insert(0, ...)).
+  while (!queue_.empty()) {
+    WorkItem item = std::move(queue_.front());
+    queue_.pop_front();
+    const std::size_t i = item.layer;
+    if (i == layers_.size()) {
+      return item.x;
+    }
+    torch::Tensor x = std::move(item.x);
     const TAEHVLayer& layer = layers_[i];
     switch (layer.kind) {
-      case Kind::kConv:
-        x = countedConv(*layer.conv.ptr(), x);
-        break;
-      case Kind::kReLU:
-        x = torch::relu(x);
-        break;
-      case Kind::kClamp:
-        x = torch::tanh(x / 3) * 3;
-        break;
-      case Kind::kMemBlock: {
-        torch::Tensor past = memory_[i].defined() ? memory_[i] : torch::zeros_like(x);
+      case Kind::kMemBlock:
+      case Kind::kSuperMemBlock: {
+        const torch::Tensor past = memory_[i].defined() ? memory_[i] : torch::zeros_like(x);
         memory_[i] = x;
-        x = layer.memblock.ptr()->forward(x, past);
+        x = layer.kind == Kind::kMemBlock ? layer.memblock.ptr()->forward(x, past)
+                                          : layer.supermemblock.ptr()->forward(x, past);
         break;
       }
       case Kind::kTPool: {
         auto& group = pooled_[i];
-        group.push_back(x);
+        group.push_back(std::move(x));
         if (static_cast<int64_t>(group.size()) < layer.tpool.ptr()->stride()) {
-          return;
+          continue;
         }
         x = countedConv(*layer.tpool.ptr()->conv, torch::cat(group, 1));
         group.clear();
@@ -431,36 +613,18 @@ void FrameStream::run(std::size_t first, torch::Tensor x, std::vector<torch::Ten
       case Kind::kTGrow: {
         const torch::Tensor y = countedConv(*layer.tgrow.ptr()->conv, x);
         const int64_t c = layer.tgrow.ptr()->channels();
-        for (int64_t k = 0; k < layer.tgrow.ptr()->stride(); ++k) {
-          run(i + 1, y.slice(1, k * c, (k + 1) * c), out);
+        for (int64_t k = layer.tgrow.ptr()->stride() - 1; k >= 0; --k) {
+          queue_.push_front({y.slice(1, k * c, (k + 1) * c), i + 1});
         }
-        return;
+        continue;
       }
-      case Kind::kUpsample:
-        x = layer.upsample.ptr()->forward(x);
+      default:
+        x = applyFrameLayer(layer, x);
         break;
     }
+    queue_.push_front({std::move(x), i + 1});
   }
-  out.push_back(std::move(x));
-}
-
-StreamingDecoder::StreamingDecoder(TAEHV model)
-    : model_(std::move(model)), stream_(model_->decoderLayers()), to_trim_(model_->framesToTrim()) {}
-
-std::vector<torch::Tensor> StreamingDecoder::push(const torch::Tensor& latent) {
-  TORCH_CHECK(latent.dim() == 4 && latent.size(1) == model_->options().latent_channels,
-              "StreamingDecoder: latent must be (N, ", model_->options().latent_channels, ", h, w), got ",
-              latent.sizes());
-  std::vector<torch::Tensor> frames;
-  for (auto& f : stream_.push(latent)) {
-    if (to_trim_ > 0) {
-      --to_trim_;
-      continue;
-    }
-    const int64_t p = model_->options().patch_size;
-    frames.push_back((p > 1 ? torch::pixel_shuffle(f, p) : f).clamp(0, 1));
-  }
-  return frames;
+  return {};
 }
 
 }  // namespace taehv

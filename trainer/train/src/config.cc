@@ -11,6 +11,7 @@
 #include <sstream>
 #include <variant>
 
+#include "taehv/model/variants.h"
 #include "taehv/suggest.h"
 
 namespace taehv::train {
@@ -336,12 +337,22 @@ void Config::validate() const {
   if (!validDevice(train.device)) {
     fail("train.device must be auto, cpu, cuda or cuda:N, got '" + train.device + "'");
   }
-  if (data.frames < 4 || data.frames % 4 != 0) {
-    fail("data.frames must be a positive multiple of 4 (the model encodes 4 frames per latent), got " +
-         std::to_string(data.frames));
+  const VariantSpec* variant = findVariant(model.variant);
+  if (variant == nullptr) fail("model.variant: " + unknownVariantMessage(model.variant));
+  const int64_t frame_multiple = variant->clipFrameMultiple();
+  if (data.frames < frame_multiple || data.frames % frame_multiple != 0) {
+    fail("data.frames must be a positive multiple of " + std::to_string(frame_multiple) + " for model.variant " +
+         variant->name + " (" +
+         (variant->time_layout == TimeLayout::kH3 ? std::string("H3 encodes chunks of 17 frames")
+                                                  : "the model encodes " + std::to_string(frame_multiple) +
+                                                        " frames per latent") +
+         "), got " + std::to_string(data.frames));
   }
-  if (data.size < 8 || data.size % 8 != 0) {
-    fail("data.size must be a positive multiple of 8 (the model downsamples 8x), got " + std::to_string(data.size));
+  const int64_t size_multiple = variant->sizeMultiple();
+  if (data.size < size_multiple || data.size % size_multiple != 0) {
+    fail("data.size must be a positive multiple of " + std::to_string(size_multiple) + " for model.variant " +
+         variant->name + " (the model downsamples 8x after patches of " + std::to_string(variant->patch_size) +
+         "), got " + std::to_string(data.size));
   }
   if (data.stride_max < 1) fail("data.stride_max must be >= 1");
   if (data.crop_min <= 0 || data.crop_min > 1) fail("data.crop_min must be in (0, 1]");

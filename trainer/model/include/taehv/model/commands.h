@@ -8,13 +8,15 @@
 
 namespace taehv {
 
-/// `encode --variant V --weights W --input IN.safetensors --output OUT.safetensors [--streaming] [--threads K]`:
-/// reads tensor `input` (NTCHW float in [0, 1]) and writes tensor `latents` (float32).
+/// `encode [--variant V] --weights W --input IN.safetensors --output OUT.safetensors [--streaming] [--threads K]`:
+/// reads tensor `input` (NTCHW float in [0, 1]) and writes tensor `latents` (float32). Without --variant, the
+/// variant the weights file is named after (variantForCheckpoint). --streaming feeds StreamingTAEHV frame by frame.
 int encodeCommand(const std::vector<std::string>& args);
 
-/// `decode --variant V --weights W --input IN.safetensors --output OUT.safetensors [--streaming]
+/// `decode [--variant V] --weights W --input IN.safetensors --output OUT.safetensors [--streaming]
 /// [--decoder-time-upscale a,b] [--decoder-space-upscale a,b,c] [--threads K]`: reads tensor `latents`
-/// (NTCHW) and writes tensor `frames` (float32 NTCHW in [0, 1]).
+/// (NTCHW) and writes tensor `frames` (float32 NTCHW in [0, 1]); --streaming: StreamingTAEHV latent by latent,
+/// the frames written into one preallocated output (peak memory: the output plus O(1) frames of activations).
 int decodeCommand(const std::vector<std::string>& args);
 
 /// `bench --variant V --batch B --frames T --size S --steps N [--warmup W] [--threads K] [--device cpu|cuda]

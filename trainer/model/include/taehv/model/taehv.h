@@ -7,21 +7,26 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "taehv/model/variants.h"
+
 namespace taehv {
 
 struct TAEHVOptions {
-  int64_t patch_size = 1;        ///< 1: taehv, taew2_1, taecvx, taeos1_3; 2: taehv1_5, taew2_2
-  int64_t latent_channels = 16;  ///< 16, or 32 (taehv1_5), 48 (taew2_2)
+  int64_t patch_size = 1;        ///< 1: taehv, taew2_1, taecvx, taeos1_3; 2: taehv1_5(_super), taew2_2(_super), taeh3; 4: taeltx
+  int64_t latent_channels = 16;  ///< 16, or 32 (taehv1_5), 48 (taew2_2), 128 (taeltx), 24 (taeh3)
   std::array<bool, 3> encoder_time_downscale{true, true, false};
   std::array<bool, 3> decoder_time_upscale{false, true, true};
   std::array<bool, 3> decoder_space_upscale{true, true, true};
+  DecoderArch decoder_arch = DecoderArch::kBase;
+  TimeLayout time_layout = TimeLayout::kPlain;
 
-  /// Options of a named variant: taehv, taew2_1, taecvx, taeos1_3, taehv1_5, taew2_2.
-  /// Throws std::invalid_argument naming the valid variants otherwise.
+  /// Options of a named variant (variants.h: taehv, taew2_1, taecvx, taeos1_3, taehv1_5, taew2_2, taehv1_5_super,
+  /// taew2_2_super, taeltx_2, taeltx2_3, taeh3). Throws std::invalid_argument naming the valid variants otherwise.
   static TAEHVOptions forVariant(const std::string& name);
   static std::vector<std::string> variantNames();
 };
@@ -49,6 +54,21 @@ class MemBlockImpl : public torch::nn::Module {
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr};
 };
 TORCH_MODULE(MemBlock);
+
+/// The Super decoder's block: conv(cat[x, past]) + x, no activation after the sum; conv = conv.0 7x7 depthwise
+/// 2C -> 2C (no bias), conv.1 1x1 2C -> 4C (bias), conv.2 ReLU, conv.3 1x1 4C -> C (no bias). `past` as for MemBlock.
+class SuperMemBlockImpl : public torch::nn::Module {
+ public:
+  explicit SuperMemBlockImpl(int64_t channels);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& past);
+  torch::Tensor forwardClip(const torch::Tensor& x, int64_t frames);
+
+  torch::nn::Sequential conv{nullptr};
+
+ private:
+  torch::nn::Conv2d depthwise_{nullptr}, expand_{nullptr}, project_{nullptr};
+};
+TORCH_MODULE(SuperMemBlock);
 
 /// Temporal pooling: `stride` consecutive frames stacked on channels (earliest first), 1x1 conv sC -> C, no bias.
 class TPoolImpl : public torch::nn::Module {
@@ -96,30 +116,43 @@ TORCH_MODULE(Upsample);
 
 /// One entry of a block list (encoder or decoder), for running it in parallel or streaming mode.
 struct TAEHVLayer {
-  enum class Kind { kConv, kReLU, kClamp, kMemBlock, kTPool, kTGrow, kUpsample };
+  enum class Kind { kConv, kReLU, kClamp, kMemBlock, kSuperMemBlock, kTPool, kTGrow, kUpsample, kPixelShuffle };
   Kind kind = Kind::kReLU;
   torch::nn::Conv2d conv{nullptr};
   MemBlock memblock{nullptr};
+  SuperMemBlock supermemblock{nullptr};
   TPool tpool{nullptr};
   TGrow tgrow{nullptr};
   Upsample upsample{nullptr};
+  torch::nn::PixelShuffle pixelshuffle{nullptr};
 };
 
 class TAEHVImpl : public torch::nn::Module {
  public:
   explicit TAEHVImpl(TAEHVOptions options = {});
 
-  /// Frames NTCHW in [0, 1] -> latents NTCHW. T is padded with copies of the last frame to a multiple of 4.
+  /// Frames NTCHW in [0, 1] -> latents NTCHW (upstream encode_video). T is padded with copies of the last frame
+  /// to a multiple of timeDownscale() (taeh3: H3's 17-frame chunks, see ARCHITECTURE.md).
   /// streaming=true runs one frame at a time (O(1) memory in time) and gives the same numbers.
   torch::Tensor encodeVideo(const torch::Tensor& frames, bool streaming = false);
 
-  /// Latents NTCHW -> frames NTCHW in [0, 1]; L latents give 4L - 3 frames (the first 3 are dropped).
+  /// Latents NTCHW -> frames NTCHW in [0, 1] (upstream decode_video); L latents give decodedFrames(L) frames:
+  /// timeUpscale() * L - framesToTrim() (the first frames are dropped; taecvx keeps them for even L; taeh3 trims
+  /// per 20-frame chunk).
   torch::Tensor decodeVideo(const torch::Tensor& latents, bool streaming = false);
+
+  int64_t encodedLatents(int64_t frames) const;  ///< latents encodeVideo makes of `frames` frames
+  int64_t decodedFrames(int64_t latents) const;  ///< frames decodeVideo makes of `latents` latents
 
   const TAEHVOptions& options() const { return options_; }
   int64_t timeDownscale() const;  ///< 2^(stride-2 TPools) = 4 by default
   int64_t timeUpscale() const;    ///< 2^(stride-2 TGrows)
   int64_t framesToTrim() const;   ///< timeUpscale() - 1
+
+  /// Patch size 1 -> identity; else pixel_unshuffle of NTCHW frames (upstream preprocess_input_frames).
+  torch::Tensor preprocessFrames(const torch::Tensor& frames) const;
+  /// pixel_shuffle by the patch size, then clamp to [0, 1] (upstream postprocess_output_frames).
+  torch::Tensor postprocessFrames(const torch::Tensor& x) const;
 
   /// Parallel mode on channels_last (NHWC) activations: same math, no layout reorders around each oneDNN
   /// convolution; faster on CPU. Off by default; streaming mode is not affected.
@@ -137,6 +170,12 @@ class TAEHVImpl : public torch::nn::Module {
   torch::nn::Sequential decoder{nullptr};
 
  private:
+  int64_t imageChannels() const;  // 3 * patch_size^2
+  void buildBaseDecoder();
+  void buildSuperDecoder();
+  bool skipsTrim(int64_t latents) const;  // taecvx with an even latent count
+  torch::Tensor runEncoder(const torch::Tensor& x, bool streaming);
+
   TAEHVOptions options_;
   bool channels_last_ = false;
   std::vector<TAEHVLayer> encoder_layers_;
@@ -146,33 +185,31 @@ TORCH_MODULE(TAEHV);
 
 /// Runs a block list one frame at a time, depth first, keeping one memory slot per layer (O(1) memory in time):
 /// a MemBlock remembers its previous input, a TPool buffers inputs until it has `stride`, a TGrow emits its
-/// frames in time order. Holds a reference to the model's layers: the model must outlive it.
+/// frames in time order. The work queue is upstream's (apply_model_with_memblocks_sequential_single_step): step()
+/// does only the work that makes the next output frame. Holds a reference to the model's layers: the model must
+/// outlive it. Not thread-safe.
 class FrameStream {
  public:
   explicit FrameStream(const std::vector<TAEHVLayer>& layers);
-  /// Pushes one frame (N, C, H, W); returns the 0 or more output frames (N, C', H', W') it completes, in order.
-  std::vector<torch::Tensor> push(const torch::Tensor& frame);
+  /// Queues one frame (N, C, H, W) behind those already queued; no work is done yet.
+  void push(torch::Tensor frame);
+  /// Works through the queue until one output frame (N, C', H', W') is made (returned) or the queue is empty
+  /// (returns an undefined tensor: more input needed).
+  torch::Tensor step();
+  /// Every output frame the queued input completes, in order (step() until empty).
+  std::vector<torch::Tensor> drain();
+  /// Forgets the queue and every layer's memory: the next frame starts a new clip.
+  void reset();
 
  private:
-  void run(std::size_t first, torch::Tensor x, std::vector<torch::Tensor>& out);
-
+  struct WorkItem {
+    torch::Tensor x;
+    std::size_t layer;  // index of the layer x goes into; layers_.size() = finished output
+  };
   const std::vector<TAEHVLayer>& layers_;
+  std::deque<WorkItem> queue_;
   std::vector<torch::Tensor> memory_;               // per MemBlock: its previous input
   std::vector<std::vector<torch::Tensor>> pooled_;  // per TPool: inputs waiting for a full group
-};
-
-/// Live decoding: push latents one time step at a time, get finished frames (N, 3, H, W) in [0, 1] back as soon
-/// as they exist; the first framesToTrim() frames are dropped as in decodeVideo.
-class StreamingDecoder {
- public:
-  explicit StreamingDecoder(TAEHV model);
-  /// latent: (N, C, h, w). Returns 0..timeUpscale() frames.
-  std::vector<torch::Tensor> push(const torch::Tensor& latent);
-
- private:
-  TAEHV model_;
-  FrameStream stream_;
-  int64_t to_trim_;
 };
 
 /// Forward convolution FLOPs (2 per multiply-add) run by all TAEHV models of the process so far; convolutions
