@@ -19,11 +19,12 @@ done
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo=sudo
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
-# clang + libFuzzer (the fuzz targets): the same LLVM version for both. A pair already installed is kept; otherwise
-# the newest pair this Debian release packages (bookworm: 14, trixie: 19).
+# clang + libFuzzer + the sanitizer runtimes (the fuzz targets link -fsanitize=fuzzer,address,undefined, whose
+# libclang_rt.* archives are in libclang-rt-N-dev): one LLVM version for all three. A set already installed is kept;
+# otherwise the newest set this Debian release packages (bookworm: 14, trixie: 19).
 llvm=""
 for v in 19 18 17 16 15 14; do
-  if installed "clang-$v" && installed "libfuzzer-$v-dev"; then llvm=$v; break; fi
+  if installed "clang-$v" && installed "libfuzzer-$v-dev" && installed "libclang-rt-$v-dev"; then llvm=$v; break; fi
 done
 apt_updated=0
 apt_update() {  # once per run: both the LLVM choice and the install below may need fresh package lists
@@ -33,11 +34,11 @@ apt_update() {  # once per run: both the LLVM choice and the install below may n
 if [ -z "$llvm" ]; then
   apt_update
   for v in 19 18 17 16 15 14; do
-    if apt-cache show "clang-$v" "libfuzzer-$v-dev" >/dev/null 2>&1; then llvm=$v; break; fi
+    if apt-cache show "clang-$v" "libfuzzer-$v-dev" "libclang-rt-$v-dev" >/dev/null 2>&1; then llvm=$v; break; fi
   done
 fi
 if [ -z "$llvm" ]; then
-  echo "setup: Debian $(cat /etc/debian_version 2>/dev/null) packages no clang-N with libfuzzer-N-dev (N = 14..19)" >&2
+  echo "setup: Debian $(cat /etc/debian_version 2>/dev/null) packages no clang-N with libfuzzer-N-dev and libclang-rt-N-dev (N = 14..19)" >&2
   exit 1
 fi
 packages=(
@@ -51,7 +52,7 @@ packages=(
   libgloo-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libpng-dev libturbojpeg0-dev
   # tests and benchmarks: a real SLURM, real sshd hosts, fuzzing, test videos
   munge slurmctld slurmd slurm-client openssh-server openssh-client iproute2 procps
-  ffmpeg "clang-$llvm" "libfuzzer-$llvm-dev"
+  ffmpeg "clang-$llvm" "libfuzzer-$llvm-dev" "libclang-rt-$llvm-dev"
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -177,5 +177,25 @@ TEST(HostileCheckpoints, StaleTemporariesOfDeadProcessesAreRemovedLiveOnesKept) 
   fs::remove_all(dir);
 }
 
+
+TEST(HostileCheckpoints, AManifestOrStateThatIsNotOursIsRefusedNotFollowed) {
+  for (const std::string& text :
+       {std::string("[]"), std::string("{\"step\": -1, \"files\": {}}"),
+        std::string("{\"step\": 1, \"files\": {\"../../etc/passwd\": {\"size\": 1, \"crc32c\": 1}}}"),
+        std::string("{\"step\": 1, \"files\": {\"model.pt\": {\"size\": -5, \"crc32c\": 1}}}"),
+        std::string("{\"step\": 1, \"files\": {\"model.pt\": {\"size\": 5, \"crc32c\": 99999999999}}}"),
+        std::string("{\"step\": 1.5, \"files\": {}}"), std::string("not json")}) {
+    EXPECT_THROW(parseCheckpointManifest(text), CheckpointError) << text;
+  }
+  for (const std::string& text : {std::string("{\"step\": 2}"), std::string("{\"step\": 2, \"samples_consumed\": -8}"),
+                                  std::string("{\"step\": \"2\", \"samples_consumed\": 8}"), std::string("")}) {
+    EXPECT_THROW(parseCheckpointState(text), CheckpointError) << text;
+  }
+  const auto st = parseCheckpointState("{\"step\": 2, \"samples_consumed\": 8, \"world_size\": 2}");
+  EXPECT_EQ(st.step, 2);
+  EXPECT_EQ(st.samples_consumed, 8);
+  EXPECT_EQ(st.data_skipped, 0);
+}
+
 }  // namespace
 }  // namespace taehv::train

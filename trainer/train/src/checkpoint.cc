@@ -135,42 +135,90 @@ std::vector<std::string> removeStaleTemporaries(const std::string& output_dir) {
   return removed;
 }
 
+CheckpointManifest parseCheckpointManifest(const std::string& text) {
+  const auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) throw CheckpointError("manifest.json is not a JSON object");
+  CheckpointManifest m;
+  if (!json.contains("step") || !json["step"].is_number_integer() || json["step"].get<int64_t>() < 0) {
+    throw CheckpointError("manifest.json has no step (a whole number >= 0)");
+  }
+  m.step = json["step"].get<int64_t>();
+  if (!json.contains("files") || !json["files"].is_object()) throw CheckpointError("manifest.json has no files");
+  for (const auto& [file, info] : json["files"].items()) {
+    // A file name, never a path: a manifest must not make the check read outside its folder.
+    if (file.empty() || file == "." || file == ".." || file.find('/') != std::string::npos ||
+        file.find('\0') != std::string::npos) {
+      throw CheckpointError("manifest.json names '" + file + "', which is not a file name");
+    }
+    if (!info.is_object() || !info.contains("size") || !info["size"].is_number_unsigned() ||
+        !info.contains("crc32c") || !info["crc32c"].is_number_unsigned() ||
+        info["crc32c"].get<uint64_t>() > 0xFFFFFFFFull) {
+      throw CheckpointError("manifest.json: the entry of " + file + " lacks a size or a 32-bit crc32c");
+    }
+    m.files.push_back({file, info["size"].get<uint64_t>(), static_cast<uint32_t>(info["crc32c"].get<uint64_t>())});
+  }
+  return m;
+}
+
+CheckpointState parseCheckpointState(const std::string& text) {
+  const auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) throw CheckpointError("state.json is not a JSON object");
+  auto count = [&](const char* key, bool required) -> int64_t {
+    if (!json.contains(key)) {
+      if (required) throw CheckpointError(std::string("state.json has no ") + key);
+      return 0;
+    }
+    if (!json[key].is_number_integer() || json[key].get<int64_t>() < 0) {
+      throw CheckpointError(std::string("state.json: ") + key + " must be a whole number >= 0");
+    }
+    return json[key].get<int64_t>();
+  };
+  CheckpointState st;
+  st.step = count("step", true);
+  st.samples_consumed = count("samples_consumed", true);
+  st.data_skipped = count("data_skipped", false);
+  return st;
+}
+
 bool verifyCheckpoint(const std::string& dir, std::string* why) {
-  try {
-    std::ifstream in(fs::path(dir) / kManifest);
-    if (!in) {
-      *why = "no manifest.json (the save was interrupted)";
-      return false;
-    }
-    const auto manifest = nlohmann::json::parse(in);
-    for (const auto& [file, info] : manifest.at("files").items()) {
-      const std::string path = (fs::path(dir) / file).string();
-      if (!fs::exists(path)) {
-        *why = file + " is missing";
-        return false;
-      }
-      uint64_t size = 0;
-      const uint32_t crc = fileCrc(path, &size);
-      if (size != info.at("size").get<uint64_t>()) {
-        *why = file + " has " + std::to_string(size) + " bytes, expected " + std::to_string(info.at("size").get<uint64_t>());
-        return false;
-      }
-      if (crc != info.at("crc32c").get<uint32_t>()) {
-        *why = file + " fails its checksum";
-        return false;
-      }
-    }
-    return true;
-  } catch (const std::exception& e) {
-    *why = std::string("unreadable manifest.json: ") + e.what();
+  std::ifstream in(fs::path(dir) / kManifest);
+  if (!in) {
+    *why = "no manifest.json (the save was interrupted)";
     return false;
   }
+  CheckpointManifest manifest;
+  try {
+    manifest = parseCheckpointManifest(std::string(std::istreambuf_iterator<char>(in), {}));
+  } catch (const CheckpointError& e) {
+    *why = e.what();
+    return false;
+  }
+  for (const auto& f : manifest.files) {
+    const std::string path = (fs::path(dir) / f.name).string();
+    uint64_t size = 0;
+    uint32_t crc = 0;
+    try {
+      crc = fileCrc(path, &size);
+    } catch (const std::exception&) {
+      *why = f.name + " is missing or unreadable";
+      return false;
+    }
+    if (size != f.size) {
+      *why = f.name + " has " + std::to_string(size) + " bytes, expected " + std::to_string(f.size);
+      return false;
+    }
+    if (crc != f.crc32c) {
+      *why = f.name + " fails its checksum";
+      return false;
+    }
+  }
+  return true;
 }
 
 int64_t checkpointStep(const std::string& dir) {
   std::ifstream in(fs::path(dir) / kManifest);
-  if (!in) throw std::runtime_error(dir + ": no manifest.json");
-  return nlohmann::json::parse(in).at("step").get<int64_t>();
+  if (!in) throw CheckpointError(dir + ": no manifest.json");
+  return parseCheckpointManifest(std::string(std::istreambuf_iterator<char>(in), {})).step;
 }
 
 std::vector<std::pair<int64_t, std::string>> listCheckpoints(const std::string& output_dir) {

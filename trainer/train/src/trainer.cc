@@ -414,10 +414,10 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
     if (found) {
       resumed_from = *found;
       std::ifstream in(fs::path(*found) / "state.json");
-      const auto state = nlohmann::json::parse(in);
-      start_step = state.at("step").get<int64_t>();
-      base_position = state.at("samples_consumed").get<int64_t>();
-      skipped_before = state.value("data_skipped", int64_t{0});
+      const CheckpointState state = parseCheckpointState(std::string(std::istreambuf_iterator<char>(in), {}));
+      start_step = state.step;
+      base_position = state.samples_consumed;
+      skipped_before = state.data_skipped;
       {
         torch::serialize::InputArchive archive;
         archive.load_from((fs::path(*found) / "model.pt").string(), device);

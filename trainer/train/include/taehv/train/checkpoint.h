@@ -27,6 +27,28 @@ struct CheckpointError : std::runtime_error {
 std::string saveCheckpoint(const std::string& output_dir, int64_t step, int64_t keep,
                            const std::function<void(const std::string& tmp_dir)>& write);
 
+/// manifest.json of a checkpoint folder: its step and, per file, the size and CRC-32C recorded at save time.
+struct CheckpointManifest {
+  struct File {
+    std::string name;  ///< a file name in the folder (never a path)
+    uint64_t size = 0;
+    uint32_t crc32c = 0;
+  };
+  int64_t step = 0;
+  std::vector<File> files;
+};
+/// Parses manifest.json text. Throws CheckpointError saying what is malformed (any bytes: fuzzed).
+CheckpointManifest parseCheckpointManifest(const std::string& text);
+
+/// state.json of a checkpoint folder: where training resumes (the trainer writes more keys, for people).
+struct CheckpointState {
+  int64_t step = 0;
+  int64_t samples_consumed = 0;  ///< samples of the data order consumed by every rank together
+  int64_t data_skipped = 0;      ///< unreadable items skipped so far
+};
+/// Parses state.json text. Throws CheckpointError saying what is malformed (any bytes: fuzzed).
+CheckpointState parseCheckpointState(const std::string& text);
+
 /// True when `dir` holds a manifest whose files all exist with the recorded size and CRC. `why` says what is
 /// wrong otherwise.
 bool verifyCheckpoint(const std::string& dir, std::string* why);
