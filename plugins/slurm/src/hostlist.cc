@@ -1,5 +1,8 @@
 #include "taehv/slurm/hostlist.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include <cstdint>
 
 namespace taehv::slurm {
@@ -250,6 +253,16 @@ HostlistResult expandHostlist(std::string_view list) {
     if (!err.empty()) return fail(err);
   }
   if (result.hosts.empty()) return fail("no host names: give e.g. n[1-4] or n1,n2");
+  for (const std::string& host : result.hosts) {
+    // Host names reach ssh, sbatch scripts and MASTER_ADDR: only the characters a host name can have.
+    const auto bad = std::find_if(host.begin(), host.end(), [](char c) {
+      return !(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.');
+    });
+    if (bad != host.end()) {
+      return fail("host name " + quoted(host) + " has the character " + quoted(std::string_view(&*bad, 1)) +
+                  ": host names are letters, digits, '-', '_' and '.'");
+    }
+  }
   return result;
 }
 

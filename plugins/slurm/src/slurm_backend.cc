@@ -74,9 +74,9 @@ int runHostnames(const HostContext& host, const std::vector<std::string>& args, 
     list = it->second;
   }
   HostlistResult hosts = expandHostlist(list);
-  if (!hosts.ok()) {
+  if (!hosts.ok()) {  // bad input, like every usage error: exit 2
     logTo(host, LogLevel::kError, hosts.error);
-    return 1;
+    return 2;
   }
   if (compress) {
     std::cout << compressHostlist(hosts.hosts) << '\n';

@@ -63,9 +63,12 @@ TEST_F(SlurmModule, HostnamesPrintsOneHostPerLine) {
 
 TEST_F(SlurmModule, BadHostlistIsAClearErrorNotACrash) {
   std::string out;
-  EXPECT_EQ(run("hostnames", {"n[3-1]"}, &out), 1);
+  EXPECT_EQ(run("hostnames", {"n[3-1]"}, &out), 2) << "bad input is a usage error: exit 2";
   EXPECT_EQ(out, "");
   EXPECT_NE(log_.find("range '3-1' goes backwards"), std::string::npos) << log_;
+  EXPECT_EQ(run("hostlist", {"n1", "x;rm"}, &out), 2);
+  EXPECT_EQ(out, "");
+  EXPECT_NE(log_.find("host name 'x;rm' has the character ';'"), std::string::npos) << log_;
   EXPECT_EQ(run("frob", {}, &out), 2);
   EXPECT_NE(log_.find("unknown slurm command 'frob'"), std::string::npos) << log_;
 }

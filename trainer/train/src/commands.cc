@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "taehv/train/checkpoint.h"
 #include "taehv/train/data.h"
 #include "taehv/train/trainer.h"
 
@@ -138,6 +139,9 @@ int evalCommand(const std::vector<std::string>& args) {
     return 2;
   } catch (const DataError& e) {
     std::fprintf(stderr, "taehv-train eval: data: %s\n", e.what());
+    return 2;
+  } catch (const CheckpointError& e) {
+    std::fprintf(stderr, "taehv-train eval: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "taehv-train eval: error: %s\n", e.what());
