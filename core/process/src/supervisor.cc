@@ -94,6 +94,7 @@ struct GenerationOutcome {
   std::time_t failure_started = 0; ///< when the failing child was started
   int interrupt_signal = 0;
   bool spawn_failed = false;       ///< a child could not be started: restarting will not help
+  std::string external_stop;       ///< the outside stop's reason, when it ended the generation
 };
 
 class Generation {
@@ -117,6 +118,7 @@ class Generation {
     startAll();
     for (;;) {
       handleSignals();
+      handleExternalStop();
       reap();
       const auto now = Clock::now();
       if (stopping_ && !killed_ && now >= kill_deadline_) {
@@ -143,6 +145,7 @@ class Generation {
     GenerationOutcome outcome;
     outcome.interrupt_signal = interrupt_signal_;
     outcome.spawn_failed = spawn_failed_;
+    outcome.external_stop = external_stop_;
     if (first_failure_ >= 0) {
       const Child& c = children_[static_cast<std::size_t>(first_failure_)];
       ChildExit e;
@@ -241,6 +244,30 @@ class Generation {
               std::to_string(options_.shutdown_grace.count()) + " ms)";
     }
     say(line + "\n");
+    if (options_.on_failure) {
+      ChildExit e;
+      e.rank = c.spec.rank;
+      e.label = c.spec.label;
+      e.host = c.spec.host;
+      e.exit_code = c.exit_code;
+      e.signal = c.signal;
+      options_.on_failure(e, who(c.spec) + " " + describeExit(c.exit_code, c.signal));
+    }
+    beginStop();
+    signalRunning(SIGTERM);
+  }
+
+  /// The outside stop fired: stop every child as after a failure, remember why.
+  void handleExternalStop() {
+    const int fd = options_.external_stop.fd;
+    if (fd < 0 || stopping_) return;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) return;
+    external_stop_ = options_.external_stop.reason ? options_.external_stop.reason() : "stopped from outside";
+    std::size_t running = 0;
+    for (const Child& c : children_) running += c.running ? 1 : 0;
+    say("taehv-run: " + external_stop_ + "; stopping " + std::to_string(running) + " local worker(s) (SIGTERM, SIGKILL after " +
+        std::to_string(options_.shutdown_grace.count()) + " ms)\n");
     beginStop();
     signalRunning(SIGTERM);
   }
@@ -335,6 +362,9 @@ class Generation {
     owners_.clear();
     pollfds_.push_back({signals_.wakeFd(), POLLIN, 0});
     owners_.push_back(nullptr);
+    const bool watch_external = options_.external_stop.fd >= 0 && !stopping_;
+    pollfds_.push_back({watch_external ? options_.external_stop.fd : -1, POLLIN, 0});  // fd -1: ignored by poll
+    owners_.push_back(nullptr);
     for (Child& c : children_) {
       for (Stream* s : {&c.out, &c.err}) {
         if (s->fd < 0) continue;
@@ -351,7 +381,7 @@ class Generation {
     if (groups_killed_) until(drain_deadline_);
     const int ready = ::poll(pollfds_.data(), pollfds_.size(), static_cast<int>(wait.count()));
     if (ready <= 0) return;
-    for (std::size_t i = 1; i < pollfds_.size(); ++i) {
+    for (std::size_t i = 2; i < pollfds_.size(); ++i) {
       if (pollfds_[i].revents == 0) continue;
       Child& c = *owners_[i];
       pump(c, pollfds_[i].fd == c.out.fd ? c.out : c.err);
@@ -426,6 +456,7 @@ class Generation {
   std::vector<Child> children_;
   int first_failure_ = -1;
   int interrupt_signal_ = 0;
+  std::string external_stop_;
   bool spawn_failed_ = false;
   bool adopts_orphans_ = false;  ///< PID 1 or a child subreaper: orphaned descendants become our children
   bool stopping_ = false;
@@ -478,13 +509,20 @@ SupervisorResult supervise(const std::function<std::vector<ChildSpec>(int restar
     result.restarts = restart;
     if (last.first_failure) printSummary(*last.first_failure, restart, options.max_restarts, options.stderr_tail_lines);
     const bool failed = last.first_failure.has_value();
-    if (!failed || last.interrupt_signal != 0 || last.spawn_failed || restart >= options.max_restarts) break;
+    if (!failed || last.interrupt_signal != 0 || last.spawn_failed || !last.external_stop.empty() ||
+        options.external_stop.fd >= 0 || restart >= options.max_restarts) {
+      break;  // with an outside stop (the node group) restarts are the whole job's business, not one node's
+    }
     say("taehv-run: restarting all workers (restart " + std::to_string(restart + 1) + " of " +
         std::to_string(options.max_restarts) + ")\n");
   }
 
   result.first_failure = last.first_failure;
-  if (last.interrupt_signal != 0) {
+  if (!last.external_stop.empty() && !last.first_failure && last.interrupt_signal == 0) {
+    result.external_stop = last.external_stop;
+    result.exit_code = kExternalStopExit;
+    say("taehv-run: the job was stopped by the node group: " + last.external_stop + "\n");
+  } else if (last.interrupt_signal != 0) {
     result.interrupt_signal = last.interrupt_signal;
     result.exit_code = 128 + last.interrupt_signal;
   } else if (last.first_failure) {

@@ -22,6 +22,10 @@
 //    process group; SIGINT/SIGTERM/SIGHUP then end the run like a failure (no restart).
 //  - Called from the main thread; installs its signal handlers (and ignores SIGPIPE) for the duration of the
 //    call only. Children start with default dispositions for those signals and an empty signal mask.
+//  - An outside stop (options.external_stop: the node group) ends the run like a failure: every child gets
+//    SIGTERM, SIGKILL after shutdown_grace, no restart, and the result carries its reason even when the workers
+//    then exit 0 (a trainer that saves a checkpoint on SIGTERM does). on_failure is called once, for the first
+//    local failure, before the other children are signalled (the node group tells the other nodes).
 //  - A command that cannot be started (not found, not executable, bad cwd) counts as a failure with exit code
 //    127 and a message naming the command; it is not restarted (retrying would not help).
 #pragma once
@@ -53,12 +57,23 @@ struct ChildSpec {
 /// How long workers get between SIGTERM and SIGKILL when the run ends early (--shutdown-grace's default).
 inline constexpr std::chrono::seconds kDefaultShutdownGrace{30};
 
+/// A stop decided outside this process's children (the node group): `fd` becomes readable, `reason()` says why.
+struct ExternalStop {
+  int fd = -1;                          ///< polled for readability; -1 = none
+  std::function<std::string()> reason;  ///< one line for the summary
+};
+
+struct ChildExit;
+
 struct SupervisorOptions {
   std::chrono::milliseconds shutdown_grace{kDefaultShutdownGrace};  ///< SIGTERM -> SIGKILL delay
   int max_restarts = 0;
   bool prefix_output = true;
   std::string error_file;            ///< TORCHELASTIC_ERROR_FILE: torchelastic-format summary on failure
   std::size_t stderr_tail_lines = 20;
+  ExternalStop external_stop;
+  /// Called (from supervise()'s thread) for the first failing child of a generation, with a one-line description.
+  std::function<void(const ChildExit&, const std::string& description)> on_failure;
 };
 
 /// How a child ended.
@@ -78,7 +93,11 @@ struct SupervisorResult {
   std::optional<ChildExit> first_failure;
   int restarts = 0;         ///< restarts performed
   int interrupt_signal = 0; ///< SIGINT/SIGTERM/SIGHUP that ended the run, or 0
+  std::string external_stop; ///< the outside stop's reason when one ended the run (exit_code kExternalStopExit)
 };
+
+/// The exit code when an outside stop (the node group) ended the run.
+inline constexpr int kExternalStopExit = 1;
 
 /// Starts make_children(restart_count) and supervises them until all exit 0, a failure is final, or a signal
 /// ends the run. Prints a one-line-per-fact failure summary to stderr and writes options.error_file if set.
