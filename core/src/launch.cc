@@ -134,6 +134,13 @@ std::vector<int> parseRankList(const std::string& text, std::string& error) {
 
 namespace {
 
+/// "15 s", "2.5 s".
+std::string formatSeconds(std::chrono::milliseconds d) {
+  std::ostringstream s;
+  s << std::chrono::duration<double>(d).count() << " s";
+  return s.str();
+}
+
 /// Starts this node's part of the node group and waits until it has formed. nullptr with a logged error when not.
 std::unique_ptr<group::NodeGroup> formGroup(const NodeDescriptor& node, const GroupPlan& plan,
                                             const std::function<void(LogLevel, const std::string&)>& log) {
@@ -156,8 +163,7 @@ std::unique_ptr<group::NodeGroup> formGroup(const NodeDescriptor& node, const Gr
   log(LogLevel::kInfo, std::string("node group: ") + (options.node_rank == 0 ? "listening on port " : "joining ") +
                            (options.node_rank == 0 ? std::to_string(g->boundPort()) : plan.address()) + ", waiting up to " +
                            std::to_string(wait.count()) + " s for " + std::to_string(options.nnodes) +
-                           " nodes; node timeout " +
-                           std::to_string(std::chrono::duration<double>(plan.node_timeout).count()) + " s; job token: " +
+                           " nodes; node timeout " + formatSeconds(plan.node_timeout) + "; job token: " +
                            (plan.token.source == group::TokenSource::kDerived ? "none given (derived, weaker)"
                                                                               : plan.token.description));
   if (std::string e = g->form(std::chrono::steady_clock::now() + wait); !e.empty()) {

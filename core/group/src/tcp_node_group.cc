@@ -243,7 +243,7 @@ class TcpNodeGroup::Impl {
     if (::write(stop_pipe_[1], &byte, 1) < 0) {
       // The pipe is non-blocking and was empty: nothing to do.
     }
-    log(LogLevel::kError, reason);
+    log(LogLevel::kDebug, "node group: stopping: " + reason);
     const Message stop{MessageType::kStop, static_cast<std::uint32_t>(o_.node_rank), 0, {}, reason};
     if (leader_) {
       for (auto& [rank, c] : members_) {
