@@ -179,6 +179,13 @@ class TcpNodeGroup::Impl {
 
   std::string finish(bool success) {
     if (!thread_.joinable()) return stopReason();
+    {
+      // Stopped by another node's STOP: let that node (and, for a member, the leader relaying it) end first.
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, kOriginLinger, [this] {
+        return waiting_for_ < 0 || (leader_ ? !present_.count(waiting_for_) : leader_gone_);
+      });
+    }
     if (success && leader_) {
       asio::post(io_, [this] { finishing_ = true; });
       std::unique_lock<std::mutex> lock(mu_);
@@ -416,6 +423,7 @@ class TcpNodeGroup::Impl {
     heard(c);
     switch (in.message.type) {
       case MessageType::kStop:
+        if (stopReasonLocked().empty()) setWaitingFor(c->rank);
         triggerStop(in.message.text, c->rank);
         break;
       case MessageType::kLeave:
@@ -561,11 +569,17 @@ class TcpNodeGroup::Impl {
         break;
       }
       case MessageType::kStop:
+        if (stopReasonLocked().empty()) setWaitingFor(0);
         triggerStop(in.message.text, 0);
         break;
       default:
         break;
     }
+  }
+
+  void setWaitingFor(int rank) {
+    std::lock_guard<std::mutex> lock(mu_);
+    waiting_for_ = rank;
   }
 
   void joinFailed(const ConnPtr& c, const std::string& why) {
@@ -580,6 +594,11 @@ class TcpNodeGroup::Impl {
   void leaderLost(const std::string& why) {
     ConnPtr c = conn_;
     closeConn(c);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      leader_gone_ = true;
+    }
+    cv_.notify_all();
     const std::string reason = "node 0 (host " + c->host + ", address " + c->peer + ") lost: " + why + "; " + lastHeard(c);
     if (stopReasonLocked().empty() && !(finishing_ && c->out.empty())) {
       triggerStop(reason, 0);
@@ -696,6 +715,8 @@ class TcpNodeGroup::Impl {
   std::string join_error_;
   bool formed_ = false;
   bool flushed_ = false;
+  int waiting_for_ = -1;      ///< stopped by this node's STOP: finish() lets it end first
+  bool leader_gone_ = false;  ///< member: the leader's connection is gone
   std::map<int, bool> present_;  ///< leader: members joined and not gone
   std::uint64_t refused_ = 0;
   int bound_port_ = 0;

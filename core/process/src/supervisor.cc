@@ -185,6 +185,7 @@ class Generation {
       c.pid = spawned.child.pid;
       c.running = true;
       c.stdin_fd = spawned.child.stdin_fd;
+      if (c.stdin_fd >= 0 && !c.spec.stdin_data.empty()) writeAll(c.stdin_fd, c.spec.stdin_data.substr(0, 4096));
       c.out.fd = spawned.child.stdout_fd;
       c.err.fd = spawned.child.stderr_fd;
       guardian_.add(c.pid);
@@ -305,7 +306,16 @@ class Generation {
       } else {
         c.exit_code = WEXITSTATUS(status);
       }
-      if (c.failed() && interrupt_signal_ == 0) noteFailure(i);
+      if (!c.failed() || interrupt_signal_ != 0) continue;
+      if (c.signal == 0 && c.exit_code == options_.consequence_exit_code && !stopping_ && anyRunning()) {
+        if (deferred_.empty()) deferred_until_ = Clock::now() + options_.consequence_window;
+        deferred_.push_back(i);  // stopped because of another child: wait for that one to be named
+        continue;
+      }
+      noteFailure(i);
+    }
+    if (!deferred_.empty() && !stopping_ && (!anyRunning() || Clock::now() >= deferred_until_)) {
+      noteFailure(deferred_.front());
     }
     if (adopts_orphans_) reapOrphans();
   }
@@ -378,6 +388,7 @@ class Generation {
       if (left < wait) wait = std::max(left, std::chrono::milliseconds(0));
     };
     if (stopping_ && !killed_) until(kill_deadline_);
+    if (!deferred_.empty() && !stopping_) until(deferred_until_);
     if (groups_killed_) until(drain_deadline_);
     const int ready = ::poll(pollfds_.data(), pollfds_.size(), static_cast<int>(wait.count()));
     if (ready <= 0) return;
@@ -457,6 +468,8 @@ class Generation {
   int first_failure_ = -1;
   int interrupt_signal_ = 0;
   std::string external_stop_;
+  std::vector<std::size_t> deferred_;  ///< children that ended with consequence_exit_code, oldest first
+  Clock::time_point deferred_until_{};
   bool spawn_failed_ = false;
   bool adopts_orphans_ = false;  ///< PID 1 or a child subreaper: orphaned descendants become our children
   bool stopping_ = false;

@@ -33,6 +33,10 @@ inline constexpr std::chrono::milliseconds kJoinRetry{500};
 inline constexpr std::size_t kMaxPendingConnections = 1024;
 /// How long finish() waits for a STOP or LEAVE to be written before closing.
 inline constexpr std::chrono::seconds kFlushTimeout{2};
+/// A node stopped by another node's STOP waits at most this long in finish() for that node to end first (the leader
+/// for the origin's connection to close, a member for the leader's), so an outer launcher that watches every node
+/// (the SSH fan-out) sees the failing node's exit first and names it.
+inline constexpr std::chrono::seconds kOriginLinger{10};
 /// Smallest --node-timeout accepted: below a few heartbeats a busy node would be declared lost.
 inline constexpr std::chrono::seconds kMinNodeTimeout{3};
 
@@ -71,7 +75,8 @@ class NodeGroup {
   virtual void requestStop(const std::string& reason) = 0;
 
   /// The local workers have ended (`success`: all exited 0). A member leaves (LEAVE) or flushes its STOP; the
-  /// leader, on success, waits until every member has left or been lost. Returns stopReason() at the end.
+  /// leader, on success, waits until every member has left or been lost. Stopped by another node's STOP, it first
+  /// waits (at most kOriginLinger) for that node to end. Returns stopReason() at the end.
   virtual std::string finish(bool success) = 0;
 };
 

@@ -52,6 +52,9 @@ struct ChildSpec {
   /// Give the child a stdin pipe that stays open while the supervisor lives (a remote side can watch it
   /// for EOF); otherwise stdin is /dev/null.
   bool stdin_pipe = false;
+  /// With stdin_pipe: bytes written to it right after the start (a secret that must not be in argv: the SSH
+  /// fan-out's job token). At most a pipe buffer (4 KiB), so the write never blocks.
+  std::string stdin_data;
 };
 
 /// How long workers get between SIGTERM and SIGKILL when the run ends early (--shutdown-grace's default).
@@ -74,6 +77,11 @@ struct SupervisorOptions {
   ExternalStop external_stop;
   /// Called (from supervise()'s thread) for the first failing child of a generation, with a one-line description.
   std::function<void(const ChildExit&, const std::string& description)> on_failure;
+  /// A child exiting with this code (not a signal) was stopped *because of* another child (a remote taehv-run
+  /// stopped by its node group): while others still run it is not taken as the first failure for up to
+  /// consequence_window, so the child that caused it is named; after that, or when no other fails, it is. -1: none.
+  int consequence_exit_code = -1;
+  std::chrono::milliseconds consequence_window{0};
 };
 
 /// How a child ended.
@@ -96,8 +104,9 @@ struct SupervisorResult {
   std::string external_stop; ///< the outside stop's reason when one ended the run (exit_code kExternalStopExit)
 };
 
-/// The exit code when an outside stop (the node group) ended the run.
-inline constexpr int kExternalStopExit = 1;
+/// The exit code when an outside stop (the node group) ended the run: 75 (EX_TEMPFAIL), so that a launcher above
+/// (the SSH fan-out) and scripts can tell "stopped because of another node" from a worker's own failure.
+inline constexpr int kExternalStopExit = 75;
 
 /// Starts make_children(restart_count) and supervises them until all exit 0, a failure is final, or a signal
 /// ends the run. Prints a one-line-per-fact failure summary to stderr and writes options.error_file if set.
