@@ -374,10 +374,11 @@ class TcpNodeGroup::Impl {
     const auto remote = c->socket.remote_endpoint(ec);
     c->peer = ec ? "?" : remote.address().to_string() + ":" + std::to_string(remote.port());
     c->connected_at = Clock::now();
-    if (pending_.size() >= kMaxPendingConnections) {
+    const std::size_t cap = std::max(kMaxPendingConnections, 2 * static_cast<std::size_t>(o_.nnodes));
+    if (pending_.size() >= cap) {
       ConnPtr oldest = pending_.front();
       pending_.pop_front();
-      refuse(oldest, Attempt::kTooMany, std::to_string(kMaxPendingConnections) + " held");
+      refuse(oldest, Attempt::kTooMany, std::to_string(cap) + " held");
     }
     pending_.push_back(c);
     Message challenge{MessageType::kChallenge, 0, 0, c->session.makeServerNonce(), {}};

@@ -29,7 +29,8 @@ inline constexpr std::chrono::seconds kHandshakeTimeout{5};
 inline constexpr std::chrono::seconds kDefaultJoinTimeout{300};
 /// A member retries its connection to the leader this often while joining.
 inline constexpr std::chrono::milliseconds kJoinRetry{500};
-/// At most this many connections without a JOIN are held at once; the oldest is dropped for a new one.
+/// At least this many connections without a JOIN are held at once (2 per member when there are more members:
+/// every member may be mid-handshake at once when a large job starts); the oldest is dropped for a new one.
 inline constexpr std::size_t kMaxPendingConnections = 1024;
 /// How long finish() waits for a STOP or LEAVE to be written before closing.
 inline constexpr std::chrono::seconds kFlushTimeout{2};
