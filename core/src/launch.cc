@@ -167,7 +167,9 @@ std::unique_ptr<group::NodeGroup> formGroup(const NodeDescriptor& node, const Gr
                            (plan.token.source == group::TokenSource::kDerived ? "none given (derived, weaker)"
                                                                               : plan.token.description));
   if (std::string e = g->form(std::chrono::steady_clock::now() + wait); !e.empty()) {
-    log(LogLevel::kError, e);
+    log(LogLevel::kError, e + " (master " + *node.master_addr.value + ":" + std::to_string(*node.master_port.value) +
+                              ", address from " + node.master_addr.source + "; waited " + std::to_string(wait.count()) +
+                              " s)");
     g->requestStop("the group did not form: " + e);
     g->finish(false);
     return nullptr;

@@ -158,9 +158,13 @@ class TcpNodeGroup::Impl {
              " in time; check that taehv-run runs there with the same --master-addr, --master-port, --nnodes and "
              "job token";
     }
-    return "node group: node 0 at " + o_.leader_addr + ":" + std::to_string(o_.port) + " did not admit this node in time" +
-           (join_hint_.empty() ? "" : " (" + join_hint_ + ")") +
-           "; check that node 0's taehv-run is running and reachable, and that every node has the same job token";
+    const std::string at = "node 0's group port " + o_.leader_addr + ":" + std::to_string(o_.port);
+    if (!ever_connected_) {
+      return "node group: " + at + " did not accept a connection in time (last error: " + join_hint_ +
+             "); check that node 0's taehv-run is running and reachable from this node";
+    }
+    return "node group: " + at + " accepted connections but did not admit this node in time (" + join_hint_ +
+           "); check that every node has the same job token and a node rank of its own";
   }
 
   int stopFd() const { return stop_pipe_[0]; }
@@ -517,12 +521,19 @@ class TcpNodeGroup::Impl {
         retryJoin("connect: " + e.message());
         return;
       }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ever_connected_ = true;
+      }
       doRead(c);
     });
   }
 
   void retryJoin(const std::string& why) {
-    join_hint_ = why;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      join_hint_ = why;
+    }
     if (Clock::now() + kJoinRetry >= join_deadline_) return;  // form() reports the timeout
     auto timer = std::make_shared<asio::steady_timer>(io_, kJoinRetry);
     timer->async_wait([this, timer](boost::system::error_code ec) {
@@ -716,6 +727,8 @@ class TcpNodeGroup::Impl {
   std::string join_error_;
   bool formed_ = false;
   bool flushed_ = false;
+  std::string join_hint_;        ///< member: why the last join attempt failed
+  bool ever_connected_ = false;  ///< member: some connection to the leader was accepted
   int waiting_for_ = -1;      ///< stopped by this node's STOP: finish() lets it end first
   bool leader_gone_ = false;  ///< member: the leader's connection is gone
   std::map<int, bool> present_;  ///< leader: members joined and not gone
@@ -727,7 +740,6 @@ class TcpNodeGroup::Impl {
   std::map<int, ConnPtr> members_;  ///< leader: by node rank
   bool formed_local_ = false;
   ConnPtr conn_;                    ///< member: the connection to the leader
-  std::string join_hint_;
   Clock::time_point join_deadline_{};
   Clock::time_point next_beat_{};
   bool finishing_ = false;
