@@ -88,6 +88,18 @@ struct Child {
   bool failed() const { return ended && (signal != 0 || exit_code != 0); }
 };
 
+/// How `c` ended, for summaries and on_failure.
+ChildExit exitOf(const Child& c) {
+  ChildExit e;
+  e.rank = c.spec.rank;
+  e.label = c.spec.label;
+  e.host = c.spec.host;
+  e.exit_code = c.exit_code;
+  e.signal = c.signal;
+  e.stderr_tail.assign(c.tail.begin(), c.tail.end());
+  return e;
+}
+
 struct GenerationOutcome {
   std::optional<ChildExit> first_failure;
   std::string child_error_file;    ///< TORCHELASTIC_ERROR_FILE of the failing child, if any
@@ -148,14 +160,7 @@ class Generation {
     outcome.external_stop = external_stop_;
     if (first_failure_ >= 0) {
       const Child& c = children_[static_cast<std::size_t>(first_failure_)];
-      ChildExit e;
-      e.rank = c.spec.rank;
-      e.label = c.spec.label;
-      e.host = c.spec.host;
-      e.exit_code = c.exit_code;
-      e.signal = c.signal;
-      e.stderr_tail.assign(c.tail.begin(), c.tail.end());
-      outcome.first_failure = std::move(e);
+      outcome.first_failure = exitOf(c);
       if (auto it = c.spec.env.find("TORCHELASTIC_ERROR_FILE"); it != c.spec.env.end()) {
         outcome.child_error_file = it->second;
       }
@@ -245,15 +250,7 @@ class Generation {
               std::to_string(options_.shutdown_grace.count()) + " ms)";
     }
     say(line + "\n");
-    if (options_.on_failure) {
-      ChildExit e;
-      e.rank = c.spec.rank;
-      e.label = c.spec.label;
-      e.host = c.spec.host;
-      e.exit_code = c.exit_code;
-      e.signal = c.signal;
-      options_.on_failure(e, who(c.spec) + " " + describeExit(c.exit_code, c.signal));
-    }
+    if (options_.on_failure) options_.on_failure(exitOf(c), who(c.spec) + " " + describeExit(c.exit_code, c.signal));
     beginStop();
     signalRunning(SIGTERM);
   }
