@@ -5,6 +5,8 @@
 
 #include "taehv/group/attempt_log.h"
 
+#include <random>
+
 namespace taehv::group {
 namespace {
 
@@ -131,6 +133,47 @@ TEST(GroupSession, NoSecretOnTheWire) {
   const std::string frame = member.seal(Message{MessageType::kJoin, 1, 0, member.makeClientNonce(), "host"});
   EXPECT_EQ(frame.find(token), std::string::npos);
   EXPECT_EQ(frame.find(jobKey(token, "run")), std::string::npos);
+}
+
+TEST(GroupSession, HostileRandomInputNeverVerifiesNorCrashes) {
+  // A deterministic fuzz run: random streams through the frame reader, random payloads and mutated real frames
+  // through open(). Nothing may verify, and a session that saw them still works.
+  Pair p;
+  p.handshake();
+  std::mt19937 rng(13);
+  auto bytes = [&](std::size_t n) {
+    std::string out(n, '\0');
+    for (char& c : out) c = static_cast<char>(rng() & 0xff);
+    return out;
+  };
+  const std::string real = payloadOf(p.member.seal(Message{MessageType::kStop, 2, 0, {}, "real stop"}));
+  int frames = 0;
+  for (int i = 0; i < 20000; ++i) {
+    FrameReader reader;
+    std::string stream = bytes(rng() % 600);
+    if (i % 2 == 1) {  // half of them start with a plausible length, so that whole frames of garbage come out
+      const std::uint32_t len = static_cast<std::uint32_t>(kMacBytes + 1 + rng() % 500);
+      stream = std::string{static_cast<char>(len >> 24), static_cast<char>(len >> 16), static_cast<char>(len >> 8),
+                           static_cast<char>(len)} + bytes(len) + stream;
+    }
+    reader.feed(stream.data(), stream.size());
+    std::string payload;
+    std::string error;
+    while (reader.next(&payload, &error) == FrameReader::Status::kFrame) {
+      ++frames;
+      EXPECT_NE(p.leader.open(payload).verdict, Verdict::kOk);
+    }
+    std::string mutated = real;
+    for (int k = 0, flips = 1 + static_cast<int>(rng() % 4); k < flips; ++k) {
+      mutated[rng() % mutated.size()] = static_cast<char>(rng() & 0xff);
+    }
+    if (mutated != real) {
+      EXPECT_NE(p.leader.open(mutated).verdict, Verdict::kOk);
+    }
+    EXPECT_NE(p.leader.open(bytes(rng() % 200)).verdict, Verdict::kOk);
+  }
+  EXPECT_GT(frames, 0) << "the random streams never formed a frame: the reader's kFrame path was not exercised";
+  EXPECT_EQ(p.leader.open(real).verdict, Verdict::kOk);  // the session was not disturbed
 }
 
 TEST(GroupAttemptLog, FirstOfEachKindThenRateLimitedWithCount) {
