@@ -46,6 +46,7 @@ packages=(
   cmake ninja-build g++ pkg-config ccache python3-venv
   libboost-dev libboost-program-options-dev libboost-filesystem-dev
   libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
+  libssl-dev  # the node group: HMAC-SHA256 and random nonces (OpenSSL libcrypto)
   libgtest-dev libgmock-dev googletest
   # trainer: video and image decoding; Gloo's headers, which c10d's ProcessGroupGloo.hpp includes and the torch
   # wheel does not ship (libtorch itself comes from .venv)

@@ -24,7 +24,9 @@ const std::set<std::string> kForwardedOptions = {
     "nnodes",  "node-rank",    "master-addr", "master-port", "nproc-per-node",     "standalone",
     "run-id",  "max-restarts", "shutdown-grace", "log-dir",  "local-ranks-filter", "no-prefix",
     // sizing (taehv/sizing_bridge.h): each node sizes itself
-    "gpu-binding", "collective-timeout", "nccl-buffsize", "oversubscribe", "config"};
+    "gpu-binding", "collective-timeout", "nccl-buffsize", "oversubscribe", "config",
+    // the node group (a token file is not forwarded: the SSH fan-out hands every node its job's token)
+    "node-timeout", "group-port", "no-node-group"};
 
 /// Does the option named `name` (without dashes) of `desc` take a value?
 bool takesValue(const po::options_description& desc, const std::string& name) {
@@ -162,6 +164,16 @@ po::options_description Cli::launchOptions() const {
             ->default_value(std::chrono::duration<double>(process::kDefaultShutdownGrace).count())
             ->value_name("SECONDS"),
         "after a failure, SIGTERM the other workers, SIGKILL them after this long")
+    ("node-timeout",
+        po::value<double>()->value_name("SECONDS"),
+        ("multi-node: a node not heard from for this long is lost and every node stops its workers [default " +
+         std::to_string(group::kDefaultNodeTimeout.count()) + ", at least " +
+         std::to_string(group::kMinNodeTimeout.count()) + "]").c_str())
+    ("group-port", po::value<int>()->value_name("PORT"),
+        "multi-node: node 0's port for the node group [env TAEHV_GROUP_PORT, default master port + 1]")
+    ("job-token-file", po::value<std::string>()->value_name("FILE"),
+        "multi-node: the job's secret for the node group, first line of FILE [default env TAEHV_JOB_TOKEN]")
+    ("no-node-group", "multi-node: do not form the node group (no detection of lost nodes across nodes)")
     ("log-dir", po::value<std::string>()->value_name("DIR"), "also write each worker's output to DIR/rank_<RANK>.log")
     ("local-ranks-filter", po::value<std::string>()->value_name("LIST"),
         "show output of these local ranks only, e.g. 0 or 0,2 (log files still get everything)")

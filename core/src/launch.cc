@@ -17,6 +17,8 @@
 #include <sstream>
 #include <thread>
 
+#include "taehv/group/session.h"
+#include "taehv/group/tcp_node_group.h"
 #include "taehv/process/run.h"
 #include "taehv/process/supervisor.h"
 #include "taehv/worker_env.h"
@@ -130,10 +132,63 @@ std::vector<int> parseRankList(const std::string& text, std::string& error) {
   return out;
 }
 
+namespace {
+
+/// "15 s", "2.5 s".
+std::string formatSeconds(std::chrono::milliseconds d) {
+  std::ostringstream s;
+  s << std::chrono::duration<double>(d).count() << " s";
+  return s.str();
+}
+
+/// Starts this node's part of the node group and waits until it has formed. nullptr with a logged error when not.
+std::unique_ptr<group::NodeGroup> formGroup(const NodeDescriptor& node, const GroupPlan& plan,
+                                            const std::function<void(LogLevel, const std::string&)>& log) {
+  group::GroupOptions options;
+  options.node_rank = *node.node_rank.value;
+  options.nnodes = *node.nnodes.value;
+  options.leader_addr = plan.leader_addr;
+  options.port = *plan.port.value;
+  options.host = node.host;
+  options.job_key = group::jobKey(plan.token.secret, *node.run_id.value);
+  options.node_timeout = plan.node_timeout;
+  options.log = log;
+  auto g = std::make_unique<group::TcpNodeGroup>(options);
+  if (std::string e = g->start(); !e.empty()) {
+    log(LogLevel::kError, e);
+    return nullptr;
+  }
+  const int wait_s = *node.master_wait_seconds.value;
+  const std::chrono::seconds wait = wait_s > 0 ? std::chrono::seconds(wait_s) : group::kDefaultJoinTimeout;
+  log(LogLevel::kInfo, std::string("node group: ") + (options.node_rank == 0 ? "listening on port " : "joining ") +
+                           (options.node_rank == 0 ? std::to_string(g->boundPort()) : plan.address()) + ", waiting up to " +
+                           std::to_string(wait.count()) + " s for " + std::to_string(options.nnodes) +
+                           " nodes; node timeout " + formatSeconds(plan.node_timeout) + "; job token: " +
+                           (plan.token.source == group::TokenSource::kDerived ? "none given (derived, weaker)"
+                                                                              : plan.token.description));
+  if (std::string e = g->form(std::chrono::steady_clock::now() + wait); !e.empty()) {
+    log(LogLevel::kError, e + " (master " + *node.master_addr.value + ":" + std::to_string(*node.master_port.value) +
+                              ", address from " + node.master_addr.source + "; waited " + std::to_string(wait.count()) +
+                              " s)");
+    g->requestStop("the group did not form: " + e);
+    g->finish(false);
+    return nullptr;
+  }
+  return g;
+}
+
+}  // namespace
+
 int launchNode(const NodeDescriptor& node, const LaunchSettings& settings, const Env& inherited,
                const std::function<void(LogLevel, const std::string&)>& log) {
+  std::unique_ptr<group::NodeGroup> node_group;
+  if (settings.group.enabled) {
+    // Replaces the master wait: node 0's workers (and so the master port) start only once every node has joined.
+    node_group = formGroup(node, settings.group, log);
+    if (!node_group) return 1;
+  }
   const int wait_s = *node.master_wait_seconds.value;
-  if (wait_s > 0 && *node.node_rank.value != 0) {
+  if (!node_group && wait_s > 0 && *node.node_rank.value != 0) {
     const std::string& addr = *node.master_addr.value;
     const int port = *node.master_port.value;
     log(LogLevel::kInfo, "waiting up to " + std::to_string(wait_s) + " s for master " + addr + ":" +
@@ -205,10 +260,29 @@ int launchNode(const NodeDescriptor& node, const LaunchSettings& settings, const
     }
     return children;
   };
+  if (node_group) {
+    group::NodeGroup* g = node_group.get();
+    options.external_stop.fd = g->stopFd();
+    options.external_stop.reason = [g] { return g->stopReason(); };
+    options.on_failure = [g](const process::ChildExit&, const std::string& what) { g->requestStop(what); };
+  }
   process::SupervisorResult result = process::supervise(make_children, options);
   if (!worker_error_dir.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(worker_error_dir, ec);
+  }
+  if (node_group) {
+    const bool ok = result.exit_code == 0;
+    if (!ok && node_group->stopReason().empty()) {
+      node_group->requestStop(result.interrupt_signal != 0
+                                  ? "taehv-run was interrupted (signal " + std::to_string(result.interrupt_signal) + ")"
+                                  : "its workers ended with exit code " + std::to_string(result.exit_code));
+    }
+    const std::string reason = node_group->finish(ok);
+    if (ok && !reason.empty()) {
+      log(LogLevel::kError, "this node's workers finished, but the job did not: " + reason);
+      return process::kExternalStopExit;
+    }
   }
   return result.exit_code;
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "taehv/descriptor.h"
+#include "taehv/group_plan.h"
 #include "taehv/plugin_api.h"
 #include "taehv/process/supervisor.h"
 
@@ -19,12 +20,15 @@ struct LaunchSettings {
   bool prefix_output = true;
   std::string log_dir;           ///< "" = no per-rank log files; else <log_dir>/rank_<RANK>.log
   std::vector<int> local_ranks;  ///< --local-ranks-filter: only these local ranks echo output; empty = all
+  GroupPlan group;               ///< the node group (off unless planGroup() turned it on)
 };
 
-/// Runs this node: waits for the master when the plan asks (nodes other than 0), then either replaces this
-/// process with the single worker (never returns on success) or supervises all local workers and returns
-/// the supervisor's exit code. Returns 1 with a logged message when the master never came up, 127 when a
-/// single worker's command cannot be executed.
+/// Runs this node: with the node group on, forms the group first (node 0 listens, the others join; waits the
+/// plan's master wait, else group::kDefaultJoinTimeout) and stops the workers when the group says so; without it,
+/// waits for the master when the plan asks (nodes other than 0). Then either replaces this process with the single
+/// worker (never returns on success) or supervises all local workers and returns the supervisor's exit code.
+/// Returns 1 with a logged message when the master never came up or the group did not form or stopped the job,
+/// 127 when a single worker's command cannot be executed.
 int launchNode(const NodeDescriptor& node, const LaunchSettings& settings, const Env& inherited,
                const std::function<void(LogLevel, const std::string&)>& log);
 

@@ -88,12 +88,25 @@ struct Child {
   bool failed() const { return ended && (signal != 0 || exit_code != 0); }
 };
 
+/// How `c` ended, for summaries and on_failure.
+ChildExit exitOf(const Child& c) {
+  ChildExit e;
+  e.rank = c.spec.rank;
+  e.label = c.spec.label;
+  e.host = c.spec.host;
+  e.exit_code = c.exit_code;
+  e.signal = c.signal;
+  e.stderr_tail.assign(c.tail.begin(), c.tail.end());
+  return e;
+}
+
 struct GenerationOutcome {
   std::optional<ChildExit> first_failure;
   std::string child_error_file;    ///< TORCHELASTIC_ERROR_FILE of the failing child, if any
   std::time_t failure_started = 0; ///< when the failing child was started
   int interrupt_signal = 0;
   bool spawn_failed = false;       ///< a child could not be started: restarting will not help
+  std::string external_stop;       ///< the outside stop's reason, when it ended the generation
 };
 
 class Generation {
@@ -117,6 +130,7 @@ class Generation {
     startAll();
     for (;;) {
       handleSignals();
+      handleExternalStop();
       reap();
       const auto now = Clock::now();
       if (stopping_ && !killed_ && now >= kill_deadline_) {
@@ -143,16 +157,10 @@ class Generation {
     GenerationOutcome outcome;
     outcome.interrupt_signal = interrupt_signal_;
     outcome.spawn_failed = spawn_failed_;
+    outcome.external_stop = external_stop_;
     if (first_failure_ >= 0) {
       const Child& c = children_[static_cast<std::size_t>(first_failure_)];
-      ChildExit e;
-      e.rank = c.spec.rank;
-      e.label = c.spec.label;
-      e.host = c.spec.host;
-      e.exit_code = c.exit_code;
-      e.signal = c.signal;
-      e.stderr_tail.assign(c.tail.begin(), c.tail.end());
-      outcome.first_failure = std::move(e);
+      outcome.first_failure = exitOf(c);
       if (auto it = c.spec.env.find("TORCHELASTIC_ERROR_FILE"); it != c.spec.env.end()) {
         outcome.child_error_file = it->second;
       }
@@ -182,6 +190,7 @@ class Generation {
       c.pid = spawned.child.pid;
       c.running = true;
       c.stdin_fd = spawned.child.stdin_fd;
+      if (c.stdin_fd >= 0 && !c.spec.stdin_data.empty()) writeAll(c.stdin_fd, c.spec.stdin_data.substr(0, 4096));
       c.out.fd = spawned.child.stdout_fd;
       c.err.fd = spawned.child.stderr_fd;
       guardian_.add(c.pid);
@@ -241,6 +250,22 @@ class Generation {
               std::to_string(options_.shutdown_grace.count()) + " ms)";
     }
     say(line + "\n");
+    if (options_.on_failure) options_.on_failure(exitOf(c), who(c.spec) + " " + describeExit(c.exit_code, c.signal));
+    beginStop();
+    signalRunning(SIGTERM);
+  }
+
+  /// The outside stop fired: stop every child as after a failure, remember why.
+  void handleExternalStop() {
+    const int fd = options_.external_stop.fd;
+    if (fd < 0 || stopping_) return;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) return;
+    external_stop_ = options_.external_stop.reason ? options_.external_stop.reason() : "stopped from outside";
+    std::size_t running = 0;
+    for (const Child& c : children_) running += c.running ? 1 : 0;
+    say("taehv-run: " + external_stop_ + "; stopping " + std::to_string(running) + " local worker(s) (SIGTERM, SIGKILL after " +
+        std::to_string(options_.shutdown_grace.count()) + " ms)\n");
     beginStop();
     signalRunning(SIGTERM);
   }
@@ -278,7 +303,16 @@ class Generation {
       } else {
         c.exit_code = WEXITSTATUS(status);
       }
-      if (c.failed() && interrupt_signal_ == 0) noteFailure(i);
+      if (!c.failed() || interrupt_signal_ != 0) continue;
+      if (c.signal == 0 && c.exit_code == options_.consequence_exit_code && !stopping_ && anyRunning()) {
+        if (deferred_.empty()) deferred_until_ = Clock::now() + options_.consequence_window;
+        deferred_.push_back(i);  // stopped because of another child: wait for that one to be named
+        continue;
+      }
+      noteFailure(i);
+    }
+    if (!deferred_.empty() && !stopping_ && (!anyRunning() || Clock::now() >= deferred_until_)) {
+      noteFailure(deferred_.front());
     }
     if (adopts_orphans_) reapOrphans();
   }
@@ -335,6 +369,9 @@ class Generation {
     owners_.clear();
     pollfds_.push_back({signals_.wakeFd(), POLLIN, 0});
     owners_.push_back(nullptr);
+    const bool watch_external = options_.external_stop.fd >= 0 && !stopping_;
+    pollfds_.push_back({watch_external ? options_.external_stop.fd : -1, POLLIN, 0});  // fd -1: ignored by poll
+    owners_.push_back(nullptr);
     for (Child& c : children_) {
       for (Stream* s : {&c.out, &c.err}) {
         if (s->fd < 0) continue;
@@ -348,10 +385,11 @@ class Generation {
       if (left < wait) wait = std::max(left, std::chrono::milliseconds(0));
     };
     if (stopping_ && !killed_) until(kill_deadline_);
+    if (!deferred_.empty() && !stopping_) until(deferred_until_);
     if (groups_killed_) until(drain_deadline_);
     const int ready = ::poll(pollfds_.data(), pollfds_.size(), static_cast<int>(wait.count()));
     if (ready <= 0) return;
-    for (std::size_t i = 1; i < pollfds_.size(); ++i) {
+    for (std::size_t i = 2; i < pollfds_.size(); ++i) {
       if (pollfds_[i].revents == 0) continue;
       Child& c = *owners_[i];
       pump(c, pollfds_[i].fd == c.out.fd ? c.out : c.err);
@@ -426,6 +464,9 @@ class Generation {
   std::vector<Child> children_;
   int first_failure_ = -1;
   int interrupt_signal_ = 0;
+  std::string external_stop_;
+  std::vector<std::size_t> deferred_;  ///< children that ended with consequence_exit_code, oldest first
+  Clock::time_point deferred_until_{};
   bool spawn_failed_ = false;
   bool adopts_orphans_ = false;  ///< PID 1 or a child subreaper: orphaned descendants become our children
   bool stopping_ = false;
@@ -478,13 +519,20 @@ SupervisorResult supervise(const std::function<std::vector<ChildSpec>(int restar
     result.restarts = restart;
     if (last.first_failure) printSummary(*last.first_failure, restart, options.max_restarts, options.stderr_tail_lines);
     const bool failed = last.first_failure.has_value();
-    if (!failed || last.interrupt_signal != 0 || last.spawn_failed || restart >= options.max_restarts) break;
+    if (!failed || last.interrupt_signal != 0 || last.spawn_failed || !last.external_stop.empty() ||
+        options.external_stop.fd >= 0 || restart >= options.max_restarts) {
+      break;  // with an outside stop (the node group) restarts are the whole job's business, not one node's
+    }
     say("taehv-run: restarting all workers (restart " + std::to_string(restart + 1) + " of " +
         std::to_string(options.max_restarts) + ")\n");
   }
 
   result.first_failure = last.first_failure;
-  if (last.interrupt_signal != 0) {
+  if (!last.external_stop.empty() && !last.first_failure && last.interrupt_signal == 0) {
+    result.external_stop = last.external_stop;
+    result.exit_code = kExternalStopExit;
+    say("taehv-run: the job was stopped by the node group: " + last.external_stop + "\n");
+  } else if (last.interrupt_signal != 0) {
     result.interrupt_signal = last.interrupt_signal;
     result.exit_code = 128 + last.interrupt_signal;
   } else if (last.first_failure) {

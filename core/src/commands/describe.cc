@@ -29,6 +29,11 @@ int runDescribe(Cli& cli) {
   }
   const NodeDescriptor& node = resolved.value.node;
   auto workers = expandWorkers(node, cli.env());
+  auto group = planGroup(node, groupFlags(vm), cli.env());
+  if (!group.ok()) {
+    cli.log(LogLevel::kError, group.error);
+    return kUsageError;
+  }
   if (vm.count("json")) {
     std::cout << describeJson(node, workers);
   } else {
@@ -41,6 +46,7 @@ int runDescribe(Cli& cli) {
       std::cout << "note: backend " << node.backend << " starts the whole job itself; shown is this node's plan\n";
     }
     std::cout << describeText(node, workers, command);
+    std::cout << "\n" << describeGroup(group.value);
   }
   return 0;
 }

@@ -35,6 +35,46 @@ std::vector<sizing::PluginFacts> detectAll(Cli& cli, std::vector<std::string>& e
   return facts;
 }
 
+/// The node group: node 0's port free, or node 0's port reachable from here; a job token given.
+std::vector<sizing::CheckResult> groupChecks(const NodeDescriptor& node, const GroupPlan& plan,
+                                             std::chrono::milliseconds timeout) {
+  std::vector<sizing::CheckResult> rows;
+  sizing::CheckResult port;
+  port.name = "node group port";
+  if (!plan.enabled) {
+    port.status = sizing::CheckStatus::kSkip;
+    port.detail = "no node group: " + plan.why_off;
+    rows.push_back(port);
+    return rows;
+  }
+  const int p = *plan.port.value;
+  if (*node.node_rank.value == 0) {
+    const std::string why = groupPortFree(p);
+    port.status = why.empty() ? sizing::CheckStatus::kPass : sizing::CheckStatus::kFail;
+    port.detail = "port " + std::to_string(p) + " (" + plan.port.source + ") on this node (node 0): " +
+                  (why.empty() ? "free" : "cannot be bound: " + why);
+    if (!why.empty()) port.fix = "another job or service holds it: pick a free port with --group-port (or " +
+                                 std::string(kGroupPortEnv) + ") on every node";
+  } else {
+    const std::string why = waitForMaster(plan.leader_addr, p, timeout);
+    port.status = why.empty() ? sizing::CheckStatus::kPass : sizing::CheckStatus::kWarn;
+    port.detail = "node 0's group port " + plan.address() + ": " + (why.empty() ? "reachable" : "not reachable (" + why + ")");
+    if (!why.empty()) port.fix = "start node 0 first (its taehv-run listens there), and let TCP port " +
+                                 std::to_string(p) + " through any firewall between the nodes";
+  }
+  rows.push_back(port);
+  sizing::CheckResult token;
+  token.name = "node group token";
+  token.detail = plan.token.description;
+  if (plan.token.source == group::TokenSource::kDerived) {
+    token.status = sizing::CheckStatus::kWarn;
+    token.fix = std::string("give every node the same secret: export ") + group::kJobTokenEnv +
+                "=$(openssl rand -hex 32) where the job is submitted, or --job-token-file";
+  }
+  rows.push_back(token);
+  return rows;
+}
+
 }  // namespace
 
 int runDoctor(Cli& cli) {
@@ -129,6 +169,14 @@ int runDoctor(Cli& cli) {
   in.data_path = vm.count("data") ? vm["data"].as<std::string>() : profile.data_source;
 
   std::vector<sizing::CheckResult> rows = sizing::runDoctorChecks(in);
+  if (resolved.ok()) {
+    auto group = planGroup(resolved.value.node, groupFlags(vm), cli.env());
+    if (!group.ok()) {
+      rows.push_back({"node group", sizing::CheckStatus::kFail, group.error, "fix the value named"});
+    } else {
+      for (auto& row : groupChecks(resolved.value.node, group.value, in.connect_timeout)) rows.push_back(row);
+    }
+  }
   std::cout << sizing::renderDoctorTable(rows);
   return sizing::doctorExitCode(rows);
 }

@@ -63,6 +63,12 @@ int runLaunch(Cli& cli) {
       return kUsageError;
     }
   }
+  auto group = planGroup(r.node, groupFlags(vm), cli.env());
+  if (!group.ok()) {
+    cli.log(LogLevel::kError, group.error);
+    return kUsageError;
+  }
+  settings.group = group.value;
   return launchNode(r.node, settings, cli.env(), [&cli](LogLevel l, const std::string& m) { cli.log(l, m); });
 }
 

@@ -216,6 +216,10 @@ std::string renderSbatchScript(const SubmitOptions& opts, const std::string& tae
     << "  resume=$(ls -1td -- \"$CHECKPOINT_DIR\"/" << opts.checkpoint_pattern << " 2>/dev/null | head -n 1)\n"
     << "fi\n"
     << "export TAEHV_RESTART_COUNT=$restart TAEHV_RESUME_FROM=$resume\n"
+    // The node group's per-job secret (core/group/PROTOCOL.md): made at run time, so it is in no file; srun hands
+    // it to every task with the environment. A token the submitter exported is kept.
+    << "if [ -z \"${TAEHV_JOB_TOKEN:-}\" ]; then TAEHV_JOB_TOKEN=$(od -An -N32 -tx1 /dev/urandom | tr -dc 0-9a-f); fi\n"
+    << "export TAEHV_JOB_TOKEN\n"
     << "echo \"taehv: job $SLURM_JOB_ID run $((restart + 1)) of $((MAX_RESTARTS + 1)) on $SLURM_JOB_NODELIST"
        "${resume:+, resuming from $resume}\"\n";
   std::size_t plain = opts.command.size() - opts.resume_arg_count;

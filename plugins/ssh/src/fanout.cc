@@ -174,8 +174,13 @@ std::string remoteScript(const RemoteJob& job) {
   // stay clean). setsid: taehv-run leads its own session and process group, and $! is its PGID, because a
   // background child of a non-interactive shell is never a group leader, so setsid does not fork.
   // `kill -SIG -PGID` (no `--`): dash's kill builtin rejects `--`.
+  if (job.token_on_stdin) {
+    // `read` takes exactly one line from a pipe (it reads byte by byte), leaving the rest to the watchdog.
+    s << "IFS= read -r t || { echo \"taehv-run (ssh): no job token on stdin on $(hostname)\" >&2; exit 125; }\n";
+  }
   s << "exec 3<&0\n"
     << "(\n";
+  if (job.token_on_stdin) s << "TAEHV_JOB_TOKEN=$t; export TAEHV_JOB_TOKEN\n";
   for (const auto& [name, value] : job.env) {
     // Names were validated ([A-Za-z_][A-Za-z0-9_]*); values are quoted.
     s << "export " << name << "=" << shellQuote(value) << "\n";

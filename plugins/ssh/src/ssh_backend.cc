@@ -21,6 +21,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "taehv/group/job_token.h"
+#include "taehv/group/node_group.h"
 #include "taehv/parse.h"
 #include "taehv/plugin_api.h"
 #include "taehv/process/supervisor.h"
@@ -378,6 +380,12 @@ class SshBackend final : public Backend {
                   " exceeds 65535: restart R uses port P + R; lower one of them");
     }
     const int nnodes = static_cast<int>(shape.hosts.size());
+    // The node group's secret (core/group/PROTOCOL.md): the user's TAEHV_JOB_TOKEN, else a new one for this job;
+    // handed to each host on ssh's stdin, never in a command line or the forwarded environment.
+    std::string token;
+    if (const auto it = env.find(group::kJobTokenEnv); it != env.end() && !it->second.empty()) token = it->second;
+    env.erase(group::kJobTokenEnv);
+    if (token.empty()) token = group::generateJobToken();
     const auto make_children = [&](int restart) {
       std::vector<process::ChildSpec> children;
       std::vector<std::string> forwarded = args.forwarded;
@@ -389,6 +397,7 @@ class SshBackend final : public Backend {
         remote.cwd = cwd;
         remote.env = env;
         remote.grace_seconds = grace_seconds;
+        remote.token_on_stdin = true;
         bool identity = true;
         for (std::size_t i = 0; i < h.slots.size(); ++i) identity = identity && h.slots[i] == static_cast<int>(i);
         if (!identity) {
@@ -409,6 +418,7 @@ class SshBackend final : public Backend {
         child.rank = node * shape.nproc_per_node;
         child.host = h.host;
         child.stdin_pipe = true;
+        child.stdin_data = token + "\n";
         children.push_back(std::move(child));
       }
       return children;
@@ -422,6 +432,10 @@ class SshBackend final : public Backend {
     sup.shutdown_grace = kClientShutdownGrace;
     sup.max_restarts = max_restarts;
     sup.prefix_output = true;
+    // A remote taehv-run stopped by its node group (another node failed or was lost) exits kExternalStopExit: name
+    // the node that caused it, which ends within its own grace plus the group's linger.
+    sup.consequence_exit_code = process::kExternalStopExit;
+    sup.consequence_window = std::chrono::seconds(grace_seconds) + group::kOriginLinger;
     const process::SupervisorResult result = process::supervise(make_children, sup);
     return result.exit_code;
   }

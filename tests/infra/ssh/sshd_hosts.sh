@@ -15,38 +15,9 @@
 # absolute path; StrictModes no under /tmp; PID 1 reaps slowly, so wait on our own PIDs only.
 set -euo pipefail
 ACTION=${1:?serve|down}
-PFX=${PFX:-ri-h}; BR=${BR:-ri-br0}; NET=${NET:-10.77.0}
 
-netns_up() {
-  local n=$1
-  ip link show "$BR" >/dev/null 2>&1 || {
-    ip link add "$BR" type bridge
-    ip addr add "$NET.1/24" dev "$BR"
-    ip link set "$BR" up
-  }
-  for i in $(seq 1 "$n"); do
-    local ns=$PFX$i addr=$NET.$((i+1))
-    ip netns add "$ns"
-    ip link add "$ns-v" type veth peer name eth0 netns "$ns"
-    ip link set "$ns-v" master "$BR" up
-    ip -n "$ns" addr add "$addr/24" dev eth0
-    ip -n "$ns" link set lo up
-    ip -n "$ns" link set eth0 up
-    ip -n "$ns" route add default via "$NET.1"
-  done
-}
-
-netns_down() {
-  local n=$1
-  for i in $(seq 1 "$n"); do
-    # sshd's per-connection processes outlive the listening daemon, and once the veth is gone their peers can never
-    # close the TCP connection: end everything still inside the namespace before removing it.
-    ip netns pids "$PFX$i" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
-    ip link del "$PFX$i-v" 2>/dev/null || true
-    ip netns del "$PFX$i" 2>/dev/null || true
-  done
-  ip link del "$BR" 2>/dev/null || true
-}
+# shellcheck source=../netns_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../netns_lib.sh"
 
 wait_port() {
   for _ in $(seq 1 100); do

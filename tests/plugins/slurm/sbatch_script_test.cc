@@ -105,6 +105,32 @@ TEST(SlurmSubmitScript, OneTaskPerNodeScript) {
   }
 }
 
+TEST(SlurmSubmitScript, MakesAJobTokenAtRunTimeForEveryTask) {
+  SubmitOptions o = parse({"--nodes", "2", "--time", "1:00:00", "--job-name", "j"});
+  const std::string s = renderSbatchScript(o, "/x/taehv-run", "0.1.0");
+  // The token line, run by bash as the batch script runs it: 64 hex characters, a new one each time, exported
+  // before srun (which hands the environment to every task); one the submitter exported is kept.
+  const auto at = s.find("if [ -z \"${TAEHV_JOB_TOKEN:-}\" ]");
+  ASSERT_NE(at, std::string::npos) << s;
+  ASSERT_LT(at, s.find("\nsrun ")) << s;
+  const std::string lines = s.substr(at, s.find("export TAEHV_JOB_TOKEN\n", at) + 23 - at);
+  auto run = [&](const std::string& pre) {
+    const std::string cmd = "bash -c " + std::string("'") + pre + "\n" + lines + "\nprintf %s \"$TAEHV_JOB_TOKEN\"'";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[256];
+    while (p && std::fgets(buf, sizeof buf, p)) out += buf;
+    if (p) ::pclose(p);
+    return out;
+  };
+  ASSERT_EQ(lines.find('\''), std::string::npos) << "the test quotes the lines with '...'";
+  const std::string a = run("unset TAEHV_JOB_TOKEN");
+  EXPECT_EQ(a.size(), 64u) << a;
+  EXPECT_EQ(a.find_first_not_of("0123456789abcdef"), std::string::npos) << a;
+  EXPECT_NE(run("unset TAEHV_JOB_TOKEN"), a);
+  EXPECT_EQ(run("export TAEHV_JOB_TOKEN=mine-mine-mine-mine"), "mine-mine-mine-mine");
+}
+
 TEST(SlurmSubmitScript, OneTaskPerGpuScriptWithoutGpus) {
   SubmitOptions o = parse({"--nodes", "2", "--nproc-per-node", "2", "--layout", "task"});
   std::string s = renderSbatchScript(o, "/x/taehv-run", "0.1.0");

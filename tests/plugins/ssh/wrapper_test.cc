@@ -35,6 +35,7 @@ class SshWrapper : public ::testing::Test {
                            "printf '%s\\0' \"$@\" > \"$OUT_DIR/args\"\n"
                            "printf '%s\\0' \"$HOSTILE\" > \"$OUT_DIR/env\"\n"
                            "pwd > \"$OUT_DIR/pwd\"\n"
+                           "printf '%s' \"$TAEHV_JOB_TOKEN\" > \"$OUT_DIR/token\"\n"
                            "case \"$MODE\" in\n"
                            "  exit) exit 7 ;;\n"
                            "  sleep) sleep 300 & wait ;;\n"
@@ -110,6 +111,34 @@ TEST_F(SshWrapper, HostileArgumentsAndEnvironmentArriveVerbatimAndRunNothing) {
   EXPECT_EQ(read("env"), hostile + std::string(1, '\0'));
   EXPECT_EQ(read("pwd"), dir_ + "\n");
   EXPECT_NE(::access(pwned.c_str(), F_OK), 0) << "a hostile value ran a command";
+}
+
+TEST_F(SshWrapper, JobTokenComesFromStdinNotTheCommandLineAndTheWatchdogStillWorks) {
+  const std::string token = "0123456789abcdef0123456789abcdef-from-stdin";
+  RemoteJob job;
+  job.cwd = dir_;
+  job.env["MODE"] = "sleep";
+  job.token_on_stdin = true;
+  EXPECT_EQ(remoteCommand(remoteScript(job)).find(token), std::string::npos);
+  start(job);
+  const std::string line = token + "\n";
+  ASSERT_EQ(::write(stdin_fd_, line.data(), line.size()), static_cast<ssize_t>(line.size()));
+  for (int i = 0; i < 100 && read("token").empty(); ++i) ::usleep(20000);
+  EXPECT_EQ(read("token"), token);
+  ::close(stdin_fd_);  // the watchdog (reading the rest of stdin) sees EOF and ends the job
+  stdin_fd_ = -1;
+  EXPECT_NE(wait(), 0);
+}
+
+TEST_F(SshWrapper, NoJobTokenOnStdinFailsClearly) {
+  RemoteJob job;
+  job.cwd = dir_;
+  job.token_on_stdin = true;
+  start(job);
+  ::close(stdin_fd_);
+  stdin_fd_ = -1;
+  EXPECT_EQ(wait(), 125);
+  EXPECT_EQ(read("args"), "");  // taehv-run never started
 }
 
 TEST_F(SshWrapper, ExitStatusOfTheJobIsTheWrappersAndStdinStaysOpen) {

@@ -22,6 +22,10 @@
 //    process group; SIGINT/SIGTERM/SIGHUP then end the run like a failure (no restart).
 //  - Called from the main thread; installs its signal handlers (and ignores SIGPIPE) for the duration of the
 //    call only. Children start with default dispositions for those signals and an empty signal mask.
+//  - An outside stop (options.external_stop: the node group) ends the run like a failure: every child gets
+//    SIGTERM, SIGKILL after shutdown_grace, no restart, and the result carries its reason even when the workers
+//    then exit 0 (a trainer that saves a checkpoint on SIGTERM does). on_failure is called once, for the first
+//    local failure, before the other children are signalled (the node group tells the other nodes).
 //  - A command that cannot be started (not found, not executable, bad cwd) counts as a failure with exit code
 //    127 and a message naming the command; it is not restarted (retrying would not help).
 #pragma once
@@ -48,10 +52,21 @@ struct ChildSpec {
   /// Give the child a stdin pipe that stays open while the supervisor lives (a remote side can watch it
   /// for EOF); otherwise stdin is /dev/null.
   bool stdin_pipe = false;
+  /// With stdin_pipe: bytes written to it right after the start (a secret that must not be in argv: the SSH
+  /// fan-out's job token). At most a pipe buffer (4 KiB), so the write never blocks.
+  std::string stdin_data;
 };
 
 /// How long workers get between SIGTERM and SIGKILL when the run ends early (--shutdown-grace's default).
 inline constexpr std::chrono::seconds kDefaultShutdownGrace{30};
+
+/// A stop decided outside this process's children (the node group): `fd` becomes readable, `reason()` says why.
+struct ExternalStop {
+  int fd = -1;                          ///< polled for readability; -1 = none
+  std::function<std::string()> reason;  ///< one line for the summary
+};
+
+struct ChildExit;
 
 struct SupervisorOptions {
   std::chrono::milliseconds shutdown_grace{kDefaultShutdownGrace};  ///< SIGTERM -> SIGKILL delay
@@ -59,6 +74,14 @@ struct SupervisorOptions {
   bool prefix_output = true;
   std::string error_file;            ///< TORCHELASTIC_ERROR_FILE: torchelastic-format summary on failure
   std::size_t stderr_tail_lines = 20;
+  ExternalStop external_stop;
+  /// Called (from supervise()'s thread) for the first failing child of a generation, with a one-line description.
+  std::function<void(const ChildExit&, const std::string& description)> on_failure;
+  /// A child exiting with this code (not a signal) was stopped *because of* another child (a remote taehv-run
+  /// stopped by its node group): while others still run it is not taken as the first failure for up to
+  /// consequence_window, so the child that caused it is named; after that, or when no other fails, it is. -1: none.
+  int consequence_exit_code = -1;
+  std::chrono::milliseconds consequence_window{0};
 };
 
 /// How a child ended.
@@ -78,7 +101,12 @@ struct SupervisorResult {
   std::optional<ChildExit> first_failure;
   int restarts = 0;         ///< restarts performed
   int interrupt_signal = 0; ///< SIGINT/SIGTERM/SIGHUP that ended the run, or 0
+  std::string external_stop; ///< the outside stop's reason when one ended the run (exit_code kExternalStopExit)
 };
+
+/// The exit code when an outside stop (the node group) ended the run: 75 (EX_TEMPFAIL), so that a launcher above
+/// (the SSH fan-out) and scripts can tell "stopped because of another node" from a worker's own failure.
+inline constexpr int kExternalStopExit = 75;
 
 /// Starts make_children(restart_count) and supervises them until all exit 0, a failure is final, or a signal
 /// ends the run. Prints a one-line-per-fact failure summary to stderr and writes options.error_file if set.

@@ -46,6 +46,9 @@ struct RemoteJob {
   std::map<std::string, std::string> env;  ///< exported before taehv-run starts
   std::vector<std::string> taehv_args;     ///< taehv-run's arguments (without argv[0])
   int grace_seconds = 10;                  ///< SIGTERM -> SIGKILL delay for the remote process group
+  /// The first line of ssh's stdin is the job token (TAEHV_JOB_TOKEN for the node group): a secret stays out of
+  /// the command line, which `ps` shows on the host.
+  bool token_on_stdin = false;
 };
 
 /// taehv-run arguments for node `node_rank`: --backend local and the explicit plan, then `forwarded`, then
@@ -57,7 +60,8 @@ std::vector<std::string> remoteTaehvArgs(int nnodes, int node_rank, int nproc_pe
 /// The /bin/sh script a host runs: enter cwd, export env, start taehv-run in its own session (process group)
 /// with stdin from /dev/null, and watch our stdin: when it reaches EOF (the ssh client or the launcher died,
 /// or the launcher closed it) send SIGTERM to the group, SIGKILL after grace_seconds. Exits with taehv-run's
-/// status. Every value in it is shell-quoted.
+/// status. Every value in it is shell-quoted. With token_on_stdin, first reads one line of stdin into
+/// TAEHV_JOB_TOKEN (exported to taehv-run only); no line: exit 125.
 std::string remoteScript(const RemoteJob& job);
 
 /// The command string handed to ssh: runs `script` under /bin/sh whatever the remote login shell is

@@ -1,0 +1,84 @@
+// The node group: every node's taehv-run of one job, watching each other (PROTOCOL.md). The launcher sees only
+// this interface; TcpNodeGroup (tcp_node_group.h) implements it today, an etcd-backed one could tomorrow.
+//
+// Contract:
+//  - Order of use, from one thread (the launcher's main thread): start(), form(), then while the workers run the
+//    supervisor polls stopFd(); requestStop() when a local worker failed; finish() once the workers ended.
+//  - Detection runs on the implementation's own thread from start() until finish() returns or the object dies.
+//  - stopFd() becomes readable (and stays so) the moment the group decides to stop: a node lost, a node's STOP, or
+//    requestStop() here. stopReason() then says why, naming the node (rank, host, address, when last heard).
+//  - Destruction stops the thread and closes every socket; it does not send LEAVE (that is finish()'s job).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "taehv/plugin_api.h"
+
+namespace taehv::group {
+
+/// Default --node-timeout: nothing heard from a node for this long and it is lost. The same bound as torchrun's
+/// rendezvous keep-alive (3 beats x 5 s) but at kHeartbeatPeriod that is 15 missed beats, not 3 (PROTOCOL.md).
+inline constexpr std::chrono::seconds kDefaultNodeTimeout{15};
+/// Heartbeats both ways, this often.
+inline constexpr std::chrono::milliseconds kHeartbeatPeriod{1000};
+/// A connection that has not sent a valid JOIN this long after connecting is closed.
+inline constexpr std::chrono::seconds kHandshakeTimeout{5};
+/// How long nodes wait for the group to form when the plan does not say (its master wait).
+inline constexpr std::chrono::seconds kDefaultJoinTimeout{300};
+/// A member retries its connection to the leader this often while joining.
+inline constexpr std::chrono::milliseconds kJoinRetry{500};
+/// At least this many connections without a JOIN are held at once (2 per member when there are more members:
+/// every member may be mid-handshake at once when a large job starts); the oldest is dropped for a new one.
+inline constexpr std::size_t kMaxPendingConnections = 1024;
+/// How long finish() waits for a STOP or LEAVE to be written before closing.
+inline constexpr std::chrono::seconds kFlushTimeout{2};
+/// A node stopped by another node's STOP waits at most this long in finish() for that node to end first (the leader
+/// for the origin's connection to close, a member for the leader's), so an outer launcher that watches every node
+/// (the SSH fan-out) sees the failing node's exit first and names it.
+inline constexpr std::chrono::seconds kOriginLinger{10};
+/// Smallest --node-timeout accepted: below a few heartbeats a busy node would be declared lost.
+inline constexpr std::chrono::seconds kMinNodeTimeout{3};
+
+/// How this node takes part.
+struct GroupOptions {
+  int node_rank = 0;
+  int nnodes = 1;
+  std::string leader_addr;  ///< node 0's address (MASTER_ADDR)
+  int port = 0;             ///< the group port on node 0
+  std::string bind_addr = "0.0.0.0";  ///< the leader listens here
+  std::string host;         ///< this node's host name (reported to the others)
+  std::string job_key;      ///< from jobKey()
+  std::chrono::milliseconds node_timeout{kDefaultNodeTimeout};
+  std::chrono::milliseconds heartbeat{kHeartbeatPeriod};
+  std::function<void(LogLevel, const std::string&)> log;
+};
+
+class NodeGroup {
+ public:
+  virtual ~NodeGroup() = default;
+
+  /// Leader: binds the group port; members: nothing yet. Starts the detection thread. Returns "" or why not.
+  virtual std::string start() = 0;
+
+  /// Blocks until the group has formed (every node joined) or `deadline`, or it stopped. Returns "" or why not
+  /// (naming the nodes missing, or the stop reason).
+  virtual std::string form(std::chrono::steady_clock::time_point deadline) = 0;
+
+  /// Readable once the group decided to stop. Owned by the group.
+  virtual int stopFd() const = 0;
+
+  /// Why the group stopped; "" while it has not.
+  virtual std::string stopReason() const = 0;
+
+  /// A local failure (e.g. "worker rank 3 exited with code 1"): every node stops. The first reason wins.
+  virtual void requestStop(const std::string& reason) = 0;
+
+  /// The local workers have ended (`success`: all exited 0). A member leaves (LEAVE) or flushes its STOP; the
+  /// leader, on success, waits until every member has left or been lost. Stopped by another node's STOP, it first
+  /// waits (at most kOriginLinger) for that node to end. Returns stopReason() at the end.
+  virtual std::string finish(bool success) = 0;
+};
+
+}  // namespace taehv::group

@@ -1,0 +1,70 @@
+// The node group's wire format (PROTOCOL.md, "Framing"): one message per frame, a 4-byte big-endian length, then
+// the message body and its 32-byte MAC. Pure functions and one incremental reader; no sockets, no keys.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace taehv::group {
+
+/// What a message says. The numbers are on the wire: never renumber.
+enum class MessageType : std::uint8_t {
+  kChallenge = 1,  ///< leader -> member: the server nonce Ns
+  kJoin = 2,       ///< member -> leader: rank, host, client nonce Nc
+  kWelcome = 3,    ///< leader -> member: admitted
+  kFormed = 4,     ///< leader -> member: every node has joined; start the workers
+  kHeartbeat = 5,  ///< both ways, every kHeartbeatPeriod
+  kStop = 6,       ///< both ways: stop every node; text = the reason
+  kLeave = 7,      ///< member -> leader: my workers finished with success; stop watching me
+};
+
+inline constexpr std::uint8_t kWireVersion = 1;
+/// Largest frame body (bytes after the length); a longer length ends the connection.
+inline constexpr std::size_t kMaxFrameBytes = 4096;
+inline constexpr std::size_t kMacBytes = 32;    ///< HMAC-SHA256
+inline constexpr std::size_t kNonceBytes = 16;  ///< Ns, Nc
+/// Longest text field (host name, stop reason) a sender puts in a message; longer text is cut.
+inline constexpr std::size_t kMaxTextBytes = 2048;
+
+/// One message without its MAC.
+struct Message {
+  MessageType type = MessageType::kHeartbeat;
+  std::uint32_t rank = 0;     ///< the sender's node rank
+  std::uint64_t counter = 0;  ///< per connection and direction; 0 during the handshake
+  std::string nonce;          ///< kChallenge, kJoin: kNonceBytes random bytes
+  std::string text;           ///< kJoin: host; kStop: reason
+};
+
+/// The body of `m` (everything the MAC covers, without the length and the MAC). Text is cut to kMaxTextBytes.
+std::string encodeBody(const Message& m);
+
+/// Parses a body (without MAC). nullopt with `error` set when it is malformed (version, type, lengths).
+std::optional<Message> decodeBody(std::string_view body, std::string* error);
+
+/// The frame on the wire: length, body, mac.
+std::string encodeFrame(std::string_view body, std::string_view mac);
+
+/// Cuts a byte stream into frames. Not thread-safe; one per connection.
+class FrameReader {
+ public:
+  enum class Status { kNeedMore, kFrame, kBad };
+
+  /// Appends received bytes.
+  void feed(const char* data, std::size_t size) { buffer_.append(data, size); }
+
+  /// The next complete frame's payload (body + mac) into `payload`, kNeedMore when it has not fully arrived, or
+  /// kBad (with `error`) when the length is out of range: the stream cannot be resynchronised, close it.
+  Status next(std::string* payload, std::string* error);
+
+  /// Bytes held that are not yet a whole frame.
+  std::size_t buffered() const { return buffer_.size() - offset_; }
+
+ private:
+  std::string buffer_;
+  std::size_t offset_ = 0;
+};
+
+}  // namespace taehv::group

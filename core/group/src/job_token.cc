@@ -1,0 +1,79 @@
+#include "taehv/group/job_token.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "taehv/group/session.h"
+
+namespace taehv::group {
+namespace {
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) s.pop_back();
+  std::size_t b = 0;
+  while (b < s.size() && (s[b] == ' ' || s[b] == '\t')) ++b;
+  return s.substr(b);
+}
+
+std::string tooShort(const std::string& where, std::size_t n) {
+  return where + " holds a token of " + std::to_string(n) + " characters; use at least " +
+         std::to_string(kMinTokenChars) + " random characters (e.g. `openssl rand -hex 32`)";
+}
+
+}  // namespace
+
+std::string resolveJobToken(const std::map<std::string, std::string>& env, const std::string& token_file,
+                            const JobFacts& facts, JobToken* out) {
+  if (!token_file.empty()) {
+    std::ifstream in(token_file);
+    if (!in) {
+      return "--job-token-file " + token_file + ": cannot read it (" + std::strerror(errno) +
+             "); give a file whose first line is the job's secret";
+    }
+    std::string line;
+    std::getline(in, line);
+    line = trim(line);
+    if (line.size() < kMinTokenChars) return tooShort("--job-token-file " + token_file, line.size());
+    out->source = TokenSource::kFile;
+    out->secret = line;
+    out->description = "--job-token-file " + token_file;
+    struct stat st {};
+    if (::stat(token_file.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+      out->description += " (warning: readable by group/others; chmod 600 it)";
+    }
+    return "";
+  }
+  if (auto it = env.find(kJobTokenEnv); it != env.end() && !it->second.empty()) {
+    const std::string token = trim(it->second);
+    if (token.size() < kMinTokenChars) return tooShort(std::string("env ") + kJobTokenEnv, token.size());
+    out->source = TokenSource::kEnv;
+    out->secret = token;
+    out->description = std::string("env ") + kJobTokenEnv;
+    return "";
+  }
+  out->source = TokenSource::kDerived;
+  out->secret = "derived|" + facts.run_id + "|" + facts.master_addr + "|" + std::to_string(facts.master_port) + "|" +
+                std::to_string(facts.nnodes);
+  out->description = std::string("none given: derived from the run id, master address/port and node count, which "
+                                  "anyone who sees the job's command line knows (keeps jobs apart, does not keep "
+                                  "strangers out); set ") +
+                      kJobTokenEnv + " or --job-token-file";
+  return "";
+}
+
+std::string generateJobToken() {
+  static const char* kHex = "0123456789abcdef";
+  const std::string bytes = randomBytes(32);
+  std::string out;
+  out.reserve(64);
+  for (unsigned char c : bytes) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 15]);
+  }
+  return out;
+}
+
+}  // namespace taehv::group

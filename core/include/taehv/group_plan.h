@@ -1,0 +1,57 @@
+// Whether and how this node takes part in the node group (core/group/PROTOCOL.md): on for every node of a
+// multi-node job that runs its own workers; its port, --node-timeout and job token, with where each came from.
+// One place decides this for launch, describe and doctor.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "taehv/descriptor.h"
+#include "taehv/group/job_token.h"
+#include "taehv/group/node_group.h"
+
+namespace boost::program_options {
+class variables_map;
+}
+
+namespace taehv {
+
+/// The variable that overrides the group port (below --group-port).
+inline constexpr const char* kGroupPortEnv = "TAEHV_GROUP_PORT";
+
+/// The group flags as typed.
+struct GroupFlags {
+  std::optional<int> port;             ///< --group-port
+  std::optional<double> node_timeout;  ///< --node-timeout, seconds
+  std::string token_file;              ///< --job-token-file
+  bool disabled = false;               ///< --no-node-group
+};
+
+/// The group flags in `vm`.
+GroupFlags groupFlags(const boost::program_options::variables_map& vm);
+
+struct GroupPlan {
+  bool enabled = false;
+  std::string why_off;  ///< when not enabled: why (one node, one worker per task, --no-node-group)
+  std::string leader_addr;
+  Sourced<int> port;
+  std::chrono::milliseconds node_timeout{group::kDefaultNodeTimeout};
+  std::string node_timeout_source;
+  group::JobToken token;
+
+  /// "ADDR:PORT".
+  std::string address() const { return leader_addr + ":" + std::to_string(port.value.value_or(0)); }
+};
+
+/// The group for `node`. An error (bad port, timeout out of range, unreadable or short token) is one line naming the
+/// value, where it came from and how to fix it.
+Checked<GroupPlan> planGroup(const NodeDescriptor& node, const GroupFlags& flags, const Env& env);
+
+/// Whether `port` can be bound on every address of this machine now (node 0's group listener). "" or why not.
+std::string groupPortFree(int port);
+
+/// The lines `describe` prints for the group.
+std::string describeGroup(const GroupPlan& plan);
+
+}  // namespace taehv

@@ -1,0 +1,116 @@
+#include "taehv/group_plan.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <boost/program_options.hpp>
+#include <cmath>
+#include <sstream>
+
+#include "taehv/group/tcp_node_group.h"
+#include "taehv/parse.h"
+
+namespace taehv {
+
+GroupFlags groupFlags(const boost::program_options::variables_map& vm) {
+  GroupFlags f;
+  if (vm.count("group-port")) f.port = vm["group-port"].as<int>();
+  if (vm.count("node-timeout")) f.node_timeout = vm["node-timeout"].as<double>();
+  if (vm.count("job-token-file")) f.token_file = vm["job-token-file"].as<std::string>();
+  f.disabled = vm.count("no-node-group") > 0;
+  return f;
+}
+
+Checked<GroupPlan> planGroup(const NodeDescriptor& node, const GroupFlags& flags, const Env& env) {
+  Checked<GroupPlan> out;
+  GroupPlan& plan = out.value;
+  if (flags.disabled) {
+    plan.why_off = "--no-node-group";
+  } else if (*node.nnodes.value < 2) {
+    plan.why_off = "one node";
+  } else if (*node.single_worker.value) {
+    plan.why_off = "each task is one worker (the platform's launcher watches the tasks)";
+  }
+  plan.enabled = plan.why_off.empty();
+  plan.leader_addr = *node.master_addr.value;
+
+  if (flags.port) {
+    if (*flags.port < 1 || *flags.port > 65535) {
+      out.error = "--group-port " + std::to_string(*flags.port) + " is not a TCP port (1..65535)";
+      return out;
+    }
+    plan.port.set(*flags.port, "flag --group-port");
+  } else if (auto it = env.find(kGroupPortEnv); it != env.end() && !it->second.empty()) {
+    const auto port = parsePort(it->second);
+    if (!port) {
+      out.error = std::string("env ") + kGroupPortEnv + "='" + it->second + "' is not a TCP port (1..65535)";
+      return out;
+    }
+    plan.port.set(*port, std::string("env ") + kGroupPortEnv);
+  } else {
+    const int master = *node.master_port.value;
+    plan.port.set(group::defaultGroupPort(master),
+                  master < 65535 ? "rule: master_port + 1" : "rule: master_port - 1 (master_port is 65535)");
+  }
+  if (plan.enabled && plan.port.value == *node.master_port.value) {
+    out.error = "the group port " + std::to_string(*plan.port.value) + " (" + plan.port.source +
+                ") is the master port, which the workers' TCPStore uses; pick another --group-port";
+    return out;
+  }
+
+  if (flags.node_timeout) {
+    const double s = *flags.node_timeout;
+    const double min_s = std::chrono::duration<double>(group::kMinNodeTimeout).count();
+    if (!(s >= min_s) || s > 86400) {
+      out.error = "--node-timeout must be " + std::to_string(static_cast<int>(min_s)) +
+                  "..86400 seconds (below a few heartbeats a busy node would be declared lost), got " +
+                  std::to_string(s);
+      return out;
+    }
+    plan.node_timeout = std::chrono::milliseconds(std::llround(s * 1000));
+    plan.node_timeout_source = "flag --node-timeout";
+  } else {
+    plan.node_timeout_source = "default (torchrun's keep-alive bound, 3 x 5 s)";
+  }
+
+  group::JobFacts facts{*node.run_id.value, *node.master_addr.value, *node.master_port.value, *node.nnodes.value};
+  if (std::string e = group::resolveJobToken(env, flags.token_file, facts, &plan.token); !e.empty()) {
+    out.error = e;
+  }
+  return out;
+}
+
+std::string groupPortFree(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return std::string("socket: ") + std::strerror(errno);
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // as the listener does
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  std::string why;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) why = std::strerror(errno);
+  ::close(fd);
+  return why;
+}
+
+std::string describeGroup(const GroupPlan& plan) {
+  std::ostringstream s;
+  if (!plan.enabled) {
+    s << "node group: off (" << plan.why_off << ")\n";
+    return s.str();
+  }
+  s << "node group (core/group/PROTOCOL.md):\n";
+  s << "  address = " << plan.address() << "    <- master_addr, port " << plan.port.source << "\n";
+  s << "  node_timeout = " << std::chrono::duration<double>(plan.node_timeout).count() << " s    <- "
+    << plan.node_timeout_source << "\n";
+  s << "  job_token = " << plan.token.description << "\n";
+  return s.str();
+}
+
+}  // namespace taehv

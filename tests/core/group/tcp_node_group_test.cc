@@ -1,0 +1,305 @@
+// The node group over real TCP on loopback, several groups in one process: forming, a stop from one node reaching
+// every node, lost nodes (connection closed, silent), and strangers who can neither join, stop nor crash it.
+#include "taehv/group/tcp_node_group.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <future>
+#include <memory>
+#include <thread>
+
+#include "taehv/group/session.h"
+#include "taehv/group/wire.h"
+
+namespace taehv::group {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+const std::string kToken = "test-token-0123456789abcdef";
+
+GroupOptions optionsFor(int rank, int nnodes, int port, std::chrono::milliseconds timeout = 5s) {
+  GroupOptions o;
+  o.node_rank = rank;
+  o.nnodes = nnodes;
+  o.leader_addr = "127.0.0.1";
+  o.bind_addr = "127.0.0.1";
+  o.port = port;
+  o.host = "h" + std::to_string(rank);
+  o.job_key = jobKey(kToken, "run");
+  o.node_timeout = timeout;
+  return o;
+}
+
+/// Waits until `pred` holds or `limit` passes.
+template <typename Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit = 5s) {
+  const auto end = Clock::now() + limit;
+  while (Clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return pred();
+}
+
+bool readable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1;
+}
+
+/// A leader and nnodes-1 members, formed.
+struct Job {
+  explicit Job(int nnodes, std::chrono::milliseconds timeout = 5s) {
+    leader = std::make_unique<TcpNodeGroup>(optionsFor(0, nnodes, 0, timeout));
+    EXPECT_EQ(leader->start(), "");
+    port = leader->boundPort();
+    for (int r = 1; r < nnodes; ++r) {
+      members.push_back(std::make_unique<TcpNodeGroup>(optionsFor(r, nnodes, port, timeout)));
+      EXPECT_EQ(members.back()->start(), "");
+    }
+  }
+  void form() {
+    std::vector<std::future<std::string>> formed;
+    const auto deadline = Clock::now() + 10s;
+    formed.push_back(std::async(std::launch::async, [&] { return leader->form(deadline); }));
+    for (auto& m : members) formed.push_back(std::async(std::launch::async, [&m, deadline] { return m->form(deadline); }));
+    for (auto& f : formed) ASSERT_EQ(f.get(), "");
+  }
+  std::unique_ptr<TcpNodeGroup> leader;
+  std::vector<std::unique_ptr<TcpNodeGroup>> members;
+  int port = 0;
+};
+
+/// A blocking TCP client speaking (or not) the protocol by hand.
+class RawClient {
+ public:
+  explicit RawClient(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  }
+  ~RawClient() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool connected() const { return connected_; }
+  void write(const std::string& bytes) { (void)!::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL); }
+  /// The next frame's payload, or "" when the peer closed or nothing came within `limit`.
+  std::string readFrame(std::chrono::milliseconds limit = 3s) {
+    const auto end = Clock::now() + limit;
+    std::string payload;
+    std::string error;
+    while (Clock::now() < end) {
+      if (reader_.next(&payload, &error) == FrameReader::Status::kFrame) return payload;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = ::read(fd_, buf, sizeof buf);
+      if (n <= 0) return "";
+      reader_.feed(buf, static_cast<std::size_t>(n));
+    }
+    return "";
+  }
+  /// True when the peer closed the connection within `limit`.
+  bool closedByPeer(std::chrono::milliseconds limit = 3s) {
+    const auto end = Clock::now() + limit;
+    while (Clock::now() < end) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = ::read(fd_, buf, sizeof buf);
+      if (n <= 0) return true;
+    }
+    return false;
+  }
+  /// Runs a member's handshake for `rank` with `key`; returns the frames it sent (JOIN first).
+  bool join(Session& session, int rank) {
+    Opened c = session.open(readFrame());
+    if (c.verdict != Verdict::kOk || c.message.type != MessageType::kChallenge) return false;
+    session.setServerNonce(c.message.nonce);
+    sent.push_back(session.seal(Message{MessageType::kJoin, static_cast<std::uint32_t>(rank), 0, session.makeClientNonce(), "raw"}));
+    write(sent.back());
+    Opened w = session.open(readFrame());
+    if (w.verdict != Verdict::kOk || w.message.type != MessageType::kWelcome) return false;
+    session.establish();
+    return true;
+  }
+  void sendSealed(Session& session, const Message& m) {
+    sent.push_back(session.seal(m));
+    write(sent.back());
+  }
+  std::vector<std::string> sent;
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+  FrameReader reader_;
+};
+
+TEST(GroupTcp, ThreeNodesFormAndAStopFromOneReachesEveryNode) {
+  Job job(3);
+  job.form();
+  job.members[0]->requestStop("worker rank 3 exited with code 1");
+  for (auto* g : {job.leader.get(), job.members[0].get(), job.members[1].get()}) {
+    ASSERT_TRUE(eventually([&] { return readable(g->stopFd()); }));
+    EXPECT_NE(g->stopReason().find("node 1 (host h1) stopped the job: worker rank 3 exited with code 1"), std::string::npos)
+        << g->stopReason();
+  }
+}
+
+TEST(GroupTcp, LeaderStopReachesEveryMember) {
+  Job job(3);
+  job.form();
+  job.leader->requestStop("taehv-run was interrupted (signal 2)");
+  for (auto& m : job.members) {
+    ASSERT_TRUE(eventually([&] { return readable(m->stopFd()); }));
+    EXPECT_NE(m->stopReason().find("node 0 (host h0) stopped the job"), std::string::npos) << m->stopReason();
+  }
+}
+
+TEST(GroupTcp, AMemberWhoseProcessDiesIsLostAtOnceAndNamed) {
+  Job job(3);
+  job.form();
+  const auto t0 = Clock::now();
+  job.members[0].reset();  // its sockets close, as when the process is killed
+  ASSERT_TRUE(eventually([&] { return readable(job.leader->stopFd()); }, 2s));
+  EXPECT_LT(Clock::now() - t0, 2s);
+  const std::string reason = job.leader->stopReason();
+  EXPECT_NE(reason.find("node 1 (host h1, address 127.0.0.1:"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("lost: its connection closed"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("last heard at "), std::string::npos) << reason;
+  ASSERT_TRUE(eventually([&] { return readable(job.members[1]->stopFd()); }, 2s));
+  EXPECT_EQ(job.members[1]->stopReason(), reason);
+}
+
+TEST(GroupTcp, ASilentMemberIsLostAfterTheNodeTimeout) {
+  const auto timeout = 1500ms;
+  TcpNodeGroup leader(optionsFor(0, 2, 0, timeout));
+  ASSERT_EQ(leader.start(), "");
+  RawClient raw(leader.boundPort());
+  Session session(jobKey(kToken, "run"), Direction::kToLeader);
+  ASSERT_TRUE(raw.join(session, 1));
+  ASSERT_EQ(leader.form(Clock::now() + 5s), "");
+  const auto joined = Clock::now();  // the member says nothing from here on
+  ASSERT_TRUE(eventually([&] { return readable(leader.stopFd()); }, 5s));
+  const auto detected = Clock::now() - joined;
+  EXPECT_GE(detected, timeout);
+  EXPECT_LT(detected, timeout + 1s);
+  EXPECT_NE(leader.stopReason().find("node 1 (host raw, address 127.0.0.1:"), std::string::npos) << leader.stopReason();
+  EXPECT_NE(leader.stopReason().find("not heard from for"), std::string::npos) << leader.stopReason();
+}
+
+TEST(GroupTcp, MembersStopWhenTheLeaderIsLost) {
+  Job job(3);
+  job.form();
+  job.leader.reset();
+  for (auto& m : job.members) {
+    ASSERT_TRUE(eventually([&] { return readable(m->stopFd()); }, 2s));
+    EXPECT_NE(m->stopReason().find("node 0 (host h0, address 127.0.0.1:"), std::string::npos) << m->stopReason();
+  }
+}
+
+TEST(GroupTcp, MembersThatLeaveAreNotLostAndTheLeaderFinishes) {
+  Job job(3);
+  job.form();
+  EXPECT_EQ(job.members[0]->finish(true), "");
+  EXPECT_EQ(job.members[1]->finish(true), "");
+  EXPECT_EQ(job.leader->finish(true), "");
+}
+
+TEST(GroupTcp, AWrongTokenCannotJoinAndSaysWhy) {
+  TcpNodeGroup leader(optionsFor(0, 2, 0));
+  ASSERT_EQ(leader.start(), "");
+  GroupOptions o = optionsFor(1, 2, leader.boundPort());
+  o.job_key = jobKey("another-token-00000000000", "run");
+  TcpNodeGroup member(o);
+  ASSERT_EQ(member.start(), "");
+  const std::string why = member.form(Clock::now() + 3s);
+  EXPECT_NE(why.find("job token differs"), std::string::npos) << why;
+  EXPECT_EQ(leader.form(Clock::now() + 100ms).find("node(s) 1 did not join"), std::string("node group: ").size());
+  EXPECT_EQ(leader.stopReason(), "");
+}
+
+TEST(GroupTcp, StrangersCanNeitherJoinStopNorCrashTheGroup) {
+  TcpNodeGroup leader(optionsFor(0, 3, 0, 30s));
+  ASSERT_EQ(leader.start(), "");
+  const int port = leader.boundPort();
+
+  // A stranger's flood before the job forms: 1,000 connections, a third send garbage, a third close at once, a
+  // third stay open and silent.
+  rlimit lim{};
+  ::getrlimit(RLIMIT_NOFILE, &lim);
+  lim.rlim_cur = lim.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &lim);
+  {
+    std::vector<std::unique_ptr<RawClient>> flood;
+    for (int i = 0; i < 1000; ++i) {
+      auto c = std::make_unique<RawClient>(port);
+      ASSERT_TRUE(c->connected()) << "connection " << i;
+      if (i % 3 == 0) c->write("GET / HTTP/1.0\r\n\r\n" + std::string(i % 50, 'z'));
+      if (i % 3 == 1) continue;  // closed when it goes out of scope now
+      flood.push_back(std::move(c));
+    }
+    ASSERT_TRUE(eventually([&] { return leader.stats().refused >= 600; }, 10s)) << leader.stats().refused;
+  }
+
+  // The real nodes still get in: one through TcpNodeGroup, one by hand (its frames are "captured").
+  TcpNodeGroup member(optionsFor(1, 3, port, 30s));
+  ASSERT_EQ(member.start(), "");
+  auto member_formed = std::async(std::launch::async, [&] { return member.form(Clock::now() + 10s); });
+  RawClient real(port);
+  Session real_session(jobKey(kToken, "run"), Direction::kToLeader);
+  ASSERT_TRUE(real.join(real_session, 2));
+  ASSERT_EQ(leader.form(Clock::now() + 10s), "");
+  ASSERT_EQ(member_formed.get(), "");
+  real.readFrame();  // FORMED
+  real.sendSealed(real_session, Message{MessageType::kHeartbeat, 2, 0, {}, {}});
+  const std::string captured_stop = real_session.seal(Message{MessageType::kStop, 2, 0, {}, "captured"});
+  const std::uint64_t refused_before = leader.stats().refused;
+
+  // Replays of the captured JOIN and HEARTBEAT on new connections, and the STOP the real node never sent.
+  for (const std::string& frame : {real.sent[0], real.sent[1], captured_stop}) {
+    RawClient replay(port);
+    ASSERT_FALSE(replay.readFrame().empty());  // the CHALLENGE: the listener serves
+    replay.write(frame);
+    EXPECT_TRUE(replay.closedByPeer());
+  }
+  // A forged JOIN for the rank already there, and a forged STOP, with a guessed token.
+  for (MessageType type : {MessageType::kJoin, MessageType::kStop}) {
+    RawClient forger(port);
+    Session guess(jobKey("guessed-token-0000000000", "run"), Direction::kToLeader);
+    Opened c = guess.open(forger.readFrame());
+    ASSERT_EQ(c.verdict, Verdict::kBadMac);  // the leader's CHALLENGE does not verify under the wrong key either
+    guess.setServerNonce(std::string(kNonceBytes, 'x'));
+    forger.write(guess.seal(Message{type, 1, 0, guess.makeClientNonce(), "forged"}));
+    EXPECT_TRUE(forger.closedByPeer());
+  }
+  // Garbage that looks like a frame header with a huge length.
+  {
+    RawClient garbage(port);
+    garbage.write(std::string("\x7f\xff\xff\xff", 4) + std::string(100, 'A'));
+    EXPECT_TRUE(garbage.closedByPeer());
+  }
+  EXPECT_GE(leader.stats().refused, refused_before + 6);
+
+  // Nothing changed: no node stopped, both members are still in, and the real STOP path still works.
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(leader.stopReason(), "");
+  EXPECT_EQ(member.stopReason(), "");
+  EXPECT_EQ(leader.stats().members, 2);
+  real.write(captured_stop);  // on its own connection, with the next counter: genuine
+  ASSERT_TRUE(eventually([&] { return readable(member.stopFd()); }));
+  EXPECT_NE(member.stopReason().find("captured"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace taehv::group

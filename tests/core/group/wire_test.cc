@@ -1,0 +1,85 @@
+// Framing of the node group's messages (core/group/PROTOCOL.md, "Framing").
+#include "taehv/group/wire.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace taehv::group {
+namespace {
+
+TEST(GroupWire, BodyRoundTrips) {
+  Message m{MessageType::kStop, 7, 123456789012345ULL, std::string(kNonceBytes, '\x01'), "node 7 lost"};
+  std::string error;
+  auto back = decodeBody(encodeBody(m), &error);
+  ASSERT_TRUE(back) << error;
+  EXPECT_EQ(back->type, MessageType::kStop);
+  EXPECT_EQ(back->rank, 7u);
+  EXPECT_EQ(back->counter, 123456789012345ULL);
+  EXPECT_EQ(back->nonce, m.nonce);
+  EXPECT_EQ(back->text, "node 7 lost");
+}
+
+TEST(GroupWire, TextIsCutToTheLimit) {
+  Message m{MessageType::kStop, 1, 1, {}, std::string(kMaxTextBytes + 100, 'x')};
+  std::string error;
+  auto back = decodeBody(encodeBody(m), &error);
+  ASSERT_TRUE(back) << error;
+  EXPECT_EQ(back->text.size(), kMaxTextBytes);
+}
+
+TEST(GroupWire, MalformedBodiesAreRefusedWithAReason) {
+  std::string error;
+  EXPECT_FALSE(decodeBody("", &error));
+  EXPECT_NE(error.find("too short"), std::string::npos);
+  std::string body = encodeBody(Message{MessageType::kHeartbeat, 1, 1, {}, {}});
+  std::string wrong_version = body;
+  wrong_version[0] = 9;
+  EXPECT_FALSE(decodeBody(wrong_version, &error));
+  EXPECT_NE(error.find("version"), std::string::npos);
+  std::string wrong_type = body;
+  wrong_type[1] = 99;
+  EXPECT_FALSE(decodeBody(wrong_type, &error));
+  EXPECT_NE(error.find("type"), std::string::npos);
+  EXPECT_FALSE(decodeBody(body + "x", &error));  // trailing byte: lengths do not add up
+  EXPECT_FALSE(decodeBody(body.substr(0, body.size() - 1), &error));
+}
+
+TEST(GroupWire, ReaderCutsAStreamFedByteByByte) {
+  const std::string mac(kMacBytes, 'm');
+  const std::string a = encodeFrame(encodeBody(Message{MessageType::kHeartbeat, 1, 1, {}, {}}), mac);
+  const std::string b = encodeFrame(encodeBody(Message{MessageType::kStop, 2, 2, {}, "why"}), mac);
+  const std::string stream = a + b;
+  FrameReader reader;
+  std::vector<std::string> frames;
+  std::string payload;
+  std::string error;
+  for (char c : stream) {
+    reader.feed(&c, 1);
+    while (true) {
+      auto status = reader.next(&payload, &error);
+      ASSERT_NE(status, FrameReader::Status::kBad) << error;
+      if (status == FrameReader::Status::kNeedMore) break;
+      frames.push_back(payload);
+    }
+  }
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_EQ(frames[0], a.substr(4));
+  EXPECT_EQ(frames[1], b.substr(4));
+  EXPECT_EQ(reader.buffered(), 0u);
+}
+
+TEST(GroupWire, ReaderRefusesLengthsOutOfRange) {
+  std::string error;
+  std::string payload;
+  for (const std::string& header : {std::string("\x00\x00\x00\x00", 4), std::string("\x00\x00\x00\x10", 4),
+                                    std::string("\x7f\xff\xff\xff", 4), std::string("\x00\x00\x10\x01", 4)}) {
+    FrameReader reader;
+    reader.feed(header.data(), header.size());
+    EXPECT_EQ(reader.next(&payload, &error), FrameReader::Status::kBad);
+    EXPECT_NE(error.find("out of range"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace taehv::group
