@@ -216,8 +216,16 @@ torch::Tensor readVideo(const std::string& path, const std::string& name, int64_
 }
 
 // A result with NaN or Inf is not written: exit 1 rather than a file of NaN that looks like a success.
+// Checked in 1M-element chunks: torch::isfinite on the whole output would allocate temporaries larger than the
+// output itself (abs() and two bool masks), which the streaming decode's memory bound does not allow.
 void requireFinite(const torch::Tensor& result, const std::string& what) {
-  if (!torch::isfinite(result).all().item<bool>()) {
+  constexpr int64_t kChunk = 1 << 20;
+  const torch::Tensor flat = result.reshape({-1});
+  bool finite = true;
+  for (int64_t begin = 0; finite && begin < flat.numel(); begin += kChunk) {
+    finite = torch::isfinite(flat.slice(0, begin, std::min(begin + kChunk, flat.numel()))).all().item<bool>();
+  }
+  if (!finite) {
     throw std::runtime_error("the " + what + " contain NaN or infinite values (the weights or the input overflow in "
                              "this dtype?); nothing was written");
   }
