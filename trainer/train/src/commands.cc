@@ -21,7 +21,8 @@ constexpr const char* kTrainUsage =
 
 constexpr const char* kEvalUsage =
     "usage: taehv-train eval --checkpoint latest|PATH [--config FILE] [--set key=value]... [--no-ema]\n"
-    "  Reports PSNR and SSIM of a checkpoint (folder, or weights .safetensors) on eval.clips clips of data.source.\n";
+    "  Reports PSNR and SSIM of a checkpoint (folder, or weights .safetensors) on eval.clips clips of data.source\n"
+    "  (synthetic: scenes the training never reads, at eval.size x eval.frames; see taehv-train --print-config).\n";
 
 struct Parsed {
   Config config;
@@ -119,8 +120,10 @@ int evalCommand(const std::vector<std::string>& args) {
   }
   try {
     const EvalResult r = runEval(EvalOptions{p.config, p.checkpoint, !p.no_ema});
-    std::printf("eval: clips=%lld psnr=%.3f dB ssim=%.4f\n", static_cast<long long>(r.clips), r.psnr, r.ssim);
-    std::printf("{\"clips\": %lld, \"psnr\": %.6f, \"ssim\": %.6f}\n", static_cast<long long>(r.clips), r.psnr, r.ssim);
+    std::printf("eval: clips=%lld psnr=%.3f dB ssim=%.4f%s\n", static_cast<long long>(r.clips), r.psnr, r.ssim,
+                r.held_out ? " (held out)" : " (file source: training items, other crops)");
+    std::printf("{\"clips\": %lld, \"psnr\": %.6f, \"ssim\": %.6f, \"held_out\": %s}\n",
+                static_cast<long long>(r.clips), r.psnr, r.ssim, r.held_out ? "true" : "false");
     return 0;
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "taehv-train eval: %s\n", e.what());
