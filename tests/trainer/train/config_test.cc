@@ -54,6 +54,27 @@ TEST(Config, UnknownKeyNamesTheClosestValidKey) {
   }
 }
 
+// The held-out evaluation's keys: sizes the model accepts, or 0 for the training data's.
+TEST(Config, EvalKeysAreValidated) {
+  Config ok;
+  ok.applyOverride("eval.every=50");
+  ok.applyOverride("eval.size=64");
+  ok.applyOverride("eval.frames=12");
+  EXPECT_NO_THROW(ok.validate());
+  EXPECT_EQ(Config().eval.every, 0) << "no evaluation during training unless asked";
+  for (const char* bad : {"eval.every=-1", "eval.size=60", "eval.size=4", "eval.frames=6", "eval.clips=0"}) {
+    Config c;
+    c.applyOverride(bad);
+    try {
+      c.validate();
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const ConfigError& e) {
+      const std::string key = std::string(bad).substr(0, std::string(bad).find('='));
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Config, BadValuesAreRejectedWithTheKey) {
   Config c;
   EXPECT_THROW(c.applyOverride("train.steps=ten"), ConfigError);

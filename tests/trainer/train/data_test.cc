@@ -57,6 +57,45 @@ TEST(Synthetic, SmoothScenesMoveAndHaveLessHighFrequencyEnergy) {
   EXPECT_LT(d_smooth, 0.6 * d_textured) << d_smooth << " vs " << d_textured;
 }
 
+// The held-out eval clips are scenes the training source cannot return: every training item, cut with the
+// same draws as an eval clip, differs from it; and they come at the eval size, deterministically.
+TEST(EvalClips, SyntheticClipsAreHeldOutScenesAtTheEvalSize) {
+  Config cfg;
+  cfg.data.synthetic_clips = 40;
+  cfg.data.size = 32;
+  cfg.data.frames = 8;
+  cfg.eval.clips = 6;
+  cfg.eval.size = 48;
+  cfg.eval.frames = 4;
+  const EvalClips eval(cfg, 5);
+  ASSERT_TRUE(eval.heldOut());
+  ASSERT_EQ(eval.size(), 6);
+  auto training = makeSource(cfg.data, 5);
+  ASSERT_EQ(training->size(), 40);
+  for (int64_t k = 0; k < eval.size(); ++k) {
+    EXPECT_EQ(eval.item(k), 40 + k);
+    const Clip clip = eval.load(k);
+    ASSERT_EQ(clip.frames.sizes(), (std::vector<int64_t>{4, 3, 48, 48}));
+    EXPECT_TRUE(torch::equal(clip.frames, eval.load(k).frames)) << "deterministic";
+    EXPECT_GT(clip.frames.std().item<float>(), 0.02) << "not flat";
+    // The scene of eval clip k against every training scene, both cut the same way (first frame, 16x16).
+    ClipRequest same{1, 16, cfg.data.stride_max, 1.0, 99};
+    const auto eval_frame = makeSyntheticSource(46, 5, cfg.data.synthetic_texture)->load(eval.item(k), same).frames;
+    for (int64_t i = 0; i < training->size(); ++i) {
+      EXPECT_FALSE(torch::equal(eval_frame, training->load(i, same).frames)) << "eval clip " << k << " = item " << i;
+    }
+  }
+  // The training order only reaches items below data.synthetic_clips, over several epochs.
+  SampleOrder order(training->size(), 5);
+  for (int64_t p = 0; p < 200; ++p) EXPECT_LT(order.itemAt(p), 40);
+  // Defaults: the training clip size and length.
+  Config plain;
+  plain.data.size = 32;
+  plain.data.frames = 8;
+  plain.eval.clips = 1;
+  EXPECT_EQ(EvalClips(plain, 5).load(0).frames.sizes(), (std::vector<int64_t>{8, 3, 32, 32}));
+}
+
 TEST(SampleOrder, ShardsAreDisjointPerEpochAndReshuffled) {
   const int64_t n = 24, W = 3, B = 2, A = 2;
   SampleOrder order(n, 5);
@@ -135,6 +174,13 @@ TEST(FileSource, FrameFoldersCropAndResize) {
     EXPECT_GE(c.frames.min().item<float>(), 0.f);
     EXPECT_LE(c.frames.max().item<float>(), 1.f);
   }
+  // No split of a folder: the eval clips are its items cut another way, and say so.
+  Config cfg;
+  cfg.data.source = dir;
+  cfg.eval.clips = 3;
+  const EvalClips eval(cfg, 0);
+  EXPECT_FALSE(eval.heldOut());
+  EXPECT_EQ(eval.item(2), 0);
   fs::remove_all(dir);
 }
 

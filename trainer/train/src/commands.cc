@@ -24,7 +24,8 @@ constexpr const char* kTrainUsage =
 
 constexpr const char* kEvalUsage =
     "usage: taehv-train eval --checkpoint latest|PATH [--config FILE] [--set key=value]... [--no-ema]\n"
-    "  Reports PSNR and SSIM of a checkpoint (folder, or weights .safetensors) on eval.clips clips of data.source.\n";
+    "  Reports PSNR and SSIM of a checkpoint (folder, or weights .safetensors) on eval.clips clips of data.source\n"
+    "  (synthetic: scenes the training never reads, at eval.size x eval.frames; see taehv-train --print-config).\n";
 
 struct Parsed {
   Config config;
@@ -126,8 +127,10 @@ int evalCommand(const std::vector<std::string>& args) {
     // status says the result is unusable.
     const bool finite = std::isfinite(r.psnr) && std::isfinite(r.ssim);
     const auto json = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
-    std::printf("eval: clips=%lld psnr=%.3f dB ssim=%.4f\n", static_cast<long long>(r.clips), r.psnr, r.ssim);
-    std::printf("%s\n", nlohmann::json{{"clips", r.clips}, {"psnr", json(r.psnr)}, {"ssim", json(r.ssim)}}.dump().c_str());
+    std::printf("eval: clips=%lld psnr=%.3f dB ssim=%.4f%s\n", static_cast<long long>(r.clips), r.psnr, r.ssim,
+                r.held_out ? " (held out)" : " (file source: training items, other crops)");
+    std::printf("%s\n", nlohmann::json{{"clips", r.clips}, {"psnr", json(r.psnr)}, {"ssim", json(r.ssim)},
+                                       {"held_out", r.held_out}}.dump().c_str());
     if (!finite) {
       std::fprintf(stderr, "taehv-train eval: PSNR or SSIM is not a number: the model's output holds NaN or "
                            "infinite values\n");

@@ -67,6 +67,9 @@ std::vector<Entry> table(Config& c) {
       {"log.tensorboard", &c.log.tensorboard},
       {"output.dir", &c.output.dir},
       {"eval.clips", &c.eval.clips},
+      {"eval.every", &c.eval.every},
+      {"eval.size", &c.eval.size},
+      {"eval.frames", &c.eval.frames},
   };
 }
 
@@ -370,6 +373,13 @@ void Config::validate() const {
   if (log.preview_every < 0) fail("log.preview_every must be >= 0");
   if (output.dir.empty()) fail("output.dir must not be empty");
   if (eval.clips < 1) fail("eval.clips must be >= 1");
+  if (eval.every < 0) fail("eval.every must be >= 0 (0 = no evaluation during training)");
+  if (eval.size != 0 && (eval.size < 8 || eval.size % 8 != 0)) {
+    fail("eval.size must be 0 (= data.size) or a positive multiple of 8, got " + std::to_string(eval.size));
+  }
+  if (eval.frames != 0 && (eval.frames < 4 || eval.frames % 4 != 0)) {
+    fail("eval.frames must be 0 (= data.frames) or a positive multiple of 4, got " + std::to_string(eval.frames));
+  }
 }
 
 uint64_t Config::cpuStepMemoryEstimate() const {

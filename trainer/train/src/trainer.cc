@@ -204,6 +204,61 @@ void saveArchive(torch::serialize::OutputArchive& archive, const std::string& pa
   writeText(path, bytes.str());
 }
 
+/// Sums over the evaluation clips k = first, first + step, ... of PSNR and SSIM of decode(encode(x)) against the
+/// aligned input frames; `preview` (when not null) receives the preview of clip 0 if this call evaluates it.
+/// Unreadable clips are skipped with a warning. The model is put in eval mode and back.
+struct EvalSums {
+  double psnr = 0, ssim = 0;
+  int64_t clips = 0;
+};
+EvalSums evaluateClips(TAEHV& model, const EvalClips& clips, const torch::Device& device, int64_t first, int64_t step,
+                       RgbImage* preview) {
+  EvalSums sums;
+  torch::NoGradGuard no_grad;
+  model->eval();
+  for (int64_t k = first; k < clips.size(); k += step) {
+    Clip clip;
+    try {
+      clip = clips.load(k);
+    } catch (const DataError& e) {
+      std::fprintf(stderr, "warning: skipping unreadable eval item: %s\n", e.what());
+      continue;
+    }
+    auto x = clip.frames.unsqueeze(0).to(device);
+    auto y = model->decodeVideo(model->encodeVideo(x)).to(torch::kFloat);
+    auto target = x.narrow(1, 0, y.size(1));
+    sums.psnr += psnr(y, target);
+    sums.ssim += ssim(y[0].to(torch::kCPU), target[0].to(torch::kCPU));
+    ++sums.clips;
+    if (preview && k == 0) *preview = previewImage(target, y);
+  }
+  model->train();
+  return sums;
+}
+
+/// Swaps the EMA weights into the model for its lifetime (no-op without EMA).
+class EmaWeights {
+ public:
+  EmaWeights(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& ema) : params_(params) {
+    if (ema.empty()) return;
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < ema.size(); ++i) {
+      backup_.push_back(params_[i].detach().clone());
+      params_[i].copy_(ema[i]);
+    }
+  }
+  ~EmaWeights() {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < backup_.size(); ++i) params_[i].copy_(backup_[i]);
+  }
+  EmaWeights(const EmaWeights&) = delete;
+  EmaWeights& operator=(const EmaWeights&) = delete;
+
+ private:
+  const std::vector<torch::Tensor>& params_;
+  std::vector<torch::Tensor> backup_;
+};
+
 void saveTensors(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
   torch::serialize::OutputArchive archive;
   for (const auto& [name, t] : tensors) archive.write(name, t.detach().to(torch::kCPU));
@@ -481,6 +536,8 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
   }
   Loader::Layout layout{base_position, start_step, A, W, env.rank, B};
   Loader loader(source, cfg.data, static_cast<uint64_t>(cfg.train.seed), layout, cfg.data.prefetch);
+  std::unique_ptr<EvalClips> eval_clips;
+  if (cfg.eval.every > 0) eval_clips = std::make_unique<EvalClips>(cfg, static_cast<uint64_t>(cfg.train.seed));
 
   std::unique_ptr<TfEventsWriter> tb;
   std::ofstream metrics;
@@ -663,6 +720,56 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
                   static_cast<long long>(cfg.train.steps), loss_mean);
       std::fflush(stdout);
     }
+    if (eval_clips && !stop && (done % cfg.eval.every == 0 || last_step)) {
+      // Every rank evaluates its share (clips rank, rank + W, ...) with the EMA weights when EMA is on.
+      const auto e0 = Clock::now();
+      RgbImage eval_preview;
+      EvalSums sums;
+      {
+        EmaWeights swap(params, ema);
+        sums = evaluateClips(model, *eval_clips, device, env.rank, W, run.rank0 ? &eval_preview : nullptr);
+      }
+      auto totals = torch::tensor({sums.psnr, sums.ssim, static_cast<double>(sums.clips)}, torch::kDouble);
+      dist.allreduceSum(totals);
+      const auto n = static_cast<int64_t>(totals[2].item<double>());
+      const double eval_s = seconds(Clock::now() - e0);
+      if (run.rank0 && n > 0) {
+        const double eval_psnr = totals[0].item<double>() / static_cast<double>(n);
+        const double eval_ssim = totals[1].item<double>() / static_cast<double>(n);
+        const std::string what = eval_clips->heldOut() ? "held-out" : "eval (not held out: file source)";
+        char line[256];
+        std::snprintf(line, sizeof line, "step %lld/%lld | %s PSNR %.2f dB | SSIM %.4f | %lld clips %lldx%lld | %.1f s",
+                      static_cast<long long>(done), static_cast<long long>(cfg.train.steps), what.c_str(), eval_psnr,
+                      eval_ssim, static_cast<long long>(n),
+                      static_cast<long long>(cfg.eval.frames > 0 ? cfg.eval.frames : T),
+                      static_cast<long long>(cfg.eval.size > 0 ? cfg.eval.size : cfg.data.size), eval_s);
+        run.say(line);
+        nlohmann::json m;
+        m["step"] = done;
+        m["eval_psnr"] = eval_psnr;
+        m["eval_ssim"] = eval_ssim;
+        m["eval_clips"] = n;
+        m["eval_held_out"] = eval_clips->heldOut();
+        m["eval_ema"] = !ema.empty();
+        m["eval_s"] = eval_s;
+        m["elapsed_s"] = seconds(Clock::now() - run_start);
+        metrics << m.dump() << "\n" << std::flush;
+        if (tb) {
+          tb->scalar("eval/psnr_db", done, eval_psnr);
+          tb->scalar("eval/ssim", done, eval_ssim);
+        }
+        if (eval_preview.width > 0 && cfg.log.preview_every > 0) {
+          const auto png = encodePng(eval_preview);
+          char name[64];
+          std::snprintf(name, sizeof name, "eval-step-%07lld.png", static_cast<long long>(done));
+          fs::create_directories(fs::path(out_dir) / "previews");
+          writeFileBytes((fs::path(out_dir) / "previews" / name).string(), png);
+          if (tb) tb->image("eval/input_top_reconstruction_bottom", done, png, eval_preview.width, eval_preview.height);
+        }
+      } else if (run.rank0) {
+        run.say("step " + std::to_string(done) + ": no readable eval clip; evaluation skipped");
+      }
+    }
     if (run.rank0 && cfg.log.preview_every > 0 && (done % cfg.log.preview_every == 0 || last_step)) {
       const RgbImage img = previewImage(last.target, last.pred);
       const auto png = encodePng(img);
@@ -688,16 +795,8 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
   }
   if (!stopped_by_signal && run.rank0 && cfg.checkpoint.export_safetensors) {
     // The exported weights are the EMA weights when EMA is on (the upstream recipe's weight averaging).
-    if (!ema.empty()) {
-      torch::NoGradGuard no_grad;
-      std::vector<torch::Tensor> backup;
-      for (size_t i = 0; i < ema.size(); ++i) {
-        backup.push_back(params[i].detach().clone());
-        params[i].copy_(ema[i]);
-      }
-      saveWeights(*model, (fs::path(out_dir) / "weights.safetensors").string(), torch::kFloat);
-      for (size_t i = 0; i < ema.size(); ++i) params[i].copy_(backup[i]);
-    } else {
+    {
+      EmaWeights swap(params, ema);
       saveWeights(*model, (fs::path(out_dir) / "weights.safetensors").string(), torch::kFloat);
     }
     run.say("exported " + (fs::path(out_dir) / "weights.safetensors").string() +
@@ -803,29 +902,13 @@ EvalResult runEval(const EvalOptions& options) {
     std::fprintf(stderr, "eval: %s weights of %s\n", use_ema ? "EMA" : "model", found->c_str());
   }
   model->to(device);
-  model->eval();
-  // Synthetic scenes from a seed training never uses; for files, the same items with their own clip draws.
-  const uint64_t seed = static_cast<uint64_t>(cfg.train.seed) + 1000003;
-  auto source = makeSource(cfg.data, seed);
-  SampleOrder order(source->size(), seed);
+  const EvalClips clips(cfg, static_cast<uint64_t>(cfg.train.seed));
+  const EvalSums sums = evaluateClips(model, clips, device, 0, 1, nullptr);
   EvalResult result;
-  torch::NoGradGuard no_grad;
-  for (int64_t i = 0; i < cfg.eval.clips; ++i) {
-    ClipRequest req{cfg.data.frames, cfg.data.size, cfg.data.stride_max, cfg.data.crop_min, order.sampleSeed(i)};
-    Clip clip;
-    try {
-      clip = source->load(order.itemAt(i), req);
-    } catch (const DataError& e) {
-      std::fprintf(stderr, "warning: skipping unreadable item: %s\n", e.what());
-      continue;
-    }
-    auto x = clip.frames.unsqueeze(0).to(device);
-    auto y = model->decodeVideo(model->encodeVideo(x));
-    auto target = x.narrow(1, 0, y.size(1));
-    result.psnr += psnr(y, target);
-    result.ssim += ssim(y[0].to(torch::kCPU), target[0].to(torch::kCPU));
-    ++result.clips;
-  }
+  result.psnr = sums.psnr;
+  result.ssim = sums.ssim;
+  result.clips = sums.clips;
+  result.held_out = clips.heldOut();
   if (result.clips == 0) throw DataError("no readable clip to evaluate in " + cfg.data.source);
   result.psnr /= static_cast<double>(result.clips);
   result.ssim /= static_cast<double>(result.clips);

@@ -84,8 +84,13 @@ struct OutputConfig {
   std::string dir = "runs/taehv";
 };
 
+/// Evaluation on held-out clips (see EvalClips in data.h): by `taehv-train eval`, and during training when
+/// `every` > 0 (rank-sharded, with the EMA weights when EMA is on; metrics.jsonl rows with eval_psnr).
 struct EvalConfig {
-  int64_t clips = 16;  ///< clips evaluated by `taehv-train eval`
+  int64_t clips = 16;  ///< clips per evaluation
+  int64_t every = 0;   ///< during training: every N steps and after the last step; 0 = off
+  int64_t size = 0;    ///< clip side in pixels (a multiple of 8); 0 = data.size (the model is fully convolutional)
+  int64_t frames = 0;  ///< frames per clip (a multiple of 4); 0 = data.frames
 };
 
 /// The complete configuration.

@@ -30,10 +30,11 @@ struct EvalResult {
   double psnr = 0;  ///< dB, mean over clips
   double ssim = 0;  ///< mean over clips, frames and channels (11x11 Gaussian window, sigma 1.5)
   int64_t clips = 0;
+  bool held_out = false;  ///< the clips are scenes the training never read (synthetic source; see EvalClips)
 };
 
-/// Evaluates PSNR and SSIM of decode(encode(x)) against the aligned input frames on `eval.clips` clips of
-/// data.source (for the synthetic source: scenes drawn from a seed the training never uses).
+/// Evaluates PSNR and SSIM of decode(encode(x)) against the aligned input frames on the config's EvalClips
+/// (for the synthetic source: held-out scenes the training never reads).
 EvalResult runEval(const EvalOptions& options);
 
 }  // namespace taehv::train

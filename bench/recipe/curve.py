@@ -1,0 +1,91 @@
+"""Held-out PSNR against training wall time for the main job's recipe (examples/configs/quickstart.yaml) and
+the candidates measured against it (RECIPES: the quickstart with overrides). Each runs as the main job does, 2 ranks
+through taehv-run, with the held-out evaluation every --eval-every steps (eval.size 64, 12 frames, eval.clips 32: the
+main job's clips). Training time at an evaluation is the run's wall time there minus the evaluations so far.
+
+The machine is shared, so wall times are inflated by whatever else runs. `--timing` instead runs --timing-steps steps
+of each recipe while holding `flock /tmp/taehv-slow.lock` (others' timing runs hold it too) and prints the median step
+time, which converts each curve's steps to the idle machine's wall time.
+
+usage: .venv/bin/python bench/recipe/curve.py [--build build] [--recipes quickstart,l1-520] [--out /tmp/taehv-recipe]
+       .venv/bin/python bench/recipe/curve.py --timing [--timing-steps 25]"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+QUICKSTART = os.path.join(ROOT, "examples", "configs", "quickstart.yaml")
+RECIPES = {  # name -> --set overrides of the quickstart
+    "quickstart": [],
+    "l1-520": ["train.loss=l1", "train.steps=520"],  # L1 and the steps that fit in ~9.5 idle minutes
+}
+
+
+def run(build, config, out, sets, lock=False):
+    cmd = [os.path.join(build, "bin", "taehv-run"), "--standalone", "--nproc-per-node", "2", "--",
+           os.path.join(build, "bin", "taehv-train"), "--config", config, "--set", "output.dir=" + out]
+    for s in sets:
+        cmd += ["--set", s]
+    if lock:
+        cmd = ["flock", "/tmp/taehv-slow.lock"] + cmd
+    start = time.time()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    rows = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl")) if line.strip()]
+    return rows, time.time() - start
+
+
+def curve(rows):
+    """(step, training seconds, PSNR, SSIM) at each evaluation; training seconds exclude the evaluations."""
+    points, eval_total = [], 0.0
+    for r in rows:
+        if "eval_psnr" in r:
+            eval_total += r["eval_s"]
+            points.append((r["step"], r["elapsed_s"] - eval_total, r["eval_psnr"], r["eval_ssim"]))
+    return points
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--recipes", default="quickstart,l1-520")
+    ap.add_argument("--out", default="/tmp/taehv-recipe")
+    ap.add_argument("--eval-every", type=int, default=100)
+    ap.add_argument("--eval-clips", type=int, default=32)
+    ap.add_argument("--timing", action="store_true", help="only time steps, holding /tmp/taehv-slow.lock")
+    ap.add_argument("--timing-steps", type=int, default=25)
+    a = ap.parse_args()
+    common = ["checkpoint.every=0", "checkpoint.export_safetensors=false"]
+    for name in a.recipes.split(","):
+        if name not in RECIPES:
+            sys.exit(f"unknown recipe '{name}'; known: {', '.join(RECIPES)}")
+        out = os.path.join(a.out, name + ("-timing" if a.timing else ""))
+        subprocess.run(["rm", "-rf", out], check=True)
+        load = os.getloadavg()[0]
+        if a.timing:
+            rows, _ = run(a.build, QUICKSTART, out,
+                          common + RECIPES[name] + ["train.steps=%d" % a.timing_steps, "log.every=1",
+                                                    "log.preview_every=0", "eval.every=0"], lock=True)
+            steps = [r["step_s"] for r in rows if "step_s" in r and r["step"] > 5]  # after warm-up
+            print(f"{name}: median step {statistics.median(steps):.3f} s over steps 6-{a.timing_steps} "
+                  f"(min {min(steps):.3f}), load average before {load:.2f}, under flock")
+            continue
+        rows, wall = run(a.build, QUICKSTART, out,
+                         common + RECIPES[name] + ["eval.every=%d" % a.eval_every, "eval.clips=%d" % a.eval_clips,
+                                                   "eval.size=64", "eval.frames=12", "log.preview_every=0"])
+        train_rows = [r for r in rows if "step_s" in r]
+        print(f"\n{name}: {train_rows[-1]['step']} steps, {wall:.0f} s wall in all (load average before "
+              f"{load:.2f}); median logged step {statistics.median(r['step_s'] for r in train_rows):.3f} s")
+        print("| step | training s | held-out PSNR dB | SSIM |\n|---|---|---|---|")
+        for step, seconds, psnr, ssim in curve(rows):
+            print(f"| {step} | {seconds:.0f} | {psnr:.2f} | {ssim:.4f} |")
+
+
+if __name__ == "__main__":
+    main()
