@@ -104,6 +104,30 @@ TEST(Config, ValidateChecksFramesAndSizeForTheVariant) {
   EXPECT_NO_THROW(c.validate());
 }
 
+TEST(Config, ZeroStageIsZeroOneOrTwoAndNeedsAdamW) {
+  Config c;
+  EXPECT_EQ(c.train.zero_stage, 0);
+  for (int stage : {1, 2}) {
+    c.set("train.zero_stage", std::to_string(stage));
+    EXPECT_NO_THROW(c.validate());
+  }
+  c.set("train.zero_stage", "3");
+  try {
+    c.validate();
+    ADD_FAILURE() << "zero_stage 3 accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("train.zero_stage must be 0, 1 or 2, got 3"), std::string::npos) << e.what();
+  }
+  c.set("train.zero_stage", "1");
+  c.set("train.optimizer", "sgd");
+  try {
+    c.validate();
+    ADD_FAILURE() << "zero_stage 1 with sgd accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("use train.zero_stage=0"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Config, EffectiveConfigRoundTrips) {
   Config a;
   a.applyOverride("train.steps=7");
