@@ -5,13 +5,14 @@
 // The flat order is the parameters' registration order (model->parameters()); the flat length N is padded to
 // world_size x S with S = ceil(N / world_size), so shards differ by less than one element, and rank r owns the
 // elements [r S, min(N, (r + 1) S)). The update is the formula of torch::optim::AdamW (decoupled weight decay,
-// amsgrad off) in the same tensor operations, so a stage 1 or 2 run reaches stage 0's weights to rounding.
+// amsgrad off) with its operation order per element, in place in the parameters, so a stage 1 or 2 run reaches
+// stage 0's weights to rounding.
 //
-// Stage 1: GradSync all-reduces the gradients as at stage 0 (overlapping backward); prepareGradients() then
-// copies this rank's shard out of them. Stage 2: GradSync does not communicate; prepareGradients() reduce-scatters
-// the locally accumulated gradients so a rank only ever holds its shard's reduced gradients. Both release the
-// parameters' .grad before the update. Collectives run in rounds of at most bucket_mb per rank, so the
-// communication buffers stay small (world_size x round elements).
+// Stage 1: GradSync all-reduces the gradients as at stage 0 (overlapping backward); step() reads this rank's
+// pieces of them in place. Stage 2: GradSync does not communicate; prepareGradients() reduce-scatters the locally
+// accumulated gradients so a rank only ever holds its shard's reduced gradients (backward still produces the
+// full local ones first). step() releases the parameters' .grad. Collectives run in rounds of at most bucket_mb
+// per rank, so the communication buffers stay small (world_size x round elements).
 //
 // Checkpoints stay in torch::optim::AdamW's format: exportState() gathers the full moments into rank 0's AdamW
 // object, which optimizer.save() writes, importState() takes this rank's shard out of one optimizer.load() filled, so a
@@ -46,13 +47,15 @@ class ShardedAdamW {
   /// Whether GradSync should all-reduce the last micro-step's gradients (stage 1) or leave them local (stage 2).
   bool wantsAllReducedGradients() const { return options_.stage == 1; }
 
-  /// After the step's last backward (and, at stage 1, GradSync::finish()): fills this rank's shard of the
-  /// averaged gradient (a parameter without a gradient counts as zeros) and releases every parameter's .grad.
+  /// After the step's last backward (and, at stage 1, GradSync::finish()): stage 2 reduce-scatters this rank's
+  /// shard of the averaged gradient and releases every parameter's .grad; stage 1 reads the all-reduced .grad in
+  /// place at step(). A parameter without a gradient counts as zeros.
   void prepareGradients();
   /// Clips the global L2 norm of the averaged gradient to `max_norm` (as torch::nn::utils::clip_grad_norm_) and
   /// returns the norm before clipping. One small all-reduce.
   double clipGradNorm(double max_norm);
-  /// One AdamW update of this rank's shard at learning rate `lr`, then the all-gather of the parameters.
+  /// One AdamW update of this rank's shard at learning rate `lr`, in place in the parameters, releases the
+  /// gradients, then all-gathers the other ranks' shards into the parameters.
   void step(double lr);
 
   /// Collective (all-gathers both moments). On rank 0, writes the full state (moments and step count, every
@@ -81,6 +84,14 @@ class ShardedAdamW {
   /// zeros where there is none (padding, a parameter without a gradient).
   void readFlat(int64_t begin, torch::Tensor dst, bool grads) const;
   void writeParams(int64_t begin, const torch::Tensor& src);
+  /// This rank's shard as pieces of parameters: the parameter's elements (a view), their averaged gradient (a
+  /// view of .grad at stage 1, of grad_ at stage 2) and where they sit in the shard.
+  struct Piece {
+    torch::Tensor param, grad;
+    int64_t in_shard = 0, len = 0;
+  };
+  std::vector<Piece> shardPieces() const;
+  void updatePiece(const Piece& piece, double lr);
   int64_t roundElements() const;
 
   Distributed& dist_;
@@ -91,7 +102,8 @@ class ShardedAdamW {
   int64_t shard_size_ = 0;  ///< S (padded)
   int64_t shard_begin_ = 0, shard_end_ = 0;
   torch::Tensor exp_avg_, exp_avg_sq_;  ///< [S] each
-  torch::Tensor grad_;                  ///< [S], this rank's averaged gradient between prepare and step
+  torch::Tensor grad_;                  ///< [S], stage 2: this rank's averaged gradient between prepare and step
+  bool prepared_ = false;
   int64_t step_ = 0;
 };
 
