@@ -5,7 +5,7 @@
 // The flat order is the parameters' registration order (model->parameters()); the flat length N is padded to
 // world_size x S with S = ceil(N / world_size), so shards differ by less than one element, and rank r owns the
 // elements [r S, min(N, (r + 1) S)). The update is the formula of torch::optim::AdamW (decoupled weight decay,
-// amsgrad off) with its operation order per element, in place in the parameters, so a stage 1 or 2 run reaches
+// amsgrad off) in its tensor operations, on views of the parameters (in place), so a stage 1 or 2 run reaches
 // stage 0's weights to rounding.
 //
 // Stage 1: GradSync all-reduces the gradients as at stage 0 (overlapping backward); step() reads this rank's
