@@ -111,21 +111,19 @@ TEST(Config, ZeroStageIsZeroOneOrTwoAndNeedsAdamW) {
     c.set("train.zero_stage", std::to_string(stage));
     EXPECT_NO_THROW(c.validate());
   }
+  const auto refused = [&](const std::string& expected) {
+    try {
+      c.validate();
+    } catch (const ConfigError& e) {
+      return std::string(e.what()).find(expected) != std::string::npos ? std::string() : std::string(e.what());
+    }
+    return std::string("accepted");
+  };
   c.set("train.zero_stage", "3");
-  try {
-    c.validate();
-    ADD_FAILURE() << "zero_stage 3 accepted";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("train.zero_stage must be 0, 1 or 2, got 3"), std::string::npos) << e.what();
-  }
+  EXPECT_EQ(refused("train.zero_stage must be 0, 1 or 2, got 3"), "");
   c.set("train.zero_stage", "1");
   c.set("train.optimizer", "sgd");
-  try {
-    c.validate();
-    ADD_FAILURE() << "zero_stage 1 with sgd accepted";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("use train.zero_stage=0"), std::string::npos) << e.what();
-  }
+  EXPECT_EQ(refused("use train.zero_stage=0"), "");
 }
 
 TEST(Config, EffectiveConfigRoundTrips) {
