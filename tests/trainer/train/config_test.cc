@@ -125,6 +125,28 @@ TEST(Config, ValidateChecksFramesAndSizeForTheVariant) {
   EXPECT_NO_THROW(c.validate());
 }
 
+TEST(Config, ZeroStageIsZeroOneOrTwoAndNeedsAdamW) {
+  Config c;
+  EXPECT_EQ(c.train.zero_stage, 0);
+  for (int stage : {1, 2}) {
+    c.set("train.zero_stage", std::to_string(stage));
+    EXPECT_NO_THROW(c.validate());
+  }
+  const auto refused = [&](const std::string& expected) {
+    try {
+      c.validate();
+    } catch (const ConfigError& e) {
+      return std::string(e.what()).find(expected) != std::string::npos ? std::string() : std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  c.set("train.zero_stage", "3");
+  EXPECT_EQ(refused("train.zero_stage must be 0, 1 or 2, got 3"), "");
+  c.set("train.zero_stage", "1");
+  c.set("train.optimizer", "sgd");
+  EXPECT_EQ(refused("use train.zero_stage=0"), "");
+}
+
 TEST(Config, EffectiveConfigRoundTrips) {
   Config a;
   a.applyOverride("train.steps=7");

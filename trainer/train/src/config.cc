@@ -33,6 +33,7 @@ std::vector<Entry> table(Config& c) {
       {"train.batch_per_rank", &c.train.batch_per_rank},
       {"train.grad_accum", &c.train.grad_accum},
       {"train.optimizer", &c.train.optimizer},
+      {"train.zero_stage", &c.train.zero_stage},
       {"train.lr", &c.train.lr},
       {"train.warmup_steps", &c.train.warmup_steps},
       {"train.min_lr_ratio", &c.train.min_lr_ratio},
@@ -329,6 +330,14 @@ void Config::validate() const {
   if (train.slices < 0) fail("train.slices must be >= 0 (0 = auto, 1 = one pass)");
   if (train.optimizer != "adamw" && train.optimizer != "sgd") {
     fail("train.optimizer must be adamw or sgd, got '" + train.optimizer + "'");
+  }
+  if (train.zero_stage < 0 || train.zero_stage > 2) {
+    fail("train.zero_stage must be 0, 1 or 2, got " + std::to_string(train.zero_stage) +
+         " (parameter sharding, ZeRO-3, is not built: see README, \"ZeRO stages\")");
+  }
+  if (train.zero_stage > 0 && train.optimizer != "adamw") {
+    fail("train.zero_stage " + std::to_string(train.zero_stage) + " shards AdamW's state; train.optimizer=" +
+         train.optimizer + " has none to shard: use train.zero_stage=0");
   }
   if (train.ema < 0 || train.ema >= 1) fail("train.ema must be in [0, 1) (0 = off)");
   if (train.loss != "mse" && train.loss != "l1" && train.loss != "mse+l1") {

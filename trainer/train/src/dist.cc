@@ -213,6 +213,46 @@ std::unique_ptr<PendingCollective> Distributed::allreduceSumAsync(torch::Tensor 
 
 void Distributed::allreduceSum(torch::Tensor tensor) { allreduceSumAsync(std::move(tensor))->wait(); }
 
+void Distributed::allGather(const torch::Tensor& shard, torch::Tensor full) {
+  TORCH_CHECK(full.is_contiguous() && full.numel() == shard.numel() * env_.world_size,
+              "allGather: full must be contiguous and hold world_size shards");
+  torch::NoGradGuard no_grad;
+  if (env_.world_size == 1) {
+    full.view(-1).copy_(shard.reshape({-1}));
+    return;
+  }
+  if (aborted_) throw std::runtime_error("collective refused: another rank failed");
+  // _allgather_base (allgather_into_tensor) writes one flat output; Gloo and NCCL both implement it.
+  at::Tensor out = impl_->onCollectiveDevice(full);
+  at::Tensor in = impl_->onCollectiveDevice(shard.contiguous());
+  WorkHandle(impl_->group->_allgather_base(out, in, c10d::AllgatherOptions{}), {out, in}, aborted_,
+             out.is_same(full) ? at::Tensor() : full)
+      .wait();
+}
+
+void Distributed::reduceScatterSum(torch::Tensor input, torch::Tensor out) {
+  TORCH_CHECK(input.is_contiguous() && input.numel() == out.numel() * env_.world_size,
+              "reduceScatterSum: input must be contiguous and hold world_size chunks");
+  torch::NoGradGuard no_grad;
+  if (env_.world_size == 1) {
+    out.view(-1).copy_(input.reshape({-1}));
+    return;
+  }
+  if (aborted_) throw std::runtime_error("collective refused: another rank failed");
+  if (!impl_->collective_device) {  // Gloo (collective_device is set for NCCL only)
+    allreduceSum(input);
+    out.view(-1).copy_(input.reshape({-1}).narrow(0, env_.rank * out.numel(), out.numel()));
+    return;
+  }
+  at::Tensor result = impl_->onCollectiveDevice(out.contiguous());
+  at::Tensor in = impl_->onCollectiveDevice(input);
+  c10d::ReduceScatterOptions options;
+  options.reduceOp = c10d::ReduceOp::SUM;
+  WorkHandle(impl_->group->_reduce_scatter_base(result, in, options), {result, in}, aborted_,
+             result.is_same(out) ? at::Tensor() : out)
+      .wait();
+}
+
 void Distributed::broadcastFromRank0(const std::vector<torch::Tensor>& tensors) {
   if (env_.world_size == 1) return;
   for (const auto& t : tensors) {
@@ -233,9 +273,9 @@ void Distributed::barrier() {
 
 
 // ---------------------------------------------------------------------------------------------------------
-GradSync::GradSync(Distributed& dist, std::vector<torch::Tensor> params, double bucket_mb)
+GradSync::GradSync(Distributed& dist, std::vector<torch::Tensor> params, double bucket_mb, bool all_reduce)
     : dist_(dist), params_(std::move(params)) {
-  if (dist_.worldSize() == 1) return;
+  if (dist_.worldSize() == 1 || !all_reduce) return;
   const int64_t bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * 1024 * 1024));
   bucket_of_.assign(params_.size(), 0);
   slot_of_.assign(params_.size(), 0);

@@ -25,6 +25,7 @@
 #include "taehv/train/data.h"
 #include "taehv/train/dist.h"
 #include "taehv/train/events.h"
+#include "taehv/train/zero.h"
 
 namespace taehv::train {
 namespace fs = std::filesystem;
@@ -444,6 +445,18 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
                     .weight_decay(cfg.train.weight_decay));
   }
   torch::optim::Optimizer& optimizer = *optimizer_holder;
+  // ZeRO stages 1-2: the AdamW state lives sharded in `zero`; `optimizer` only carries it through checkpoints.
+  std::unique_ptr<ShardedAdamW> zero;
+  auto* adamw = dynamic_cast<torch::optim::AdamW*>(&optimizer);
+  if (cfg.train.zero_stage > 0) {
+    ShardedAdamWOptions zero_options;
+    zero_options.stage = static_cast<int>(cfg.train.zero_stage);
+    zero_options.beta1 = cfg.train.beta1;
+    zero_options.beta2 = cfg.train.beta2;
+    zero_options.weight_decay = cfg.train.weight_decay;
+    zero_options.bucket_mb = cfg.dist.bucket_mb;
+    zero = std::make_unique<ShardedAdamW>(dist, params, zero_options);
+  }
   std::vector<torch::Tensor> ema;
   if (cfg.train.ema > 0) {
     for (const auto& p : params) ema.push_back(p.detach().clone());
@@ -487,6 +500,7 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
         torch::serialize::InputArchive archive;
         archive.load_from((fs::path(*found) / "optimizer.pt").string(), device);
         optimizer.load(archive);
+        if (zero) zero->importState(*adamw);  // this rank's shard, at any earlier world size and stage
       }
       if (!ema.empty() && fs::exists(fs::path(*found) / "ema.pt")) {
         torch::serialize::InputArchive archive;
@@ -521,7 +535,8 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
   dist.broadcastFromRank0(params);
   if (!ema.empty()) dist.broadcastFromRank0(ema);
 
-  GradSync sync(dist, params, cfg.dist.bucket_mb);
+  // ZeRO-2 reduce-scatters the gradients itself: GradSync then only accumulates the sliced steps' gradients.
+  GradSync sync(dist, params, cfg.dist.bucket_mb, !zero || zero->wantsAllReducedGradients());
   const int threads = torch::get_num_threads();
   const SliceBackward::Plan slice_plan = device.is_cpu()
                                              ? SliceBackward::plan(static_cast<int>(cfg.train.slices), threads, B)
@@ -555,7 +570,12 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
                                    : std::string()) +
             ", model " +
             cfg.model.variant + " (" + std::to_string(n_params) + " parameters, " +
-            std::to_string(sync.bucketCount()) + " gradient buckets), objective " +
+            std::to_string(sync.bucketCount()) + " gradient buckets), " +
+            (zero ? "ZeRO stage " + std::to_string(zero->stage()) + " (AdamW state of " +
+                        std::to_string(zero->shardEnd() - zero->shardBegin()) + " of " +
+                        std::to_string(zero->flatNumel()) + " elements on rank 0)"
+                  : std::string("ZeRO stage 0")) +
+            ", objective " +
             (distill ? "distillation" : "reconstruction") + ", data " + cfg.data.source + " (" +
             std::to_string(source->size()) + " items)");
     run.say("effective config:\n" + cfg.toYaml());
@@ -563,8 +583,9 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
   }
 
   auto saveAt = [&](int64_t step_done) {
+    if (zero) zero->exportState(*adamw);  // collective: the full state, in stage 0's format, on rank 0
     if (!run.rank0) return std::string();
-    return saveCheckpoint(out_dir, step_done, cfg.checkpoint.keep, [&](const std::string& dir) {
+    const auto saved = saveCheckpoint(out_dir, step_done, cfg.checkpoint.keep, [&](const std::string& dir) {
       saveTensors(dir + "/model.pt", namedParams(model));
       {
         torch::serialize::OutputArchive archive;
@@ -593,11 +614,13 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
       writeText(dir + "/state.json", state.dump(1) + "\n");
       writeText(dir + "/config.yaml", cfg.toYaml());
     });
+    if (zero) ShardedAdamW::releaseExported(*adamw);
+    return saved;
   };
 
   const auto run_start = Clock::now();
   double step_time_avg = 0;
-  double data_wait_window = 0, step_time_window = 0, loss_window = 0, psnr_window = 0;
+  double data_wait_window = 0, step_time_window = 0, loss_window = 0, psnr_window = 0, optimizer_window = 0;
   int64_t window_steps = 0;
   int64_t last_saved = start_step;
   int64_t step = start_step;
@@ -633,12 +656,23 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
       psnr_sum += psnr(obj.pred, obj.target);
       last = std::move(obj);
     }
-    sync.finish();
+    // optimizer_s: everything after the last backward (gradient communication left, clipping, the update and, at
+    // ZeRO stages 1-2, the all-gather of the parameters), the part ZeRO changes.
+    const auto update_start = Clock::now();
     double grad_norm = 0;
-    if (cfg.train.grad_clip > 0) {
-      grad_norm = torch::nn::utils::clip_grad_norm_(params, cfg.train.grad_clip);
+    if (zero) {
+      sync.finish();
+      zero->prepareGradients();
+      if (cfg.train.grad_clip > 0) grad_norm = zero->clipGradNorm(cfg.train.grad_clip);
+      zero->step(lr);
+    } else {
+      sync.finish();
+      if (cfg.train.grad_clip > 0) {
+        grad_norm = torch::nn::utils::clip_grad_norm_(params, cfg.train.grad_clip);
+      }
+      optimizer.step();
     }
-    optimizer.step();
+    optimizer_window += seconds(Clock::now() - update_start);
     if (!ema.empty()) {
       torch::NoGradGuard no_grad;
       for (size_t i = 0; i < ema.size(); ++i) ema[i].mul_(cfg.train.ema).add_(params[i].detach(), 1 - cfg.train.ema);
@@ -694,6 +728,7 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
       m["frames_per_s"] = fps;
       m["step_s"] = step_mean;
       m["data_wait_s"] = wait_mean;
+      m["optimizer_s"] = optimizer_window / static_cast<double>(window_steps);
       m["grad_norm"] = grad_norm;
       m["data_skipped"] = skipped_total;
       m["elapsed_s"] = seconds(Clock::now() - run_start);
@@ -710,7 +745,7 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
         tb->scalar("train/data_wait_s", done, wait_mean);
         tb->scalar("train/grad_norm", done, grad_norm);
       }
-      data_wait_window = step_time_window = loss_window = psnr_window = 0;
+      data_wait_window = step_time_window = loss_window = psnr_window = optimizer_window = 0;
       window_steps = 0;
     } else if (run.rank0 && run.tty) {
       const int width = 30;

@@ -27,6 +27,10 @@ struct TrainConfig {
   int64_t batch_per_rank = 1;   ///< clips per rank per micro-step
   int64_t grad_accum = 1;       ///< micro-steps per optimizer step (only the last one communicates)
   std::string optimizer = "adamw";  ///< adamw (the recipe) | sgd (plain, for exactness checks)
+  /// ZeRO stage of the AdamW state: 0 = every rank holds it all (plain data parallel); 1 = each rank keeps and
+  /// updates one contiguous shard of the flattened parameters (gradients all-reduced, parameters all-gathered);
+  /// 2 = as 1, with gradients reduce-scattered so a rank only holds its shard's reduced gradients (zero.h).
+  int64_t zero_stage = 0;
   double lr = 3e-4;             ///< peak learning rate
   int64_t warmup_steps = 20;    ///< linear warmup from 0 to lr
   double min_lr_ratio = 0.1;    ///< cosine decays to lr * min_lr_ratio at the last step

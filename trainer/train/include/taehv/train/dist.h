@@ -60,6 +60,15 @@ class Distributed {
   std::unique_ptr<PendingCollective> allreduceSumAsync(torch::Tensor tensor);
   /// Blocking sum all-reduce in place.
   void allreduceSum(torch::Tensor tensor);
+  /// Blocking all-gather of equal shards: `full` (contiguous, world_size x shard.numel() elements) receives
+  /// every rank's `shard` in rank order. With world_size 1 it is a copy.
+  void allGather(const torch::Tensor& shard, torch::Tensor full);
+  /// Blocking sum reduce-scatter: `input` (contiguous, world_size x out.numel() elements) is summed over the
+  /// ranks and this rank's chunk (number rank()) lands in `out`; `input` is used as scratch (its contents are
+  /// unspecified afterwards). With world_size 1 it is a copy. NCCL runs a real reduce-scatter. Gloo has none:
+  /// c10d's ProcessGroupGloo::_reduce_scatter_base clones the input, all-reduces the clone and copies the chunk
+  /// out when waited on; this does the same all-reduce in place, without the clone.
+  void reduceScatterSum(torch::Tensor input, torch::Tensor out);
   /// Overwrites each tensor (in place) with rank 0's values.
   void broadcastFromRank0(const std::vector<torch::Tensor>& tensors);
   /// Blocks until every rank arrives.
@@ -89,10 +98,11 @@ class Distributed {
 /// order backward produces them). A bucket's all-reduce starts as soon as its last gradient is computed,
 /// overlapping the rest of backward; buckets are launched in index order on every rank. Only backward passes
 /// after setSync(true) communicate (the last micro-step of an accumulation); finish() then waits and writes
-/// sum(grads over ranks) / world_size into each parameter's .grad.
+/// sum(grads over ranks) / world_size into each parameter's .grad. With all_reduce false (ZeRO-2, which
+/// reduce-scatters them itself) it never communicates and holds no buckets: addGrads() still accumulates.
 class GradSync {
  public:
-  GradSync(Distributed& dist, std::vector<torch::Tensor> params, double bucket_mb);
+  GradSync(Distributed& dist, std::vector<torch::Tensor> params, double bucket_mb, bool all_reduce = true);
   ~GradSync();
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
