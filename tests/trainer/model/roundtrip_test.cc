@@ -143,6 +143,14 @@ TEST(RoundtripTest, EncodeAVideoFileThenDecodeLatentsToAVideo) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("two.mp4")));
 }
 
+TEST(RoundtripTest, HelpSaysHowSizesArePaddedAndWhichEncoderWrites) {
+  TempDir dir;
+  const CommandRun run = taehvTrain("roundtrip --help", dir);
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.out.find("padded (the edge pixels repeated"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("libx264"), std::string::npos) << run.out;
+}
+
 TEST(RoundtripTest, EachBadVideoIsOneMessageStatus2AndNoOutputFile) {
   TempDir dir;
   auto bad = testing::makeBadVideos(dir.file(""));

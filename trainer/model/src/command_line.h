@@ -118,8 +118,9 @@ inline const std::set<std::string> kCodecOptions = {"variant", "weights", "input
                                                     "decoder-time-upscale", "decoder-space-upscale"};
 
 /// Runs `body`: UsageError and SafetensorsError print one message (with `usage` for the former) and give 2,
-/// anything else 1.
-int runGuarded(const char* command, const std::string& usage, const std::function<int()>& body);
+/// anything else 1. With --help or -h among `argv`, prints `usage` to stdout and gives 0 instead.
+int runGuarded(const char* command, const std::string& usage, const std::vector<std::string>& argv,
+               const std::function<int()>& body);
 
 /// --variant, or the variant the --weights file is named after; UsageError when neither says.
 std::string variantName(const Args& args);
@@ -165,6 +166,10 @@ struct VideoInput {
 
 /// Reads `path` (--input) through FFmpeg; a bad video file is a UsageError naming the file and the reason.
 VideoInput readVideoInput(const std::string& path, const TAEHV& model);
+
+/// Checks a video --output before any work: a name FFmpeg has a container for, and a path writeFileAtomically may
+/// replace (not a folder or a device). UsageError otherwise.
+void requireVideoOutput(const std::string& path);
 
 /// Writes frames (1, T, 3, H, W) in [0, 1] to `path` (--output) as H.264 at rate_num/rate_den frames/s; a size or
 /// name the encoder cannot take is a UsageError; nothing is left at `path` on any failure.

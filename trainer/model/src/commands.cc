@@ -18,13 +18,11 @@
 #include "command_line.h"
 #include "taehv/model/cpu_tuning.h"
 #include "taehv/model/fused_adamw.h"
-#include "taehv/model/output_file.h"
 #include "taehv/model/safetensors.h"
 #include "taehv/model/slice_backward.h"
 #include "taehv/model/streaming.h"
 #include "taehv/model/taehv.h"
 #include "taehv/suggest.h"
-#include "taehv/video/video_file.h"
 
 namespace taehv {
 namespace cli {
@@ -137,7 +135,13 @@ void requireFinite(const torch::Tensor& result, const std::string& what) {
   }
 }
 
-int runGuarded(const char* command, const std::string& usage, const std::function<int()>& body) {
+int runGuarded(const char* command, const std::string& usage, const std::vector<std::string>& argv,
+               const std::function<int()>& body) {
+  if (std::find(argv.begin(), argv.end(), "--help") != argv.end() ||
+      std::find(argv.begin(), argv.end(), "-h") != argv.end()) {
+    std::cout << usage;
+    return 0;
+  }
   try {
     return body();
   } catch (const UsageError& e) {
@@ -285,7 +289,7 @@ torch::Tensor decodeStreaming(const TAEHV& model, const torch::Tensor& latents, 
 using namespace cli;  // NOLINT: this file defines them
 
 int encodeCommand(const std::vector<std::string>& argv) {
-  return runGuarded("encode", kEncodeUsage, [&] {
+  return runGuarded("encode", kEncodeUsage, argv, [&] {
     Args args(argv, kCodecOptions, {"streaming"});
     applyThreads(args);
     const std::string output = args.required("output");
@@ -321,7 +325,7 @@ int encodeCommand(const std::vector<std::string>& argv) {
 }
 
 int decodeCommand(const std::vector<std::string>& argv) {
-  return runGuarded("decode", kDecodeUsage, [&] {
+  return runGuarded("decode", kDecodeUsage, argv, [&] {
     std::set<std::string> options = kCodecOptions;
     options.insert("fps");
     Args args(argv, options, {"streaming"});
@@ -330,17 +334,7 @@ int decodeCommand(const std::vector<std::string>& argv) {
     const bool to_video = !isSafetensorsPath(output);
     const int fps = static_cast<int>(args.integer("fps", 24, 1, 1000));
     if (args.has("fps") && !to_video) throw UsageError("--fps is for a video --output, not .safetensors");
-    if (to_video && !video::isVideoFileName(output)) {
-      throw UsageError("--output '" + output + "': neither .safetensors nor a video file name FFmpeg can write "
-                       "(.mp4, .mkv, .mov)");
-    }
-    if (to_video) {
-      try {
-        writableTarget(output);  // refuse a folder or a device before the work, not after
-      } catch (const OutputFileError& e) {
-        throw UsageError(std::string("--output: ") + e.what());
-      }
-    }
+    if (to_video) requireVideoOutput(output);
     const bool streaming = args.flag("streaming");
     TAEHV model = loadModel(args, streaming);
     const int64_t c = model->options().latent_channels;
@@ -373,7 +367,7 @@ int decodeCommand(const std::vector<std::string>& argv) {
 }
 
 int benchCommand(const std::vector<std::string>& argv) {
-  return runGuarded("bench", kBenchUsage, [&] {
+  return runGuarded("bench", kBenchUsage, argv, [&] {
     Args args(argv,
               {"variant", "batch", "frames", "size", "steps", "warmup", "threads", "device", "precision", "optimizer",
                "allocator", "profile", "memory-format",

@@ -79,6 +79,18 @@ VideoInput readVideoInput(const std::string& path, const TAEHV& model) {
   return in;
 }
 
+void requireVideoOutput(const std::string& path) {
+  if (!video::isVideoFileName(path)) {
+    throw UsageError("--output '" + path + "': neither .safetensors nor a video file name FFmpeg can write "
+                     "(.mp4, .mkv, .mov)");
+  }
+  try {
+    writableTarget(path);
+  } catch (const OutputFileError& e) {
+    throw UsageError(std::string("--output: ") + e.what());
+  }
+}
+
 void writeVideoOutput(const std::string& path, const torch::Tensor& frames, int rate_num, int rate_den) {
   if (frames.size(0) != 1) {
     throw UsageError("--output " + path + ": a video file holds one clip, the latents hold " +
@@ -98,19 +110,15 @@ void writeVideoOutput(const std::string& path, const torch::Tensor& frames, int 
 using namespace cli;  // NOLINT: the helpers of this file and commands.cc
 
 int roundtripCommand(const std::vector<std::string>& argv) {
-  return runGuarded("roundtrip", kRoundtripUsage, [&] {
+  return runGuarded("roundtrip", kRoundtripUsage, argv, [&] {
     Args args(argv, kCodecOptions, {"streaming"});
     applyThreads(args);
     const std::string input = args.required("input");
     const std::string output = args.required("output");
-    if (isSafetensorsPath(output) || !video::isVideoFileName(output)) {
-      throw UsageError("--output '" + output + "': name a video file FFmpeg can write (.mp4, .mkv, .mov)");
+    if (isSafetensorsPath(output)) {
+      throw UsageError("--output '" + output + "': name a video file (.mp4, .mkv, .mov); roundtrip writes no tensors");
     }
-    try {
-      writableTarget(output);  // refuse a folder or a device before the work, not after
-    } catch (const OutputFileError& e) {
-      throw UsageError(std::string("--output: ") + e.what());
-    }
+    requireVideoOutput(output);
     const bool streaming = args.flag("streaming");
     TAEHV model = loadModel(args, streaming);
     const VideoInput in = readVideoInput(input, model);

@@ -1,11 +1,7 @@
 #include "taehv/video/video_file.h"
 
 extern "C" {
-#include <libavcodec/avcodec.h>
-#include <libavformat/avformat.h>
-#include <libavutil/imgutils.h>
 #include <libavutil/opt.h>
-#include <libswscale/swscale.h>
 }
 
 #include <unistd.h>
@@ -15,33 +11,13 @@ extern "C" {
 #include <vector>
 
 #include "taehv/model/output_file.h"
+#include "taehv/video/av_handles.h"
 
 namespace taehv::video {
 namespace {
 
-std::string avError(int code) {
-  char buf[AV_ERROR_MAX_STRING_SIZE] = {0};
-  av_strerror(code, buf, sizeof buf);
-  return buf;
-}
-
-struct InputCloser {
-  void operator()(AVFormatContext* c) const { avformat_close_input(&c); }
-};
 struct OutputFree {
   void operator()(AVFormatContext* c) const { avformat_free_context(c); }
-};
-struct CodecCloser {
-  void operator()(AVCodecContext* c) const { avcodec_free_context(&c); }
-};
-struct FrameFree {
-  void operator()(AVFrame* f) const { av_frame_free(&f); }
-};
-struct PacketFree {
-  void operator()(AVPacket* p) const { av_packet_free(&p); }
-};
-struct SwsFree {
-  void operator()(SwsContext* s) const { sws_freeContext(s); }
 };
 struct AvioFree {
   void operator()(AVIOContext* io) const {
@@ -85,8 +61,8 @@ class FrameReader {
  private:
   std::string path_;
   AVCodecContext* codec_;
-  std::unique_ptr<AVFrame, FrameFree> frame_;
-  std::unique_ptr<SwsContext, SwsFree> sws_;
+  FramePtr frame_;
+  SwsPtr sws_;
   std::vector<torch::Tensor> frames_;
 };
 
@@ -105,7 +81,7 @@ Video readVideo(const std::string& path) {
   if (const int rc = avformat_open_input(&raw, path.c_str(), nullptr, nullptr); rc < 0) {
     throw VideoError(path + ": cannot read it as a video: " + avError(rc));
   }
-  std::unique_ptr<AVFormatContext, InputCloser> format(raw);
+  InputPtr format(raw);
   if (const int rc = avformat_find_stream_info(format.get(), nullptr); rc < 0) {
     throw VideoError(path + ": cannot read its stream information: " + avError(rc));
   }
@@ -118,7 +94,7 @@ Video readVideo(const std::string& path) {
   if (index < 0 || decoder == nullptr) throw VideoError(path + ": no decoder for its video stream in this FFmpeg");
   AVStream* stream = format->streams[index];
 
-  std::unique_ptr<AVCodecContext, CodecCloser> codec(avcodec_alloc_context3(decoder));
+  CodecPtr codec(avcodec_alloc_context3(decoder));
   if (!codec || avcodec_parameters_to_context(codec.get(), stream->codecpar) < 0) {
     throw VideoError(path + ": bad codec parameters in its video stream");
   }
@@ -128,7 +104,7 @@ Video readVideo(const std::string& path) {
     throw VideoError(path + ": cannot open the " + decoder->name + " decoder: " + avError(rc));
   }
   FrameReader reader(path, codec.get());
-  std::unique_ptr<AVPacket, PacketFree> packet(av_packet_alloc());
+  PacketPtr packet(av_packet_alloc());
   while (true) {
     const int rc = av_read_frame(format.get(), packet.get());
     if (rc == AVERROR_EOF) break;
@@ -189,7 +165,7 @@ class H264Writer {
     const AVCodec* encoder = avcodec_find_encoder_by_name("libx264");
     if (encoder == nullptr) encoder = avcodec_find_encoder(AV_CODEC_ID_H264);
     if (encoder == nullptr) throw VideoError("this FFmpeg has no H.264 encoder (libx264): cannot write " + path_);
-    std::unique_ptr<AVCodecContext, CodecCloser> codec(avcodec_alloc_context3(encoder));
+    CodecPtr codec(avcodec_alloc_context3(encoder));
     codec->width = w;
     codec->height = h;
     codec->pix_fmt = AV_PIX_FMT_YUV420P;
@@ -217,14 +193,14 @@ class H264Writer {
     format->flags |= AVFMT_FLAG_CUSTOM_IO;
     check(avformat_write_header(format.get(), nullptr), "writing the header");
 
-    std::unique_ptr<SwsContext, SwsFree> sws(sws_getContext(w, h, AV_PIX_FMT_RGB24, w, h, AV_PIX_FMT_YUV420P,
+    SwsPtr sws(sws_getContext(w, h, AV_PIX_FMT_RGB24, w, h, AV_PIX_FMT_YUV420P,
                                                             SWS_BICUBIC | SWS_ACCURATE_RND, nullptr, nullptr, nullptr));
-    std::unique_ptr<AVFrame, FrameFree> frame(av_frame_alloc());
+    FramePtr frame(av_frame_alloc());
     frame->format = AV_PIX_FMT_YUV420P;
     frame->width = w;
     frame->height = h;
     check(av_frame_get_buffer(frame.get(), 0), "allocating a frame");
-    std::unique_ptr<AVPacket, PacketFree> packet(av_packet_alloc());
+    PacketPtr packet(av_packet_alloc());
     const torch::Tensor rgb = frames.contiguous();
     for (int64_t t = 0; t <= rgb.size(0); ++t) {
       AVFrame* in = nullptr;
