@@ -20,14 +20,15 @@ struct SubCommand {
 constexpr SubCommand kCommands[] = {
     {"train", taehv::train::trainCommand, "train TAEHV data-parallel (the default; see train --help)"},
     {"eval", taehv::train::evalCommand, "PSNR and SSIM of a checkpoint on a dataset"},
-    {"encode", taehv::encodeCommand, "frames (safetensors) -> latents"},
-    {"decode", taehv::decodeCommand, "latents (safetensors) -> frames"},
+    {"encode", taehv::encodeCommand, "frames (safetensors or a video file) -> latents"},
+    {"decode", taehv::decodeCommand, "latents (safetensors) -> frames (safetensors or an H.264 video)"},
+    {"roundtrip", taehv::roundtripCommand, "a video file encoded and decoded: H.264 out, PSNR, SSIM, frames/s"},
     {"bench", taehv::benchCommand, "time training steps of the model on random data"},
 };
 
 void usage(FILE* out) {
   std::fputs("usage: taehv-train [SUB-COMMAND] [ARGS...]\n", out);
-  for (const auto& c : kCommands) std::fprintf(out, "  %-8s %s\n", c.name, c.help);
+  for (const auto& c : kCommands) std::fprintf(out, "  %-9s %s\n", c.name, c.help);
   std::fputs("With no sub-command (or only options) taehv-train trains. --version: the libtorch, CUDA and NCCL it was "
              "built with.\n",
              out);

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "command_line.h"
 #include "taehv/model/cpu_tuning.h"
 #include "taehv/model/fused_adamw.h"
 #include "taehv/model/safetensors.h"
@@ -24,96 +25,7 @@
 #include "taehv/suggest.h"
 
 namespace taehv {
-namespace {
-
-/// Bad command line or bad input: printed as one message, exit status 2.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// `--name value`, `--name=value` and flags; unknown names get "did you mean".
-class Args {
- public:
-  Args(const std::vector<std::string>& args, const std::set<std::string>& with_value,
-       const std::set<std::string>& flags) {
-    for (std::size_t i = 0; i < args.size(); ++i) {
-      std::string name = args[i];
-      std::string value;
-      bool has_value = false;
-      if (name.rfind("--", 0) != 0) {
-        throw UsageError("unexpected argument '" + name + "' (options start with --)");
-      }
-      name = name.substr(2);
-      if (const auto eq = name.find('='); eq != std::string::npos) {
-        value = name.substr(eq + 1);
-        name = name.substr(0, eq);
-        has_value = true;
-      }
-      if (flags.count(name)) {
-        if (has_value) {
-          throw UsageError("--" + name + " takes no value");
-        }
-        flags_.insert(name);
-        continue;
-      }
-      if (!with_value.count(name)) {
-        std::vector<std::string> known(with_value.begin(), with_value.end());
-        known.insert(known.end(), flags.begin(), flags.end());
-        const std::vector<std::string> close = closestNames(name, known);
-        throw UsageError("unknown option --" + name + (close.empty() ? "" : " (did you mean --" + close[0] + "?)"));
-      }
-      if (!has_value) {
-        if (i + 1 >= args.size()) {
-          throw UsageError("--" + name + " needs a value");
-        }
-        value = args[++i];
-      }
-      if (values_.count(name)) {
-        throw UsageError("--" + name + " given twice");
-      }
-      values_[name] = value;
-    }
-  }
-
-  bool flag(const std::string& name) const { return flags_.count(name) > 0; }
-  bool has(const std::string& name) const { return values_.count(name) > 0; }
-
-  std::string required(const std::string& name) const {
-    const auto it = values_.find(name);
-    if (it == values_.end() || it->second.empty()) {
-      throw UsageError("missing required option --" + name);
-    }
-    return it->second;
-  }
-
-  std::string get(const std::string& name, const std::string& fallback) const {
-    const auto it = values_.find(name);
-    return it == values_.end() ? fallback : it->second;
-  }
-
-  int64_t integer(const std::string& name, int64_t fallback, int64_t min, int64_t max) const {
-    const auto it = values_.find(name);
-    if (it == values_.end()) {
-      return fallback;
-    }
-    std::size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(it->second, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != it->second.size() || it->second.empty() || v < min || v > max) {
-      throw UsageError("--" + name + " must be an integer in [" + std::to_string(min) + ", " + std::to_string(max) +
-                       "], got '" + it->second + "'");
-    }
-    return v;
-  }
-
- private:
-  std::map<std::string, std::string> values_;
-  std::set<std::string> flags_;
-};
+namespace cli {
 
 std::vector<bool> parseSwitches(const std::string& option, const std::string& text) {
   std::vector<bool> out;
@@ -231,7 +143,13 @@ void requireFinite(const torch::Tensor& result, const std::string& what) {
   }
 }
 
-int runGuarded(const char* command, const std::string& usage, const std::function<int()>& body) {
+int runGuarded(const char* command, const std::string& usage, const std::vector<std::string>& argv,
+               const std::function<int()>& body) {
+  if (std::find(argv.begin(), argv.end(), "--help") != argv.end() ||
+      std::find(argv.begin(), argv.end(), "-h") != argv.end()) {
+    std::cout << usage;
+    return 0;
+  }
   try {
     return body();
   } catch (const UsageError& e) {
@@ -249,23 +167,22 @@ int runGuarded(const char* command, const std::string& usage, const std::functio
   }
 }
 
-const char* kVariantsHelp =
-    "  variants (latent channels): taehv, taew2_1, taecvx, taeos1_3 (16), taehv1_5, taehv1_5_super (32),\n"
-    "  taew2_2, taew2_2_super (48), taeltx_2, taeltx2_3 (128), taeh3 (24); without --variant, the one the weights\n"
-    "  file is named after (taew2_2_super.safetensors -> taew2_2_super).\n"
-    "  --streaming: StreamingTAEHV, one frame (one latent) at a time, memory independent of the length (not taeh3).\n";
 
 const std::string kEncodeUsage =
     std::string("usage: taehv-train encode [--variant V] --weights W.safetensors --input IN.safetensors\n"
                 "                          --output OUT.safetensors [--streaming] [--threads K]\n"
-                "  reads tensor 'input' (N, T, 3, H, W) in [0, 1], writes tensor 'latents' (float32).\n") +
+                "  reads tensor 'input' (N, T, 3, H, W) in [0, 1], writes tensor 'latents' (float32).\n"
+                "  --input IN.mp4 (any name not ending in .safetensors): every frame of a video file FFmpeg reads,\n"
+                "  padded (edge pixels repeated, right and bottom) to multiples of 8 x the patch size.\n") +
     kVariantsHelp;
 
 const std::string kDecodeUsage =
     std::string("usage: taehv-train decode [--variant V] --weights W.safetensors --input IN.safetensors\n"
                 "                          --output OUT.safetensors [--streaming] [--decoder-time-upscale a,b]\n"
-                "                          [--decoder-space-upscale a,b,c] [--threads K]\n"
-                "  reads tensor 'latents' (N, L, C, h, w), writes tensor 'frames' (float32, in [0, 1]).\n") +
+                "                          [--decoder-space-upscale a,b,c] [--threads K] [--fps R]\n"
+                "  reads tensor 'latents' (N, L, C, h, w), writes tensor 'frames' (float32, in [0, 1]);\n"
+                "  --output OUT.mp4 (any name not ending in .safetensors, N = 1): an H.264 video at R frames/s\n"
+                "  (default 24; libx264, CRF 18).\n") +
     kVariantsHelp;
 
 const char* kBenchUsage =
@@ -277,8 +194,6 @@ const char* kBenchUsage =
     "  --slices: on CPU in fp32, the batch runs as N slices on N threads of K/N intra-op threads each, as\n"
     "  taehv-train does (train.slices); auto = min(K, B); 1 = one pass with K intra-op threads per op.\n";
 
-const std::set<std::string> kCodecOptions = {"variant", "weights", "input", "output", "threads",
-                                             "decoder-time-upscale", "decoder-space-upscale"};
 
 TAEHV loadModel(const Args& args, bool streaming) {
   TAEHV model(modelOptions(args));
@@ -325,13 +240,14 @@ double peakRssMb() {
 // Copies each output of a stream into its place in one preallocated tensor, so that the outputs are held once.
 class OutputVideo {
  public:
-  explicit OutputVideo(int64_t steps) : steps_(steps) {}
+  OutputVideo(int64_t steps, const StreamProgress& progress) : steps_(steps), progress_(progress) {}
   void add(const torch::Tensor& step) {  // step: (N, 1, C, H, W)
     if (!video_.defined()) {
       video_ = torch::empty({step.size(0), steps_, step.size(2), step.size(3), step.size(4)}, step.options());
     }
     TORCH_CHECK(next_ < steps_, "stream made more than the ", steps_, " outputs expected");
     video_.select(1, next_++).copy_(step.select(1, 0));
+    if (progress_) progress_(next_, steps_);
   }
   torch::Tensor finish() {
     TORCH_CHECK(next_ == steps_, "stream made ", next_, " outputs, ", steps_, " expected");
@@ -341,13 +257,14 @@ class OutputVideo {
  private:
   int64_t steps_;
   int64_t next_ = 0;
+  const StreamProgress& progress_;
   torch::Tensor video_;
 };
 
 // encode --streaming: one input frame at a time, then the encoder flushed.
-torch::Tensor encodeStreaming(const TAEHV& model, const torch::Tensor& frames) {
+torch::Tensor encodeStreaming(const TAEHV& model, const torch::Tensor& frames, const StreamProgress& progress) {
   StreamingTAEHV stream(model);
-  OutputVideo out(model->encodedLatents(frames.size(1)));
+  OutputVideo out(model->encodedLatents(frames.size(1)), progress);
   for (int64_t t = 0; t < frames.size(1); ++t) {
     if (auto z = stream.encode(frames.slice(1, t, t + 1))) {
       out.add(*z);
@@ -360,10 +277,10 @@ torch::Tensor encodeStreaming(const TAEHV& model, const torch::Tensor& frames) {
 }
 
 // decode --streaming: one latent at a time, its frames drained one by one.
-torch::Tensor decodeStreaming(const TAEHV& model, const torch::Tensor& latents) {
+torch::Tensor decodeStreaming(const TAEHV& model, const torch::Tensor& latents, const StreamProgress& progress) {
   StreamingTAEHV stream(model);
   const bool trims = model->options().time_layout != TimeLayout::kCogVideoX;  // upstream streaming: taecvx never
-  OutputVideo out(latents.size(1) * model->timeUpscale() - (trims ? model->framesToTrim() : 0));
+  OutputVideo out(latents.size(1) * model->timeUpscale() - (trims ? model->framesToTrim() : 0), progress);
   for (int64_t t = 0; t < latents.size(1); ++t) {
     for (auto x = stream.decode(latents.slice(1, t, t + 1)); x; x = stream.decode()) {
       out.add(*x);
@@ -375,10 +292,12 @@ torch::Tensor decodeStreaming(const TAEHV& model, const torch::Tensor& latents) 
   return out.finish();
 }
 
-}  // namespace
+}  // namespace cli
+
+using namespace cli;  // NOLINT: this file defines them
 
 int encodeCommand(const std::vector<std::string>& argv) {
-  return runGuarded("encode", kEncodeUsage, [&] {
+  return runGuarded("encode", kEncodeUsage, argv, [&] {
     Args args(argv, kCodecOptions, {"streaming"});
     applyThreads(args);
     const std::string output = args.required("output");
@@ -386,7 +305,8 @@ int encodeCommand(const std::vector<std::string>& argv) {
     TAEHV model = loadModel(args, streaming);
     const int64_t p = model->options().patch_size;
     const std::string input = args.required("input");
-    torch::Tensor frames = readVideo(input, "input", 3, "(N, T, 3, H, W) frames in [0, 1]");
+    torch::Tensor frames = isSafetensorsPath(input) ? readVideo(input, "input", 3, "(N, T, 3, H, W) frames in [0, 1]")
+                                                    : readVideoInput(input, model).frames;
     if (frames.size(3) % p != 0 || frames.size(4) % p != 0) {
       throw UsageError("--input: frame size " + std::to_string(frames.size(3)) + "x" + std::to_string(frames.size(4)) +
                        " must be a multiple of the variant's patch size " + std::to_string(p));
@@ -413,10 +333,16 @@ int encodeCommand(const std::vector<std::string>& argv) {
 }
 
 int decodeCommand(const std::vector<std::string>& argv) {
-  return runGuarded("decode", kDecodeUsage, [&] {
-    Args args(argv, kCodecOptions, {"streaming"});
+  return runGuarded("decode", kDecodeUsage, argv, [&] {
+    std::set<std::string> options = kCodecOptions;
+    options.insert("fps");
+    Args args(argv, options, {"streaming"});
     applyThreads(args);
     const std::string output = args.required("output");
+    const bool to_video = !isSafetensorsPath(output);
+    const int fps = static_cast<int>(args.integer("fps", 24, 1, 1000));
+    if (args.has("fps") && !to_video) throw UsageError("--fps is for a video --output, not .safetensors");
+    if (to_video) requireVideoOutput(output);
     const bool streaming = args.flag("streaming");
     TAEHV model = loadModel(args, streaming);
     const int64_t c = model->options().latent_channels;
@@ -424,6 +350,11 @@ int decodeCommand(const std::vector<std::string>& argv) {
     torch::Tensor latents =
         readVideo(input, "latents", c,
                   "(N, L, " + std::to_string(c) + ", h, w) latents for variant " + variantName(args));
+    if (to_video && latents.size(0) != 1) {
+      throw UsageError("--output " + output + ": a video file holds one clip, --input holds " +
+                       std::to_string(latents.size(0)) + " (N = " + std::to_string(latents.size(0)) +
+                       "); write .safetensors instead");
+    }
     const auto start = std::chrono::steady_clock::now();
     torch::Tensor frames;
     {
@@ -432,7 +363,11 @@ int decodeCommand(const std::vector<std::string>& argv) {
     }
     const double seconds = secondsSince(start);
     requireFinite(frames, "frames");
-    writeSafetensors(output, {{"frames", frames}}, torch::kFloat);
+    if (to_video) {
+      writeVideoOutput(output, frames, fps, 1);
+    } else {
+      writeSafetensors(output, {{"frames", frames}}, torch::kFloat);
+    }
     std::printf("decoded latents %s -> frames %s in %.3f s (%s) peak_rss_mb=%.1f\n", shapeText(latents.sizes()).c_str(),
                 shapeText(frames.sizes()).c_str(), seconds, streaming ? "streaming" : "parallel", peakRssMb());
     return 0;
@@ -440,7 +375,7 @@ int decodeCommand(const std::vector<std::string>& argv) {
 }
 
 int benchCommand(const std::vector<std::string>& argv) {
-  return runGuarded("bench", kBenchUsage, [&] {
+  return runGuarded("bench", kBenchUsage, argv, [&] {
     Args args(argv,
               {"variant", "batch", "frames", "size", "steps", "warmup", "threads", "device", "precision", "optimizer",
                "allocator", "profile", "memory-format",

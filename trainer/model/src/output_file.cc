@@ -96,7 +96,14 @@ void writeFileAtomically(const std::string& path, const std::function<bool(int f
                           errnoText(err) + " (" + freeSpaceNote(folder) + ")");
   }
   errno = 0;
-  bool ok = ::fchmod(fd, mode) == 0 && fill(fd) && ::fsync(fd) == 0;
+  bool ok = false;
+  try {
+    ok = ::fchmod(fd, mode) == 0 && fill(fd) && ::fsync(fd) == 0;
+  } catch (...) {  // a producer's own error (an encoder's, say): no temporary is left behind either
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
   int err = ok ? 0 : errno;
   if (::close(fd) != 0 && ok) {
     ok = false;

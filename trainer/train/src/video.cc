@@ -1,45 +1,21 @@
 // Video decoding through FFmpeg's libav* (Debian's libavformat/libavcodec/libswscale).
 #include <torch/torch.h>
 
-extern "C" {
-#include <libavcodec/avcodec.h>
-#include <libavformat/avformat.h>
-#include <libavutil/imgutils.h>
-#include <libswscale/swscale.h>
-}
-
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "taehv/train/data.h"
+#include "taehv/video/av_handles.h"
 
 namespace taehv::train {
-namespace {
 
-std::string avError(int code) {
-  char buf[AV_ERROR_MAX_STRING_SIZE] = {0};
-  av_strerror(code, buf, sizeof buf);
-  return buf;
-}
-
-struct FormatCloser {
-  void operator()(AVFormatContext* c) const { avformat_close_input(&c); }
-};
-struct CodecCloser {
-  void operator()(AVCodecContext* c) const { avcodec_free_context(&c); }
-};
-struct FrameFree {
-  void operator()(AVFrame* f) const { av_frame_free(&f); }
-};
-struct PacketFree {
-  void operator()(AVPacket* p) const { av_packet_free(&p); }
-};
-struct SwsFree {
-  void operator()(SwsContext* s) const { sws_freeContext(s); }
-};
-
-}  // namespace
+using video::avError;
+using video::CodecPtr;
+using video::FramePtr;
+using video::InputPtr;
+using video::PacketPtr;
+using video::SwsPtr;
 
 std::vector<torch::Tensor> decodeVideoFrames(const std::string& path, int64_t start, int64_t stride, int64_t frames,
                                              int64_t* total_frames_estimate) {
@@ -48,7 +24,7 @@ std::vector<torch::Tensor> decodeVideoFrames(const std::string& path, int64_t st
   if (int rc = avformat_open_input(&raw, path.c_str(), nullptr, nullptr); rc < 0) {
     throw DataError(path + ": cannot open video: " + avError(rc));
   }
-  std::unique_ptr<AVFormatContext, FormatCloser> format(raw);
+  InputPtr format(raw);
   if (int rc = avformat_find_stream_info(format.get(), nullptr); rc < 0) {
     throw DataError(path + ": cannot read stream info: " + avError(rc));
   }
@@ -70,16 +46,16 @@ std::vector<torch::Tensor> decodeVideoFrames(const std::string& path, int64_t st
   std::vector<torch::Tensor> out;
   if (frames <= 0) return out;
 
-  std::unique_ptr<AVCodecContext, CodecCloser> ctx(avcodec_alloc_context3(codec));
+  CodecPtr ctx(avcodec_alloc_context3(codec));
   if (!ctx) throw DataError(path + ": out of memory");
   if (avcodec_parameters_to_context(ctx.get(), stream->codecpar) < 0) throw DataError(path + ": bad codec parameters");
   ctx->thread_count = 1;
   if (int rc = avcodec_open2(ctx.get(), codec, nullptr); rc < 0) {
     throw DataError(path + ": cannot open decoder: " + avError(rc));
   }
-  std::unique_ptr<AVFrame, FrameFree> frame(av_frame_alloc());
-  std::unique_ptr<AVPacket, PacketFree> packet(av_packet_alloc());
-  std::unique_ptr<SwsContext, SwsFree> sws;
+  FramePtr frame(av_frame_alloc());
+  PacketPtr packet(av_packet_alloc());
+  SwsPtr sws;
   int64_t index = 0;
   bool failed = false;
   std::string failure;

@@ -8,16 +8,25 @@
 
 namespace taehv {
 
-/// `encode [--variant V] --weights W --input IN.safetensors --output OUT.safetensors [--streaming] [--threads K]`:
-/// reads tensor `input` (NTCHW float in [0, 1]) and writes tensor `latents` (float32). Without --variant, the
+/// `encode [--variant V] --weights W --input IN.safetensors|IN.mp4 --output OUT.safetensors [--streaming]
+/// [--threads K]`: reads tensor `input` (NTCHW float in [0, 1]), or every frame of a video file (any name not
+/// ending in .safetensors; padded as roundtrip pads), and writes tensor `latents` (float32). Without --variant, the
 /// variant the weights file is named after (variantForCheckpoint). --streaming feeds StreamingTAEHV frame by frame.
 int encodeCommand(const std::vector<std::string>& args);
 
 /// `decode [--variant V] --weights W --input IN.safetensors --output OUT.safetensors [--streaming]
 /// [--decoder-time-upscale a,b] [--decoder-space-upscale a,b,c] [--threads K]`: reads tensor `latents`
-/// (NTCHW) and writes tensor `frames` (float32 NTCHW in [0, 1]); --streaming: StreamingTAEHV latent by latent,
+/// (NTCHW) and writes tensor `frames` (float32 NTCHW in [0, 1]), or, for an --output not ending in .safetensors, an
+/// H.264 video at `--fps R` (default 24; N must be 1); --streaming: StreamingTAEHV latent by latent,
 /// the frames written into one preallocated output (peak memory: the output plus O(1) frames of activations).
 int decodeCommand(const std::vector<std::string>& args);
+
+/// `roundtrip [--variant V] --weights W --input IN.mp4 --output OUT.mp4 [--streaming] [--threads K]`: a video
+/// file encoded and decoded (padded to the variant's multiple, cropped back), written as H.264 at the input's
+/// frame rate with its frame count; prints `frames=T psnr_db=P ssim=S encode_frames_per_s=E decode_frames_per_s=D
+/// frames_per_s=F peak_rss_mb=M` last. A bad video file (unreadable, no video stream, no frames, truncated, an odd
+/// width or height) is status 2 with one message, and no output file is made.
+int roundtripCommand(const std::vector<std::string>& args);
 
 /// `bench --variant V --batch B --frames T --size S --steps N [--warmup W] [--threads K] [--device cpu|cuda]
 /// [--precision fp32|bf16] [--optimizer fused|torch] [--allocator tuned|default]

@@ -30,8 +30,8 @@ std::string writableTarget(const std::string& path);
 std::string freeSpaceNote(const std::string& folder);
 
 /// Writes `path` atomically (see the rule above): `fill(fd)` writes the content into the temporary file and
-/// returns false with errno set when a write fails. The temporary is removed on every failure. Throws
-/// OutputFileError.
+/// returns false with errno set when a write fails. The temporary is removed on every failure, an exception
+/// `fill` throws included (it is rethrown unchanged). Throws OutputFileError.
 void writeFileAtomically(const std::string& path, const std::function<bool(int fd)>& fill, mode_t mode = 0644);
 
 /// write(2) of all `size` bytes, retried on EINTR and short writes. False with errno set on failure.

@@ -1,0 +1,178 @@
+// What the model's sub-commands share (commands.cc: encode, decode, bench; video_commands.cc: roundtrip and the
+// video files of encode and decode): the command line, the error boundary, loading the model, the streaming loops.
+// Internal to taehv::model (not installed).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "taehv/model/taehv.h"
+#include "taehv/suggest.h"
+
+namespace taehv::cli {
+
+/// Bad command line or bad input: printed as one message, exit status 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// `--name value`, `--name=value` and flags; unknown names get "did you mean".
+class Args {
+ public:
+  Args(const std::vector<std::string>& args, const std::set<std::string>& with_value,
+       const std::set<std::string>& flags) {
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      std::string name = args[i];
+      std::string value;
+      bool has_value = false;
+      if (name.rfind("--", 0) != 0) {
+        throw UsageError("unexpected argument '" + name + "' (options start with --)");
+      }
+      name = name.substr(2);
+      if (const auto eq = name.find('='); eq != std::string::npos) {
+        value = name.substr(eq + 1);
+        name = name.substr(0, eq);
+        has_value = true;
+      }
+      if (flags.count(name)) {
+        if (has_value) {
+          throw UsageError("--" + name + " takes no value");
+        }
+        flags_.insert(name);
+        continue;
+      }
+      if (!with_value.count(name)) {
+        std::vector<std::string> known(with_value.begin(), with_value.end());
+        known.insert(known.end(), flags.begin(), flags.end());
+        const std::vector<std::string> close = closestNames(name, known);
+        throw UsageError("unknown option --" + name + (close.empty() ? "" : " (did you mean --" + close[0] + "?)"));
+      }
+      if (!has_value) {
+        if (i + 1 >= args.size()) {
+          throw UsageError("--" + name + " needs a value");
+        }
+        value = args[++i];
+      }
+      if (values_.count(name)) {
+        throw UsageError("--" + name + " given twice");
+      }
+      values_[name] = value;
+    }
+  }
+
+  bool flag(const std::string& name) const { return flags_.count(name) > 0; }
+  bool has(const std::string& name) const { return values_.count(name) > 0; }
+
+  std::string required(const std::string& name) const {
+    const auto it = values_.find(name);
+    if (it == values_.end() || it->second.empty()) {
+      throw UsageError("missing required option --" + name);
+    }
+    return it->second;
+  }
+
+  std::string get(const std::string& name, const std::string& fallback) const {
+    const auto it = values_.find(name);
+    return it == values_.end() ? fallback : it->second;
+  }
+
+  int64_t integer(const std::string& name, int64_t fallback, int64_t min, int64_t max) const {
+    const auto it = values_.find(name);
+    if (it == values_.end()) {
+      return fallback;
+    }
+    std::size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(it->second, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != it->second.size() || it->second.empty() || v < min || v > max) {
+      throw UsageError("--" + name + " must be an integer in [" + std::to_string(min) + ", " + std::to_string(max) +
+                       "], got '" + it->second + "'");
+    }
+    return v;
+  }
+
+ private:
+  std::map<std::string, std::string> values_;
+  std::set<std::string> flags_;
+};
+
+inline constexpr const char* kVariantsHelp =
+    "  variants (latent channels): taehv, taew2_1, taecvx, taeos1_3 (16), taehv1_5, taehv1_5_super (32),\n"
+    "  taew2_2, taew2_2_super (48), taeltx_2, taeltx2_3 (128), taeh3 (24); without --variant, the one the weights\n"
+    "  file is named after (taew2_2_super.safetensors -> taew2_2_super).\n"
+    "  --streaming: StreamingTAEHV, one frame (one latent) at a time, memory independent of the length (not taeh3).\n";
+
+/// The options every model command (encode, decode, roundtrip) takes.
+inline const std::set<std::string> kCodecOptions = {"variant", "weights", "input", "output", "threads",
+                                                    "decoder-time-upscale", "decoder-space-upscale"};
+
+/// Runs `body`: UsageError and SafetensorsError print one message (with `usage` for the former) and give 2,
+/// anything else 1. With --help or -h among `argv`, prints `usage` to stdout and gives 0 instead.
+int runGuarded(const char* command, const std::string& usage, const std::vector<std::string>& argv,
+               const std::function<int()>& body);
+
+/// --variant, or the variant the --weights file is named after; UsageError when neither says.
+std::string variantName(const Args& args);
+
+/// The model of --variant (or the weights' file name) with --weights loaded, in eval mode. UsageError for a bad
+/// variant, bad weights, or --streaming with taeh3.
+TAEHV loadModel(const Args& args, bool streaming);
+
+/// --threads K: intra-op threads.
+void applyThreads(const Args& args);
+
+/// "[1, 17, 3, 64, 64]"
+std::string shapeText(c10::IntArrayRef shape);
+
+/// Throws (exit 1) when `result` holds NaN or Inf: nothing is written then.
+void requireFinite(const torch::Tensor& result, const std::string& what);
+
+double secondsSince(std::chrono::steady_clock::time_point start);
+
+/// This process's peak resident memory in MB.
+double peakRssMb();
+
+/// Called after each output of a streaming loop with (outputs made so far, outputs expected).
+using StreamProgress = std::function<void(int64_t done, int64_t total)>;
+
+/// StreamingTAEHV over frames NTCHW (one frame in at a time, then the encoder flushed): encodeVideo's latents.
+torch::Tensor encodeStreaming(const TAEHV& model, const torch::Tensor& frames, const StreamProgress& progress = {});
+
+/// StreamingTAEHV over latents NTCHW (one latent in, its frames drained one by one): the frames of upstream's
+/// stream_frames (taecvx keeps its first frames).
+torch::Tensor decodeStreaming(const TAEHV& model, const torch::Tensor& latents, const StreamProgress& progress = {});
+
+/// True for a path ending in .safetensors; encode and decode take any other name as a video file.
+bool isSafetensorsPath(const std::string& path);
+
+/// A video file as model input: every frame, as float (1, T, 3, H', W') in [0, 1], padded at the right and bottom
+/// by repeating the edge pixels to multiples of the variant's 8 x patch size (H' >= H, W' >= W).
+struct VideoInput {
+  torch::Tensor frames;
+  int64_t count = 0, height = 0, width = 0;  ///< the file's frame count and size, before padding
+  int rate_num = 0, rate_den = 1;            ///< its frame rate
+};
+
+/// Reads `path` (--input) through FFmpeg; a bad video file is a UsageError naming the file and the reason.
+VideoInput readVideoInput(const std::string& path, const TAEHV& model);
+
+/// Checks a video --output before any work: a name FFmpeg has a container for, and a path writeFileAtomically may
+/// replace (not a folder or a device). UsageError otherwise.
+void requireVideoOutput(const std::string& path);
+
+/// Writes frames (1, T, 3, H, W) in [0, 1] to `path` (--output) as H.264 at rate_num/rate_den frames/s; a size or
+/// name the encoder cannot take is a UsageError; nothing is left at `path` on any failure.
+void writeVideoOutput(const std::string& path, const torch::Tensor& frames, int rate_num, int rate_den);
+
+}  // namespace taehv::cli

@@ -1,0 +1,285 @@
+#include "taehv/video/video_file.h"
+
+extern "C" {
+#include <libavutil/opt.h>
+}
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <memory>
+#include <vector>
+
+#include "taehv/model/output_file.h"
+#include "taehv/video/av_handles.h"
+
+namespace taehv::video {
+namespace {
+
+struct OutputFree {
+  void operator()(AVFormatContext* c) const { avformat_free_context(c); }
+};
+struct AvioFree {
+  void operator()(AVIOContext* io) const {
+    av_freep(&io->buffer);
+    avio_context_free(&io);
+  }
+};
+
+// Decodes packets into RGB frames; one object per readVideo call.
+class FrameReader {
+ public:
+  FrameReader(const std::string& path, AVCodecContext* codec) : path_(path), codec_(codec), frame_(av_frame_alloc()) {}
+
+  // Takes every frame the decoder has ready. Throws VideoError on a decode error or a size change.
+  void receive() {
+    while (true) {
+      const int rc = avcodec_receive_frame(codec_, frame_.get());
+      if (rc == AVERROR(EAGAIN) || rc == AVERROR_EOF) return;
+      if (rc < 0) throw VideoError(path_ + ": corrupt video data after " + count() + ": " + avError(rc));
+      const int w = frame_->width, h = frame_->height;
+      if (!frames_.empty() && (w != frames_.front().size(1) || h != frames_.front().size(0))) {
+        throw VideoError(path_ + ": the frame size changes mid-stream (" + std::to_string(frames_.front().size(1)) +
+                         "x" + std::to_string(frames_.front().size(0)) + " to " + std::to_string(w) + "x" +
+                         std::to_string(h) + " at frame " + std::to_string(frames_.size()) + "), which is not supported");
+      }
+      sws_.reset(sws_getCachedContext(sws_.release(), w, h, static_cast<AVPixelFormat>(frame_->format), w, h,
+                                      AV_PIX_FMT_RGB24, SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT, nullptr,
+                                      nullptr, nullptr));
+      if (!sws_) throw VideoError(path_ + ": cannot convert its pixel format to RGB");
+      auto rgb = torch::empty({h, w, 3}, torch::kUInt8);
+      uint8_t* dst[4] = {rgb.data_ptr<uint8_t>(), nullptr, nullptr, nullptr};
+      int dst_stride[4] = {w * 3, 0, 0, 0};
+      sws_scale(sws_.get(), frame_->data, frame_->linesize, 0, h, dst, dst_stride);
+      frames_.push_back(std::move(rgb));
+    }
+  }
+
+  std::string count() const { return std::to_string(frames_.size()) + " frame" + (frames_.size() == 1 ? "" : "s"); }
+  std::vector<torch::Tensor>& frames() { return frames_; }
+
+ private:
+  std::string path_;
+  AVCodecContext* codec_;
+  FramePtr frame_;
+  SwsPtr sws_;
+  std::vector<torch::Tensor> frames_;
+};
+
+FrameRate rateOf(const AVStream* stream) {
+  AVRational r = stream->avg_frame_rate;
+  if (r.num <= 0 || r.den <= 0) r = stream->r_frame_rate;
+  if (r.num <= 0 || r.den <= 0) return {};
+  return {r.num, r.den};
+}
+
+}  // namespace
+
+Video readVideo(const std::string& path) {
+  av_log_set_level(AV_LOG_QUIET);
+  AVFormatContext* raw = nullptr;
+  if (const int rc = avformat_open_input(&raw, path.c_str(), nullptr, nullptr); rc < 0) {
+    throw VideoError(path + ": cannot read it as a video: " + avError(rc));
+  }
+  InputPtr format(raw);
+  if (const int rc = avformat_find_stream_info(format.get(), nullptr); rc < 0) {
+    throw VideoError(path + ": cannot read its stream information: " + avError(rc));
+  }
+  const AVCodec* decoder = nullptr;
+  const int index = av_find_best_stream(format.get(), AVMEDIA_TYPE_VIDEO, -1, -1, &decoder, 0);
+  if (index == AVERROR_STREAM_NOT_FOUND) {
+    throw VideoError(path + ": has no video stream (" + std::to_string(format->nb_streams) + " other stream" +
+                     (format->nb_streams == 1 ? "" : "s") + ")");
+  }
+  if (index < 0 || decoder == nullptr) throw VideoError(path + ": no decoder for its video stream in this FFmpeg");
+  AVStream* stream = format->streams[index];
+
+  CodecPtr codec(avcodec_alloc_context3(decoder));
+  if (!codec || avcodec_parameters_to_context(codec.get(), stream->codecpar) < 0) {
+    throw VideoError(path + ": bad codec parameters in its video stream");
+  }
+  codec->thread_count = 1;
+  codec->err_recognition |= AV_EF_EXPLODE;  // a damaged packet is an error, not a silently concealed frame
+  if (const int rc = avcodec_open2(codec.get(), decoder, nullptr); rc < 0) {
+    throw VideoError(path + ": cannot open the " + decoder->name + " decoder: " + avError(rc));
+  }
+  FrameReader reader(path, codec.get());
+  PacketPtr packet(av_packet_alloc());
+  while (true) {
+    const int rc = av_read_frame(format.get(), packet.get());
+    if (rc == AVERROR_EOF) break;
+    if (rc < 0) throw VideoError(path + ": truncated or unreadable after " + reader.count() + ": " + avError(rc));
+    if (packet->stream_index == index) {
+      const bool damaged = (packet->flags & AV_PKT_FLAG_CORRUPT) != 0;
+      const int sent = avcodec_send_packet(codec.get(), packet.get());
+      av_packet_unref(packet.get());
+      if (damaged || (sent < 0 && sent != AVERROR(EAGAIN))) {
+        throw VideoError(path + ": corrupt or truncated video data after " + reader.count() +
+                         (damaged ? std::string() : ": " + avError(sent)));
+      }
+      reader.receive();
+    } else {
+      av_packet_unref(packet.get());
+    }
+  }
+  avcodec_send_packet(codec.get(), nullptr);  // drain the decoder's delayed frames
+  reader.receive();
+
+  std::vector<torch::Tensor>& frames = reader.frames();
+  if (frames.empty()) throw VideoError(path + ": its video stream has no frames");
+  if (stream->nb_frames > 0 && static_cast<int64_t>(frames.size()) < stream->nb_frames) {
+    throw VideoError(path + ": truncated: " + reader.count() + " decoded of the " + std::to_string(stream->nb_frames) +
+                     " its header announces");
+  }
+  const FrameRate rate = rateOf(stream);
+  if (rate.num <= 0) throw VideoError(path + ": its video stream has no frame rate");
+  return {torch::stack(frames), rate};
+}
+
+bool isVideoFileName(const std::string& path) {
+  return av_guess_format(nullptr, path.c_str(), nullptr) != nullptr;
+}
+
+namespace {
+
+// avio_alloc_context's write callback takes a const buffer from FFmpeg 7 (libavformat 61) on.
+#if LIBAVFORMAT_VERSION_MAJOR >= 61
+using AvioBuffer = const uint8_t*;
+#else
+using AvioBuffer = uint8_t*;
+#endif
+
+// Encodes to the file descriptor writeFileAtomically gives, through a seekable AVIOContext (MP4 seeks back to
+// finish its header). Throws VideoError for encoder failures; returns false with errno set when a write failed.
+class H264Writer {
+ public:
+  H264Writer(const std::string& path, int fd) : path_(path), fd_(fd) {}
+
+  bool write(const torch::Tensor& frames, FrameRate rate) {
+    const int h = static_cast<int>(frames.size(1)), w = static_cast<int>(frames.size(2));
+    AVFormatContext* raw = nullptr;
+    if (avformat_alloc_output_context2(&raw, nullptr, nullptr, path_.c_str()) < 0 || raw == nullptr) {
+      throw VideoError(path_ + ": FFmpeg knows no container for this file name (use .mp4 or .mkv)");
+    }
+    std::unique_ptr<AVFormatContext, OutputFree> format(raw);
+    const AVCodec* encoder = avcodec_find_encoder_by_name("libx264");
+    if (encoder == nullptr) encoder = avcodec_find_encoder(AV_CODEC_ID_H264);
+    if (encoder == nullptr) throw VideoError("this FFmpeg has no H.264 encoder (libx264): cannot write " + path_);
+    CodecPtr codec(avcodec_alloc_context3(encoder));
+    codec->width = w;
+    codec->height = h;
+    codec->pix_fmt = AV_PIX_FMT_YUV420P;
+    codec->time_base = AVRational{rate.den, rate.num};
+    codec->framerate = AVRational{rate.num, rate.den};
+    if (format->oformat->flags & AVFMT_GLOBALHEADER) codec->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
+    av_opt_set(codec->priv_data, "crf", "18", 0);
+    av_opt_set(codec->priv_data, "preset", "medium", 0);
+    if (const int rc = avcodec_open2(codec.get(), encoder, nullptr); rc < 0) {
+      throw VideoError(path_ + ": cannot open the " + encoder->name + " encoder: " + avError(rc));
+    }
+    AVStream* stream = avformat_new_stream(format.get(), nullptr);
+    if (stream == nullptr || avcodec_parameters_from_context(stream->codecpar, codec.get()) < 0) {
+      throw VideoError(path_ + ": cannot add a video stream");
+    }
+    stream->time_base = codec->time_base;
+    stream->avg_frame_rate = codec->framerate;
+    stream->r_frame_rate = codec->framerate;
+
+    constexpr int kBufferBytes = 1 << 16;
+    auto* buffer = static_cast<unsigned char*>(av_malloc(kBufferBytes));
+    std::unique_ptr<AVIOContext, AvioFree> io(
+        avio_alloc_context(buffer, kBufferBytes, 1, this, nullptr, &H264Writer::writePacket, &H264Writer::seek));
+    format->pb = io.get();
+    format->flags |= AVFMT_FLAG_CUSTOM_IO;
+    check(avformat_write_header(format.get(), nullptr), "writing the header");
+
+    SwsPtr sws(sws_getContext(w, h, AV_PIX_FMT_RGB24, w, h, AV_PIX_FMT_YUV420P,
+                                                            SWS_BICUBIC | SWS_ACCURATE_RND, nullptr, nullptr, nullptr));
+    FramePtr frame(av_frame_alloc());
+    frame->format = AV_PIX_FMT_YUV420P;
+    frame->width = w;
+    frame->height = h;
+    check(av_frame_get_buffer(frame.get(), 0), "allocating a frame");
+    PacketPtr packet(av_packet_alloc());
+    const torch::Tensor rgb = frames.contiguous();
+    for (int64_t t = 0; t <= rgb.size(0); ++t) {
+      AVFrame* in = nullptr;
+      if (t < rgb.size(0)) {
+        check(av_frame_make_writable(frame.get()), "allocating a frame");
+        const uint8_t* src[4] = {rgb[t].data_ptr<uint8_t>(), nullptr, nullptr, nullptr};
+        const int src_stride[4] = {w * 3, 0, 0, 0};
+        sws_scale(sws.get(), src, src_stride, 0, h, frame->data, frame->linesize);
+        frame->pts = t;
+        in = frame.get();
+      }
+      check(avcodec_send_frame(codec.get(), in), "encoding");  // in == nullptr: flush
+      while (true) {
+        const int rc = avcodec_receive_packet(codec.get(), packet.get());
+        if (rc == AVERROR(EAGAIN) || rc == AVERROR_EOF) break;
+        check(rc, "encoding");
+        av_packet_rescale_ts(packet.get(), codec->time_base, stream->time_base);
+        packet->stream_index = stream->index;
+        check(av_interleaved_write_frame(format.get(), packet.get()), "writing a packet");
+        if (write_errno_ != 0) break;
+      }
+      if (write_errno_ != 0) break;
+    }
+    if (write_errno_ == 0) check(av_write_trailer(format.get()), "writing the trailer");
+    avio_flush(io.get());
+    if (write_errno_ != 0) errno = write_errno_;
+    return write_errno_ == 0;
+  }
+
+ private:
+  // A failed write of the file itself (a full disk) is reported by writeFileAtomically with the free space; any
+  // other failure is the encoder's.
+  void check(int rc, const char* what) const {
+    if (rc < 0 && write_errno_ == 0) throw VideoError(path_ + ": " + what + " failed: " + avError(rc));
+  }
+
+  static int writePacket(void* self_raw, AvioBuffer data, int size) {
+    auto* self = static_cast<H264Writer*>(self_raw);
+    if (self->write_errno_ != 0) return AVERROR(self->write_errno_);
+    if (!writeAllBytes(self->fd_, data, static_cast<size_t>(size))) {
+      self->write_errno_ = errno != 0 ? errno : EIO;
+      return AVERROR(self->write_errno_);
+    }
+    return size;
+  }
+
+  static int64_t seek(void* self_raw, int64_t offset, int whence) {
+    auto* self = static_cast<H264Writer*>(self_raw);
+    if (whence == AVSEEK_SIZE) {
+      const off_t here = ::lseek(self->fd_, 0, SEEK_CUR);
+      const off_t end = ::lseek(self->fd_, 0, SEEK_END);
+      ::lseek(self->fd_, here, SEEK_SET);
+      return end;
+    }
+    const off_t at = ::lseek(self->fd_, offset, whence & ~AVSEEK_FORCE);
+    return at < 0 ? AVERROR(errno) : at;
+  }
+
+  std::string path_;
+  int fd_;
+  int write_errno_ = 0;
+};
+
+}  // namespace
+
+void writeVideo(const std::string& path, const torch::Tensor& frames, FrameRate rate) {
+  TORCH_CHECK(frames.dim() == 4 && frames.size(3) == 3 && frames.scalar_type() == torch::kUInt8 && frames.size(0) >= 1,
+              "writeVideo takes (T, H, W, 3) uint8 frames, got ", frames.sizes());
+  const int64_t h = frames.size(1), w = frames.size(2);
+  if (h % 2 != 0 || w % 2 != 0) {
+    throw VideoError(path + ": H.264 (4:2:0) needs an even width and height, the frames are " + std::to_string(w) +
+                     "x" + std::to_string(h));
+  }
+  if (rate.num <= 0 || rate.den <= 0) throw VideoError(path + ": a frame rate above 0 is needed");
+  if (!isVideoFileName(path)) {
+    throw VideoError(path + ": FFmpeg knows no container for this file name (use .mp4 or .mkv)");
+  }
+  av_log_set_level(AV_LOG_QUIET);
+  writeFileAtomically(path, [&](int fd) { return H264Writer(path, fd).write(frames, rate); });
+}
+
+}  // namespace taehv::video
