@@ -168,8 +168,15 @@ TEST(HostileCheckpoints, StaleTemporariesOfDeadProcessesAreRemovedLiveOnesKept) 
   const std::string live = ".tmp-checkpoint-40-" + std::to_string(getppid());
   for (const auto& name : {dead, dead_old, live}) fs::create_directories(dir + "/" + name + "/sub");
   writeFile(dir + "/.tmp-notes-1", "not ours");
+  fs::create_directories(dir + "/previews");
+  writeFile(dir + "/weights.safetensors.tmp.Ab3x9Z", "half a file");  // a killed writeFileAtomically
+  writeFile(dir + "/previews/step-0000100.png.tmp.q1W2e3", "half a png");
+  writeFile(dir + "/notes.tmp.txt", "a user's file");
   const auto removed = removeStaleTemporaries(dir);
-  EXPECT_EQ(removed.size(), 2u);
+  EXPECT_EQ(removed.size(), 4u);
+  EXPECT_FALSE(fs::exists(dir + "/weights.safetensors.tmp.Ab3x9Z"));
+  EXPECT_FALSE(fs::exists(dir + "/previews/step-0000100.png.tmp.q1W2e3"));
+  EXPECT_TRUE(fs::exists(dir + "/notes.tmp.txt"));
   EXPECT_FALSE(fs::exists(dir + "/" + dead));
   EXPECT_FALSE(fs::exists(dir + "/" + dead_old));
   EXPECT_TRUE(fs::exists(dir + "/" + live)) << "a live process's save in progress must be left alone";

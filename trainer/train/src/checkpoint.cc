@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
@@ -113,9 +114,26 @@ std::string saveCheckpoint(const std::string& output_dir, int64_t step, int64_t 
   return final_dir.string();
 }
 
+// FILE.tmp.XXXXXX: a temporary of writeFileAtomically (mkstemp's six characters), left by a killed write.
+bool isAtomicWriteTemporary(const std::string& name) {
+  const auto at = name.rfind(".tmp.");
+  if (at == std::string::npos || at == 0 || name.size() - at != 11) return false;
+  return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(at) + 5, name.end(),
+                     [](unsigned char c) { return std::isalnum(c) != 0; });
+}
+
 std::vector<std::string> removeStaleTemporaries(const std::string& output_dir) {
   std::vector<std::string> removed;
   std::error_code ec;
+  // The run owns its output folder (a second run into it is refused), so these are never another process's.
+  for (const auto& folder : {fs::path(output_dir), fs::path(output_dir) / "previews"}) {
+    for (const auto& e : fs::directory_iterator(folder, ec)) {
+      std::error_code rm;
+      if (e.is_regular_file(rm) && isAtomicWriteTemporary(e.path().filename().string()) && fs::remove(e.path(), rm)) {
+        removed.push_back(e.path().string());
+      }
+    }
+  }
   for (const auto& e : fs::directory_iterator(output_dir, ec)) {
     const std::string file = e.path().filename().string();
     const bool tmp = file.rfind(kTmpPrefix + std::string(kPrefix), 0) == 0;

@@ -466,7 +466,7 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
   int64_t start_step = 0, base_position = 0, skipped_before = 0;
   std::string resumed_from;
   if (run.rank0) {
-    for (const auto& stale : removeStaleTemporaries(out_dir)) run.say("removed " + stale + " (left by a killed save)");
+    for (const auto& stale : removeStaleTemporaries(out_dir)) run.say("removed " + stale + " (left by a killed run)");
   }
   if (options.resume.empty()) {
     const auto existing = listCheckpoints(out_dir);

@@ -57,7 +57,8 @@ bool verifyCheckpoint(const std::string& dir, std::string* why);
 std::vector<std::pair<int64_t, std::string>> listCheckpoints(const std::string& output_dir);
 
 /// Removes what killed saves left in `output_dir` (.tmp-checkpoint-STEP-PID, .old-checkpoint-STEP-PID whose PID
-/// is not a live process). Returns the removed paths, for the log.
+/// is not a live process) and killed file writes left in it and in previews/ (FILE.tmp.XXXXXX of
+/// writeFileAtomically). Returns the removed paths, for the log.
 std::vector<std::string> removeStaleTemporaries(const std::string& output_dir);
 
 /// Resolves `--resume`: "latest" -> the newest valid checkpoint in `output_dir` (invalid newer ones are
