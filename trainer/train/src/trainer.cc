@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "taehv/model/metrics.h"
 #include "taehv/model/output_file.h"
 #include "taehv/model/safetensors.h"
 #include "taehv/model/slice_backward.h"
@@ -85,30 +86,6 @@ torch::Tensor reconstructionLoss(const std::string& kind, const torch::Tensor& p
   if (kind == "l1") return torch::l1_loss(pred, target);
   if (kind == "mse+l1") return torch::mse_loss(pred, target) + torch::l1_loss(pred, target);
   return torch::mse_loss(pred, target);
-}
-
-/// Mean over clips of 10 log10(1 / MSE) for frames in [0, 1].
-double psnr(const torch::Tensor& pred, const torch::Tensor& target) {
-  auto mse = (pred.detach().to(torch::kFloat) - target.to(torch::kFloat)).pow(2).flatten(1).mean(1).clamp_min(1e-10);
-  return (-10.0 * torch::log10(mse)).mean().item<double>();
-}
-
-/// SSIM (Wang et al.), 11x11 Gaussian window (sigma 1.5), data range 1; a, b: [N, C, H, W]; mean over all.
-double ssim(const torch::Tensor& a_in, const torch::Tensor& b_in) {
-  auto a = a_in.to(torch::kFloat), b = b_in.to(torch::kFloat);
-  const int64_t C = a.size(1);
-  int64_t win = std::min<int64_t>({11, a.size(2), a.size(3)});
-  if (win % 2 == 0) --win;
-  auto x = torch::arange(win, torch::kFloat) - static_cast<double>(win / 2);
-  auto g = torch::exp(-x.pow(2) / (2 * 1.5 * 1.5));
-  g = g / g.sum();
-  auto w = torch::outer(g, g).expand({C, 1, win, win}).contiguous();
-  auto filt = [&](const torch::Tensor& t) { return torch::conv2d(t, w, torch::Tensor(), at::IntArrayRef{1}, at::IntArrayRef{0}, at::IntArrayRef{1}, C); };
-  const double c1 = 0.01 * 0.01, c2 = 0.03 * 0.03;
-  auto mu_a = filt(a), mu_b = filt(b);
-  auto s_aa = filt(a * a) - mu_a * mu_a, s_bb = filt(b * b) - mu_b * mu_b, s_ab = filt(a * b) - mu_a * mu_b;
-  auto ssim_map = ((2 * mu_a * mu_b + c1) * (2 * s_ab + c2)) / ((mu_a.pow(2) + mu_b.pow(2) + c1) * (s_aa + s_bb + c2));
-  return ssim_map.mean().item<double>();
 }
 
 struct Objective {
@@ -196,7 +173,7 @@ RgbImage previewImage(const torch::Tensor& target, const torch::Tensor& pred) {
 // Checkpoint files are serialized in memory and then written by writeFileBytes: libtorch's file writer throws from
 // its destructor when the disk is full (std::terminate, exit 134), where a failed write of ours is one message.
 void writeText(const std::string& path, const std::string& text) {
-  writeFileBytes(path, std::vector<uint8_t>(text.begin(), text.end()));
+  writeFileAtomically(path, [&](int fd) { return writeAllBytes(fd, text.data(), text.size()); });
 }
 
 void saveArchive(torch::serialize::OutputArchive& archive, const std::string& path) {
