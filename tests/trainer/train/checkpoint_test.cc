@@ -202,6 +202,28 @@ TEST(HostileCheckpoints, AManifestOrStateThatIsNotOursIsRefusedNotFollowed) {
   EXPECT_EQ(st.step, 2);
   EXPECT_EQ(st.samples_consumed, 8);
   EXPECT_EQ(st.data_skipped, 0);
+  EXPECT_EQ(st.world_size, 2);
+  EXPECT_EQ(st.grad_accum, 0);  // absent: not needed to resume
+}
+
+TEST(Checkpoint, StateJsonWrittenIsReadBackWhole) {
+  CheckpointState st;
+  st.step = 300;
+  st.samples_consumed = 1200;
+  st.data_skipped = 3;
+  st.world_size = 2;
+  st.batch_per_rank = 2;
+  st.grad_accum = 1;
+  st.seed = -7;  // any integer seed
+  const auto back = parseCheckpointState(formatCheckpointState(st));
+  EXPECT_EQ(back.step, 300);
+  EXPECT_EQ(back.samples_consumed, 1200);
+  EXPECT_EQ(back.data_skipped, 3);
+  EXPECT_EQ(back.world_size, 2);
+  EXPECT_EQ(back.batch_per_rank, 2);
+  EXPECT_EQ(back.grad_accum, 1);
+  EXPECT_EQ(back.seed, -7);
+  EXPECT_THROW(parseCheckpointState("{\"step\": 1, \"samples_consumed\": 0, \"world_size\": -2}"), CheckpointError);
 }
 
 }  // namespace

@@ -181,11 +181,12 @@ CheckpointManifest parseCheckpointManifest(const std::string& text) {
 CheckpointState parseCheckpointState(const std::string& text) {
   const auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!json.is_object()) throw CheckpointError("state.json is not a JSON object");
-  auto count = [&](const char* key, bool required) -> int64_t {
+  auto count = [&](const char* key, bool required, bool signed_ok = false) -> int64_t {
     if (!json.contains(key)) {
       if (required) throw CheckpointError(std::string("state.json has no ") + key);
       return 0;
     }
+    if (signed_ok && json[key].is_number_integer()) return json[key].get<int64_t>();
     if (!json[key].is_number_integer() || json[key].get<int64_t>() < 0) {
       throw CheckpointError(std::string("state.json: ") + key + " must be a whole number >= 0");
     }
@@ -195,7 +196,23 @@ CheckpointState parseCheckpointState(const std::string& text) {
   st.step = count("step", true);
   st.samples_consumed = count("samples_consumed", true);
   st.data_skipped = count("data_skipped", false);
+  st.world_size = count("world_size", false);
+  st.batch_per_rank = count("batch_per_rank", false);
+  st.grad_accum = count("grad_accum", false);
+  st.seed = count("seed", false, /*signed_ok=*/true);
   return st;
+}
+
+std::string formatCheckpointState(const CheckpointState& state) {
+  nlohmann::json json;
+  json["step"] = state.step;
+  json["samples_consumed"] = state.samples_consumed;
+  json["data_skipped"] = state.data_skipped;
+  json["world_size"] = state.world_size;
+  json["batch_per_rank"] = state.batch_per_rank;
+  json["grad_accum"] = state.grad_accum;
+  json["seed"] = state.seed;
+  return json.dump(1) + "\n";
 }
 
 bool verifyCheckpoint(const std::string& dir, std::string* why) {

@@ -40,14 +40,21 @@ struct CheckpointManifest {
 /// Parses manifest.json text. Throws CheckpointError saying what is malformed (any bytes: fuzzed).
 CheckpointManifest parseCheckpointManifest(const std::string& text);
 
-/// state.json of a checkpoint folder: where training resumes (the trainer writes more keys, for people).
+/// state.json of a checkpoint folder: where training resumes, and the run's shape when it was saved.
 struct CheckpointState {
   int64_t step = 0;
   int64_t samples_consumed = 0;  ///< samples of the data order consumed by every rank together
   int64_t data_skipped = 0;      ///< unreadable items skipped so far
+  // For people (and a resume at another world size): not needed to resume, so optional when read (0 = absent).
+  int64_t world_size = 0;
+  int64_t batch_per_rank = 0;
+  int64_t grad_accum = 0;
+  int64_t seed = 0;
 };
 /// Parses state.json text. Throws CheckpointError saying what is malformed (any bytes: fuzzed).
 CheckpointState parseCheckpointState(const std::string& text);
+/// state.json text of `state` (what parseCheckpointState reads back).
+std::string formatCheckpointState(const CheckpointState& state);
 
 /// True when `dir` holds a manifest whose files all exist with the recorded size and CRC. `why` says what is
 /// wrong otherwise.

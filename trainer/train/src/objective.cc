@@ -1,0 +1,81 @@
+#include "objective.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace taehv::train {
+namespace {
+
+torch::Tensor reconstructionLoss(const std::string& kind, const torch::Tensor& pred, const torch::Tensor& target) {
+  if (kind == "l1") return torch::l1_loss(pred, target);
+  if (kind == "mse+l1") return torch::mse_loss(pred, target) + torch::l1_loss(pred, target);
+  return torch::mse_loss(pred, target);
+}
+
+}  // namespace
+
+double learningRate(const TrainConfig& t, int64_t step) {
+  if (step < t.warmup_steps) return t.lr * static_cast<double>(step + 1) / static_cast<double>(t.warmup_steps);
+  const double span = static_cast<double>(std::max<int64_t>(1, t.steps - t.warmup_steps));
+  const double progress = std::min(1.0, static_cast<double>(step - t.warmup_steps) / span);
+  return t.lr * (t.min_lr_ratio + (1 - t.min_lr_ratio) * 0.5 * (1 + std::cos(M_PI * progress)));
+}
+
+Objective computeObjective(TAEHV& model, const Batch& batch, const torch::Device& device, const std::string& loss,
+                           bool distill) {
+  auto x = batch.frames.to(device);
+  Objective out;
+  if (distill) {
+    auto teacher = batch.latents.to(device);
+    auto latents = model->encodeVideo(x);
+    const int64_t L = std::min(latents.size(1), teacher.size(1));
+    auto enc = torch::mse_loss(latents.narrow(1, 0, L).to(torch::kFloat), teacher.narrow(1, 0, L));
+    out.pred = model->decodeVideo(teacher);
+    out.target = x.narrow(1, 0, out.pred.size(1));
+    out.loss = enc + reconstructionLoss(loss, out.pred.to(torch::kFloat), out.target);
+  } else {
+    out.pred = model->decodeVideo(model->encodeVideo(x));
+    out.target = x.narrow(1, 0, out.pred.size(1));
+    out.loss = reconstructionLoss(loss, out.pred.to(torch::kFloat), out.target);
+  }
+  return out;
+}
+
+Objective slicedObjective(SliceBackward& slicer, GradSync& sync, TAEHV& model, const std::vector<torch::Tensor>& params,
+                          const Batch& batch, const torch::Device& device, const std::string& loss, bool distill,
+                          double scale) {
+  const int64_t n = batch.frames.size(0);
+  std::vector<Objective> parts(static_cast<size_t>(slicer.slices()));
+  struct ManualGrads {  // the parameter hooks stay off while the slices run, also when one throws
+    GradSync& sync;
+    explicit ManualGrads(GradSync& s) : sync(s) { sync.setManual(true); }
+    ~ManualGrads() { sync.setManual(false); }
+  };
+  std::vector<torch::Tensor> grads;
+  {
+    ManualGrads manual(sync);
+    grads = slicer.run(n, params, [&](int s, int64_t begin, int64_t end) {
+      Batch part = batch;
+      part.frames = batch.frames.slice(0, begin, end);
+      if (batch.latents.defined()) part.latents = batch.latents.slice(0, begin, end);
+      Objective o = computeObjective(model, part, device, loss, distill);
+      const double share = static_cast<double>(end - begin) / static_cast<double>(n);
+      parts[static_cast<size_t>(s)] = {o.loss.detach() * share, o.pred.detach(), o.target};
+      return o.loss * (share * scale);
+    });
+  }
+  sync.addGrads(grads);
+  Objective out;
+  std::vector<torch::Tensor> preds, targets;
+  for (auto& part : parts) {
+    if (!part.loss.defined()) continue;
+    out.loss = out.loss.defined() ? out.loss + part.loss : part.loss;
+    preds.push_back(part.pred);
+    targets.push_back(part.target);
+  }
+  out.pred = torch::cat(preds, 0);
+  out.target = torch::cat(targets, 0);
+  return out;
+}
+
+}  // namespace taehv::train

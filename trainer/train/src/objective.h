@@ -1,0 +1,40 @@
+// What one training step optimizes: the learning-rate schedule, the loss, and the objective of a micro-batch
+// (whole, or as the CPU slicer's parallel slices). Private to taehv::train.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "taehv/model/slice_backward.h"
+#include "taehv/model/taehv.h"
+#include "taehv/train/config.h"
+#include "taehv/train/data.h"
+#include "taehv/train/dist.h"
+
+namespace taehv::train {
+
+/// Linear warm-up over train.warmup_steps, then cosine decay to train.min_lr_ratio x train.lr at train.steps.
+double learningRate(const TrainConfig& t, int64_t step);
+
+struct Objective {
+  torch::Tensor loss;
+  torch::Tensor pred;    ///< reconstruction [B, T', 3, S, S]
+  torch::Tensor target;  ///< aligned input frames
+};
+
+/// Reconstruction: decode(encode(x)) against the first T' input frames (decoded frame j matches input frame j).
+/// Distillation (upstream recipe): MSE(encoder(x), teacher latents) + reconstruction of decode(teacher latents).
+Objective computeObjective(TAEHV& model, const Batch& batch, const torch::Device& device, const std::string& loss,
+                           bool distill);
+
+/// computeObjective and its backward for one micro-batch as the slicer's slices, each on its own thread (CPU).
+/// The gradients, scaled by `scale`, reach `sync` and the parameters' grads as backward's would; returns the
+/// whole micro-batch's loss (the slices' losses weighted by their share of it), predictions and targets.
+Objective slicedObjective(SliceBackward& slicer, GradSync& sync, TAEHV& model, const std::vector<torch::Tensor>& params,
+                          const Batch& batch, const torch::Device& device, const std::string& loss, bool distill,
+                          double scale);
+
+}  // namespace taehv::train

@@ -1,0 +1,37 @@
+// What a training or evaluation run sets up before its first step: the model (loaded, or initialised for training
+// from scratch), the device, the threads, and the check that a CPU step fits in memory. Private to taehv::train.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "taehv/model/taehv.h"
+#include "taehv/train/config.h"
+#include "taehv/train/dist.h"
+
+namespace taehv::train {
+
+/// The model of model.variant on `device`: model.init's weights when given, else initForTraining's random init
+/// (seeded by train.seed).
+TAEHV makeModel(const Config& cfg, const torch::Device& device);
+
+/// Random init for training from scratch (the reasons are beside its definition).
+void initForTraining(TAEHV& model);
+
+/// train.device resolved: cuda[:N] (refused with one line when no GPU is visible), else the CPU. `auto` picks
+/// the local rank's GPU when there is one.
+torch::Device pickDevice(const Config& cfg, const DistEnv& env);
+
+/// train.threads, else OMP_NUM_THREADS (set per worker by taehv-run / torchrun), else the cores / local ranks.
+void setThreads(const Config& cfg, const DistEnv& env);
+
+/// Throws ConfigError when a CPU step cannot fit in MemAvailable, with the figures (nothing on a GPU).
+void checkCpuMemory(const Config& cfg, const DistEnv& env);
+
+/// The model's parameters with their names, in named_parameters() order (the checkpoint files' keys).
+std::vector<std::pair<std::string, torch::Tensor>> namedParams(TAEHV& model);
+
+}  // namespace taehv::train

@@ -1,0 +1,150 @@
+#include "train_state.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "run_setup.h"
+#include "taehv/model/output_file.h"
+
+namespace taehv::train {
+namespace fs = std::filesystem;
+namespace {
+
+void saveArchive(torch::serialize::OutputArchive& archive, const std::string& path) {
+  std::ostringstream bytes;
+  archive.save_to(bytes);
+  writeText(path, bytes.str());
+}
+
+void saveTensors(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
+  torch::serialize::OutputArchive archive;
+  for (const auto& [name, t] : tensors) archive.write(name, t.detach().to(torch::kCPU));
+  saveArchive(archive, path);
+}
+
+/// Reads the tensors named as the model's parameters from `path` into `into` (same order).
+void loadTensors(const std::string& path, TAEHV& model, const std::vector<torch::Tensor>& into,
+                 const torch::Device& device) {
+  torch::serialize::InputArchive archive;
+  archive.load_from(path, device);
+  torch::NoGradGuard no_grad;
+  const auto named = namedParams(model);
+  for (size_t i = 0; i < into.size(); ++i) {
+    torch::Tensor t;
+    archive.read(named[i].first, t);
+    into[i].copy_(t);
+  }
+}
+
+}  // namespace
+
+void writeText(const std::string& path, const std::string& text) {
+  writeFileAtomically(path, [&](int fd) { return writeAllBytes(fd, text.data(), text.size()); });
+}
+
+int64_t TrainState::parameterCount() const {
+  int64_t n = 0;
+  for (const auto& p : params) n += p.numel();
+  return n;
+}
+
+TrainState makeTrainState(const Config& cfg, Distributed& dist, const torch::Device& device) {
+  TrainState state;
+  state.model = makeModel(cfg, device);
+  state.params = state.model->parameters();
+  if (cfg.train.optimizer == "sgd") {
+    state.optimizer = std::make_unique<torch::optim::SGD>(
+        state.params, torch::optim::SGDOptions(cfg.train.lr).weight_decay(cfg.train.weight_decay));
+  } else {
+    state.optimizer = std::make_unique<torch::optim::AdamW>(
+        state.params, torch::optim::AdamWOptions(cfg.train.lr)
+                          .betas({cfg.train.beta1, cfg.train.beta2})
+                          .weight_decay(cfg.train.weight_decay));
+  }
+  if (cfg.train.zero_stage > 0) {
+    ShardedAdamWOptions zero_options;
+    zero_options.stage = static_cast<int>(cfg.train.zero_stage);
+    zero_options.beta1 = cfg.train.beta1;
+    zero_options.beta2 = cfg.train.beta2;
+    zero_options.weight_decay = cfg.train.weight_decay;
+    zero_options.bucket_mb = cfg.dist.bucket_mb;
+    state.zero = std::make_unique<ShardedAdamW>(dist, state.params, zero_options);
+  }
+  if (cfg.train.ema > 0) {
+    for (const auto& p : state.params) state.ema.push_back(p.detach().clone());
+  }
+  return state;
+}
+
+std::optional<std::string> checkpointToResume(const std::string& resume, const std::string& out_dir,
+                                              const std::function<void(const std::string&)>& warn) {
+  if (resume.empty()) {
+    const auto existing = listCheckpoints(out_dir);
+    if (!existing.empty()) {
+      throw CheckpointError("output.dir " + out_dir + " already holds checkpoints of an earlier run (newest: " +
+                            existing.front().second + "); training from step 0 would overwrite them. Continue that "
+                            "run with --resume latest, or give another output.dir (--set output.dir=...)");
+    }
+    return std::nullopt;
+  }
+  return resolveResume(resume, out_dir, warn);
+}
+
+CheckpointState loadTrainState(const std::string& dir, TrainState& state, const torch::Device& device) {
+  std::ifstream in(fs::path(dir) / "state.json");
+  std::ostringstream text;
+  text << in.rdbuf();
+  const CheckpointState saved = parseCheckpointState(text.str());
+  loadTensors((fs::path(dir) / "model.pt").string(), state.model, state.params, device);
+  {
+    torch::serialize::InputArchive archive;
+    archive.load_from((fs::path(dir) / "optimizer.pt").string(), device);
+    state.optimizer->load(archive);
+    // This rank's shard, at any earlier world size and stage.
+    if (state.zero) state.zero->importState(dynamic_cast<torch::optim::AdamW&>(*state.optimizer));
+  }
+  if (!state.ema.empty() && fs::exists(fs::path(dir) / "ema.pt")) {
+    loadTensors((fs::path(dir) / "ema.pt").string(), state.model, state.ema, device);
+  }
+  if (fs::exists(fs::path(dir) / "rng.pt")) {
+    torch::Tensor rng_state;
+    torch::load(rng_state, (fs::path(dir) / "rng.pt").string());
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    generator.set_state(rng_state);
+  }
+  return saved;
+}
+
+std::string saveTrainState(const std::string& out_dir, int64_t keep, TrainState& state, const CheckpointState& saved,
+                           const Config& cfg, bool rank0) {
+  auto* adamw = dynamic_cast<torch::optim::AdamW*>(state.optimizer.get());
+  if (state.zero) state.zero->exportState(*adamw);  // collective: the full state, in stage 0's format, on rank 0
+  if (!rank0) return std::string();
+  const auto path = saveCheckpoint(out_dir, saved.step, keep, [&](const std::string& dir) {
+    const auto named = namedParams(state.model);
+    saveTensors(dir + "/model.pt", named);
+    {
+      torch::serialize::OutputArchive archive;
+      state.optimizer->save(archive);
+      saveArchive(archive, dir + "/optimizer.pt");
+    }
+    if (!state.ema.empty()) {
+      std::vector<std::pair<std::string, torch::Tensor>> ema;
+      for (size_t i = 0; i < state.ema.size(); ++i) ema.emplace_back(named[i].first, state.ema[i]);
+      saveTensors(dir + "/ema.pt", ema);
+    }
+    {
+      std::ostringstream rng;
+      torch::save(at::detail::getDefaultCPUGenerator().get_state(), rng);
+      writeText(dir + "/rng.pt", rng.str());
+    }
+    writeText(dir + "/state.json", formatCheckpointState(saved));
+    writeText(dir + "/config.yaml", cfg.toYaml());
+  });
+  if (state.zero) ShardedAdamW::releaseExported(*adamw);
+  return path;
+}
+
+}  // namespace taehv::train

@@ -1,0 +1,54 @@
+// What training changes and a checkpoint keeps, side by side: the weights, the optimizer (its state sharded in
+// ShardedAdamW at ZeRO stages 1-2), the EMA weights, the CPU generator and state.json. Saving and loading live
+// together here so the files a checkpoint holds are written and read in one place. Private to taehv::train.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "taehv/model/taehv.h"
+#include "taehv/train/checkpoint.h"
+#include "taehv/train/config.h"
+#include "taehv/train/dist.h"
+#include "taehv/train/zero.h"
+
+namespace taehv::train {
+
+struct TrainState {
+  TAEHV model{nullptr};
+  std::vector<torch::Tensor> params;                   ///< model->parameters()
+  std::unique_ptr<torch::optim::Optimizer> optimizer;  ///< AdamW or SGD; at ZeRO 1-2 only a carrier for checkpoints
+  std::unique_ptr<ShardedAdamW> zero;                  ///< ZeRO stages 1-2; null at stage 0
+  std::vector<torch::Tensor> ema;                      ///< empty without train.ema
+
+  int64_t parameterCount() const;
+};
+
+/// The model (makeModel), its optimizer as train.optimizer / train.zero_stage say, and the EMA copy.
+TrainState makeTrainState(const Config& cfg, Distributed& dist, const torch::Device& device);
+
+/// The checkpoint `--resume` names (nullopt: start at step 0; `warn` hears why a newer one was passed over).
+/// Without --resume, an output folder that already holds checkpoints is refused: a new run would overwrite them.
+std::optional<std::string> checkpointToResume(const std::string& resume, const std::string& out_dir,
+                                              const std::function<void(const std::string&)>& warn);
+
+/// Loads checkpoint folder `dir` into `state` (at ZeRO 1-2 this rank's shard of the optimizer state, whatever the
+/// world size and stage it was saved at) and the CPU generator; returns its state.json.
+CheckpointState loadTrainState(const std::string& dir, TrainState& state, const torch::Device& device);
+
+/// Saves checkpoint-<saved.step> under `out_dir` keeping the newest `keep`. Collective at ZeRO stages 1-2 (every
+/// rank calls it); only rank 0 writes. Returns the folder on rank 0, "" on the others.
+std::string saveTrainState(const std::string& out_dir, int64_t keep, TrainState& state, const CheckpointState& saved,
+                           const Config& cfg, bool rank0);
+
+/// The file writes of a checkpoint, also used for weights outside one: written in memory first, then by
+/// writeFileAtomically (libtorch's file writer throws from its destructor when the disk is full: std::terminate).
+void writeText(const std::string& path, const std::string& text);
+
+}  // namespace taehv::train
