@@ -1,5 +1,6 @@
-// What the model's sub-commands share (commands.cc: encode, decode, bench; video_commands.cc: roundtrip and the
-// video files of encode and decode): the command line, the error boundary, loading the model, the streaming loops.
+// What the model's sub-commands share (commands.cc: encode, decode; bench_command.cc: bench; video_commands.cc:
+// roundtrip and the video files of encode and decode): the command line, the error boundary, loading the model, the
+// streaming loops.
 // Internal to taehv::model (not installed).
 #pragma once
 

@@ -1,0 +1,320 @@
+#include "layers.h"
+
+#include <atomic>
+#include <utility>
+
+namespace taehv {
+namespace detail {
+namespace nn = torch::nn;
+namespace {
+
+std::atomic<int64_t> g_conv_flops{0};
+
+}  // namespace
+
+// Every convolution of the model goes through here so that convFlops() can count its forward work.
+torch::Tensor countedConv(nn::Conv2dImpl& conv, const torch::Tensor& x) {
+  torch::Tensor y = conv.forward(x);
+  const auto& o = conv.options;
+  g_conv_flops.fetch_add(2 * y.numel() * (o.in_channels() / o.groups()) * (*o.kernel_size())[0] *
+                             (*o.kernel_size())[1],
+                         std::memory_order_relaxed);
+  return y;
+}
+
+nn::Conv2d conv3x3(int64_t in, int64_t out, int64_t stride, bool bias) {
+  return nn::Conv2d(nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(bias));
+}
+
+nn::Conv2d conv1x1NoBias(int64_t in, int64_t out) { return nn::Conv2d(nn::Conv2dOptions(in, out, 1).bias(false)); }
+
+// A layer that works on each frame alone (conv, ReLU, Clamp, Upsample, PixelShuffle), on (B, C, H, W).
+torch::Tensor applyFrameLayer(const TAEHVLayer& layer, const torch::Tensor& x) {
+  using Kind = TAEHVLayer::Kind;
+  switch (layer.kind) {
+    case Kind::kConv:
+      return countedConv(*layer.conv.ptr(), x);
+    case Kind::kReLU:
+      return torch::relu(x);
+    case Kind::kClamp:
+      return torch::tanh(x / 3) * 3;
+    case Kind::kUpsample:
+      return layer.upsample.ptr()->forward(x);
+    case Kind::kPixelShuffle:
+      return layer.pixelshuffle.ptr()->forward(x);
+    default:
+      TORCH_CHECK(false, "applyFrameLayer: layer mixes time");
+  }
+}
+
+namespace {
+
+bool mixesTime(TAEHVLayer::Kind kind) {
+  return kind == TAEHVLayer::Kind::kMemBlock || kind == TAEHVLayer::Kind::kSuperMemBlock ||
+         kind == TAEHVLayer::Kind::kTPool || kind == TAEHVLayer::Kind::kTGrow;
+}
+
+// past[t] = x[t - 1] within each clip of `frames` rows of x (N*T, C, H, W), zeros at t = 0; built by concatenating
+// along the frame dimension so that x's memory format (contiguous or channels_last) carries over.
+torch::Tensor pastFrames(const torch::Tensor& x, int64_t frames) {
+  const int64_t clips = x.size(0) / frames;
+  const torch::Tensor zero = torch::zeros_like(x.slice(0, 0, 1));
+  std::vector<torch::Tensor> pieces;
+  for (int64_t c = 0; c < clips; ++c) {
+    pieces.push_back(zero);
+    if (frames > 1) {
+      pieces.push_back(x.slice(0, c * frames, (c + 1) * frames - 1));
+    }
+  }
+  return torch::cat(pieces, 0);
+}
+
+bool isChannelsLast(const torch::Tensor& x) {
+  return x.dim() == 4 && x.size(1) > 1 && !x.is_contiguous() && x.is_contiguous(at::MemoryFormat::ChannelsLast);
+}
+
+// Drops the first `trim` frames of each of `clips` clips of x (N*T, C, H, W); keeps x's memory format.
+torch::Tensor trimClips(const torch::Tensor& x, int64_t clips, int64_t trim) {
+  const int64_t frames = x.size(0) / clips;
+  std::vector<torch::Tensor> kept;
+  for (int64_t c = 0; c < clips; ++c) {
+    kept.push_back(x.slice(0, c * frames + trim, (c + 1) * frames));
+  }
+  return clips == 1 ? kept[0] : torch::cat(kept, 0);
+}
+
+}  // namespace
+
+// Runs `layers` over (N*T, C, H, W) holding N clips of consecutive frames, all frames at once. With trim > 0
+// the first `trim` frames of each clip are dropped as soon as no later layer mixes time (after the last
+// MemBlock/TPool/TGrow): the remaining layers work frame by frame, so the frames kept are exactly those of
+// running everything and trimming at the end, without computing the frames thrown away.
+// channels_last runs every layer on NHWC memory (oneDNN's native layout: no reorders around each convolution).
+torch::Tensor runParallel(const std::vector<TAEHVLayer>& layers, torch::Tensor x, int64_t clips, int64_t trim,
+                          bool channels_last) {
+  using Kind = TAEHVLayer::Kind;
+  if (channels_last) {
+    x = x.contiguous(at::MemoryFormat::ChannelsLast);
+  }
+  std::size_t last_temporal = 0;
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    if (mixesTime(layers[i].kind)) {
+      last_temporal = i;
+    }
+  }
+  if (trim > 0 && !mixesTime(layers[last_temporal].kind)) {
+    x = trimClips(x, clips, trim);  // no layer mixes time at all
+    trim = 0;
+  }
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const TAEHVLayer& layer = layers[i];
+    if (layer.kind == Kind::kUpsample && i + 1 < layers.size() && layers[i + 1].kind == Kind::kTGrow) {
+      // Upsample then TGrow == TGrow then Upsample: a nearest-neighbour copy commutes with a 1x1 convolution
+      // without bias (every output pixel is the same dot product of the same input pixel). Running the 1x1
+      // convolution at the lower resolution does 1/4 of its work, forward and backward.
+      x = layers[i + 1].tgrow.ptr()->forward(x);
+      if (trim > 0 && i + 1 == last_temporal) {
+        x = trimClips(x, clips, trim);
+        trim = 0;
+      }
+      x = layers[i].upsample.ptr()->forward(x);
+      ++i;
+      continue;
+    }
+    if (trim > 0 && i > last_temporal) {
+      x = trimClips(x, clips, trim);
+      trim = 0;
+    }
+    switch (layer.kind) {
+      case Kind::kMemBlock:
+        x = layer.memblock.ptr()->forwardClip(x, x.size(0) / clips);
+        break;
+      case Kind::kSuperMemBlock:
+        x = layer.supermemblock.ptr()->forwardClip(x, x.size(0) / clips);
+        break;
+      case Kind::kTPool:
+        x = layer.tpool.ptr()->forward(x);
+        break;
+      case Kind::kTGrow:
+        x = layer.tgrow.ptr()->forward(x);
+        break;
+      default:
+        x = applyFrameLayer(layer, x);
+        break;
+    }
+  }
+  return (trim > 0 ? trimClips(x, clips, trim) : x).contiguous();
+}
+
+// Runs `layers` over NTCHW x one frame at a time (FrameStream), draining after each frame so that only O(1)
+// frames of activations are alive; returns NTCHW.
+torch::Tensor runStreaming(const std::vector<TAEHVLayer>& layers, const torch::Tensor& x) {
+  FrameStream stream(layers);
+  std::vector<torch::Tensor> out;
+  for (int64_t i = 0; i < x.size(1); ++i) {
+    stream.push(x.select(1, i));
+    for (auto& y : stream.drain()) {
+      out.push_back(std::move(y));
+    }
+  }
+  return torch::stack(out, 1);
+}
+
+}  // namespace detail
+
+using namespace detail;  // NOLINT: the blocks below run their convolutions through countedConv
+
+
+int64_t convFlops() { return detail::g_conv_flops.load(std::memory_order_relaxed); }
+
+// ---------------------------------------------------------------- blocks
+
+torch::Tensor ClampImpl::forward(const torch::Tensor& x) { return torch::tanh(x / 3) * 3; }
+
+MemBlockImpl::MemBlockImpl(int64_t channels)
+    : conv1_(conv3x3(2 * channels, channels)), conv2_(conv3x3(channels, channels)), conv3_(conv3x3(channels, channels)) {
+  conv = register_module("conv", nn::Sequential(conv1_, nn::ReLU(), conv2_, nn::ReLU(), conv3_));
+}
+
+torch::Tensor MemBlockImpl::forward(const torch::Tensor& x, const torch::Tensor& past) {
+  torch::Tensor h = torch::relu(countedConv(*conv1_, torch::cat({x, past}, 1)));
+  h = torch::relu(countedConv(*conv2_, h));
+  h = countedConv(*conv3_, h);
+  return torch::relu(h + x);
+}
+
+torch::Tensor MemBlockImpl::forwardClip(const torch::Tensor& x, int64_t frames) {
+  return forward(x, pastFrames(x, frames));
+}
+
+SuperMemBlockImpl::SuperMemBlockImpl(int64_t channels)
+    : depthwise_(nn::Conv2d(nn::Conv2dOptions(2 * channels, 2 * channels, 7).padding(3).groups(2 * channels).bias(false))),
+      expand_(nn::Conv2d(nn::Conv2dOptions(2 * channels, 4 * channels, 1))),
+      project_(nn::Conv2d(nn::Conv2dOptions(4 * channels, channels, 1).bias(false))) {
+  conv = register_module("conv", nn::Sequential(depthwise_, expand_, nn::ReLU(), project_));
+}
+
+torch::Tensor SuperMemBlockImpl::forward(const torch::Tensor& x, const torch::Tensor& past) {
+  torch::Tensor h = countedConv(*depthwise_, torch::cat({x, past}, 1));
+  h = torch::relu(countedConv(*expand_, h));
+  return countedConv(*project_, h) + x;
+}
+
+torch::Tensor SuperMemBlockImpl::forwardClip(const torch::Tensor& x, int64_t frames) {
+  return forward(x, pastFrames(x, frames));
+}
+
+TPoolImpl::TPoolImpl(int64_t channels, int64_t stride) : channels_(channels), stride_(stride) {
+  conv = register_module("conv", conv1x1NoBias(channels * stride, channels));
+}
+
+torch::Tensor TPoolImpl::forward(const torch::Tensor& x) {
+  TORCH_CHECK(x.size(0) % stride_ == 0, "TPool: ", x.size(0), " frames is not a multiple of ", stride_);
+  const int64_t groups = x.size(0) / stride_;
+  if (stride_ > 1 && isChannelsLast(x)) {
+    // NHWC memory: (G*s, H, W, C) -> (G, H, W, s*C), the channels_last layout of the stacked frames.
+    const torch::Tensor stacked = x.permute({0, 2, 3, 1})
+                                      .reshape({groups, stride_, x.size(2), x.size(3), channels_})
+                                      .permute({0, 2, 3, 1, 4})
+                                      .reshape({groups, x.size(2), x.size(3), stride_ * channels_})
+                                      .permute({0, 3, 1, 2});
+    return countedConv(*conv, stacked);
+  }
+  return countedConv(*conv, x.reshape({groups, stride_ * channels_, x.size(2), x.size(3)}));
+}
+
+TGrowImpl::TGrowImpl(int64_t channels, int64_t stride) : channels_(channels), stride_(stride) {
+  conv = register_module("conv", conv1x1NoBias(channels, channels * stride));
+}
+
+torch::Tensor TGrowImpl::forward(const torch::Tensor& x) {
+  const torch::Tensor y = countedConv(*conv, x);
+  if (stride_ > 1 && isChannelsLast(y)) {
+    // NHWC memory: (B, H, W, s*C) -> (B*s, H, W, C), keeping channels_last.
+    return y.permute({0, 2, 3, 1})
+        .reshape({x.size(0), x.size(2), x.size(3), stride_, channels_})
+        .permute({0, 3, 1, 2, 4})
+        .reshape({x.size(0) * stride_, x.size(2), x.size(3), channels_})
+        .permute({0, 3, 1, 2});
+  }
+  return y.reshape({x.size(0) * stride_, channels_, x.size(2), x.size(3)});
+}
+
+torch::Tensor UpsampleImpl::forward(const torch::Tensor& x) {
+  if (scale_ == 1) {
+    return x;
+  }
+  return torch::upsample_nearest2d(x, {x.size(2) * scale_, x.size(3) * scale_});
+}
+
+// ---------------------------------------------------------------- streaming
+
+FrameStream::FrameStream(const std::vector<TAEHVLayer>& layers)
+    : layers_(layers), memory_(layers.size()), pooled_(layers.size()) {}
+
+void FrameStream::push(torch::Tensor frame) { queue_.push_back({std::move(frame), 0}); }
+
+void FrameStream::reset() {
+  queue_.clear();
+  memory_.assign(layers_.size(), torch::Tensor());
+  pooled_.assign(layers_.size(), {});
+}
+
+std::vector<torch::Tensor> FrameStream::drain() {
+  std::vector<torch::Tensor> out;
+  for (torch::Tensor y = step(); y.defined(); y = step()) {
+    out.push_back(std::move(y));
+  }
+  return out;
+}
+
+torch::Tensor FrameStream::step() {
+  using Kind = TAEHVLayer::Kind;
+  // Depth first: a layer's output goes to the front of the queue, so each frame runs as deep as it can before the
+  // next one starts (upstream's work_queue.insert(0, ...)).
+  while (!queue_.empty()) {
+    WorkItem item = std::move(queue_.front());
+    queue_.pop_front();
+    const std::size_t i = item.layer;
+    if (i == layers_.size()) {
+      return item.x;
+    }
+    torch::Tensor x = std::move(item.x);
+    const TAEHVLayer& layer = layers_[i];
+    switch (layer.kind) {
+      case Kind::kMemBlock:
+      case Kind::kSuperMemBlock: {
+        const torch::Tensor past = memory_[i].defined() ? memory_[i] : torch::zeros_like(x);
+        memory_[i] = x;
+        x = layer.kind == Kind::kMemBlock ? layer.memblock.ptr()->forward(x, past)
+                                          : layer.supermemblock.ptr()->forward(x, past);
+        break;
+      }
+      case Kind::kTPool: {
+        auto& group = pooled_[i];
+        group.push_back(std::move(x));
+        if (static_cast<int64_t>(group.size()) < layer.tpool.ptr()->stride()) {
+          continue;
+        }
+        x = countedConv(*layer.tpool.ptr()->conv, torch::cat(group, 1));
+        group.clear();
+        break;
+      }
+      case Kind::kTGrow: {
+        const torch::Tensor y = countedConv(*layer.tgrow.ptr()->conv, x);
+        const int64_t c = layer.tgrow.ptr()->channels();
+        for (int64_t k = layer.tgrow.ptr()->stride() - 1; k >= 0; --k) {
+          queue_.push_front({y.slice(1, k * c, (k + 1) * c), i + 1});
+        }
+        continue;
+      }
+      default:
+        x = applyFrameLayer(layer, x);
+        break;
+    }
+    queue_.push_front({std::move(x), i + 1});
+  }
+  return {};
+}
+
+}  // namespace taehv
