@@ -43,14 +43,15 @@ template <typename T>
 void pick(Sourced<T>& out, const std::optional<T>& flag, const std::string& flag_name, const Sourced<T>* planned,
           const std::optional<T>& pet, const std::string& pet_name, const std::optional<T>& fallback) {
   if (flag) {
-    out.set(*flag, "flag --" + flag_name);
+    out.set(*flag, "flag --" + flag_name, Origin::kFlag);
   } else if (planned && planned->has()) {
     out = *planned;
+    out.origin = Origin::kBackend;
     if (out.source.empty()) out.source = "backend plan";
   } else if (pet) {
-    out.set(*pet, "env PET_" + pet_name);
+    out.set(*pet, "env PET_" + pet_name, Origin::kPetEnv);
   } else if (fallback) {
-    out.set(*fallback, "default");
+    out.set(*fallback, "default", Origin::kDefault);
   }
 }
 
@@ -199,7 +200,7 @@ Checked<NodeDescriptor> resolveNode(const LaunchFlags& flags, const NodePlan* pl
   }
 
   // Where the default loopback master cannot be right, say so rather than let workers hang.
-  if (*node.nnodes.value > 1 && node.master_addr.source == "default") {
+  if (*node.nnodes.value > 1 && node.master_addr.origin == Origin::kDefault) {
     result.error = "nnodes is " + describeValue(node.nnodes) +
                    " but no master address was given; pass --master-addr HOST (node 0's address) or set PET_MASTER_ADDR";
     return result;

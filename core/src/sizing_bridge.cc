@@ -58,7 +58,8 @@ bool sizingPolicy(const po::variables_map& vm, sizing::GpuBinding& binding, sizi
 std::string applyProfile(const std::string& config, NodeDescriptor& node, sizing::TrainProfile* chosen) {
   std::error_code ec;
   if (fs::is_regular_file(config, ec)) {
-    node.extra_env[kConfigEnv].set(config, "flag --config (a file: given to the trainer as it is)");
+    node.extra_env[kConfigEnv].set(config, "flag --config (a file: given to the trainer as it is)", Origin::kFlag);
+    node.profile = {config, {}, ""};
     return "";
   }
   if (!fs::is_directory(config, ec)) {
@@ -68,11 +69,15 @@ std::string applyProfile(const std::string& config, NodeDescriptor& node, sizing
   }
   sizing::ProfileChoice c = sizing::chooseProfile(config, *node.nnodes.value, *node.nproc_per_node.value);
   if (!c.ok()) return c.error;
-  node.extra_env[kConfigEnv].set(c.config_path, "flag --config " + config + ": " + c.reason);
+  node.extra_env[kConfigEnv].set(c.config_path, "flag --config " + config + ": " + c.reason, Origin::kProfile);
+  node.profile = {c.config_path, {}, c.reason};
   if (!c.overrides.empty()) {
-    std::string sets;
-    for (const auto& [key, value] : c.overrides) sets += (sets.empty() ? "" : ";") + key + "=" + value;
-    node.extra_env[kConfigSetEnv].set(sets, "derived profile: " + c.reason);
+    std::string joined;
+    for (const auto& [key, value] : c.overrides) {
+      node.profile.sets.push_back(key + "=" + value);
+      joined += (joined.empty() ? "" : ";") + node.profile.sets.back();
+    }
+    node.extra_env[kConfigSetEnv].set(joined, "derived profile: " + c.reason, Origin::kProfile);
   }
   node.notes.push_back("profile: " + c.reason);
   if (chosen != nullptr) *chosen = c.profile;
@@ -105,7 +110,7 @@ std::string applySizing(const po::variables_map& vm, const Env& env, NodeDescrip
   if (!sizingPolicy(vm, in.binding, in.policy, error)) return error;
   const bool single = node.single_worker.has() && *node.single_worker.value;
   // auto: nothing (flag, backend plan, PET_NPROC_PER_NODE) gave a number.
-  const bool auto_nproc = node.nproc_per_node.source == "default" && !single;
+  const bool auto_nproc = node.nproc_per_node.origin == Origin::kDefault && !single;
   in.env = env;
   in.nnodes = *node.nnodes.value;
   if (!auto_nproc) in.nproc_requested = node.nproc_per_node;
@@ -142,21 +147,11 @@ std::string applySizing(const po::variables_map& vm, const Env& env, NodeDescrip
 
 std::vector<std::string> profileTrainerArgs(const NodeDescriptor& node) {
   std::vector<std::string> args;
-  auto config = node.extra_env.find(kConfigEnv);
-  if (config == node.extra_env.end() || !config->second.has()) return args;
-  args = {"--config", *config->second.value};
-  auto sets = node.extra_env.find(kConfigSetEnv);
-  if (sets != node.extra_env.end() && sets->second.has()) {
-    std::string all = *sets->second.value;
-    std::size_t start = 0;
-    while (start <= all.size()) {
-      std::size_t end = std::min(all.find(';', start), all.size());
-      if (end > start) {
-        args.push_back("--set");
-        args.push_back(all.substr(start, end - start));
-      }
-      start = end + 1;
-    }
+  if (node.profile.config.empty()) return args;
+  args = {"--config", node.profile.config};
+  for (const auto& set : node.profile.sets) {
+    args.push_back("--set");
+    args.push_back(set);
   }
   return args;
 }

@@ -48,7 +48,7 @@ void expectUsageError(const ProcessResult& r, const std::vector<std::string>& wa
 TEST(Cli, VersionNamesThePluginApi) {
   auto r = taehv({"--version"});
   EXPECT_EQ(r.exit_code, 0);
-  EXPECT_EQ(r.out, "taehv-run 0.1.0 (plugin API 1)\n");
+  EXPECT_EQ(r.out, "taehv-run 0.1.0 (plugin API 2)\n");
 }
 
 TEST(Cli, PluginsListsThePlatformBackendsAndExtraFolders) {
@@ -58,7 +58,7 @@ TEST(Cli, PluginsListsThePlatformBackendsAndExtraFolders) {
   for (const auto& p : Json::parse(r.out)) by_name[p["name"]] = p;
   for (const char* name : {"slurm", "k8s", "pai", "ssh", "alpha", "beta"}) EXPECT_TRUE(by_name.count(name)) << name;
   EXPECT_EQ(by_name["alpha"]["plugin_version"], "9.8.7");
-  EXPECT_EQ(by_name["alpha"]["api_version"], 1);
+  EXPECT_EQ(by_name["alpha"]["api_version"], 2);
   EXPECT_EQ(by_name["alpha"]["path"], pluginDir("alpha") + "/taehv_plugin_alpha.so");
   EXPECT_EQ(by_name["slurm"]["path"],
             fs::path(std::getenv("TAEHV_PLUGIN_DIR")).lexically_normal().string() + "/taehv_plugin_slurm.so");
@@ -67,14 +67,14 @@ TEST(Cli, PluginsListsThePlatformBackendsAndExtraFolders) {
 TEST(Cli, WrongApiVersionIsRefusedBeforeTheFactoryRuns) {
   // The plugin's factory calls abort(): exit code 2 (not 134) proves the loader never called it.
   auto r = taehv({"--plugin-dir", pluginDir("wrong_api"), "--backend", "future", "describe"});
-  expectUsageError(r, {pluginDir("wrong_api") + "/taehv_plugin_future.so", "found 99, supported 1", "rebuild"});
+  expectUsageError(r, {pluginDir("wrong_api") + "/taehv_plugin_future.so", "found 99, supported 2", "rebuild"});
   r = taehv({"--plugin-dir", pluginDir("wrong_api"), "describe"});  // auto-detection loads every plugin
-  expectUsageError(r, {"found 99, supported 1"});
+  expectUsageError(r, {"found 99, supported 2"});
 }
 
 TEST(Cli, MissingSymbolsNameTheSymbolAndTheFile) {
   auto r = taehv({"--plugin-dir", pluginDir("no_factory"), "--backend", "nofactory", "describe"});
-  expectUsageError(r, {"taehv_plugin_nofactory.so", "missing symbol 'taehv_plugin_create_v1'"});
+  expectUsageError(r, {"taehv_plugin_nofactory.so", "missing symbol 'taehv_plugin_create_v2'"});
   r = taehv({"--plugin-dir", pluginDir("no_info"), "--backend", "noinfo", "describe"});
   expectUsageError(r, {"taehv_plugin_noinfo.so", "missing symbol 'taehv_plugin_info'"});
   r = taehv({"--plugin-dir", pluginDir("null_factory"), "--backend", "nullfactory", "describe"});

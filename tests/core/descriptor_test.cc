@@ -25,6 +25,8 @@ TEST(Descriptor, DefaultsAreTorchrunsAndSaySo) {
   EXPECT_EQ(*r.value.run_id.value, "none");
   EXPECT_EQ(r.value.nnodes.source, "default");
   EXPECT_EQ(r.value.master_port.source, "default");
+  EXPECT_EQ(r.value.nnodes.origin, Origin::kDefault);
+  EXPECT_EQ(r.value.master_port.origin, Origin::kDefault);
 }
 
 TEST(Descriptor, FlagBeatsPlanBeatsPetBeatsDefault) {
@@ -47,6 +49,9 @@ TEST(Descriptor, FlagBeatsPlanBeatsPetBeatsDefault) {
   EXPECT_EQ(n.master_addr.source, "rule: first host of SLURM_JOB_NODELIST");
   EXPECT_EQ(*n.master_port.value, 4000);  // PET over default
   EXPECT_EQ(n.master_port.source, "env PET_MASTER_PORT");
+  EXPECT_EQ(n.nproc_per_node.origin, Origin::kFlag);
+  EXPECT_EQ(n.nnodes.origin, Origin::kBackend);
+  EXPECT_EQ(n.master_port.origin, Origin::kPetEnv);
 
   flags.nnodes = 6;  // an explicit flag overrides even the platform
   flags.node_rank = 5;
@@ -54,6 +59,25 @@ TEST(Descriptor, FlagBeatsPlanBeatsPetBeatsDefault) {
   ASSERT_TRUE(r.ok()) << r.error;
   EXPECT_EQ(*r.value.nnodes.value, 6);
   EXPECT_EQ(r.value.nnodes.source, "flag --nnodes");
+}
+
+// Behaviour keys on the origin, never on the text: a backend may word its sources as it likes.
+TEST(Descriptor, ABackendSourceWordedDefaultIsStillTheBackends) {
+  NodePlan plan;
+  plan.nnodes.set(2, "env SOME_NNODES");
+  plan.node_rank.set(1, "env SOME_RANK");
+  plan.master_addr.set("head-0", "default");  // the plugin's own default, a real address all the same
+  auto r = resolve({}, &plan, {});
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(*r.value.master_addr.value, "head-0");
+  EXPECT_EQ(r.value.master_addr.origin, Origin::kBackend);
+
+  NodePlan no_master;  // the host's own loopback default with 2 nodes is refused, as before
+  no_master.nnodes.set(2, "env SOME_NNODES");
+  no_master.node_rank.set(1, "env SOME_RANK");
+  r = resolve({}, &no_master, {});
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.error.find("--master-addr"), std::string::npos) << r.error;
 }
 
 TEST(Descriptor, PetVariablesAreDefaultsInLocalMode) {

@@ -69,7 +69,7 @@ TEST_F(MpiPluginTest, InstalledRunnerListsTheThirdPartyPlugin) {
     if (p["name"] != "mpi") continue;
     found = true;
     EXPECT_EQ(p["plugin_version"], "1.0.0");
-    EXPECT_EQ(p["api_version"], 1);
+    EXPECT_EQ(p["api_version"], 2);
     EXPECT_EQ(p["path"], prefix_ + "/" + TEST_PLUGIN_SUBDIR + "/taehv_plugin_mpi.so");
   }
   EXPECT_TRUE(found) << r.out;

@@ -68,6 +68,13 @@ struct NodeDescriptor {
   /// Extra variables of one worker, by local rank (sizing: the device it owns), applied after extra_env.
   std::map<int, std::map<std::string, Sourced<std::string>>> local_env;
   std::vector<std::string> notes;
+  /// The trainer config chosen by --config: a file as given, or a folder's profile with the overrides that fit it
+  /// to the job's shape. Workers get it as TAEHV_CONFIG / TAEHV_CONFIG_SET, taehv-train as --config / --set.
+  struct TrainerProfile {
+    std::string config;             ///< "" = no --config
+    std::vector<std::string> sets;  ///< "key=value" overrides
+    std::string reason;             ///< why this profile ("" for a file given as it is)
+  } profile;
 
   int worldSize() const { return *nnodes.value * *nproc_per_node.value; }
 };

@@ -132,7 +132,7 @@ int runDoctor(Cli& cli) {
     in.descriptor.master_port = node.master_port;
     sin.nnodes = *node.nnodes.value;
     sin.single_worker = node.single_worker.has() && *node.single_worker.value;
-    if (node.nproc_per_node.source != "default" || sin.single_worker) sin.nproc_requested = node.nproc_per_node;
+    if (node.nproc_per_node.origin != Origin::kDefault || sin.single_worker) sin.nproc_requested = node.nproc_per_node;
     sin.scheduler_gpus = node.gpus_on_node;
     sin.cpu_cores = *node.cpu_cores.value;
     sin.oversubscribe = vm.count("oversubscribe") > 0;

@@ -36,9 +36,7 @@ int runLaunch(Cli& cli) {
     cli.log(LogLevel::kError, sized);  // before anything starts
     return kUsageError;
   }
-  for (const auto& note : r.node.notes) {
-    if (note.rfind("profile: ", 0) == 0) cli.log(LogLevel::kInfo, note);
-  }
+  if (!r.node.profile.reason.empty()) cli.log(LogLevel::kInfo, "profile: " + r.node.profile.reason);
   insertProfileArgs(r.node, command);
   LaunchSettings settings;
   settings.command = command;

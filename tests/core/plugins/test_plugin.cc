@@ -157,7 +157,7 @@ extern "C" TAEHV_PLUGIN_VISIBLE const taehv_plugin_info_t* taehv_plugin_info() {
   static const taehv_plugin_info_t info{99, TEST_PLUGIN_NAME, "1.0.0", "built for a future API"};
   return &info;
 }
-extern "C" TAEHV_PLUGIN_VISIBLE taehv::Backend* taehv_plugin_create_v1() { std::abort(); }
+extern "C" TAEHV_PLUGIN_VISIBLE taehv::Backend* taehv_plugin_create_v2() { std::abort(); }
 #elif TEST_PLUGIN_KIND == 2
 extern "C" TAEHV_PLUGIN_VISIBLE const taehv_plugin_info_t* taehv_plugin_info() {
   static const taehv_plugin_info_t info{taehv::kPluginApiVersion, TEST_PLUGIN_NAME, "1.0.0", "no factory"};
@@ -170,19 +170,19 @@ extern "C" TAEHV_PLUGIN_VISIBLE const taehv_plugin_info_t* taehv_plugin_info() {
   static const taehv_plugin_info_t info{taehv::kPluginApiVersion, TEST_PLUGIN_NAME, "1.0.0", "null factory"};
   return &info;
 }
-extern "C" TAEHV_PLUGIN_VISIBLE taehv::Backend* taehv_plugin_create_v1() { return nullptr; }
+extern "C" TAEHV_PLUGIN_VISIBLE taehv::Backend* taehv_plugin_create_v2() { return nullptr; }
 #elif TEST_PLUGIN_KIND == 5
 extern "C" TAEHV_PLUGIN_VISIBLE const taehv_plugin_info_t* taehv_plugin_info() {
   static const taehv_plugin_info_t info{taehv::kPluginApiVersion, TEST_PLUGIN_NAME, "1.0.0", "throws everywhere"};
   return &info;
 }
-extern "C" TAEHV_PLUGIN_VISIBLE taehv::Backend* taehv_plugin_create_v1() { return new ThrowingBackend(); }
+extern "C" TAEHV_PLUGIN_VISIBLE taehv::Backend* taehv_plugin_create_v2() { return new ThrowingBackend(); }
 #elif TEST_PLUGIN_KIND == 6
 extern "C" TAEHV_PLUGIN_VISIBLE const taehv_plugin_info_t* taehv_plugin_info() {
   static const taehv_plugin_info_t info{taehv::kPluginApiVersion, TEST_PLUGIN_NAME, "1.0.0", "factory throws"};
   return &info;
 }
-extern "C" TAEHV_PLUGIN_VISIBLE taehv::Backend* taehv_plugin_create_v1() {
+extern "C" TAEHV_PLUGIN_VISIBLE taehv::Backend* taehv_plugin_create_v2() {
   throw std::runtime_error("factory broke");
 }
 #endif

@@ -1,11 +1,11 @@
-// The taehv-run backend plugin ABI, version 1.
+// The taehv-run backend plugin ABI, version 2 (1 -> 2: Sourced carries an Origin beside its text).
 //
 // A backend plugin is a shared library that maps one platform's environment (SLURM, Kubernetes, PAI, an SSH
 // hostfile, ...) to the plan of one node: how many nodes, which one this is, how many workers it runs and where
 // the master is, each value with the place it came from. It exports exactly two symbols:
 //
 //   extern "C" const taehv_plugin_info_t* taehv_plugin_info();     // stable forever; api_version comes first
-//   extern "C" taehv::Backend*          taehv_plugin_create_v1(); // factory for API version 1
+//   extern "C" taehv::Backend*          taehv_plugin_create_v2(); // factory for API version 2
 //
 // TAEHV_DEFINE_PLUGIN below writes both. The loader reads the info first and calls the factory only when
 // info->api_version == taehv::kPluginApiVersion. Plugins are loaded once and never unloaded, so objects they
@@ -44,7 +44,7 @@ struct taehv_plugin_info_t {
 namespace taehv {
 
 /// Version of this ABI. Bump on any change to the classes below that is not purely additive at the end.
-inline constexpr std::uint32_t kPluginApiVersion = 1;
+inline constexpr std::uint32_t kPluginApiVersion = 2;
 
 /// torchrun's default rendezvous port: what the host uses when neither a flag, the backend's plan nor PET_*
 /// names one, and what a backend renders into a job spec that names none.
@@ -52,19 +52,33 @@ inline constexpr int kDefaultMasterPort = 29500;
 
 /// Names of the exported entry symbols.
 inline constexpr const char* kPluginInfoSymbol = "taehv_plugin_info";
-inline constexpr const char* kPluginFactorySymbol = "taehv_plugin_create_v1";
+inline constexpr const char* kPluginFactorySymbol = "taehv_plugin_create_v2";
+
+/// Where a value came from, for code that acts on it (Sourced::source says it, with details, for people).
+enum class Origin : std::uint8_t {
+  kUnset,    ///< not said (a backend's own values: the host marks them kBackend when it takes them)
+  kFlag,     ///< a taehv-run command-line flag
+  kBackend,  ///< the backend plugin's plan, read from its platform's environment
+  kPetEnv,   ///< a PET_* variable (torchrun's flags as environment variables)
+  kDefault,  ///< taehv-run's built-in default: nothing else gave one
+  kRule,     ///< derived from other values by a rule (rank = node_rank * nproc_per_node + local_rank, ...)
+  kProfile,  ///< a sizing profile chosen for the job's shape
+};
 
 /// A value together with where it came from. `source` reads like "env SLURM_NNODES",
-/// "flag --nnodes", "env PET_NNODES", "rule: first host of SLURM_JOB_NODELIST n[1-3]" or "default".
+/// "flag --nnodes", "env PET_NNODES", "rule: first host of SLURM_JOB_NODELIST n[1-3]" or "default";
+/// `origin` is the kind of that place, which code tests (never the text).
 template <typename T>
 struct Sourced {
   std::optional<T> value;
   std::string source;
+  Origin origin = Origin::kUnset;
 
   bool has() const { return value.has_value(); }
-  void set(T v, std::string from) {
+  void set(T v, std::string from, Origin kind = Origin::kUnset) {
     value = std::move(v);
     source = std::move(from);
+    origin = kind;
   }
 };
 
@@ -276,7 +290,7 @@ class GuardedBackend final : public Backend {
     static const taehv_plugin_info_t info{taehv::kPluginApiVersion, NAME, VERSION, DESCRIPTION};        \
     return &info;                                                                                      \
   }                                                                                                    \
-  extern "C" TAEHV_PLUGIN_VISIBLE taehv::Backend* taehv_plugin_create_v1() {                          \
+  extern "C" TAEHV_PLUGIN_VISIBLE taehv::Backend* taehv_plugin_create_v2() {                          \
     try {                                                                                              \
       return new taehv::GuardedBackend<CLASS>(NAME);                                                   \
     } catch (...) {                                                                                    \
