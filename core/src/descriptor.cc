@@ -175,6 +175,10 @@ Checked<NodeDescriptor> resolveNode(const LaunchFlags& flags, const NodePlan* pl
   pick<bool>(node.single_worker, std::nullopt, "", plan ? &plan->single_worker : nullptr, std::nullopt, "", false);
   if (plan) {
     if (plan->gpus_on_node.has()) node.gpus_on_node = plan->gpus_on_node;
+    if (plan->gpu_indices.has()) {
+      node.gpu_indices = plan->gpu_indices;
+      node.gpu_indices.origin = Origin::kBackend;
+    }
     if (plan->rank.has()) node.rank = plan->rank;
     if (plan->local_rank.has()) node.local_rank = plan->local_rank;
     node.extra_env = plan->extra_env;

@@ -115,6 +115,7 @@ std::string applySizing(const po::variables_map& vm, const Env& env, NodeDescrip
   in.nnodes = *node.nnodes.value;
   if (!auto_nproc) in.nproc_requested = node.nproc_per_node;
   in.scheduler_gpus = node.gpus_on_node;
+  in.scheduler_gpu_indices = node.gpu_indices;
   in.single_worker = single;
   in.cpu_cores = *node.cpu_cores.value;
   in.oversubscribe = vm.count("oversubscribe") > 0;

@@ -173,7 +173,9 @@ TEST(Launch, EachWorkerGetsItsOwnTorchelasticErrorFile) {
   const std::string parent_file = dir + "/error.json";
   auto r = taehv({"--standalone", "--nproc-per-node", "2", "--shutdown-grace", "2", "--no-prefix", "--", "/bin/sh",
                   "-c",
-                  "echo file=$TORCHELASTIC_ERROR_FILE; if [ $RANK = 1 ]; then "
+                  // Rank 1 fails only once rank 0 has printed its file (fail fast would stop rank 0 first).
+                  "echo file=$TORCHELASTIC_ERROR_FILE; if [ $RANK = 0 ]; then touch " + dir + "/rank0-said; fi; "
+                  "if [ $RANK = 1 ]; then while [ ! -e " + dir + "/rank0-said ]; do sleep 0.05; done; "
                   "echo '{\"message\": {\"message\": \"ValueError: boom\", \"extraInfo\": "
                   "{\"py_callstack\": \"tb\", \"timestamp\": \"1\"}}}' > $TORCHELASTIC_ERROR_FILE; exit 3; fi; "
                   "sleep 20"},

@@ -59,6 +59,7 @@ struct NodeDescriptor {
   /// never restarts its workers itself; max_restarts is only reported to them (TORCHELASTIC_MAX_RESTARTS).
   bool restarts_by_outer_launcher = false;
   Sourced<int> gpus_on_node;   ///< unset when nobody said
+  Sourced<std::string> gpu_indices;  ///< NodePlan::gpu_indices: the scheduler's GPUs for this node, if it says
   Sourced<int> cpu_cores;      ///< CPUs this process may run on (sched_getaffinity)
   Sourced<bool> single_worker;
   Sourced<int> rank;        ///< single_worker only

@@ -252,7 +252,8 @@ std::unique_ptr<GpuProbe> makeSystemGpuProbe(const Env& env) {
   return std::make_unique<FirstWorkingGpuProbe>(std::move(probes));
 }
 
-VisibleGpus visibleGpus(const GpuInventory& inventory, const Env& env) {
+VisibleGpus visibleGpus(const GpuInventory& inventory, const Env& env,
+                        const Sourced<std::string>& scheduler_indices) {
   VisibleGpus out;
   if (inventory.source == "none") {
     out.source = inventory.error.empty() ? "no NVIDIA driver library found" : "the NVIDIA driver failed";
@@ -275,29 +276,30 @@ VisibleGpus visibleGpus(const GpuInventory& inventory, const Env& env) {
     return out;
   }
 
-  if (cvd == env.end()) {
-    for (const char* var : {"SLURM_STEP_GPUS", "SLURM_JOB_GPUS"}) {
-      auto it = env.find(var);
-      if (it == env.end() || trim(it->second).empty()) continue;
-      std::vector<int> indices;
-      if (!parseIndexList(it->second, indices)) {
-        out.warnings.push_back(std::string(var) + "=" + it->second + " is not a list of GPU indices; ignored");
-        continue;
-      }
+  if (cvd == env.end() && scheduler_indices.has() && !trim(*scheduler_indices.value).empty()) {
+    // CUDA_VISIBLE_DEVICES unset: the scheduler's list when it has one, else every GPU.
+    const std::string& list = *scheduler_indices.value;
+    const std::string what = "the scheduler's GPU list " + list + " (" + scheduler_indices.source + ")";
+    std::vector<int> indices;
+    if (!parseIndexList(list, indices)) {
+      out.warnings.push_back(what + " is not a list of GPU indices; ignored");
+    } else {
       for (int index : indices) {
         auto gpu = std::find_if(inventory.gpus.begin(), inventory.gpus.end(),
                                 [&](const GpuInfo& g) { return g.ordinal == index; });
         if (gpu == inventory.gpus.end()) {
-          out.warnings.push_back(std::string(var) + " names GPU " + std::to_string(index) + ", which " +
-                                 inventory.source + " does not list; ignored");
+          out.warnings.push_back(what + " names GPU " + std::to_string(index) + ", which " + inventory.source +
+                                 " does not list; ignored");
         } else {
           out.gpus.push_back(*gpu);
         }
       }
-      out.source = std::string(var) + "=" + it->second + over;
+      out.source = scheduler_indices.source + "=" + list + over;
       out.from_scheduler_list = true;
       return out;
     }
+  }
+  if (cvd == env.end()) {
     out.gpus = inventory.gpus;
     out.source = "all GPUs" + over;
     return out;

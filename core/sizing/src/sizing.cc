@@ -14,7 +14,7 @@ NodeSizing sizeNode(const NodeSizingInput& in) {
     probe = system.get();
   }
   s.inventory = probe->probe();
-  s.visible = visibleGpus(s.inventory, in.env);
+  s.visible = visibleGpus(s.inventory, in.env, in.scheduler_gpu_indices);
 
   NprocInput n;
   n.requested = in.nproc_requested;

@@ -134,6 +134,7 @@ int runDoctor(Cli& cli) {
     sin.single_worker = node.single_worker.has() && *node.single_worker.value;
     if (node.nproc_per_node.origin != Origin::kDefault || sin.single_worker) sin.nproc_requested = node.nproc_per_node;
     sin.scheduler_gpus = node.gpus_on_node;
+    sin.scheduler_gpu_indices = node.gpu_indices;
     sin.cpu_cores = *node.cpu_cores.value;
     sin.oversubscribe = vm.count("oversubscribe") > 0;
     sin.master_addr = *node.master_addr.value;

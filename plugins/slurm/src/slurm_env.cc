@@ -306,6 +306,14 @@ PlanResult planSlurm(const Env& env, const PlanRequest& request, Layout layout) 
     }
   }
   if (!step_text) plan.notes.push_back("running in the batch script of single-node job " + *job_text);
+  // The job's GPUs as physical indices: sizing uses them only while CUDA_VISIBLE_DEVICES is unset, and then gives
+  // each worker its own; they are never CUDA ordinals.
+  for (const char* var : {"SLURM_STEP_GPUS", "SLURM_JOB_GPUS"}) {
+    if (const std::string* list = r.find(var); list && !list->empty()) {
+      plan.gpu_indices.set(*list, std::string("env ") + var);
+      break;
+    }
+  }
   plan.notes.push_back("SLURM_STEP_GPUS/SLURM_JOB_GPUS are global GPU IDs and are not used as CUDA ordinals");
 
   // ---- Master.

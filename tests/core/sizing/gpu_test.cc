@@ -173,20 +173,32 @@ TEST(SizingVisibleGpus, MigInstancesCountOneEach) {
   EXPECT_EQ(tokens(v), (std::vector<std::string>{"MIG-aaaa-bbbb", "MIG-cccc-dddd"}));
 }
 
+Sourced<std::string> schedulerList(const std::string& list, const std::string& source) {
+  Sourced<std::string> out;
+  out.set(list, source, Origin::kBackend);
+  return out;
+}
+
 TEST(SizingVisibleGpus, SchedulerListWhenCudaVisibleDevicesUnset) {
-  VisibleGpus v = visibleGpus(nvmlLike(8), {{"SLURM_JOB_GPUS", "4-6"}, {"SLURM_STEP_GPUS", "0,3"}});
-  EXPECT_EQ(tokens(v), (std::vector<std::string>{"0", "3"})) << "the step's list is narrower than the job's";
+  VisibleGpus v = visibleGpus(nvmlLike(8), {}, schedulerList("0,3", "env SLURM_STEP_GPUS"));
+  EXPECT_EQ(tokens(v), (std::vector<std::string>{"0", "3"}));
   EXPECT_NE(v.source.find("SLURM_STEP_GPUS"), std::string::npos);
-  v = visibleGpus(nvmlLike(8), {{"SLURM_JOB_GPUS", "4-6"}});
+  EXPECT_TRUE(v.from_scheduler_list);
+  v = visibleGpus(nvmlLike(8), {}, schedulerList("4-6", "env SLURM_JOB_GPUS"));
   EXPECT_EQ(tokens(v), (std::vector<std::string>{"4", "5", "6"}));
-  v = visibleGpus(nvmlLike(8), {{"SLURM_JOB_GPUS", "4-6"}, {"CUDA_VISIBLE_DEVICES", "1"}});
+  v = visibleGpus(nvmlLike(8), {{"CUDA_VISIBLE_DEVICES", "1"}}, schedulerList("4-6", "env SLURM_JOB_GPUS"));
   EXPECT_EQ(tokens(v), (std::vector<std::string>{"1"})) << "CUDA_VISIBLE_DEVICES wins over the scheduler's list";
+  // Sizing reads no scheduler's variables itself: only a backend's plan brings the list.
+  v = visibleGpus(nvmlLike(8), {{"SLURM_JOB_GPUS", "4-6"}});
+  EXPECT_EQ(v.gpus.size(), 8u);
+  EXPECT_FALSE(v.from_scheduler_list);
 }
 
 TEST(SizingVisibleGpus, BadSchedulerListIsIgnoredWithAWarning) {
-  VisibleGpus v = visibleGpus(nvmlLike(2), {{"SLURM_JOB_GPUS", "gpu:a100:2"}});
+  VisibleGpus v = visibleGpus(nvmlLike(2), {}, schedulerList("gpu:a100:2", "env SLURM_JOB_GPUS"));
   EXPECT_EQ(v.gpus.size(), 2u);
-  EXPECT_EQ(v.warnings.size(), 1u);
+  ASSERT_EQ(v.warnings.size(), 1u);
+  EXPECT_NE(v.warnings[0].find("SLURM_JOB_GPUS"), std::string::npos) << v.warnings[0];
 }
 
 TEST(SizingVisibleGpus, CudaDriverInventoryIsAlreadyFiltered) {

@@ -144,6 +144,12 @@ TEST(SlurmPlan, OneTaskPerNodeUsesGpusOnNodeButNeverStepGpus) {
   for (const auto& [name, value] : r.plan.extra_env) {
     EXPECT_EQ(value.value->find("8,9"), std::string::npos) << name << " leaks SLURM_STEP_GPUS";
   }
+  // The list reaches the host as the plan's physical GPU indices (sizing matches them to NVML's ordinals).
+  EXPECT_EQ(r.plan.gpu_indices.value, "8,9,10,11,12,13,14,15");
+  EXPECT_EQ(r.plan.gpu_indices.source, "env SLURM_STEP_GPUS");
+  env.erase("SLURM_STEP_GPUS");
+  env["SLURM_JOB_GPUS"] = "2,3";
+  EXPECT_EQ(plan(env).plan.gpu_indices.value, "2,3");
   // A --nproc-per-node flag wins; the backend then leaves the count to the host.
   PlanResult flagged = plan(env, Layout::kAuto, 2);
   ASSERT_TRUE(flagged.ok());

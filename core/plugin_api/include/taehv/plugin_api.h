@@ -134,6 +134,10 @@ struct NodePlan {
   Sourced<std::string> run_id;
   Sourced<int> restart_count;  ///< restarts already done by the platform (e.g. SLURM_RESTART_COUNT)
   Sourced<int> gpus_on_node;   ///< GPUs the platform gave this node, if it says
+  /// The physical GPU indices (driver ordinals, as NVML numbers them) a scheduler gave this node's job, when it
+  /// says, e.g. "0,3" or "4-6" (SLURM_STEP_GPUS / SLURM_JOB_GPUS). With CUDA_VISIBLE_DEVICES unset, the host's
+  /// sizing uses these GPUs only and hands them to the workers itself.
+  Sourced<std::string> gpu_indices;
 
   /// Set to true when this process must become exactly one worker (e.g. SLURM with one task per GPU):
   /// the host then starts nothing and runs the command itself with `rank` and `local_rank` below.

@@ -104,9 +104,11 @@ struct VisibleGpus {
 };
 
 /// Applies CUDA_VISIBLE_DEVICES (indices, GPU-/MIG- UUIDs or UUID prefixes, CUDA's stop-at-first-invalid rule),
-/// or when it is unset the scheduler's list (SLURM_STEP_GPUS, then SLURM_JOB_GPUS: physical indices), to the
-/// inventory. An empty CUDA_VISIBLE_DEVICES means no GPU.
-VisibleGpus visibleGpus(const GpuInventory& inventory, const Env& env);
+/// or when it is unset the scheduler's list of physical indices (NodePlan::gpu_indices, e.g. from SLURM's
+/// SLURM_STEP_GPUS: a backend's plan says it, sizing knows no scheduler), to the inventory. An empty
+/// CUDA_VISIBLE_DEVICES means no GPU.
+VisibleGpus visibleGpus(const GpuInventory& inventory, const Env& env,
+                        const Sourced<std::string>& scheduler_indices = {});
 
 /// "80 GiB" style, for tables.
 std::string formatBytes(std::uint64_t bytes);

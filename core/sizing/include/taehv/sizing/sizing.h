@@ -24,6 +24,7 @@ struct NodeSizingInput {
   int nnodes = 1;
   Sourced<int> nproc_requested;  ///< unset = auto
   Sourced<int> scheduler_gpus;   ///< NodePlan::gpus_on_node, when the platform says
+  Sourced<std::string> scheduler_gpu_indices;  ///< NodePlan::gpu_indices, when the platform says
   bool single_worker = false;    ///< NodePlan::single_worker
   int cpu_cores = 0;             ///< usable cores (NodeDescriptor::cpu_cores); 0 = unknown
   bool oversubscribe = false;    ///< --oversubscribe (NprocInput::oversubscribe)

@@ -71,7 +71,7 @@ inline constexpr const char* kDeviceEnv = "TAEHV_DEVICE";
 /// The GPU one worker owns: its environment (with reasons) and the torch device string it should use.
 struct WorkerGpu {
   /// TAEHV_DEVICE always (unless kNone); CUDA_VISIBLE_DEVICES with kVisibleDevices (only its GPU), or with
-  /// kLocalRank when the GPU list came from the scheduler (SLURM_STEP_GPUS/SLURM_JOB_GPUS) rather than from
+  /// kLocalRank when the GPU list came from the scheduler (NodePlan::gpu_indices) rather than from
   /// CUDA_VISIBLE_DEVICES (then it lists the node's usable GPUs, so cuda:LOCAL_RANK is one of them).
   std::map<std::string, Sourced<std::string>> env;
   std::string device;  ///< "cuda:0", "cuda:3", "cuda" (kNone) or "cpu"
