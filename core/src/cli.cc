@@ -10,6 +10,7 @@
 #include <set>
 
 #include "commands/commands.h"
+#include "taehv/default_worker.h"
 #include "taehv/sizing_bridge.h"
 #include "taehv/suggest.h"
 
@@ -263,7 +264,7 @@ std::optional<int> Cli::parse(const po::options_description& extra, po::variable
 
 std::vector<std::string> Cli::workerCommand(std::string& error) const {
   if (!command_.empty()) return command_;
-  std::filesystem::path trainer = std::filesystem::path(self_path_).parent_path() / "taehv-train";
+  std::filesystem::path trainer = std::filesystem::path(self_path_).parent_path() / default_worker::kProgram;
   if (::access(trainer.c_str(), X_OK) != 0) {
     error = "no worker command after -- and the default worker " + trainer.string() +
             " does not exist; give one (taehv-run [options] -- python train.py) or build taehv-train";

@@ -1,6 +1,7 @@
 #include "taehv/sizing_bridge.h"
 
 #include "sizing_bridge_detail.h"
+#include "taehv/default_worker.h"
 
 #include <algorithm>
 #include <chrono>
@@ -159,7 +160,7 @@ std::vector<std::string> profileTrainerArgs(const NodeDescriptor& node) {
 
 bool insertProfileArgs(const NodeDescriptor& node, std::vector<std::string>& command) {
   std::vector<std::string> args = profileTrainerArgs(node);
-  if (args.empty() || command.empty() || fs::path(command[0]).filename() != "taehv-train") return false;
+  if (args.empty() || command.empty() || fs::path(command[0]).filename() != default_worker::kProgram) return false;
   if (std::find(command.begin(), command.end(), "--config") != command.end()) return false;
   const long at = command.size() > 1 && command[1] == "train" ? 2 : 1;
   command.insert(command.begin() + at, args.begin(), args.end());

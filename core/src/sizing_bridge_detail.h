@@ -10,9 +10,6 @@
 
 namespace taehv {
 
-/// The trainer's own default output folder and data (trainer/train/include/taehv/train/config.h).
-inline constexpr const char* kTrainerDefaultOutputDir = "runs/taehv";
-
 /// --gpu-binding, --collective-timeout, --nccl-buffsize from `vm`. Sets `error` on bad values.
 bool sizingPolicy(const boost::program_options::variables_map& vm, sizing::GpuBinding& binding,
                   sizing::TuningPolicy& policy, std::string& error);

@@ -8,6 +8,7 @@
 
 #include "commands/commands.h"
 #include "sizing_bridge_detail.h"
+#include "taehv/default_worker.h"
 #include "taehv/sizing/doctor.h"
 #include "taehv/sizing/nccl.h"
 #include "taehv/sizing/profiles.h"
@@ -166,7 +167,7 @@ int runDoctor(Cli& cli) {
 
   in.output_dir = vm.count("output-dir")        ? vm["output-dir"].as<std::string>()
                   : !profile.output_dir.empty() ? profile.output_dir
-                                                : kTrainerDefaultOutputDir;
+                                                : default_worker::kOutputDir;
   in.data_path = vm.count("data") ? vm["data"].as<std::string>() : profile.data_source;
 
   std::vector<sizing::CheckResult> rows = sizing::runDoctorChecks(in);

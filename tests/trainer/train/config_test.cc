@@ -1,5 +1,7 @@
 #include "taehv/train/config.h"
 
+#include "taehv/default_worker.h"
+
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -17,6 +19,28 @@ TEST(Config, RequiredKeysExist) {
                         "checkpoint.every", "output.dir"}) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), k), keys.end()) << k;
   }
+}
+
+// Every config shipped in examples/configs (the quickstart and the profiles taehv-run --config picks from) loads
+// through the trainer's own reader, which refuses unknown keys, and validates.
+TEST(Config, ShippedConfigsLoadAndValidate) {
+  const std::filesystem::path dir = std::filesystem::path(TAEHV_TEST_SOURCE_DIR) / "examples/configs";
+  int loaded = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".yaml") continue;
+    Config c;
+    EXPECT_NO_THROW({
+      c.mergeYamlFile(entry.path().string());
+      c.validate();
+    }) << entry.path();
+    ++loaded;
+  }
+  EXPECT_GE(loaded, 4) << "quickstart and the three H100 profiles";
+}
+
+// taehv-run's knowledge of its default worker (core/include/taehv/default_worker.h) matches the trainer.
+TEST(Config, TaehvRunsDefaultWorkerFactsMatchTheTrainer) {
+  EXPECT_EQ(Config().output.dir, default_worker::kOutputDir);
 }
 
 TEST(Config, YamlAndOverridesApplyInOrder) {
