@@ -100,6 +100,17 @@ std::string searchPath(const std::map<std::string, std::string>& env) {
   return kDefaultPath;
 }
 
+/// Makes sure descriptors 0-2 are open, so that no pipe we create lands on them (dup2 onto itself would
+/// keep close-on-exec set in the child).
+void ensureStdFds() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+      const int opened = ::open("/dev/null", O_RDWR);
+      if (opened >= 0 && opened != fd) ::close(opened);
+    }
+  }
+}
+
 }  // namespace
 
 std::string findProgram(const std::string& name, const std::map<std::string, std::string>& env) {
@@ -107,6 +118,7 @@ std::string findProgram(const std::string& name, const std::map<std::string, std
 }
 
 SpawnOutcome spawnChild(const ChildSpec& spec, bool capture_output) {
+  ensureStdFds();
   SpawnOutcome out;
   if (spec.argv.empty() || spec.argv[0].empty()) {
     out.error = "empty command for '" + spec.label + "': nothing to run";

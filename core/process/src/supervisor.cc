@@ -50,19 +50,6 @@ constexpr std::chrono::milliseconds kOrphanSweep{2000};
 /// Set while a supervise() runs: one at a time per process (the signal handlers are process-wide).
 std::atomic<bool> g_active{false};
 
-// ---- descriptors -----------------------------------------------------------------------------------------
-
-/// Makes sure descriptors 0-2 are open, so that no pipe we create lands on them (dup2 onto itself would
-/// keep close-on-exec set in the child).
-void ensureStdFds() {
-  for (int fd = 0; fd <= 2; ++fd) {
-    if (::fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
-      const int opened = ::open("/dev/null", O_RDWR);
-      if (opened >= 0 && opened != fd) ::close(opened);
-    }
-  }
-}
-
 // ---- one generation of children --------------------------------------------------------------------------
 
 struct Stream {
@@ -497,7 +484,6 @@ SupervisorResult supervise(const std::function<std::vector<ChildSpec>(int restar
     return result;
   }
   ActiveFlag active;
-  ensureStdFds();
   SubreaperScope subreaper;  // before the guardian, which is ours and is never swept
   Guardian guardian;  // started before our handlers are installed, so it inherits none of them
   if (!guardian.start()) {
