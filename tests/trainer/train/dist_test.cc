@@ -341,6 +341,53 @@ TEST(Resume, StopResumeAndSigtermResumeAreBitwiseEqualToAStraightRun) {
   fs::remove_all(dir);
 }
 
+// An elastic restart with fewer ranks (a node lost): the run resumes at the new world size with the checkpoint's
+// global batch (train.keep_global_batch): 4 ranks x batch 1, then 2 ranks with grad_accum 1 -> 2, must end where
+// the uninterrupted 4-rank run ends, reading the same samples; a shape that cannot divide it scales lr instead.
+TEST(Resume, AtAnotherWorldSizeKeepsTheGlobalBatchAndTheSampleStream) {
+  const auto dir = tempDir();
+  const int64_t steps = 4;
+  const auto args = [&](const std::string& out) {
+    return plus(tiny(out, steps), cat(kSgd, {"train.batch_per_rank=1"}));
+  };
+  Job straight = launch(4, args(dir + "/straight"), dir + "/straight");
+  expectSuccess(straight);
+  Job first = launch(4, args(dir + "/elastic"), dir + "/elastic",
+                     {{"--stop-at-step", "2"}, {"--stop-at-step", "2"}, {"--stop-at-step", "2"}, {"--stop-at-step", "2"}});
+  expectSuccess(first);
+  ASSERT_TRUE(fs::exists(dir + "/elastic/checkpoint-2/model.pt"));
+  ASSERT_FALSE(fs::exists(dir + "/elastic/checkpoint-3"));
+  fs::copy(dir + "/elastic", dir + "/lr", fs::copy_options::recursive);
+  fs::copy(dir + "/elastic", dir + "/asis", fs::copy_options::recursive);
+
+  Job on2 = launch(2, cat(args(dir + "/elastic"), {"--resume", "latest"}), dir + "/elastic");
+  expectSuccess(on2);
+  const std::string log = slurp(on2.logs[0]);
+  EXPECT_NE(log.find("grad_accum 1 -> 2 at 2 ranks"), std::string::npos) << log;
+  EXPECT_LT(relativeError(dir + "/straight", dir + "/elastic", steps), 2e-3)
+      << "4 ranks -> 2 ranks x 2 micro-steps must train like the uninterrupted 4 ranks";
+  const auto state = nlohmann::json::parse(slurp(dir + "/elastic/checkpoint-4/state.json"));
+  EXPECT_EQ(state.at("samples_consumed").get<int64_t>(), 16) << "4 steps x 4 samples, none skipped or repeated";
+  EXPECT_EQ(state.at("grad_accum").get<int64_t>(), 2);
+  EXPECT_EQ(state.at("global_batch").get<int64_t>(), 4);
+
+  // 3 ranks x batch 1 cannot make 4: the per-rank batch stays, lr x 3/4, and the log says so.
+  Job on3 = launch(3, cat(args(dir + "/lr"), {"--resume", "latest"}), dir + "/lr");
+  expectSuccess(on3);
+  EXPECT_NE(slurp(on3.logs[0]).find("lr scaled by 0.75"), std::string::npos) << slurp(on3.logs[0]);
+  const auto lr_state = nlohmann::json::parse(slurp(dir + "/lr/checkpoint-4/state.json"));
+  EXPECT_EQ(lr_state.at("samples_consumed").get<int64_t>(), 8 + 2 * 3);
+  EXPECT_EQ(lr_state.at("global_batch").get<int64_t>(), 4) << "the reference stays for later resumes";
+
+  // keep_global_batch=false takes the config as it is: 2 ranks x 1 x 1, a different run.
+  Job asis = launch(2, cat(plus(args(dir + "/asis"), {"train.keep_global_batch=false"}), {"--resume", "latest"}),
+                    dir + "/asis");
+  expectSuccess(asis);
+  EXPECT_NE(slurp(asis.logs[0]).find("train.keep_global_batch=false"), std::string::npos) << slurp(asis.logs[0]);
+  EXPECT_GT(relativeError(dir + "/straight", dir + "/asis", steps), 0.05) << "a smaller batch must train otherwise";
+  fs::remove_all(dir);
+}
+
 // ZeRO (train.zero_stage, zero.h): AdamW with the recipe's clipping, so the sharded update, the sharded gradient
 // norm and the reduce-scatter all take part. Stage 1 and 2 must reach stage 0's weights and AdamW moments.
 const std::vector<std::string> kAdam = {"train.warmup_steps=2", "checkpoint.every=1", "checkpoint.keep=5",

@@ -200,6 +200,7 @@ CheckpointState parseCheckpointState(const std::string& text) {
   st.batch_per_rank = count("batch_per_rank", false);
   st.grad_accum = count("grad_accum", false);
   st.seed = count("seed", false, /*signed_ok=*/true);
+  st.global_batch = count("global_batch", false);
   return st;
 }
 
@@ -212,6 +213,7 @@ std::string formatCheckpointState(const CheckpointState& state) {
   json["batch_per_rank"] = state.batch_per_rank;
   json["grad_accum"] = state.grad_accum;
   json["seed"] = state.seed;
+  json["global_batch"] = state.global_batch;
   return json.dump(1) + "\n";
 }
 

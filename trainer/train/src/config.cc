@@ -49,6 +49,7 @@ std::vector<Entry> table(Config& c) {
       {"train.objective", &c.train.objective},
       {"train.device", &c.train.device},
       {"train.bf16", &c.train.bf16},
+      {"train.keep_global_batch", &c.train.keep_global_batch},
       {"data.source", &c.data.source},
       {"data.frames", &c.data.frames},
       {"data.size", &c.data.size},

@@ -92,6 +92,42 @@ std::optional<std::string> checkpointToResume(const std::string& resume, const s
   return resolveResume(resume, out_dir, warn);
 }
 
+BatchShape batchShape(const TrainConfig& train, int64_t world, const std::optional<CheckpointState>& resumed) {
+  BatchShape shape;
+  shape.grad_accum = train.grad_accum;
+  const int64_t per_step = world * train.batch_per_rank;
+  shape.global_batch = per_step * train.grad_accum;
+  if (!resumed) return shape;
+  // The reference: what the checkpoint says, else (older checkpoints) the shape it was saved at.
+  const int64_t reference = resumed->global_batch > 0 ? resumed->global_batch
+                            : resumed->world_size > 0 && resumed->batch_per_rank > 0 && resumed->grad_accum > 0
+                                ? resumed->world_size * resumed->batch_per_rank * resumed->grad_accum
+                                : 0;
+  if (reference == 0 || reference == shape.global_batch || !train.keep_global_batch) {
+    if (reference > 0 && reference != shape.global_batch) {
+      shape.note = "global batch " + std::to_string(shape.global_batch) + " (the checkpoint's was " +
+                   std::to_string(reference) + "): train.keep_global_batch=false takes the config as it is";
+    }
+    return shape;
+  }
+  const std::string was = "the checkpoint's global batch " + std::to_string(reference) + " (saved at " +
+                          std::to_string(resumed->world_size) + " ranks)";
+  if (reference % per_step == 0 && reference / per_step <= Config::kMaxAccum) {
+    shape.grad_accum = reference / per_step;
+    shape.global_batch = reference;
+    shape.note = "keeping " + was + ": grad_accum " + std::to_string(train.grad_accum) + " -> " +
+                 std::to_string(shape.grad_accum) + " at " + std::to_string(world) + " ranks x batch_per_rank " +
+                 std::to_string(train.batch_per_rank);
+    return shape;
+  }
+  shape.lr_scale = static_cast<double>(shape.global_batch) / static_cast<double>(reference);
+  shape.global_batch = reference;  // the lr stays meant for it: a later resume scales from it again
+  shape.note = std::to_string(world) + " ranks x batch_per_rank " + std::to_string(train.batch_per_rank) +
+               " cannot divide " + was + ": global batch " + std::to_string(per_step * train.grad_accum) +
+               ", lr scaled by " + std::to_string(shape.lr_scale) + " (linear scaling rule)";
+  return shape;
+}
+
 CheckpointState loadTrainState(const std::string& dir, TrainState& state, const torch::Device& device) {
   std::ifstream in(fs::path(dir) / "state.json");
   std::ostringstream text;

@@ -42,6 +42,16 @@ std::optional<std::string> checkpointToResume(const std::string& resume, const s
 /// world size and stage it was saved at) and the CPU generator; returns its state.json.
 CheckpointState loadTrainState(const std::string& dir, TrainState& state, const torch::Device& device);
 
+/// The shape a run takes on: the config's, or on a resume at another shape (TrainConfig::keep_global_batch) the
+/// checkpoint's global batch kept by a new grad_accum, or else the config's shape with lr scaled linearly.
+struct BatchShape {
+  int64_t grad_accum = 1;
+  double lr_scale = 1;
+  int64_t global_batch = 0;  ///< the reference global batch to save (CheckpointState::global_batch)
+  std::string note;          ///< "" when the config's shape is taken as it is; else what changed and why
+};
+BatchShape batchShape(const TrainConfig& train, int64_t world, const std::optional<CheckpointState>& resumed);
+
 /// Saves checkpoint-<saved.step> under `out_dir` keeping the newest `keep`. Collective at ZeRO stages 1-2 (every
 /// rank calls it); only rank 0 writes. Returns the folder on rank 0, "" on the others.
 std::string saveTrainState(const std::string& out_dir, int64_t keep, TrainState& state, const CheckpointState& saved,

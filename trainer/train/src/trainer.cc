@@ -119,7 +119,7 @@ std::string runSummary(const Config& cfg, Distributed& dist, const torch::Device
 int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, const torch::Device& device) {
   const Config& cfg = options.config;
   const bool rank0 = env.rank == 0;
-  const int64_t W = env.world_size, B = cfg.train.batch_per_rank, A = cfg.train.grad_accum, T = cfg.data.frames;
+  const int64_t W = env.world_size, B = cfg.train.batch_per_rank, T = cfg.data.frames;
   const std::string out_dir = cfg.output.dir;
 
   TrainState state = makeTrainState(cfg, dist, device);
@@ -144,6 +144,11 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
   std::fflush(stdout);
   const int64_t start_step = resumed.step;
   checkSameStart(dist, start_step, W);
+  // A resume at another world size keeps the global batch (elastic restarts): grad_accum, else lr, follows.
+  const BatchShape shape = batchShape(cfg.train, W, found ? std::optional<CheckpointState>(resumed) : std::nullopt);
+  const int64_t A = shape.grad_accum;
+  TrainConfig schedule = cfg.train;  // learningRate's input: train.lr times the linear-scaling factor, if any
+  schedule.lr *= shape.lr_scale;
   // Every rank starts from rank 0's weights (and EMA).
   dist.broadcastFromRank0(params);
   if (!state.ema.empty()) dist.broadcastFromRank0(state.ema);
@@ -170,6 +175,7 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
   log.say(runSummary(cfg, dist, device, state, sync, slice_plan, distill, source->size()));
   log.say("effective config:\n" + cfg.toYaml());
   if (found) log.say("resumed from " + *found + " at step " + std::to_string(start_step));
+  if (!shape.note.empty()) log.say("resume: " + shape.note);
 
   auto saveAt = [&](int64_t step_done) {
     CheckpointState saved;
@@ -180,6 +186,7 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
     saved.batch_per_rank = B;
     saved.grad_accum = A;
     saved.seed = cfg.train.seed;
+    saved.global_batch = shape.global_batch;
     return saveTrainState(out_dir, cfg.checkpoint.keep, state, saved, cfg, rank0);
   };
 
@@ -189,7 +196,7 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
   g_in_step_loop = true;
   for (; step < cfg.train.steps; ++step) {
     const auto t0 = Clock::now();
-    const double lr = learningRate(cfg.train, step);
+    const double lr = learningRate(schedule, step);
     for (auto& group : state.optimizer->param_groups()) group.options().set_lr(lr);
     for (auto& p : params) p.mutable_grad().reset();
     double loss_sum = 0, psnr_sum = 0, data_wait = 0;

@@ -50,6 +50,9 @@ struct CheckpointState {
   int64_t batch_per_rank = 0;
   int64_t grad_accum = 0;
   int64_t seed = 0;
+  /// The global batch (world x batch_per_rank x grad_accum) train.lr is meant for: the first run's, kept through
+  /// resumes at other shapes (TrainConfig::keep_global_batch).
+  int64_t global_batch = 0;
 };
 /// Parses state.json text. Throws CheckpointError saying what is malformed (any bytes: fuzzed).
 CheckpointState parseCheckpointState(const std::string& text);

@@ -50,6 +50,10 @@ struct TrainConfig {
   /// Config::applyLauncherEnvironment), else cuda:LOCAL_RANK when CUDA is usable, else cpu.
   std::string device = "auto";
   bool bf16 = true;             ///< bf16 autocast on GPU (never on CPU)
+  /// On a resume at another shape (world size, batch, accumulation; e.g. an elastic restart with fewer nodes):
+  /// keep the checkpoint's global batch by scaling grad_accum where world x batch_per_rank divides it, else keep
+  /// the per-rank batch and scale lr linearly with the global batch. false: take the config's shape and lr as given.
+  bool keep_global_batch = true;
 };
 
 struct DataConfig {
