@@ -87,18 +87,7 @@ std::vector<int> expandTasksPerNode(std::string_view text, std::string& error) {
   return counts;
 }
 
-std::string compressTasksPerNode(const std::vector<int>& counts) {
-  std::string out;
-  for (std::size_t i = 0; i < counts.size();) {
-    std::size_t j = i;
-    while (j < counts.size() && counts[j] == counts[i]) ++j;
-    if (!out.empty()) out.push_back(',');
-    out += std::to_string(counts[i]);
-    if (j - i > 1) out += "(x" + std::to_string(j - i) + ")";
-    i = j;
-  }
-  return out;
-}
+std::string compressTasksPerNode(const std::vector<int>& counts) { return formatCounts(counts); }
 
 int derivedMasterPort(std::uint64_t job_id, std::uint64_t step_id) {
   return kPortBase + static_cast<int>(job_id % kPortJobSlots) * kPortStepSlots +
@@ -267,11 +256,8 @@ PlanResult planSlurm(const Env& env, const PlanRequest& request, Layout layout) 
     plan.gpus_on_node.set(static_cast<int>(*gpus), describeValue("SLURM_GPUS_ON_NODE", env.at("SLURM_GPUS_ON_NODE")));
   }
   if (per_task) {
-    if (!std::all_of(tpn.begin(), tpn.end(), [&](int t) { return t == tpn[0]; })) {
-      return failed(tpn_desc +
-                    " is uneven: one task per GPU needs the same task count on every node "
-                    "(use srun --ntasks-per-node=K)");
-    }
+    // Nodes may hold different task counts (3,1; 2(x3),1): every task knows them all from the step's layout.
+    plan.node_nprocs.set(tpn, "rule: tasks per node in " + tpn_desc);
     if (request.nproc_per_node && *request.nproc_per_node != tasks_here) {
       return failed("--nproc-per-node " + std::to_string(*request.nproc_per_node) + " contradicts " + tpn_desc +
                     ": with one task per GPU each task is one worker; drop --nproc-per-node or use "

@@ -136,6 +136,12 @@ struct NodePlan {
 
   /// Free-form lines `taehv-run describe` prints under the plan (how ambiguous values were resolved).
   std::vector<std::string> notes;
+
+  /// Every node's process count in node order, when the platform knows them all (e.g. SLURM's tasks per node);
+  /// nodes may differ. Unset: each node knows only its own count (nproc_per_node) and the node group agrees on the
+  /// rank offsets at start. Node k's ranks start at the sum of the counts of nodes 0..k-1. (Appended last: the
+  /// layout of the fields above is unchanged.)
+  Sourced<std::vector<int>> node_nprocs;
 };
 
 struct PlanResult {

@@ -50,9 +50,18 @@ struct GroupOptions {
   std::string bind_addr = "0.0.0.0";  ///< the leader listens here
   std::string host;         ///< this node's host name (reported to the others)
   std::string job_key;      ///< from jobKey()
+  int nproc = 1;            ///< this node's process count (JOIN carries it; the leader adds up everyone's)
   std::chrono::milliseconds node_timeout{kDefaultNodeTimeout};
   std::chrono::milliseconds heartbeat{kHeartbeatPeriod};
   std::function<void(LogLevel, const std::string&)> log;
+};
+
+/// The ranks the group agreed on when it formed (PROTOCOL.md, "Formation"): node k's ranks start at the sum of the
+/// counts of nodes 0..k-1.
+struct AgreedRanks {
+  int first_rank = 0;  ///< this node's first global rank
+  int world_size = 0;  ///< processes over all nodes
+  std::string counts;  ///< every node's count, compressed ("2(x3),1"); the leader only, "" on a member
 };
 
 class NodeGroup {
@@ -65,6 +74,9 @@ class NodeGroup {
   /// Blocks until the group has formed (every node joined) or `deadline`, or it stopped. Returns "" or why not
   /// (naming the nodes missing, or the stop reason).
   virtual std::string form(std::chrono::steady_clock::time_point deadline) = 0;
+
+  /// What the group agreed on; valid once form() returned "".
+  virtual AgreedRanks agreedRanks() const = 0;
 
   /// Readable once the group decided to stop. Owned by the group.
   virtual int stopFd() const = 0;
