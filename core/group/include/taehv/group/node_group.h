@@ -2,7 +2,8 @@
 // this interface; TcpNodeGroup (tcp_node_group.h) implements it today, an etcd-backed one could tomorrow.
 //
 // Contract:
-//  - Order of use, from one thread (the launcher's main thread): start(), form(), then while the workers run the
+//  - Order of use, from one thread (the launcher's main thread): start(), form() (then agreedRanks(): this node's
+//    first rank and the world size from every node's process count), then while the workers run the
 //    supervisor polls stopFd(); requestStop() when a local worker failed; finish() once the workers ended.
 //  - Detection runs on the implementation's own thread from start() until finish() returns or the object dies.
 //  - stopFd() becomes readable (and stays so) the moment the group decides to stop: a node lost, a node's STOP, or
