@@ -195,14 +195,17 @@ Env slurmNodeTask(int nnodes, int node, int port) {
 }
 
 TEST(Uneven, SlurmOneTaskPerNodeWithUnevenNodesAgreesThroughTheNodeGroup) {
-  // Each node's launcher runs its own count (a node with fewer usable GPUs passes its own --nproc-per-node).
+  // 3,1: each node's launcher passes its own --nproc-per-node (a node with fewer usable GPUs); 2(x3),1: every node
+  // is told all counts (--slurm-nprocs, what `submit --node-nprocs` renders) and the group's answer must agree.
   int slot = 1;
-  for (const std::vector<int>& counts : std::vector<std::vector<int>>{{3, 1}, {2, 2, 2, 1}}) {
+  for (const auto& [counts, list] :
+       std::vector<std::pair<std::vector<int>, std::string>>{{{3, 1}, ""}, {{2, 2, 2, 1}, "2(x3),1"}}) {
     const int port = testPort(slot++);
     const int nnodes = static_cast<int>(counts.size());
     const auto results = runNodes(
         nnodes,
         [&](int k) {
+          if (!list.empty()) return std::vector<std::string>{"--backend", "slurm", "--slurm-nprocs", list};
           return std::vector<std::string>{"--backend", "slurm", "--nproc-per-node", std::to_string(counts[k])};
         },
         [&](int k) { return envWith(slurmNodeTask(nnodes, k, port)); });
@@ -239,6 +242,10 @@ TEST(Uneven, MalformedCountsAreOneClearErrorWithExit2) {
            {zero_repeat, {"--backend", "slurm"}, "'2(x0)' has a bad repeat count"},
            {bad_sum, {"--backend", "slurm"}, "SLURM_STEP_TASKS_PER_NODE=3,1 adds up to 4 tasks but SLURM_STEP_NUM_TASKS=5"},
            {zero_count, {"--backend", "slurm"}, "node 1 has 0"},
+           {slurmNodeTask(2, 0, 29999), {"--backend", "slurm", "--slurm-nprocs", "3,1,1"},
+            "--slurm-nprocs 3,1,1 lists 3 nodes but env SLURM_STEP_NUM_NODES=2"},
+           {slurmNodeTask(2, 1, 29999), {"--backend", "slurm", "--slurm-nprocs", "3,0"}, "node 1 has 0 workers"},
+           {slurmNodeTask(2, 1, 29999), {"--backend", "slurm", "--slurm-nprocs", "2(x0)"}, "has a bad repeat count"},
            {{}, {"--backend", "ssh", "--hostfile", hostfile}, "slots must be a whole number from 1"},
        }) {
     std::vector<std::string> argv = {taehvRun()};

@@ -321,6 +321,29 @@ TEST(SlurmPlan, UnevenTasksPerGpuCarryEveryNodesCount) {
   EXPECT_FALSE(r.plan.node_nprocs.has());
 }
 
+TEST(SlurmPlan, SlurmNprocsGivesEveryNodeItsOwnCountWithOneTaskPerNode) {
+  PlanRequest request;
+  request.options["slurm-nprocs"] = {"2,1(x2)"};
+  for (int node = 0; node < 3; ++node) {
+    PlanResult r = planSlurm(perNodeTask(node), request, Layout::kAuto);
+    ASSERT_TRUE(r.ok()) << r.error;
+    EXPECT_EQ(*r.plan.nproc_per_node.value, node == 0 ? 2 : 1);
+    EXPECT_EQ(*r.plan.node_nprocs.value, (std::vector<int>{2, 1, 1}));
+    EXPECT_EQ(r.plan.node_nprocs.source, "flag --slurm-nprocs 2,1(x2)");
+  }
+  request.nproc_per_node = 3;
+  EXPECT_NE(planSlurm(perNodeTask(0), request, Layout::kAuto).error.find("--nproc-per-node 3 contradicts --slurm-nprocs"),
+            std::string::npos);
+  request.nproc_per_node.reset();
+  request.options["slurm-nprocs"] = {"2(x3)"};
+  EXPECT_NE(planSlurm(perGpuTask(0), request, Layout::kAuto).error.find("--slurm-nprocs 2(x3) lists 3 nodes"),
+            std::string::npos)
+      << planSlurm(perGpuTask(0), request, Layout::kAuto).error;
+  request.options["slurm-nprocs"] = {"1,3"};
+  EXPECT_NE(planSlurm(perGpuTask(0), request, Layout::kAuto).error.find("contradicts SLURM_STEP_TASKS_PER_NODE=2(x2)"),
+            std::string::npos);
+}
+
 TEST(SlurmPlan, MalformedValuesNameTheVariable) {
   Env e = perNodeTask(0);
   e["SLURM_NODEID"] = "x";
