@@ -7,6 +7,7 @@ namespace taehv {
 
 std::string describeJson(const NodeDescriptor& node, const std::vector<WorkerDescriptor>& workers) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  const Sourced<int> offset = node.rankOffset();
   for (const auto& w : workers) {
     nlohmann::ordered_json o;
     nlohmann::ordered_json provenance;
@@ -20,6 +21,15 @@ std::string describeJson(const NodeDescriptor& node, const std::vector<WorkerDes
     field("local_world_size", w.local_world_size);
     field("node_rank", w.node_rank);
     field("nnodes", w.nnodes);
+    field("rank_offset", offset);
+    if (node.node_nprocs.has()) {
+      field("node_nprocs", node.node_nprocs);
+    } else {
+      o["node_nprocs"] = nullptr;
+      provenance["node_nprocs"] = *node.nnodes.value > 1
+                                      ? "unknown here: each node says its own count to the node group at start"
+                                      : "one node";
+    }
     field("master_addr", w.master_addr);
     field("master_port", w.master_port);
     nlohmann::ordered_json env = nlohmann::ordered_json::object();
@@ -46,6 +56,16 @@ std::string describeText(const NodeDescriptor& node, const std::vector<WorkerDes
   line("nnodes", node.nnodes);
   line("node_rank", node.node_rank);
   line("nproc_per_node", node.nproc_per_node);
+  if (node.node_nprocs.has()) {
+    out << "  node_nprocs = " << formatCounts(*node.node_nprocs.value) << "    <- " << node.node_nprocs.source << "\n";
+  }
+  line("rank_offset", node.rankOffset());
+  line("world_size", node.worldSizeSourced());
+  if (*node.nnodes.value > 1 && !node.countsKnown()) {
+    out << "  note: nodes may run different counts: in a per-node mode the node group agrees on rank_offset and "
+           "world_size at start (the values above assume every node runs "
+        << *node.nproc_per_node.value << ")\n";
+  }
   line("master_addr", node.master_addr);
   line("master_port", node.master_port);
   line("run_id", node.run_id);

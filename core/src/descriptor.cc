@@ -71,6 +71,32 @@ std::string describeValue(const Sourced<T>& v) {
   return out.str();
 }
 
+/// The plan's per-node counts: one per node, each 1..kMaxNprocPerNode, this node's equal to nproc_per_node, the sum
+/// at most kMaxWorldSize (in 64 bits).
+std::string validateNodeCounts(const NodeDescriptor& node) {
+  const std::vector<int>& counts = *node.node_nprocs.value;
+  const std::string where = formatCounts(counts) + " (from " + node.node_nprocs.source + ")";
+  if (static_cast<long long>(counts.size()) != *node.nnodes.value)
+    return "per-node process counts " + where + " list " + std::to_string(counts.size()) + " node(s) but nnodes is " +
+           describeValue(node.nnodes) + "; give one count per node";
+  long long world = 0;
+  for (std::size_t k = 0; k < counts.size(); ++k) {
+    if (counts[k] < 1 || counts[k] > kMaxNprocPerNode)
+      return "per-node process counts " + where + ": node " + std::to_string(k) + " has " +
+             std::to_string(counts[k]) + "; every node runs 1.." + std::to_string(kMaxNprocPerNode) + " processes";
+    world += counts[k];
+  }
+  if (world > kMaxWorldSize)
+    return "world size " + std::to_string(world) + " (the sum of " + where + ") is more than the " +
+           std::to_string(kMaxWorldSize) + " processes taehv-run starts (limits: see the README)";
+  const int here = counts[static_cast<std::size_t>(*node.node_rank.value)];
+  if (here != *node.nproc_per_node.value)
+    return "processes per node " + describeValue(node.nproc_per_node) + " contradicts the per-node counts " + where +
+           ", which give node " + std::to_string(*node.node_rank.value) + " " + std::to_string(here) +
+           "; drop --nproc-per-node or make them agree";
+  return "";
+}
+
 /// The counts every rank and size is computed from: each in range, their product (the world size) too, computed
 /// in 64 bits. Checked before any product is taken.
 std::string validateCounts(const NodeDescriptor& node) {
@@ -87,14 +113,18 @@ std::string validateCounts(const NodeDescriptor& node) {
   if (nproc > kMaxNprocPerNode)
     return "processes per node must be at most " + std::to_string(kMaxNprocPerNode) + ", got " +
            describeValue(node.nproc_per_node) + "; fix --nproc-per-node (limits: see the README)";
-  const long long world = static_cast<long long>(nnodes) * nproc;
-  if (world > kMaxWorldSize)
-    return "world size nnodes*nproc_per_node = " + std::to_string(nnodes) + "*" + std::to_string(nproc) + " = " +
-           std::to_string(world) + " is more than the " + std::to_string(kMaxWorldSize) +
-           " processes taehv-run starts; fix --nnodes or --nproc-per-node (limits: see the README)";
   if (node_rank < 0 || node_rank >= nnodes)
     return "node rank must be in 0.." + std::to_string(nnodes - 1) + " (nnodes " + std::to_string(nnodes) +
            "), got " + describeValue(node.node_rank) + "; fix --node-rank or --nnodes";
+  if (node.node_nprocs.has()) {
+    if (std::string e = validateNodeCounts(node); !e.empty()) return e;
+  } else {
+    const long long world = static_cast<long long>(nnodes) * nproc;
+    if (world > kMaxWorldSize)
+      return "world size nnodes*nproc_per_node = " + std::to_string(nnodes) + "*" + std::to_string(nproc) + " = " +
+             std::to_string(world) + " is more than the " + std::to_string(kMaxWorldSize) +
+             " processes taehv-run starts; fix --nnodes or --nproc-per-node (limits: see the README)";
+  }
   if (*node.max_restarts.value < 0 || *node.max_restarts.value > kMaxRestarts)
     return "max restarts must be in 0.." + std::to_string(kMaxRestarts) + ", got " + describeValue(node.max_restarts) +
            "; fix --max-restarts";
@@ -174,6 +204,10 @@ Checked<NodeDescriptor> resolveNode(const LaunchFlags& flags, const NodePlan* pl
             "", 0);
   pick<bool>(node.single_worker, std::nullopt, "", plan ? &plan->single_worker : nullptr, std::nullopt, "", false);
   if (plan) {
+    if (plan->node_nprocs.has()) {
+      node.node_nprocs = plan->node_nprocs;
+      node.node_nprocs.origin = Origin::kBackend;
+    }
     if (plan->gpus_on_node.has()) node.gpus_on_node = plan->gpus_on_node;
     if (plan->gpu_indices.has()) {
       node.gpu_indices = plan->gpu_indices;
@@ -191,10 +225,13 @@ Checked<NodeDescriptor> resolveNode(const LaunchFlags& flags, const NodePlan* pl
   }
   if (*node.single_worker.value) {
     // One process = one worker (e.g. one SLURM task or one MPI rank per GPU): the rank comes from the platform.
-    if (!node.local_rank.has() && *node.nproc_per_node.value == 1) node.local_rank.set(0, "rule: one worker per node");
+    if (!node.local_rank.has() && *node.nproc_per_node.value == 1) {
+      node.local_rank.set(0, "rule: one worker per node", Origin::kRule);
+    }
     if (!node.rank.has() && node.local_rank.has() && node.node_rank.has()) {
-      int r = *node.node_rank.value * *node.nproc_per_node.value + *node.local_rank.value;
-      node.rank.set(r, "rule: node_rank*nproc_per_node+local_rank");
+      const Sourced<int> offset = node.rankOffset();
+      node.rank.set(*offset.value + *node.local_rank.value, "rule: rank_offset+local_rank (rank_offset: " +
+                                                                offset.source + ")", Origin::kRule);
     }
     if (!node.rank.has() || !node.local_rank.has()) {
       result.error = "backend '" + backend +
@@ -215,7 +252,6 @@ Checked<NodeDescriptor> resolveNode(const LaunchFlags& flags, const NodePlan* pl
 
 std::string validateNode(const NodeDescriptor& node) {
   if (std::string counts = validateCounts(node); !counts.empty()) return counts;
-  const int nnodes = *node.nnodes.value;
   const int nproc = *node.nproc_per_node.value;
   const int port = *node.master_port.value;
   if (node.master_addr.value->empty())
@@ -226,7 +262,7 @@ std::string validateNode(const NodeDescriptor& node) {
     return "master wait must be >= 0 seconds, got " + describeValue(node.master_wait_seconds);
   if (node.run_id.value->empty()) return "run id is empty (from " + node.run_id.source + "); pass --run-id ID";
   if (*node.single_worker.value) {
-    const int world = nnodes * nproc;
+    const int world = node.worldSize();
     if (*node.rank.value < 0 || *node.rank.value >= world)
       return "rank must be in 0.." + std::to_string(world - 1) + " (world size " + std::to_string(world) +
              "), got " + describeValue(node.rank);
@@ -240,9 +276,8 @@ std::string validateNode(const NodeDescriptor& node) {
 std::vector<WorkerDescriptor> expandWorkers(const NodeDescriptor& node, const Env& inherited, int restart) {
   std::vector<WorkerDescriptor> workers;
   const int nproc = *node.nproc_per_node.value;
-  const int node_rank = *node.node_rank.value;
-  const std::string world_rule = "rule: nnodes*nproc_per_node = " + std::to_string(*node.nnodes.value) + "*" +
-                                 std::to_string(nproc);
+  const Sourced<int> offset = node.rankOffset();
+  const Sourced<int> world = node.worldSizeSourced();
   std::vector<int> local_ranks;
   if (*node.single_worker.value) {
     local_ranks.push_back(*node.local_rank.value);
@@ -255,12 +290,18 @@ std::vector<WorkerDescriptor> expandWorkers(const NodeDescriptor& node, const En
       w.rank = node.rank;
       w.local_rank = node.local_rank;
     } else {
-      w.local_rank.set(local, "rule: worker index on this node");
-      w.rank.set(node_rank * nproc + local, "rule: node_rank*nproc_per_node+local_rank = " +
-                                                std::to_string(node_rank) + "*" + std::to_string(nproc) + "+" +
-                                                std::to_string(local));
+      w.local_rank.set(local, "rule: worker index on this node", Origin::kRule);
+      if (node.countsKnown()) {
+        w.rank.set(*offset.value + local, "rule: rank_offset+local_rank = " + std::to_string(*offset.value) + "+" +
+                                              std::to_string(local) + " (rank_offset: " + offset.source + ")",
+                   Origin::kRule);
+      } else {
+        w.rank.set(*offset.value + local, "rule: node_rank*nproc_per_node+local_rank = " +
+                                              std::to_string(*node.node_rank.value) + "*" + std::to_string(nproc) +
+                                              "+" + std::to_string(local), Origin::kRule);
+      }
     }
-    w.world_size.set(node.worldSize(), world_rule);
+    w.world_size = world;
     w.local_world_size = node.nproc_per_node;
     w.node_rank = node.node_rank;
     w.nnodes = node.nnodes;
@@ -272,18 +313,77 @@ std::vector<WorkerDescriptor> expandWorkers(const NodeDescriptor& node, const En
     } else {
       w.restart_count.set(*node.restart_count.value + restart,
                           "rule: " + std::to_string(*node.restart_count.value) + " (" + node.restart_count.source +
-                              ") + " + std::to_string(restart) + " restart(s) by taehv-run");
+                              ") + " + std::to_string(restart) + " restart(s) by taehv-run",
+                          Origin::kRule);
     }
     if (node.gpus_on_node.has() && *node.gpus_on_node.value > 0) {
       if (local < *node.gpus_on_node.value) {
         w.device.set(local, "rule: local_rank on a node with " + std::to_string(*node.gpus_on_node.value) +
-                                " GPU(s) (" + node.gpus_on_node.source + ")");
+                                " GPU(s) (" + node.gpus_on_node.source + ")", Origin::kRule);
       }
     }
     buildWorkerEnvironment(node, w, inherited);
     workers.push_back(std::move(w));
   }
   return workers;
+}
+
+Sourced<int> NodeDescriptor::rankOffset() const {
+  Sourced<int> out;
+  const int node = *node_rank.value;
+  if (agreed) {
+    out.set(agreed->first_rank, agreed->source, Origin::kRule);
+  } else if (node_nprocs.has()) {
+    const std::vector<int>& counts = *node_nprocs.value;
+    long long sum = 0;
+    for (int k = 0; k < node && k < static_cast<int>(counts.size()); ++k) sum += counts[static_cast<std::size_t>(k)];
+    out.set(static_cast<int>(sum), "rule: processes of nodes 0.." + std::to_string(node - 1) + " in " +
+                                       formatCounts(counts) + " (" + node_nprocs.source + ")", Origin::kRule);
+    if (node == 0) out.source = "rule: node 0 starts at rank 0";
+  } else {
+    out.set(node * *nproc_per_node.value, "rule: node_rank*nproc_per_node = " + std::to_string(node) + "*" +
+                                              std::to_string(*nproc_per_node.value) + " (every node as many)",
+            Origin::kRule);
+  }
+  return out;
+}
+
+Sourced<int> NodeDescriptor::worldSizeSourced() const {
+  Sourced<int> out;
+  if (agreed) {
+    out.set(agreed->world_size, agreed->source, Origin::kRule);
+  } else if (node_nprocs.has()) {
+    long long sum = 0;
+    for (int c : *node_nprocs.value) sum += c;
+    out.set(static_cast<int>(sum), "rule: sum of " + formatCounts(*node_nprocs.value) + " (" + node_nprocs.source + ")",
+            Origin::kRule);
+  } else {
+    out.set(*nnodes.value * *nproc_per_node.value, "rule: nnodes*nproc_per_node = " + std::to_string(*nnodes.value) +
+                                                       "*" + std::to_string(*nproc_per_node.value), Origin::kRule);
+  }
+  return out;
+}
+
+std::string applyAgreedLayout(NodeDescriptor& node, const RankLayout& layout) {
+  const int nproc = *node.nproc_per_node.value;
+  if (layout.world_size < 1 || layout.world_size > kMaxWorldSize)
+    return "the node group's world size " + std::to_string(layout.world_size) + " is outside 1.." +
+           std::to_string(kMaxWorldSize) + " (limits: see the README); lower --nproc-per-node on some nodes";
+  if (layout.first_rank < 0 || static_cast<long long>(layout.first_rank) + nproc > layout.world_size)
+    return "the node group gave this node ranks " + std::to_string(layout.first_rank) + ".." +
+           std::to_string(static_cast<long long>(layout.first_rank) + nproc - 1) + ", outside the world size " +
+           std::to_string(layout.world_size);
+  if (node.node_nprocs.has()) {
+    NodeDescriptor planned = node;
+    planned.agreed.reset();
+    if (*planned.rankOffset().value != layout.first_rank || planned.worldSize() != layout.world_size)
+      return "the node group's ranks (first " + std::to_string(layout.first_rank) + ", world size " +
+             std::to_string(layout.world_size) + ") contradict the plan's per-node counts " +
+             formatCounts(*node.node_nprocs.value) + " (" + node.node_nprocs.source +
+             "); check --nproc-per-node on every node";
+  }
+  node.agreed = layout;
+  return "";
 }
 
 }  // namespace taehv

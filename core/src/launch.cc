@@ -151,6 +151,7 @@ std::unique_ptr<group::NodeGroup> formGroup(const NodeDescriptor& node, const Gr
   options.port = *plan.port.value;
   options.host = node.host;
   options.job_key = group::jobKey(plan.token.secret, *node.run_id.value);
+  options.nproc = *node.nproc_per_node.value;
   options.node_timeout = plan.node_timeout;
   options.log = log;
   auto g = std::make_unique<group::TcpNodeGroup>(options);
@@ -179,13 +180,29 @@ std::unique_ptr<group::NodeGroup> formGroup(const NodeDescriptor& node, const Gr
 
 }  // namespace
 
-int launchNode(const NodeDescriptor& node, const LaunchSettings& settings, const Env& inherited,
+int launchNode(const NodeDescriptor& planned, const LaunchSettings& settings, const Env& inherited,
                const std::function<void(LogLevel, const std::string&)>& log) {
+  NodeDescriptor node = planned;
   std::unique_ptr<group::NodeGroup> node_group;
   if (settings.group.enabled) {
     // Replaces the master wait: node 0's workers (and so the master port) start only once every node has joined.
     node_group = formGroup(node, settings.group, log);
     if (!node_group) return 1;
+    // Each node's JOIN carried its process count; node 0 answered with this node's first rank and the world size.
+    const group::AgreedRanks agreed = node_group->agreedRanks();
+    RankLayout layout{agreed.first_rank, agreed.world_size,
+                      *node.node_rank.value == 0 ? "node group: per-node counts " + agreed.counts
+                                                 : std::string("node group: node 0's answer to the counts")};
+    if (std::string e = applyAgreedLayout(node, layout); !e.empty()) {
+      log(LogLevel::kError, e);
+      node_group->requestStop(e);
+      node_group->finish(false);
+      return 2;
+    }
+    log(LogLevel::kInfo, "node group: this node runs ranks " + std::to_string(agreed.first_rank) + ".." +
+                             std::to_string(agreed.first_rank + *node.nproc_per_node.value - 1) + " of world size " +
+                             std::to_string(agreed.world_size) +
+                             (agreed.counts.empty() ? std::string() : " (per-node counts " + agreed.counts + ")"));
   }
   const int wait_s = *node.master_wait_seconds.value;
   if (!node_group && wait_s > 0 && *node.node_rank.value != 0) {

@@ -366,7 +366,7 @@ TEST(Cli, DescribeJsonHasTheDocumentedSchema) {
   ASSERT_EQ(j.size(), 3u);
   const std::set<std::string> keys = {"rank",   "local_rank",  "world_size",  "local_world_size", "node_rank",
                                       "nnodes", "master_addr", "master_port", "env",              "provenance",
-                                      "notes"};
+                                      "notes",  "rank_offset", "node_nprocs"};
   for (std::size_t i = 0; i < j.size(); ++i) {
     const Json& w = j[i];
     std::set<std::string> got;

@@ -118,6 +118,80 @@ TEST(Descriptor, ExpansionIsNodeRankTimesNprocPlusLocalRank) {
   }
 }
 
+TEST(Descriptor, UnevenNodesFromThePlanGetContiguousRanksPerNode) {
+  // Nodes of 2, 2, 2 and 1 processes (SLURM's 2(x3),1): node k starts at the counts of nodes 0..k-1.
+  NodePlan plan;
+  plan.nnodes.set(4, "env N");
+  plan.master_addr.set("m", "env M");
+  plan.node_nprocs.set({2, 2, 2, 1}, "env TPN");
+  const std::vector<int> counts = {2, 2, 2, 1};
+  int first = 0;
+  for (int node = 0; node < 4; ++node) {
+    plan.node_rank.set(node, "env R");
+    plan.nproc_per_node.set(counts[node], "env TPN");
+    auto r = resolve({}, &plan);
+    ASSERT_TRUE(r.ok()) << r.error;
+    auto workers = expandWorkers(r.value, {});
+    ASSERT_EQ(static_cast<int>(workers.size()), counts[node]);
+    for (int i = 0; i < counts[node]; ++i) {
+      EXPECT_EQ(*workers[i].rank.value, first + i);
+      EXPECT_EQ(*workers[i].local_rank.value, i);  // never RANK % local_procs
+      EXPECT_EQ(*workers[i].world_size.value, 7);
+      EXPECT_EQ(*workers[i].local_world_size.value, counts[node]);
+      EXPECT_EQ(*workers[i].env["GROUP_RANK"].value, std::to_string(node));
+    }
+    EXPECT_EQ(*r.value.rankOffset().value, first);
+    first += counts[node];
+  }
+  EXPECT_EQ(expandWorkers(resolve({}, &plan).value, {})[0].rank.source,
+            "rule: rank_offset+local_rank = 6+0 (rank_offset: rule: processes of nodes 0..2 in 2(x3),1 (env TPN))");
+}
+
+TEST(Descriptor, PlanCountsThatDoNotFitAreErrors) {
+  NodePlan plan;
+  plan.nnodes.set(2, "env N");
+  plan.node_rank.set(1, "env R");
+  plan.nproc_per_node.set(1, "env P");
+  plan.master_addr.set("m", "env M");
+  plan.node_nprocs.set({3, 1, 1}, "env TPN");
+  EXPECT_NE(resolve({}, &plan).error.find("per-node process counts 3,1(x2) (from env TPN) list 3 node(s) but nnodes is 2"),
+            std::string::npos);
+  plan.node_nprocs.set({3, 0}, "env TPN");
+  EXPECT_NE(resolve({}, &plan).error.find("node 1 has 0; every node runs 1..1024 processes"), std::string::npos);
+  plan.node_nprocs.set({3, 1}, "env TPN");
+  LaunchFlags flags;
+  flags.nproc_per_node = 2;
+  EXPECT_NE(resolve(flags, &plan).error.find("processes per node 2 (from flag --nproc-per-node) contradicts the per-node "
+                                             "counts 3,1 (from env TPN), which give node 1 1"),
+            std::string::npos)
+      << resolve(flags, &plan).error;
+  plan.node_nprocs.set({1024, 1024, 1024}, "env TPN");
+  plan.nnodes.set(3, "env N");
+  plan.nproc_per_node.set(1024, "env P");
+  EXPECT_TRUE(resolve({}, &plan).ok());
+}
+
+TEST(Descriptor, TheNodeGroupsAnswerReplacesTheUniformRule) {
+  LaunchFlags flags;
+  flags.nnodes = 2;
+  flags.node_rank = 1;
+  flags.nproc_per_node = 1;
+  flags.master_addr = "m";
+  auto r = resolve(flags);
+  ASSERT_TRUE(r.ok()) << r.error;
+  NodeDescriptor node = r.value;
+  EXPECT_EQ(*node.rankOffset().value, 1);  // before the group: as if every node ran 1
+  EXPECT_EQ(applyAgreedLayout(node, {2, 3, "node group: test"}), "");
+  auto workers = expandWorkers(node, {});
+  ASSERT_EQ(workers.size(), 1u);
+  EXPECT_EQ(*workers[0].rank.value, 2);
+  EXPECT_EQ(*workers[0].world_size.value, 3);
+  EXPECT_EQ(workers[0].world_size.source, "node group: test");
+  NodeDescriptor other = r.value;
+  EXPECT_NE(applyAgreedLayout(other, {3, 3, "x"}).find("ranks 3..3, outside the world size 3"), std::string::npos);
+  EXPECT_NE(applyAgreedLayout(other, {0, kMaxWorldSize + 1, "x"}).find("outside 1..1048576"), std::string::npos);
+}
+
 TEST(Descriptor, ValidationErrorsNameTheFieldAndItsSource) {
   struct Case {
     LaunchFlags flags;

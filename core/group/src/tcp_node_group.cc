@@ -18,6 +18,7 @@
 
 #include "taehv/group/session.h"
 #include "taehv/group/wire.h"
+#include "taehv/parse.h"
 
 namespace taehv::group {
 namespace {
@@ -70,6 +71,7 @@ struct Conn {
   bool closed = false;
   bool joined = false;  ///< handshake done (WELCOME sent / received)
   int rank = -1;
+  std::uint32_t procs = 0;  ///< leader: the member's process count (from JOIN)
   std::string peer;  ///< the other side's address
   std::string host;  ///< the other side's host name (from JOIN / WELCOME)
   Clock::time_point connected_at{};
@@ -77,6 +79,9 @@ struct Conn {
   Wall::time_point last_heard_wall{};
 };
 using ConnPtr = std::shared_ptr<Conn>;
+
+/// Largest process count a JOIN may carry (more than any node runs; the launcher's own limit is lower).
+constexpr std::uint32_t kMaxJoinProcs = 1u << 20;
 
 Attempt attemptFor(Verdict v) {
   switch (v) {
@@ -208,6 +213,11 @@ class TcpNodeGroup::Impl {
     }
     shutdown();
     return stopReason();
+  }
+
+  AgreedRanks agreedRanks() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return agreed_;
   }
 
   int boundPort() const {
@@ -450,6 +460,12 @@ class TcpNodeGroup::Impl {
       return;
     }
     const auto rank = static_cast<long long>(join.rank);
+    if (join.procs < 1 || join.procs > kMaxJoinProcs) {
+      dropPending(c);
+      refuse(c, Attempt::kBadRank, "rank " + std::to_string(rank) + " joined with " + std::to_string(join.procs) +
+                                       " processes (1.." + std::to_string(kMaxJoinProcs) + ")");
+      return;
+    }
     if (rank < 1 || rank >= o_.nnodes) {
       dropPending(c);
       refuse(c, Attempt::kBadRank, "rank " + std::to_string(rank) + ", job has " + std::to_string(o_.nnodes) + " nodes");
@@ -464,6 +480,7 @@ class TcpNodeGroup::Impl {
     c->joined = true;
     c->rank = static_cast<int>(rank);
     c->host = join.text;
+    c->procs = join.procs;
     c->session.setClientNonce(join.nonce);
     send(c, Message{MessageType::kWelcome, 0, 0, {}, o_.host});
     c->session.establish();
@@ -474,10 +491,29 @@ class TcpNodeGroup::Impl {
     publishMembers();
     if (static_cast<int>(members_.size()) == o_.nnodes - 1) {
       formed_local_ = true;
-      for (auto& [r, m] : members_) send(m, Message{MessageType::kFormed, 0, 0, {}, {}});
+      // Ranks are contiguous per node in node order: node k starts at the counts of nodes 0..k-1 (members_ is
+      // ordered by rank). 64-bit sums, clamped to the u32 field; the launcher checks the world size's limit.
+      std::vector<int> counts = {o_.nproc};
+      std::uint64_t world = static_cast<std::uint64_t>(std::max(o_.nproc, 0));
+      for (auto& [r, m] : members_) {
+        counts.push_back(static_cast<int>(m->procs));
+        world += m->procs;
+      }
+      const auto clamp = [](std::uint64_t v) { return static_cast<std::uint32_t>(std::min<std::uint64_t>(v, UINT32_MAX)); };
+      std::uint64_t first = static_cast<std::uint64_t>(std::max(o_.nproc, 0));
+      for (auto& [r, m] : members_) {
+        Message formed{MessageType::kFormed, 0, 0, {}, {}};
+        formed.procs = clamp(world);
+        formed.first_rank = clamp(first);
+        send(m, formed);
+        first += m->procs;
+      }
       {
         std::lock_guard<std::mutex> lock(mu_);
         formed_ = true;
+        agreed_.first_rank = 0;
+        agreed_.world_size = static_cast<int>(std::min<std::uint64_t>(world, INT_MAX));
+        agreed_.counts = formatCounts(counts);
       }
       cv_.notify_all();
       log(LogLevel::kInfo, "node group: all " + std::to_string(o_.nnodes) + " nodes joined (port " +
@@ -555,6 +591,7 @@ class TcpNodeGroup::Impl {
       if (in.message.type == MessageType::kChallenge && in.message.nonce.size() == kNonceBytes) {
         c->session.setServerNonce(in.message.nonce);
         Message join{MessageType::kJoin, static_cast<std::uint32_t>(o_.node_rank), 0, c->session.makeClientNonce(), o_.host};
+        join.procs = static_cast<std::uint32_t>(std::max(o_.nproc, 0));
         send(c, join);
       } else if (in.message.type == MessageType::kWelcome) {
         c->session.establish();
@@ -576,6 +613,8 @@ class TcpNodeGroup::Impl {
         {
           std::lock_guard<std::mutex> lock(mu_);
           formed_ = true;
+          agreed_.first_rank = static_cast<int>(std::min<std::uint32_t>(in.message.first_rank, INT_MAX));
+          agreed_.world_size = static_cast<int>(std::min<std::uint32_t>(in.message.procs, INT_MAX));
         }
         cv_.notify_all();
         break;
@@ -726,6 +765,7 @@ class TcpNodeGroup::Impl {
   std::string stop_reason_;
   std::string join_error_;
   bool formed_ = false;
+  AgreedRanks agreed_;  ///< set with formed_
   bool flushed_ = false;
   std::string join_hint_;        ///< member: why the last join attempt failed
   bool ever_connected_ = false;  ///< member: some connection to the leader was accepted
@@ -753,6 +793,7 @@ int TcpNodeGroup::stopFd() const { return impl_->stopFd(); }
 std::string TcpNodeGroup::stopReason() const { return impl_->stopReason(); }
 void TcpNodeGroup::requestStop(const std::string& reason) { impl_->requestStop(reason); }
 std::string TcpNodeGroup::finish(bool success) { return impl_->finish(success); }
+AgreedRanks TcpNodeGroup::agreedRanks() const { return impl_->agreedRanks(); }
 int TcpNodeGroup::boundPort() const { return impl_->boundPort(); }
 GroupStats TcpNodeGroup::stats() const { return impl_->stats(); }
 

@@ -4,6 +4,7 @@ namespace taehv::group {
 namespace {
 
 constexpr std::size_t kHeaderBytes = 1 + 1 + 4 + 8;  // version, type, rank, counter
+constexpr std::size_t kTrailerBytes = 4 + 4;          // procs, first_rank (after nonce and text)
 
 void putU16(std::string& out, std::uint16_t v) {
   out.push_back(static_cast<char>(v >> 8));
@@ -45,18 +46,20 @@ bool getField(std::string_view in, std::size_t& at, std::string* field) {
 
 std::string encodeBody(const Message& m) {
   std::string out;
-  out.reserve(kHeaderBytes + 4 + m.nonce.size() + m.text.size());
+  out.reserve(kHeaderBytes + 4 + m.nonce.size() + m.text.size() + kTrailerBytes);
   out.push_back(static_cast<char>(kWireVersion));
   out.push_back(static_cast<char>(m.type));
   putU32(out, m.rank);
   putU64(out, m.counter);
   putField(out, m.nonce);
   putField(out, m.text);
+  putU32(out, m.procs);
+  putU32(out, m.first_rank);
   return out;
 }
 
 std::optional<Message> decodeBody(std::string_view body, std::string* error) {
-  if (body.size() < kHeaderBytes + 4) {
+  if (body.size() < kHeaderBytes + 4 + kTrailerBytes) {
     *error = "message too short (" + std::to_string(body.size()) + " bytes)";
     return std::nullopt;
   }
@@ -74,10 +77,12 @@ std::optional<Message> decodeBody(std::string_view body, std::string* error) {
   m.rank = static_cast<std::uint32_t>(getBE(body, 2, 4));
   m.counter = getBE(body, 6, 8);
   std::size_t at = kHeaderBytes;
-  if (!getField(body, at, &m.nonce) || !getField(body, at, &m.text) || at != body.size()) {
+  if (!getField(body, at, &m.nonce) || !getField(body, at, &m.text) || body.size() - at != kTrailerBytes) {
     *error = "field lengths do not add up to the message length";
     return std::nullopt;
   }
+  m.procs = static_cast<std::uint32_t>(getBE(body, at, 4));
+  m.first_rank = static_cast<std::uint32_t>(getBE(body, at + 4, 4));
   return m;
 }
 

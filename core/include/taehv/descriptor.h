@@ -2,8 +2,11 @@
 // to one resolved node descriptor, then to one descriptor per worker. Every field records where it came from.
 //
 // Precedence for each node field: explicit flag > backend plan > torchrun's PET_* variable > default.
-// Expansion: rank = node_rank * nproc_per_node + local_rank, world_size = nnodes * nproc_per_node (always
-// processes, never nodes).
+// Expansion: ranks are contiguous per node in node order: rank = rank_offset + local_rank, where node k's
+// rank_offset is the sum of the process counts of nodes 0..k-1, and world_size is the sum over all nodes (always
+// processes, never nodes). Nodes may run different counts: the counts come from the plan when the platform knows
+// them all (SLURM's tasks per node), else from the node group at start (each node's JOIN carries its count), else
+// every node is taken to run nproc_per_node (rank = node_rank * nproc_per_node + local_rank).
 #pragma once
 
 #include <functional>
@@ -27,7 +30,7 @@ inline constexpr const char* kLoopbackAddr = "127.0.0.1";
 /// Beyond what any job we know of uses; raise them here (and in the README) when one does.
 inline constexpr int kMaxNodes = 65536;          ///< --nnodes, PET_NNODES, a backend's node count
 inline constexpr int kMaxNprocPerNode = 1024;    ///< workers on one node, whatever --oversubscribe says
-inline constexpr int kMaxWorldSize = 1 << 20;    ///< nnodes * nproc_per_node (1,048,576 processes)
+inline constexpr int kMaxWorldSize = 1 << 20;    ///< processes over all nodes (1,048,576)
 inline constexpr int kMaxRestarts = 1000000;     ///< --max-restarts and restarts already made (--restart-count)
 
 /// The launch options as the user typed them (flags only; unset = not given). Values are not validated here.
@@ -41,6 +44,13 @@ struct LaunchFlags {
   std::optional<int> max_restarts;
   std::optional<int> restart_count;  ///< --restart-count: an outer launcher restarts the whole job itself
   bool standalone = false;
+};
+
+/// Where this node's ranks sit in the job, as the node group agreed (PROTOCOL.md, "Formation").
+struct RankLayout {
+  int first_rank = 0;  ///< the sum of the process counts of the nodes before this one
+  int world_size = 0;  ///< the sum over all nodes
+  std::string source;  ///< e.g. "node group: node 0's FORMED (counts 2,1)"
 };
 
 /// One node's resolved plan: the backend's NodePlan with every gap filled, plus what the host adds.
@@ -76,8 +86,19 @@ struct NodeDescriptor {
     std::vector<std::string> sets;  ///< "key=value" overrides
     std::string reason;             ///< why this profile ("" for a file given as it is)
   } profile;
+  /// Every node's process count in node order, when the plan knew them all (NodePlan::node_nprocs); else unset.
+  Sourced<std::vector<int>> node_nprocs;
+  /// The ranks the node group agreed on at start (per-node modes); unset before it formed.
+  std::optional<RankLayout> agreed;
 
-  int worldSize() const { return *nnodes.value * *nproc_per_node.value; }
+  /// This node's first global rank, with where it came from: the group's answer, the plan's counts, or
+  /// node_rank * nproc_per_node when nothing says the nodes differ.
+  Sourced<int> rankOffset() const;
+  /// Processes in the job (the sum over nodes), with where it came from (as rankOffset()).
+  Sourced<int> worldSizeSourced() const;
+  int worldSize() const { return *worldSizeSourced().value; }
+  /// True when every node's count is known here (from the plan or the node group), not assumed equal to ours.
+  bool countsKnown() const { return node_nprocs.has() || agreed.has_value(); }
 };
 
 /// One worker's descriptor. `env` is filled by buildWorkerEnvironment().
@@ -112,8 +133,8 @@ Checked<NodeDescriptor> resolveNode(const LaunchFlags& flags, const NodePlan* pl
                                     const Env& env, const std::string& host, int cpu_cores,
                                     const std::function<int()>& free_port);
 
-/// Checks a resolved node: node count 1..kMaxNodes, node rank in range, 1..kMaxNprocPerNode processes, world size
-/// at most kMaxWorldSize, non-empty master, port in 1..65535, restarts 0..kMaxRestarts, single-worker rank and
+/// Checks a resolved node: node count 1..kMaxNodes, node rank in range, 1..kMaxNprocPerNode processes, every
+/// node's count (when known) in range and this node's among them, world size at most kMaxWorldSize, non-empty master, port in 1..65535, restarts 0..kMaxRestarts, single-worker rank and
 /// local rank in range. Returns "" or one line naming the field, its value,
 /// where the value came from and how to fix it.
 std::string validateNode(const NodeDescriptor& node);
@@ -121,5 +142,9 @@ std::string validateNode(const NodeDescriptor& node);
 /// The workers this node starts (one when single_worker), in local-rank order, with `restart` restarts done by
 /// this taehv-run (added to the node's restart_count). Environments are built with buildWorkerEnvironment().
 std::vector<WorkerDescriptor> expandWorkers(const NodeDescriptor& node, const Env& inherited, int restart = 0);
+
+/// Takes the node group's answer (this node's first rank and the world size) into `node`. Returns "" or one line
+/// saying why it cannot be right (out of range, or contradicting the counts the plan gave).
+std::string applyAgreedLayout(NodeDescriptor& node, const RankLayout& layout);
 
 }  // namespace taehv

@@ -24,10 +24,12 @@ struct LaunchSettings {
 };
 
 /// Runs this node: with the node group on, forms the group first (node 0 listens, the others join; waits the
-/// plan's master wait, else group::kDefaultJoinTimeout) and stops the workers when the group says so; without it,
+/// plan's master wait, else group::kDefaultJoinTimeout), takes the ranks it agreed on (nodes may run different
+/// counts: node k starts at the sum of the counts of nodes 0..k-1) and stops the workers when the group says so; without it,
 /// waits for the master when the plan asks (nodes other than 0). Then either replaces this process with the single
 /// worker (never returns on success) or supervises all local workers and returns the supervisor's exit code.
 /// Returns 1 with a logged message when the master never came up or the group did not form or stopped the job,
+/// 2 when the agreed ranks are impossible (world size over the limit, contradicting the plan's counts),
 /// 127 when a single worker's command cannot be executed.
 int launchNode(const NodeDescriptor& node, const LaunchSettings& settings, const Env& inherited,
                const std::function<void(LogLevel, const std::string&)>& log);

@@ -99,9 +99,9 @@ CheckResult checkDescriptor(const DescriptorFacts& f) {
                "give --nnodes, --node-rank, --master-addr and --master-port");
   }
   const int nnodes = *f.nnodes.value;
-  const int world = nnodes * *f.nproc_per_node.value;
+  const int world = f.world_size.has() ? *f.world_size.value : nnodes * *f.nproc_per_node.value;
   std::string detail = "node " + std::to_string(*f.node_rank.value) + " of " + std::to_string(nnodes) + ", " +
-                       std::to_string(*f.nproc_per_node.value) + " workers per node (world size " +
+                       std::to_string(*f.nproc_per_node.value) + " workers on this node (world size " +
                        std::to_string(world) + "), master " + *f.master_addr.value + ":" +
                        std::to_string(*f.master_port.value);
   if (nnodes > 1 && isLoopback(*f.master_addr.value)) {

@@ -129,6 +129,7 @@ int runDoctor(Cli& cli) {
     in.descriptor.nnodes = node.nnodes;
     in.descriptor.node_rank = node.node_rank;
     in.descriptor.nproc_per_node = node.nproc_per_node;
+    if (node.countsKnown()) in.descriptor.world_size = node.worldSizeSourced();
     in.descriptor.master_addr = node.master_addr;
     in.descriptor.master_port = node.master_port;
     sin.nnodes = *node.nnodes.value;

@@ -1,10 +1,12 @@
 #include "taehv/slurm/sbatch_script.h"
 
+#include <algorithm>
 #include <optional>
 #include <regex>
 #include <sstream>
 
 #include "taehv/parse.h"
+#include "taehv/slurm/slurm_env.h"
 
 namespace taehv::slurm {
 namespace {
@@ -60,6 +62,7 @@ std::string submitUsage() {
          "Renders an sbatch script that runs COMMAND (default: taehv-run's trainer) on N nodes with srun,\n"
          "submits it with sbatch and prints the job ID (--dry-run prints the script instead).\n"
          "  --nproc-per-node K  workers per node (default G, or 1 without GPUs)\n"
+         "  --node-nprocs LIST  workers of each node when they differ, e.g. 3,1 or 2(x3),1 (one per node)\n"
          "  --layout node       one SLURM task per node; taehv-run starts its K workers (default)\n"
          "  --layout task       one SLURM task per worker (K tasks per node); each task is one worker\n"
          "  --max-restarts R    after a failure, requeue the job up to R times (SLURM_RESTART_COUNT counts)\n"
@@ -129,6 +132,18 @@ std::string parseSubmitArgs(const std::vector<std::string>& args, SubmitOptions&
       err = number(0, 1024, out.gpus_per_node);
     } else if (arg == "--nproc-per-node") {
       err = number(1, 1024, out.nproc_per_node);
+    } else if (arg == "--node-nprocs") {
+      err = text(scratch);
+      if (err.empty()) {
+        out.node_nprocs = expandTasksPerNode(scratch, err);
+        if (!err.empty()) err = "--node-nprocs: " + err;
+        for (std::size_t k = 0; err.empty() && k < out.node_nprocs.size(); ++k) {
+          if (out.node_nprocs[k] < 1 || out.node_nprocs[k] > 1024) {
+            err = "--node-nprocs " + scratch + ": node " + std::to_string(k) + " has " +
+                  std::to_string(out.node_nprocs[k]) + " workers; each node runs 1..1024";
+          }
+        }
+      }
     } else if (arg == "--time" || arg == "-t") {
       err = directive(out.time);
       if (err.empty() && !isSlurmTime(out.time)) {
@@ -176,6 +191,13 @@ std::string parseSubmitArgs(const std::vector<std::string>& args, SubmitOptions&
     if (!err.empty()) return err;
   }
   if (!have_nodes) return "--nodes N is required";
+  if (!out.node_nprocs.empty()) {
+    if (static_cast<int>(out.node_nprocs.size()) != out.nodes) {
+      return "--node-nprocs " + formatCounts(out.node_nprocs) + " lists " + std::to_string(out.node_nprocs.size()) +
+             " nodes but --nodes is " + std::to_string(out.nodes) + "; give one count per node";
+    }
+    if (out.nproc_per_node > 0) return "--node-nprocs and --nproc-per-node both say how many workers; give one";
+  }
   if (!resume_args.empty()) {
     if (out.checkpoint_dir.empty()) return "--resume-arg needs --checkpoint-dir (where to look for checkpoints)";
     if (out.command.empty()) return "--resume-arg needs an explicit command after --";
@@ -188,6 +210,10 @@ std::string parseSubmitArgs(const std::vector<std::string>& args, SubmitOptions&
 
 std::string renderSbatchScript(const SubmitOptions& opts, const std::string& taehv_run, const std::string& version) {
   int workers = opts.nproc_per_node > 0 ? opts.nproc_per_node : (opts.gpus_per_node > 0 ? opts.gpus_per_node : 1);
+  const bool uneven = !opts.node_nprocs.empty();
+  int total = 0, most = 0;
+  for (int n : opts.node_nprocs) total += n, most = std::max(most, n);
+  if (uneven) workers = most;  // what the allocation must hold on its fullest node
   int tasks_per_node = opts.task_per_gpu ? workers : 1;
   std::ostringstream s;
   s << "#!/bin/bash\n"
@@ -230,10 +256,32 @@ std::string renderSbatchScript(const SubmitOptions& opts, const std::string& tae
       s << (i > plain ? " " : "") << quoteWithCheckpoint(opts.command[i]);
     s << ")\nfi\n";
   }
-  s << "srun --kill-on-bad-exit=1 --wait=" << opts.srun_wait_s << " --unbuffered --nodes=" << opts.nodes
-    << " --ntasks-per-node=" << tasks_per_node << " \\\n  \"$TAEHV_RUN\" --backend slurm";
+  if (uneven && opts.task_per_gpu) {
+    // Uneven tasks per node: srun places task i on line i of SLURM_HOSTFILE (--distribution=arbitrary), so node k
+    // gets its count, in node order; SLURM_STEP_TASKS_PER_NODE then reads like the counts.
+    s << "# tasks per node " << formatCounts(opts.node_nprocs) << ": placed by a hostfile\n"
+      << "node_nprocs=(";
+    for (std::size_t k = 0; k < opts.node_nprocs.size(); ++k) s << (k ? " " : "") << opts.node_nprocs[k];
+    s << ")\n"
+      << "SLURM_HOSTFILE=$(mktemp) || exit 1\n"
+      << "i=0\n"
+      << "for h in $(scontrol show hostnames \"$SLURM_JOB_NODELIST\"); do\n"
+      << "  for ((k = 0; k < node_nprocs[i]; k++)); do echo \"$h\"; done\n"
+      << "  i=$((i + 1))\n"
+      << "done > \"$SLURM_HOSTFILE\"\n"
+      << "export SLURM_HOSTFILE\n";
+  }
+  s << "srun --kill-on-bad-exit=1 --wait=" << opts.srun_wait_s << " --unbuffered --nodes=" << opts.nodes;
+  if (uneven && opts.task_per_gpu) {
+    s << " --ntasks=" << total << " --distribution=arbitrary";
+  } else {
+    s << " --ntasks-per-node=" << tasks_per_node;
+  }
+  s << " \\\n  \"$TAEHV_RUN\" --backend slurm";
   if (opts.task_per_gpu) {
     s << " --slurm-layout task";
+  } else if (uneven) {
+    s << " --slurm-nprocs " << shellQuote(formatCounts(opts.node_nprocs));
   } else {
     s << " --nproc-per-node " << workers;
   }

@@ -187,6 +187,10 @@ std::vector<OptionSpec> SlurmBackend::options() const {
   return {{"slurm-layout", "auto|node|task",
            "how SLURM tasks map to workers: node = one task per node starts the node's workers, task = each task "
            "is one worker (one task per GPU); auto (default) picks task when a node runs several tasks",
+           false},
+          {"slurm-nprocs", "LIST",
+           "workers of every node in SLURM's compressed form (3,1 or 2(x3),1) when nodes differ, with one task per "
+           "node: each node runs its own count (what `submit --node-nprocs` renders)",
            false}};
 }
 

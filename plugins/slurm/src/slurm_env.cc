@@ -87,18 +87,7 @@ std::vector<int> expandTasksPerNode(std::string_view text, std::string& error) {
   return counts;
 }
 
-std::string compressTasksPerNode(const std::vector<int>& counts) {
-  std::string out;
-  for (std::size_t i = 0; i < counts.size();) {
-    std::size_t j = i;
-    while (j < counts.size() && counts[j] == counts[i]) ++j;
-    if (!out.empty()) out.push_back(',');
-    out += std::to_string(counts[i]);
-    if (j - i > 1) out += "(x" + std::to_string(j - i) + ")";
-    i = j;
-  }
-  return out;
-}
+std::string compressTasksPerNode(const std::vector<int>& counts) { return formatCounts(counts); }
 
 int derivedMasterPort(std::uint64_t job_id, std::uint64_t step_id) {
   return kPortBase + static_cast<int>(job_id % kPortJobSlots) * kPortStepSlots +
@@ -266,12 +255,39 @@ PlanResult planSlurm(const Env& env, const PlanRequest& request, Layout layout) 
   if (std::optional<long long> gpus = r.number("SLURM_GPUS_ON_NODE")) {
     plan.gpus_on_node.set(static_cast<int>(*gpus), describeValue("SLURM_GPUS_ON_NODE", env.at("SLURM_GPUS_ON_NODE")));
   }
-  if (per_task) {
-    if (!std::all_of(tpn.begin(), tpn.end(), [&](int t) { return t == tpn[0]; })) {
-      return failed(tpn_desc +
-                    " is uneven: one task per GPU needs the same task count on every node "
-                    "(use srun --ntasks-per-node=K)");
+  // --slurm-nprocs: every node's workers, when they differ (one task per node).
+  std::vector<int> node_nprocs;
+  std::string nprocs_desc;
+  if (auto it = request.options.find("slurm-nprocs"); it != request.options.end() && !it->second.empty()) {
+    const std::string& text = it->second.back();
+    std::string err;
+    node_nprocs = expandTasksPerNode(text, err);
+    if (!err.empty()) return failed("--slurm-nprocs: " + err);
+    nprocs_desc = "flag --slurm-nprocs " + text;
+    if (static_cast<long long>(node_nprocs.size()) != *nnodes) {
+      return failed("--slurm-nprocs " + text + " lists " + std::to_string(node_nprocs.size()) + " nodes but " +
+                    nnodes_src + "; give one count per node");
     }
+    for (std::size_t k = 0; k < node_nprocs.size(); ++k) {
+      if (node_nprocs[k] < 1) {
+        return failed("--slurm-nprocs " + text + ": node " + std::to_string(k) +
+                      " has 0 workers; every node runs at least 1");
+      }
+    }
+    if (per_task && node_nprocs != tpn) {
+      return failed("--slurm-nprocs " + text + " contradicts " + tpn_desc +
+                    ": with one task per GPU the tasks per node are the workers; drop one of them");
+    }
+    const int here = node_nprocs[static_cast<std::size_t>(*node_id)];
+    if (request.nproc_per_node && *request.nproc_per_node != here) {
+      return failed("--nproc-per-node " + std::to_string(*request.nproc_per_node) + " contradicts --slurm-nprocs " +
+                    text + " (node " + std::to_string(*node_id) + " runs " + std::to_string(here) +
+                    "); drop one of them");
+    }
+  }
+  if (per_task) {
+    // Nodes may hold different task counts (3,1; 2(x3),1): every task knows them all from the step's layout.
+    plan.node_nprocs.set(tpn, "rule: tasks per node in " + tpn_desc);
     if (request.nproc_per_node && *request.nproc_per_node != tasks_here) {
       return failed("--nproc-per-node " + std::to_string(*request.nproc_per_node) + " contradicts " + tpn_desc +
                     ": with one task per GPU each task is one worker; drop --nproc-per-node or use "
@@ -301,7 +317,11 @@ PlanResult planSlurm(const Env& env, const PlanRequest& request, Layout layout) 
     }
   } else {
     plan.single_worker.set(false, "rule: " + tpn_desc + " runs one task per node: taehv-run starts the node's workers");
-    if (plan.gpus_on_node.has() && *plan.gpus_on_node.value > 0 && !request.nproc_per_node) {
+    if (!node_nprocs.empty()) {
+      plan.node_nprocs.set(node_nprocs, nprocs_desc);
+      plan.nproc_per_node.set(node_nprocs[static_cast<std::size_t>(*node_id)],
+                              "rule: node " + std::to_string(*node_id) + " in " + nprocs_desc);
+    } else if (plan.gpus_on_node.has() && *plan.gpus_on_node.value > 0 && !request.nproc_per_node) {
       plan.nproc_per_node.set(*plan.gpus_on_node.value, "rule: one worker per GPU, " + plan.gpus_on_node.source);
     }
   }

@@ -1,5 +1,7 @@
 #include "taehv/ssh/fanout.h"
 
+#include <algorithm>
+
 #include <cctype>
 #include <sstream>
 
@@ -125,24 +127,16 @@ JobShape shapeJob(const std::vector<HostEntry>& hosts, const std::string& nnodes
       h.slots.resize(static_cast<std::size_t>(n));
     }
     shape.nproc_per_node = n;
+    shape.nprocs.assign(shape.hosts.size(), n);
     return shape;
   }
-  // Slots decide. Ranks are node_rank x nproc_per_node + local_rank, so uneven nodes would make ranks collide
-  // or leave holes: refuse and say how to make them even.
-  const std::size_t first = shape.hosts.front().slots.size();
-  for (const auto& h : shape.hosts) {
-    if (h.slots.size() != first) {
-      std::ostringstream why;
-      why << "hosts have different numbers of slots (" << shape.hosts.front().host << ": " << first << ", " << h.host
-          << ": " << h.slots.size()
-          << "); every node must run the same number of processes (rank = node_rank x nproc_per_node + "
-             "local_rank). Make slots= equal, choose equal slots with --include (HOST:0,1@HOST2:0,1), or pass "
-             "--nproc-per-node N to use the first N slots of every host";
-      shape.error = why.str();
-      return shape;
-    }
-  }
-  shape.nproc_per_node = static_cast<int>(first);
+  // Slots decide, and hosts may differ (slots=2 and slots=1, or --include subsets): each host runs its own slots
+  // and the remote taehv-runs agree on the rank offsets through their node group (node k's ranks start at the
+  // slots of hosts 0..k-1).
+  for (const auto& h : shape.hosts) shape.nprocs.push_back(static_cast<int>(h.slots.size()));
+  const bool even = std::all_of(shape.nprocs.begin(), shape.nprocs.end(),
+                                [&](int n) { return n == shape.nprocs.front(); });
+  shape.nproc_per_node = even ? shape.nprocs.front() : 0;
   return shape;
 }
 

@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cmath>
@@ -185,7 +186,8 @@ class SshBackend final : public Backend {
     const std::string from = "hostfile " + hostfile;
     plan.nnodes.set(static_cast<int>(shape.hosts.size()), from + " (" + std::to_string(shape.hosts.size()) + " hosts)");
     plan.node_rank.set(0, "rule: shown is node 0, the first host; the fan-out starts every host");
-    plan.nproc_per_node.set(shape.nproc_per_node, from + " (slots per host)");
+    plan.nproc_per_node.set(shape.nprocs.front(), from + " (slots of the first host)");
+    plan.node_nprocs.set(shape.nprocs, from + " (slots per host)");
     plan.master_addr.set(shape.hosts.front().host,
                          "rule: the first host of " + hostfile + " (the launch uses its first `hostname -I` address)");
     plan.notes = shape.notes;
@@ -241,6 +243,12 @@ class SshBackend final : public Backend {
     if (error = loadJobShape(opts, nproc, args.nnodes, &shape); !error.empty()) return fail(error);
     for (const auto& note : shape.notes) log(LogLevel::kInfo, note);
     if (const std::string why = checkHostCount(shape.hosts.size(), log); !why.empty()) return fail(why);
+    if (shape.nproc_per_node == 0 &&
+        std::find(args.forwarded.begin(), args.forwarded.end(), "--no-node-group") != args.forwarded.end()) {
+      return fail("hosts run different numbers of processes (" + formatCounts(shape.nprocs) +
+                  "), which the hosts' node group lays out into ranks; drop --no-node-group, or make the slots "
+                  "equal (slots=, --include HOST:0,1@HOST2:0,1, or --nproc-per-node N)");
+    }
     // Restarts are the whole job's: after a failure every host is torn down and started again (a host restarting
     // its workers alone would rendezvous with nobody while the others hang in their collectives).
     int max_restarts = 0;
@@ -390,6 +398,7 @@ class SshBackend final : public Backend {
       std::vector<process::ChildSpec> children;
       std::vector<std::string> forwarded = args.forwarded;
       if (max_restarts > 0) forwarded.insert(forwarded.end(), {"--restart-count", std::to_string(restart)});
+      int first_rank = 0;
       for (int node = 0; node < nnodes; ++node) {
         const HostEntry& h = shape.hosts[static_cast<std::size_t>(node)];
         RemoteJob remote;
@@ -407,15 +416,16 @@ class SshBackend final : public Backend {
           remote.env["CUDA_VISIBLE_DEVICES"] = devices;
         }
         remote.taehv_args =
-            remoteTaehvArgs(nnodes, node, shape.nproc_per_node, master_addr, master_port + restart, forwarded,
-                            job.command);
+            remoteTaehvArgs(nnodes, node, shape.nprocs[static_cast<std::size_t>(node)], master_addr,
+                            master_port + restart, forwarded, job.command);
         process::ChildSpec child;
         std::vector<std::string> job_opts = ssh_opts;
         job_opts.insert(job_opts.end(), {"-o", control.option(node), "-o", "ControlMaster=no"});
         child.argv = sshArgv(ssh, job_opts, h.host, remoteCommand(remoteScript(remote)));
         child.env = host.env;
         child.label = h.host + ":" + std::to_string(node);
-        child.rank = node * shape.nproc_per_node;
+        child.rank = first_rank;  // the node's first rank (slots of the hosts before it)
+        first_rank += shape.nprocs[static_cast<std::size_t>(node)];
         child.host = h.host;
         child.stdin_pipe = true;
         child.stdin_data = token + "\n";
@@ -423,8 +433,8 @@ class SshBackend final : public Backend {
       }
       return children;
     };
-    log(LogLevel::kInfo, "starting " + std::to_string(nnodes) + " node(s) x " +
-                             std::to_string(shape.nproc_per_node) + " process(es), master " + master_addr + ":" +
+    log(LogLevel::kInfo, "starting " + std::to_string(nnodes) + " node(s) with " + formatCounts(shape.nprocs) +
+                             " process(es), master " + master_addr + ":" +
                              std::to_string(master_port) +
                              (max_restarts > 0 ? ", up to " + std::to_string(max_restarts) + " restart(s) of the whole job"
                                                : std::string()));

@@ -126,7 +126,9 @@ class RawClient {
     Opened c = session.open(readFrame());
     if (c.verdict != Verdict::kOk || c.message.type != MessageType::kChallenge) return false;
     session.setServerNonce(c.message.nonce);
-    sent.push_back(session.seal(Message{MessageType::kJoin, static_cast<std::uint32_t>(rank), 0, session.makeClientNonce(), "raw"}));
+    Message join{MessageType::kJoin, static_cast<std::uint32_t>(rank), 0, session.makeClientNonce(), "raw"};
+    join.procs = 1;  // its process count
+    sent.push_back(session.seal(join));
     write(sent.back());
     Opened w = session.open(readFrame());
     if (w.verdict != Verdict::kOk || w.message.type != MessageType::kWelcome) return false;

@@ -20,6 +20,29 @@ TEST(GroupWire, BodyRoundTrips) {
   EXPECT_EQ(back->text, "node 7 lost");
 }
 
+TEST(GroupWire, JoinAndFormedCarryTheProcessCounts) {
+  Message join{MessageType::kJoin, 1, 0, std::string(kNonceBytes, '\x02'), "host-b"};
+  join.procs = 3;
+  Message formed{MessageType::kFormed, 0, 5, {}, {}};
+  formed.procs = 4000000000u;  // the world size: all 32 bits travel
+  formed.first_rank = 70000;
+  std::string error;
+  auto j = decodeBody(encodeBody(join), &error);
+  ASSERT_TRUE(j) << error;
+  EXPECT_EQ(j->procs, 3u);
+  EXPECT_EQ(j->first_rank, 0u);
+  EXPECT_EQ(j->text, "host-b");
+  auto f = decodeBody(encodeBody(formed), &error);
+  ASSERT_TRUE(f) << error;
+  EXPECT_EQ(f->procs, 4000000000u);
+  EXPECT_EQ(f->first_rank, 70000u);
+  // A version-1 body (no counts) is refused by its version, not misread.
+  std::string v1 = encodeBody(join);
+  v1[0] = 1;
+  EXPECT_FALSE(decodeBody(v1, &error));
+  EXPECT_NE(error.find("unknown protocol version 1"), std::string::npos) << error;
+}
+
 TEST(GroupWire, TextIsCutToTheLimit) {
   Message m{MessageType::kStop, 1, 1, {}, std::string(kMaxTextBytes + 100, 'x')};
   std::string error;

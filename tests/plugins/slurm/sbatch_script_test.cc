@@ -173,8 +173,9 @@ class FakeCluster : public ::testing::Test {
   /// Runs `script` with srun exiting `srun_rc`; returns the fakes' log, sets *rc to the script's exit code.
   std::string run(const std::string& script, const std::string& env, int srun_rc, int* rc) {
     unlink((dir_ + "/log").c_str());
-    writeExecutable(dir_ + "/srun", "#!/bin/sh\necho \"srun $* RESUME=$TAEHV_RESUME_FROM\" >> " + dir_ + "/log\nexit " +
-                                        std::to_string(srun_rc) + "\n");
+    writeExecutable(dir_ + "/srun", "#!/bin/sh\necho \"srun $* RESUME=$TAEHV_RESUME_FROM\" >> " + dir_ + "/log\n" +
+                                        "[ -n \"$SLURM_HOSTFILE\" ] && echo \"hostfile: $(tr '\\n' ' ' < \"$SLURM_HOSTFILE\")\"\n" +
+                                        "exit " + std::to_string(srun_rc) + "\n");
     std::ofstream(dir_ + "/job.sh") << script;
     std::string cmd = "cd " + dir_ + " && PATH=" + dir_ + ":$PATH SLURM_JOB_ID=9 SLURM_JOB_NODELIST='n[1-2]' " + env +
                       " bash job.sh > out 2>&1";
@@ -211,6 +212,43 @@ TEST_F(FakeCluster, RequeuesAfterAFailureAndResumesFromTheNewestCheckpoint) {
   log = run(script, "", 0, &rc);
   EXPECT_EQ(rc, 0);
   EXPECT_FALSE(contains(log, "scontrol requeue")) << log;
+}
+
+TEST(SlurmSubmitScript, UnevenNodesWhenAskedForInBothLayouts) {
+  // One task per node: each node's taehv-run takes its own count from --slurm-nprocs.
+  SubmitOptions o = parse({"--nodes", "4", "--node-nprocs", "2(x3),1"});
+  std::string s = renderSbatchScript(o, "/x/taehv-run", "0.1.0");
+  EXPECT_TRUE(contains(s, "#SBATCH --ntasks-per-node=1\n")) << s;
+  EXPECT_TRUE(contains(s, "--nodes=4 --ntasks-per-node=1 \\\n  \"$TAEHV_RUN\" --backend slurm --slurm-nprocs '2(x3),1'"))
+      << s;
+  // One task per worker: room for the fullest node, tasks placed by a hostfile.
+  o = parse({"--nodes", "2", "--node-nprocs", "3,1", "--layout", "task"});
+  s = renderSbatchScript(o, "/x/taehv-run", "0.1.0");
+  EXPECT_TRUE(contains(s, "#SBATCH --ntasks-per-node=3\n")) << s;
+  EXPECT_TRUE(contains(s, "--nodes=2 --ntasks=4 --distribution=arbitrary \\\n  \"$TAEHV_RUN\" --backend slurm "
+                          "--slurm-layout task"))
+      << s;
+  EXPECT_TRUE(contains(parseError({"--nodes", "3", "--node-nprocs", "3,1"}),
+                       "--node-nprocs 3,1 lists 2 nodes but --nodes is 3"));
+  EXPECT_TRUE(contains(parseError({"--nodes", "2", "--node-nprocs", "2(x0)"}), "has a bad repeat count"));
+  EXPECT_TRUE(contains(parseError({"--nodes", "2", "--node-nprocs", "3,0"}), "node 1 has 0 workers"));
+  EXPECT_TRUE(contains(parseError({"--nodes", "2", "--node-nprocs", "3,1", "--nproc-per-node", "2"}), "give one"));
+}
+
+TEST_F(FakeCluster, UnevenTaskLayoutPlacesEachNodesTasksByAHostfile) {
+  SubmitOptions o = parse({"--nodes", "2", "--node-nprocs", "3,1", "--layout", "task", "--", "worker"});
+  const std::string script = renderSbatchScript(o, "/x/taehv-run", "0.1.0");
+  ASSERT_EQ(system(("bash -n <<'EOF'\n" + script + "\nEOF").c_str()), 0) << script;
+  writeExecutable(dir_ + "/scontrol", "#!/bin/sh\n[ \"$1 $2 $3\" = 'show hostnames n[1-2]' ] && printf 'n1\\nn2\\n'\n");
+  int rc = -1;
+  const std::string log = run(script, "", 0, &rc);
+  EXPECT_EQ(rc, 0) << log;
+  EXPECT_TRUE(contains(log, "srun --kill-on-bad-exit=1 --wait=60 --unbuffered --nodes=2 --ntasks=4 "
+                            "--distribution=arbitrary")) << log;
+  std::ifstream out(dir_ + "/out");
+  std::stringstream text;
+  text << out.rdbuf();
+  EXPECT_TRUE(contains(text.str(), "hostfile: n1 n1 n1 n2 \n")) << text.str();
 }
 
 TEST(SlurmSubmitExample, ExampleScriptIsWhatSubmitRenders) {

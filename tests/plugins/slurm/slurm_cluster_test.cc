@@ -253,6 +253,38 @@ TEST_F(SlurmCluster, SbatchSubmitTwoByTwo) {
   expectTwoByTwo();
 }
 
+TEST_F(SlurmCluster, UnevenThreeAndOneBySrunAndBySubmitInBothLayouts) {
+  start(2);
+  // Ranks 0-2 on n1 and 3 on n2, world 4, whoever placed them.
+  const auto expectThreeAndOne = [&](const std::string& what) {
+    std::string all;
+    std::map<int, std::string> seen = ranksSeen(out_, &all);
+    EXPECT_EQ(seen, (std::map<int, std::string>{{0, "n1"}, {1, "n1"}, {2, "n1"}, {3, "n2"}})) << what << "\n" << all;
+    EXPECT_EQ(std::count(all.begin(), all.end(), '\n'), 4) << what << "\n" << all;
+    for (const char* part : {"rank=0 local=0 world=4 node=0", "rank=2 local=2 world=4 node=0",
+                             "rank=3 local=0 world=4 node=1"}) {
+      EXPECT_NE(all.find(part), std::string::npos) << what << ": missing " << part << "\n" << all;
+    }
+    sh("rm -f " + out_ + "/rank-*.txt");
+  };
+  // srun itself places 3 + 1 (block distribution fills n1's CPUs first): one task per GPU.
+  Shell s = sh(env() + "timeout 60 srun -N2 -n4 -m block --ntasks-per-node=3 " + run_ + " -- " + dir_ + "/worker.sh");
+  ASSERT_EQ(s.rc, 0) << s.out;
+  expectThreeAndOne("srun -N2 -n4");
+  // submit --node-nprocs 3,1, one task per node and one task per worker.
+  for (const std::string layout : {"node", "task"}) {
+    Shell sub = sh("cd " + dir_ + " && " + env() + run_ + " --backend slurm submit --nodes 2 --node-nprocs 3,1" +
+                   " --layout " + layout + " --time 5 --partition debug --job-name u31 --output " + dir_ +
+                   "/job-%j.out -- " + dir_ + "/worker.sh");
+    ASSERT_EQ(sub.rc, 0) << sub.out;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(sub.out, m, std::regex("^(\\d+)\\n"))) << sub.out;
+    const std::string id = m[1];
+    EXPECT_EQ(waitJob(id, 60), "COMPLETED") << readFile(dir_ + "/job-" + id + ".out");
+    expectThreeAndOne("submit --layout " + layout + ":\n" + readFile(dir_ + "/job-" + id + ".out"));
+  }
+}
+
 TEST_F(SlurmCluster, WorkerCrashOnOneNodeEndsTheJobEverywhere) {
   start(2);
   // Both layouts: taehv-run supervising 2 workers per node, and each task being one worker.

@@ -308,11 +308,46 @@ TEST(SlurmPlan, ContradictionsAreErrors) {
   expectError(e, "contradicts SLURM_STEP_TASKS_PER_NODE=2(x2)", Layout::kAuto, 4);
 }
 
-TEST(SlurmPlan, UnevenTasksPerGpuIsAnError) {
-  // srun -N2 -n4 on the real cluster gave 3,1.
-  Env e = perGpuTask(0);
+TEST(SlurmPlan, UnevenTasksPerGpuCarryEveryNodesCount) {
+  // srun -N2 -n4 on the real cluster gave 3,1: task 3 is node 1's only task.
+  Env e = perGpuTask(3);
   e["SLURM_STEP_TASKS_PER_NODE"] = e["SLURM_TASKS_PER_NODE"] = "3,1";
-  expectError(e, "is uneven");
+  e["SLURM_LOCALID"] = "0";
+  PlanResult r = plan(e);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(*r.plan.node_nprocs.value, (std::vector<int>{3, 1}));
+  EXPECT_EQ(r.plan.node_nprocs.source, "rule: tasks per node in SLURM_STEP_TASKS_PER_NODE=3,1");
+  EXPECT_EQ(*r.plan.nproc_per_node.value, 1);
+  EXPECT_EQ(*r.plan.rank.value, 3);
+  EXPECT_EQ(*r.plan.local_rank.value, 0);
+  // An uneven step of one task per node is still the node layout (nothing to carry: each launcher has 1 task).
+  e = perNodeTask(1);
+  r = plan(e);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_FALSE(r.plan.node_nprocs.has());
+}
+
+TEST(SlurmPlan, SlurmNprocsGivesEveryNodeItsOwnCountWithOneTaskPerNode) {
+  PlanRequest request;
+  request.options["slurm-nprocs"] = {"2,1(x2)"};
+  for (int node = 0; node < 3; ++node) {
+    PlanResult r = planSlurm(perNodeTask(node), request, Layout::kAuto);
+    ASSERT_TRUE(r.ok()) << r.error;
+    EXPECT_EQ(*r.plan.nproc_per_node.value, node == 0 ? 2 : 1);
+    EXPECT_EQ(*r.plan.node_nprocs.value, (std::vector<int>{2, 1, 1}));
+    EXPECT_EQ(r.plan.node_nprocs.source, "flag --slurm-nprocs 2,1(x2)");
+  }
+  request.nproc_per_node = 3;
+  EXPECT_NE(planSlurm(perNodeTask(0), request, Layout::kAuto).error.find("--nproc-per-node 3 contradicts --slurm-nprocs"),
+            std::string::npos);
+  request.nproc_per_node.reset();
+  request.options["slurm-nprocs"] = {"2(x3)"};
+  EXPECT_NE(planSlurm(perGpuTask(0), request, Layout::kAuto).error.find("--slurm-nprocs 2(x3) lists 3 nodes"),
+            std::string::npos)
+      << planSlurm(perGpuTask(0), request, Layout::kAuto).error;
+  request.options["slurm-nprocs"] = {"1,3"};
+  EXPECT_NE(planSlurm(perGpuTask(0), request, Layout::kAuto).error.find("contradicts SLURM_STEP_TASKS_PER_NODE=2(x2)"),
+            std::string::npos);
 }
 
 TEST(SlurmPlan, MalformedValuesNameTheVariable) {

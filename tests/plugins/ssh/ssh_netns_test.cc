@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -155,6 +156,49 @@ TEST_F(SshHosts, TwoHostTaehvTrainingOverGlooAcrossTheNamespaces) {
   EXPECT_TRUE(std::regex_search(out, std::regex("\\[h1:0\\][^\\n]*done: 2/2 steps"))) << out;
   // Rank 0 logs for all; "2 rank(s)" means h2's worker (node 1) joined the Gloo group and trained with it.
   EXPECT_TRUE(std::regex_search(out, std::regex("\\[h1:0\\][^\\n]*taehv-train: 2 rank\\(s\\), backend gloo"))) << out;
+  EXPECT_NE(readFile(out_dir + "/weights.safetensors"), "");
+  EXPECT_EQ(waitMarker(marker_, 0, std::chrono::seconds(5)), 0);
+}
+
+TEST_F(SshHosts, UnevenSlotsTwoAndOneGiveContiguousRanksAndTrain) {
+  startHosts(2);
+  // h1 slots=2, h2 slots=1: ranks 0-1 on h1 (local 0-1 of 2), rank 2 on h2 (local 0 of 1), world 3. Then an
+  // --include subset of h1's slots (0 and 2 of 3) counts as h1's processes and is its CUDA_VISIBLE_DEVICES.
+  const std::string script =
+      "printf 'report rank=%s local=%s world=%s local_world=%s group=%s host=%s cvd=%s\\n' \"$RANK\" \"$LOCAL_RANK\" "
+      "\"$WORLD_SIZE\" \"$LOCAL_WORLD_SIZE\" \"$GROUP_RANK\" \"$(hostname)\" \"${CUDA_VISIBLE_DEVICES-unset}\"";
+  struct Case {
+    std::string hostfile;
+    std::vector<std::string> extra;
+    std::string h1_devices;
+  };
+  for (const Case& c : {Case{"h1 slots=2\nh2 slots=1\n", {}, "unset"},
+                        Case{"h1 slots=3\nh2 slots=1\n", {"--include", "h1:0,2@h2"}, "0,2"}}) {
+    start(c.hostfile, c.extra, {"/bin/sh", "-c", script});
+    const int code = finish(60);
+    const std::string out = launcher_.out();
+    ASSERT_EQ(code, 0) << out << launcher_.err();
+    for (int rank = 0; rank < 3; ++rank) {
+      const bool first = rank < 2;
+      const std::string want = "report rank=" + std::to_string(rank) + " local=" + std::to_string(first ? rank : 0) +
+                               " world=3 local_world=" + (first ? "2" : "1") + " group=" + (first ? "0" : "1") +
+                               " host=" + (first ? "h1" : "h2") + " cvd=" + (first ? c.h1_devices : "unset");
+      EXPECT_NE(out.find(want), std::string::npos) << "missing: " << want << "\n" << out << launcher_.err();
+    }
+  }
+
+  // A real training over Gloo across the namespaces with 2 + 1 workers.
+  const std::string train = env("TAEHV_BIN_DIR") + "/taehv-train";
+  if (::access(train.c_str(), X_OK) != 0) GTEST_SKIP() << "taehv-train not built (TAEHV_WITH_TRAINER=OFF)";
+  const std::string out_dir = dir_ + "/train";
+  start("h1 slots=2\nh2 slots=1\n", {"--env", "GLOO_SOCKET_IFNAME=eth0"},
+        {train, "--set", "train.steps=2", "--set", "train.batch_per_rank=1", "--set", "data.frames=4", "--set",
+         "data.size=32", "--set", "output.dir=" + out_dir});
+  const int code = finish(240);
+  const std::string out = launcher_.out();
+  ASSERT_EQ(code, 0) << out << launcher_.err();
+  EXPECT_TRUE(std::regex_search(out, std::regex("\\[h1:0\\][^\\n]*taehv-train: 3 rank\\(s\\), backend gloo"))) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("\\[h1:0\\][^\\n]*done: 2/2 steps"))) << out;
   EXPECT_NE(readFile(out_dir + "/weights.safetensors"), "");
   EXPECT_EQ(waitMarker(marker_, 0, std::chrono::seconds(5)), 0);
 }

@@ -10,8 +10,10 @@
 #include <climits>
 #include <limits>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 namespace taehv {
 
@@ -53,6 +55,21 @@ inline std::optional<std::chrono::seconds> parseSeconds(std::string_view text, l
   const std::optional<long long> value = parseCount<long long>(text, min, max);
   if (!value) return std::nullopt;
   return std::chrono::seconds(*value);
+}
+
+/// Per-node counts in SLURM's compressed form, runs of equal counts as N(xK): {2, 2, 2, 1} -> "2(x3),1". How every
+/// message and `describe` writes a list of per-node process counts (SLURM_STEP_TASKS_PER_NODE reads the same way).
+inline std::string formatCounts(const std::vector<int>& counts) {
+  std::string out;
+  for (std::size_t i = 0; i < counts.size();) {
+    std::size_t j = i;
+    while (j < counts.size() && counts[j] == counts[i]) ++j;
+    if (!out.empty()) out.push_back(',');
+    out += std::to_string(counts[i]);
+    if (j - i > 1) out += "(x" + std::to_string(j - i) + ")";
+    i = j;
+  }
+  return out;
 }
 
 }  // namespace taehv

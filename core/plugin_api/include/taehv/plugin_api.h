@@ -1,4 +1,5 @@
-// The taehv-run backend plugin ABI, version 2 (1 -> 2: Sourced carries an Origin beside its text).
+// The taehv-run backend plugin ABI, version 2 (1 -> 2: Sourced carries an Origin beside its text; NodePlan gains
+// gpu_indices, the scheduler's GPUs, and node_nprocs, every node's process count).
 //
 // A backend plugin is a shared library that maps one platform's environment (SLURM, Kubernetes, PAI, an SSH
 // hostfile, ...) to the plan of one node: how many nodes, which one this is, how many workers it runs and where
@@ -154,6 +155,12 @@ struct NodePlan {
 
   /// Free-form lines `taehv-run describe` prints under the plan (how ambiguous values were resolved).
   std::vector<std::string> notes;
+
+  /// Every node's process count in node order, when the platform knows them all (e.g. SLURM's tasks per node);
+  /// nodes may differ. Unset: each node knows only its own count (nproc_per_node) and the node group agrees on the
+  /// rank offsets at start. Node k's ranks start at the sum of the counts of nodes 0..k-1. (Appended last: the
+  /// layout of the fields above is unchanged.)
+  Sourced<std::vector<int>> node_nprocs;
 };
 
 struct PlanResult {

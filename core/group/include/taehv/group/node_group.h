@@ -2,7 +2,8 @@
 // this interface; TcpNodeGroup (tcp_node_group.h) implements it today, an etcd-backed one could tomorrow.
 //
 // Contract:
-//  - Order of use, from one thread (the launcher's main thread): start(), form(), then while the workers run the
+//  - Order of use, from one thread (the launcher's main thread): start(), form() (then agreedRanks(): this node's
+//    first rank and the world size from every node's process count), then while the workers run the
 //    supervisor polls stopFd(); requestStop() when a local worker failed; finish() once the workers ended.
 //  - Detection runs on the implementation's own thread from start() until finish() returns or the object dies.
 //  - stopFd() becomes readable (and stays so) the moment the group decides to stop: a node lost, a node's STOP, or
@@ -50,9 +51,18 @@ struct GroupOptions {
   std::string bind_addr = "0.0.0.0";  ///< the leader listens here
   std::string host;         ///< this node's host name (reported to the others)
   std::string job_key;      ///< from jobKey()
+  int nproc = 1;            ///< this node's process count (JOIN carries it; the leader adds up everyone's)
   std::chrono::milliseconds node_timeout{kDefaultNodeTimeout};
   std::chrono::milliseconds heartbeat{kHeartbeatPeriod};
   std::function<void(LogLevel, const std::string&)> log;
+};
+
+/// The ranks the group agreed on when it formed (PROTOCOL.md, "Formation"): node k's ranks start at the sum of the
+/// counts of nodes 0..k-1.
+struct AgreedRanks {
+  int first_rank = 0;  ///< this node's first global rank
+  int world_size = 0;  ///< processes over all nodes
+  std::string counts;  ///< every node's count, compressed ("2(x3),1"); the leader only, "" on a member
 };
 
 class NodeGroup {
@@ -65,6 +75,9 @@ class NodeGroup {
   /// Blocks until the group has formed (every node joined) or `deadline`, or it stopped. Returns "" or why not
   /// (naming the nodes missing, or the stop reason).
   virtual std::string form(std::chrono::steady_clock::time_point deadline) = 0;
+
+  /// What the group agreed on; valid once form() returned "".
+  virtual AgreedRanks agreedRanks() const = 0;
 
   /// Readable once the group decided to stop. Owned by the group.
   virtual int stopFd() const = 0;

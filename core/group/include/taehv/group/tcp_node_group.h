@@ -23,6 +23,7 @@ class TcpNodeGroup : public NodeGroup {
 
   std::string start() override;
   std::string form(std::chrono::steady_clock::time_point deadline) override;
+  AgreedRanks agreedRanks() const override;
   int stopFd() const override;
   std::string stopReason() const override;
   void requestStop(const std::string& reason) override;

@@ -21,7 +21,9 @@ enum class MessageType : std::uint8_t {
   kLeave = 7,      ///< member -> leader: my workers finished with success; stop watching me
 };
 
-inline constexpr std::uint8_t kWireVersion = 1;
+/// 2: JOIN carries the member's process count, FORMED the member's first rank and the world size (nodes may run
+/// different counts). A version-1 peer is refused by the version check.
+inline constexpr std::uint8_t kWireVersion = 2;
 /// Largest frame body (bytes after the length); a longer length ends the connection.
 inline constexpr std::size_t kMaxFrameBytes = 4096;
 inline constexpr std::size_t kMacBytes = 32;    ///< HMAC-SHA256
@@ -36,6 +38,8 @@ struct Message {
   std::uint64_t counter = 0;  ///< per connection and direction; 0 during the handshake
   std::string nonce;          ///< kChallenge, kJoin: kNonceBytes random bytes
   std::string text;           ///< kJoin: host; kStop: reason
+  std::uint32_t procs = 0;       ///< kJoin: the sender's process count; kFormed: the job's world size; else 0
+  std::uint32_t first_rank = 0;  ///< kFormed: the receiver's first global rank; else 0
 };
 
 /// The body of `m` (everything the MAC covers, without the length and the MAC). Text is cut to kMaxTextBytes.

@@ -51,6 +51,7 @@ struct DescriptorFacts {
   Sourced<int> nnodes;
   Sourced<int> node_rank;
   Sourced<int> nproc_per_node;
+  Sourced<int> world_size;  ///< the sum over nodes when nodes differ; unset = nnodes * nproc_per_node
   Sourced<std::string> master_addr;
   Sourced<int> master_port;
   Env env;  ///< the environment, for leftovers of an outer launcher (WORLD_SIZE, RANK)

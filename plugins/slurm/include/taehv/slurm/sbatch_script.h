@@ -12,6 +12,8 @@ struct SubmitOptions {
   int nodes = 0;                  ///< --nodes N (required, >= 1)
   int gpus_per_node = 0;          ///< --gpus-per-node G; 0 = no GPU request (CPU/Gloo)
   int nproc_per_node = 0;         ///< --nproc-per-node K workers per node; 0 = G (or 1 without GPUs)
+  /// --node-nprocs LIST: every node's workers when they differ ("3,1", "2(x3),1"); empty = K on every node.
+  std::vector<int> node_nprocs;
   std::string time = "01:00:00";  ///< --time, any form sbatch accepts
   std::string partition;          ///< --partition; empty = the cluster's default
   std::string job_name = "taehv";

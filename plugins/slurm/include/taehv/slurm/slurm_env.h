@@ -54,7 +54,8 @@ enum class Layout { kAuto, kTaskPerNode, kTaskPerGpu };
 Detection detectSlurm(const Env& env);
 
 /// This node's plan from a SLURM environment. `layout` forces a layout (kAuto: chosen from the tasks per
-/// node). Contradictory or malformed variables give PlanResult::error naming the variable.
+/// node). The request's option "slurm-nprocs" (e.g. "3,1") gives every node's worker count with one task per node
+/// (one entry per node, each at least 1; with one task per GPU it must equal the tasks per node). Contradictory or malformed variables give PlanResult::error naming the variable.
 PlanResult planSlurm(const Env& env, const PlanRequest& request, Layout layout);
 
 }  // namespace taehv::slurm

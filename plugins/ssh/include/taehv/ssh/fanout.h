@@ -30,13 +30,14 @@ LauncherArgs splitLauncherArgs(const std::vector<std::string>& args);
 struct JobShape {
   std::string error;
   std::vector<HostEntry> hosts;  ///< node rank = index
-  int nproc_per_node = 0;
+  std::vector<int> nprocs;       ///< processes of each host (its slots), by node rank; hosts may differ
+  int nproc_per_node = 0;        ///< the count when every host runs as many, else 0
   std::vector<std::string> notes;  ///< how ambiguous values were resolved (for the log)
 };
 
 /// Applies --nnodes (use the first N hosts, like DeepSpeed's --num_nodes) and --nproc-per-node (use the first N
-/// slots of every host; "auto" or empty = the slots themselves). Every node must end up with the same number
-/// of processes, because ranks are node_rank x nproc_per_node + local_rank; otherwise an error says how to fix it.
+/// slots of every host; "auto" or empty = the slots themselves, which may differ between hosts: node k's ranks
+/// then start at the slots of hosts 0..k-1, agreed through the remote taehv-runs' node group).
 JobShape shapeJob(const std::vector<HostEntry>& hosts, const std::string& nnodes, const std::string& nproc_per_node);
 
 /// Everything one host's command line needs.
