@@ -512,8 +512,8 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
   dist.broadcastFromRank0(params);
   if (!ema.empty()) dist.broadcastFromRank0(ema);
 
-  // ZeRO-2 reduce-scatters the gradients itself: GradSync then only accumulates the sliced steps' gradients.
-  GradSync sync(dist, params, cfg.dist.bucket_mb, !zero || zero->wantsAllReducedGradients());
+  // ZeRO reduces the gradients itself (in GradSync's buckets): GradSync then only adds the sliced steps' gradients.
+  GradSync sync(dist, params, cfg.dist.bucket_mb, !zero);
   const int threads = torch::get_num_threads();
   const SliceBackward::Plan slice_plan = device.is_cpu()
                                              ? SliceBackward::plan(static_cast<int>(cfg.train.slices), threads, B)
@@ -598,6 +598,7 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
   const auto run_start = Clock::now();
   double step_time_avg = 0;
   double data_wait_window = 0, step_time_window = 0, loss_window = 0, psnr_window = 0, optimizer_window = 0;
+  double update_window = 0;  // the AdamW arithmetic alone (what ZeRO divides by the world size)
   int64_t window_steps = 0;
   int64_t last_saved = start_step;
   int64_t step = start_step;
@@ -607,7 +608,11 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
     const auto t0 = Clock::now();
     const double lr = learningRate(cfg.train, step);
     for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
-    for (auto& p : params) p.mutable_grad().reset();
+    if (zero) {
+      zero->zeroGrad();  // stage 1's .grad are views of its flat buffer: zeroed, not released
+    } else {
+      for (auto& p : params) p.mutable_grad().reset();
+    }
     double loss_sum = 0, psnr_sum = 0, data_wait = 0;
     Objective last;
     for (int64_t a = 0; a < A; ++a) {
@@ -615,6 +620,7 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
       Batch batch = loader.next();
       data_wait += seconds(Clock::now() - w0);
       sync.setSync(a == A - 1);
+      if (zero) zero->setSync(a == A - 1);
       const bool autocast = device.is_cuda() && cfg.train.bf16;
       if (autocast) {
         at::autocast::set_autocast_dtype(c10::DeviceType::CUDA, at::kBFloat16);
@@ -642,12 +648,15 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
       zero->prepareGradients();
       if (cfg.train.grad_clip > 0) grad_norm = zero->clipGradNorm(cfg.train.grad_clip);
       zero->step(lr);
+      update_window += zero->lastUpdateSeconds();
     } else {
       sync.finish();
       if (cfg.train.grad_clip > 0) {
         grad_norm = torch::nn::utils::clip_grad_norm_(params, cfg.train.grad_clip);
       }
+      const auto arithmetic_start = Clock::now();
       optimizer.step();
+      update_window += seconds(Clock::now() - arithmetic_start);
     }
     optimizer_window += seconds(Clock::now() - update_start);
     if (!ema.empty()) {
@@ -706,6 +715,7 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
       m["step_s"] = step_mean;
       m["data_wait_s"] = wait_mean;
       m["optimizer_s"] = optimizer_window / static_cast<double>(window_steps);
+      m["update_s"] = update_window / static_cast<double>(window_steps);
       m["grad_norm"] = grad_norm;
       m["data_skipped"] = skipped_total;
       m["elapsed_s"] = seconds(Clock::now() - run_start);
@@ -722,7 +732,7 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
         tb->scalar("train/data_wait_s", done, wait_mean);
         tb->scalar("train/grad_norm", done, grad_norm);
       }
-      data_wait_window = step_time_window = loss_window = psnr_window = optimizer_window = 0;
+      data_wait_window = step_time_window = loss_window = psnr_window = optimizer_window = update_window = 0;
       window_steps = 0;
     } else if (run.rank0 && run.tty) {
       const int width = 30;
