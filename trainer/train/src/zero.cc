@@ -228,19 +228,28 @@ void ShardedAdamW::step(double lr) {
   torch::NoGradGuard no_grad;
   const auto t0 = std::chrono::steady_clock::now();
   ++step_;
-  // torch::optim::AdamW::step's formula and operation order (libtorch's adamw.cpp), amsgrad off, on the whole
-  // shard at once: the padding past N has zero weights and gradients and stays zero.
+  // torch::optim::AdamW::step's formula and operation order (libtorch's adamw.cpp), amsgrad off, on the shard's
+  // slice: the padding past N has zero weights and gradients and stays zero.
   const double bias_correction1 = 1 - std::pow(options_.beta1, static_cast<double>(step_));
   const double bias_correction2_sqrt = std::sqrt(1 - std::pow(options_.beta2, static_cast<double>(step_)));
   const double step_size = lr / bias_correction1;
   auto p = flat_params_.narrow(0, dist_.rank() * shard_size_, shard_size_);
   const auto g = shardGradient();
-  if (options_.weight_decay != 0) p.mul_(1 - lr * options_.weight_decay);
-  exp_avg_.mul_(options_.beta1).add_(g, 1 - options_.beta1);
-  exp_avg_sq_.mul_(options_.beta2).addcmul_(g, g, 1 - options_.beta2);
-  auto denom = exp_avg_sq_.sqrt();
-  denom.div_(bias_correction2_sqrt).add_(options_.eps);
-  p.addcdiv_(exp_avg_, denom, -step_size);
+  // Chunk by chunk, so the five tensors of a chunk stay in the L2 cache across the eight operations (eight
+  // passes over the whole 45 MB slice measured ~2x slower than torch's per-parameter loop at one rank).
+  constexpr int64_t kChunk = 1 << 15;  // elements: 5 x 128 KB
+  auto denom = torch::empty({std::min(kChunk, shard_size_)}, p.options());
+  for (int64_t at = 0; at < shard_size_; at += kChunk) {
+    const int64_t len = std::min(kChunk, shard_size_ - at);
+    auto pc = p.narrow(0, at, len), gc = g.narrow(0, at, len), d = denom.narrow(0, 0, len);
+    auto m = exp_avg_.narrow(0, at, len), v = exp_avg_sq_.narrow(0, at, len);
+    if (options_.weight_decay != 0) pc.mul_(1 - lr * options_.weight_decay);
+    m.mul_(options_.beta1).add_(gc, 1 - options_.beta1);
+    v.mul_(options_.beta2).addcmul_(gc, gc, 1 - options_.beta2);
+    torch::sqrt_out(d, v);
+    d.div_(bias_correction2_sqrt).add_(options_.eps);
+    pc.addcdiv_(m, d, -step_size);
+  }
   denom = torch::Tensor();
   shard_grad_ = torch::Tensor();
   prepared_ = false;
