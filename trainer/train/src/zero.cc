@@ -207,12 +207,18 @@ double ShardedAdamW::clipGradNorm(double max_norm) {
   TORCH_CHECK(prepared_, "ShardedAdamW::clipGradNorm before prepareGradients");
   torch::NoGradGuard no_grad;
   const auto grad = shardGradient();
-  // The sum of squares in double, in chunks (no double copy of the shard): the total is then the exactly rounded
-  // norm, where clip_grad_norm_ takes the float norm of per-parameter float norms (a few ulp apart).
-  constexpr int64_t kChunk = 1 << 20;
+  // The sum of squares in double, chunk by chunk through one small double buffer: the total is then the exactly
+  // rounded norm, where clip_grad_norm_ takes the float norm of per-parameter float norms (a few ulp apart). A
+  // fresh double copy per 1M-element chunk (two 8 MB allocations each) measured 0.24 s per step at one rank:
+  // glibc returned and re-faulted the pages every time.
+  constexpr int64_t kChunk = 1 << 16;
+  auto buffer = torch::empty({std::min(kChunk, grad.numel())}, grad.options().dtype(torch::kDouble));
   double local = 0;
   for (int64_t at = 0; at < grad.numel(); at += kChunk) {
-    local += grad.narrow(0, at, std::min(kChunk, grad.numel() - at)).to(torch::kDouble).square().sum().item<double>();
+    const int64_t len = std::min(kChunk, grad.numel() - at);
+    auto chunk = buffer.narrow(0, 0, len);
+    chunk.copy_(grad.narrow(0, at, len));
+    local += torch::dot(chunk, chunk).item<double>();
   }
   auto squares = torch::tensor({local}, torch::kDouble);
   dist_.allreduceSum(squares);
