@@ -2,7 +2,8 @@
 """ZeRO stages 0/1/2 (train.zero_stage) at 1 and 2 ranks: optimizer-step time, whole-step time, peak RSS per rank.
 
 Starts real taehv-train ranks the way taehv-run does (RANK, WORLD_SIZE, MASTER_* in the environment; Gloo over
-loopback), reads rank 0's metrics.jsonl (step_s, optimizer_s: everything after the last backward) and takes each
+loopback), reads rank 0's metrics.jsonl (step_s; optimizer_s: everything after the last backward; update_s: the AdamW
+arithmetic alone, what ZeRO divides by the world size) and takes each
 rank's peak RSS (VmHWM before the end-of-run checkpoint, and wait4()'s including it). Prints a Markdown table of medians over the timed steps (the first `--warmup` steps
 are dropped). Run: .venv/bin/python bench/model/zero_bench.py [--taehv-train build/bin/taehv-train]
 """
@@ -80,8 +81,10 @@ def main():
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--worlds", default="1,2")
     args = ap.parse_args()
-    print("| config | ranks | stage | optimizer_s | step_s | peak RSS per rank, steps (MiB) | with final save (MiB) |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    print("| config | ranks | stage | update_s | optimizer_s | step_s | peak RSS per rank, steps (MiB) | "
+          "with final save (MiB) |")
+    print("|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="taehv-zero-bench-") as tmp:
         for name in args.configs.split(","):
             batch, frames, size = CONFIGS[name]
@@ -91,13 +94,17 @@ def main():
                     rows, train_rss, rss = run(args.taehv_train, world, stage, batch, frames, size, args.steps, args.threads,
                                     out)
                     timed = rows[args.warmup:]
+                    upd = statistics.median(r["update_s"] for r in timed)
                     opt = statistics.median(r["optimizer_s"] for r in timed)
                     step = statistics.median(r["step_s"] for r in timed)
                     opt_rng = f"{min(r['optimizer_s'] for r in timed):.3f}-{max(r['optimizer_s'] for r in timed):.3f}"
                     step_rng = f"{min(r['step_s'] for r in timed):.3f}-{max(r['step_s'] for r in timed):.3f}"
-                    print(f"| {name} | {world} | {stage} | {opt:.4f} ({opt_rng}) | {step:.3f} ({step_rng}) | "
+                    upd_rng = f"{min(r['update_s'] for r in timed):.4f}-{max(r['update_s'] for r in timed):.4f}"
+                    print(f"| {name} | {world} | {stage} | {upd:.4f} ({upd_rng}) | {opt:.4f} ({opt_rng}) | "
+                          f"{step:.3f} ({step_rng}) | "
                           f"{' / '.join(f'{r:.0f}' for r in train_rss)} | {' / '.join(f'{r:.0f}' for r in rss)} |",
                           flush=True)
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
 
 
 if __name__ == "__main__":

@@ -309,6 +309,30 @@ TEST(HostileConfig, AFolderAsConfigIsRefusedNamingItsYamlFiles) {
   std::filesystem::remove_all(dir);
 }
 
+// At ZeRO stages 1-2 a rank holds 1/W of the AdamW state: a machine that cannot hold two stage-0 ranks of the
+// quickstart's size can hold two stage-1 ranks, and the refusal names the stage.
+TEST(HostileConfig, TheMemoryCheckCountsThisRanksShareOfTheZeroState) {
+  Config c;
+  c.applyOverride("data.frames=12");
+  c.applyOverride("data.size=64");
+  c.applyOverride("train.batch_per_rank=2");
+  const uint64_t stage0 = c.cpuStepMemoryEstimate(2);
+  c.applyOverride("train.zero_stage=1");
+  c.validate();
+  EXPECT_EQ(c.cpuStepMemoryEstimate(1), stage0) << "one rank holds all of the state";
+  EXPECT_EQ(stage0 - c.cpuStepMemoryEstimate(2), Config::kAdamWStateBytes - Config::kAdamWStateBytes / 2);
+  c.applyOverride("train.zero_stage=2");
+  EXPECT_EQ(stage0 - c.cpuStepMemoryEstimate(4), Config::kAdamWStateBytes - Config::kAdamWStateBytes / 4);
+  const uint64_t between = 2 * (stage0 - Config::kAdamWStateBytes / 4);  // two ranks: per rank 3/4 of the state
+  EXPECT_EQ(c.memoryCheck(between, 2, 2), "");
+  c.applyOverride("train.zero_stage=0");
+  const std::string m = c.memoryCheck(between, 2, 2);
+  EXPECT_NE(m.find("one training step needs about"), std::string::npos) << m;
+  c.applyOverride("train.zero_stage=1");
+  const std::string z = c.memoryCheck(between / 2, 2, 2);
+  EXPECT_NE(z.find("train.zero_stage=1 over 2 ranks"), std::string::npos) << z;
+}
+
 TEST(HostileConfig, AStepThatCannotFitInMemoryIsRefusedWithTheFigures) {
   Config c;
   c.applyOverride("data.frames=4000");

@@ -392,7 +392,7 @@ void Config::validate() const {
   }
 }
 
-uint64_t Config::cpuStepMemoryEstimate() const {
+uint64_t Config::cpuStepMemoryEstimate(int world_size) const {
   // At validate()'s limits the product exceeds 64 bits (4,096 x 4,096 x 8,192^2 x 3 KiB): saturate.
   const uint64_t factors[] = {static_cast<uint64_t>(train.batch_per_rank), static_cast<uint64_t>(data.frames),
                               static_cast<uint64_t>(data.size), static_cast<uint64_t>(data.size), kBytesPerFramePixel};
@@ -401,11 +401,15 @@ uint64_t Config::cpuStepMemoryEstimate() const {
     bytes = (f != 0 && bytes > std::numeric_limits<uint64_t>::max() / f) ? std::numeric_limits<uint64_t>::max()
                                                                          : bytes * f;
   }
-  return bytes > std::numeric_limits<uint64_t>::max() - kProcessBaseBytes ? bytes : bytes + kProcessBaseBytes;
+  uint64_t base = kProcessBaseBytes;
+  if (train.zero_stage > 0 && world_size > 1) {  // ZeRO: the other ranks hold the rest of the AdamW state
+    base -= kAdamWStateBytes - kAdamWStateBytes / static_cast<uint64_t>(world_size);
+  }
+  return bytes > std::numeric_limits<uint64_t>::max() - base ? bytes : bytes + base;
 }
 
-std::string Config::memoryCheck(uint64_t available_bytes, int local_ranks) const {
-  const uint64_t per_rank = cpuStepMemoryEstimate();
+std::string Config::memoryCheck(uint64_t available_bytes, int local_ranks, int world_size) const {
+  const uint64_t per_rank = cpuStepMemoryEstimate(world_size);
   const uint64_t ranks = static_cast<uint64_t>(std::max(local_ranks, 1));
   const bool fits = per_rank <= available_bytes / ranks;
   if (fits) return "";
@@ -417,7 +421,12 @@ std::string Config::memoryCheck(uint64_t available_bytes, int local_ranks) const
   };
   return "one training step needs about " + gib(per_rank) + " per process (estimate for train.batch_per_rank=" +
          std::to_string(train.batch_per_rank) + " x data.frames=" + std::to_string(data.frames) + " x data.size=" +
-         std::to_string(data.size) + "^2), " + std::to_string(ranks) + " process(es) on this machine, which has " +
+         std::to_string(data.size) + "^2" +
+         (train.zero_stage > 0 && world_size > 1
+              ? ", train.zero_stage=" + std::to_string(train.zero_stage) + " over " + std::to_string(world_size) +
+                    " ranks"
+              : std::string()) +
+         "), " + std::to_string(ranks) + " process(es) on this machine, which has " +
          gib(available_bytes) + " available: lower data.frames, data.size or train.batch_per_rank (train.grad_accum "
          "keeps the batch per optimizer step without the memory)";
 }

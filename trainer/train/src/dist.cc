@@ -273,27 +273,36 @@ void Distributed::barrier() {
 
 
 // ---------------------------------------------------------------------------------------------------------
+std::vector<std::vector<size_t>> gradientBuckets(const std::vector<torch::Tensor>& params, double bucket_mb) {
+  const int64_t bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * 1024 * 1024));
+  std::vector<std::vector<size_t>> buckets;
+  // Reverse registration order: the decoder's last layers get their gradients first in backward.
+  int64_t bytes = 0;
+  for (size_t k = params.size(); k-- > 0;) {
+    if (buckets.empty() || bytes >= bucket_bytes) {
+      buckets.emplace_back();
+      bytes = 0;
+    }
+    buckets.back().push_back(k);
+    bytes += params[k].numel() * static_cast<int64_t>(params[k].element_size());
+  }
+  return buckets;
+}
+
 GradSync::GradSync(Distributed& dist, std::vector<torch::Tensor> params, double bucket_mb, bool all_reduce)
     : dist_(dist), params_(std::move(params)) {
   if (dist_.worldSize() == 1 || !all_reduce) return;
-  const int64_t bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * 1024 * 1024));
   bucket_of_.assign(params_.size(), 0);
   slot_of_.assign(params_.size(), 0);
   filled_.assign(params_.size(), false);
-  // Reverse registration order: the decoder's last layers get their gradients first in backward.
-  int64_t bytes = 0;
-  for (size_t k = params_.size(); k-- > 0;) {
-    const auto& p = params_[k];
-    if (buckets_.empty() || bytes >= bucket_bytes) {
-      buckets_.emplace_back();
-      bytes = 0;
+  for (const auto& members : gradientBuckets(params_, bucket_mb)) {
+    auto& b = buckets_.emplace_back();
+    for (const size_t k : members) {
+      bucket_of_[k] = buckets_.size() - 1;
+      slot_of_[k] = b.params.size();
+      b.offsets.push_back(b.params.empty() ? 0 : b.offsets.back() + params_[b.params.back()].numel());
+      b.params.push_back(k);
     }
-    auto& b = buckets_.back();
-    bucket_of_[k] = buckets_.size() - 1;
-    slot_of_[k] = b.params.size();
-    b.offsets.push_back(b.params.empty() ? 0 : b.offsets.back() + params_[b.params.back()].numel());
-    b.params.push_back(k);
-    bytes += p.numel() * static_cast<int64_t>(p.element_size());
   }
   for (auto& b : buckets_) {
     const int64_t n = b.offsets.back() + params_[b.params.back()].numel();

@@ -117,7 +117,7 @@ void checkCpuMemory(const Config& cfg, const DistEnv& env) {
   if (cfg.train.device != "cpu" && !(cfg.train.device == "auto" && !torch::cuda::is_available())) return;
   const uint64_t available = availableMemory();
   if (available == 0) return;
-  const std::string problem = cfg.memoryCheck(available, env.local_world_size);
+  const std::string problem = cfg.memoryCheck(available, env.local_world_size, env.world_size);
   if (!problem.empty()) throw ConfigError(problem);
 }
 

@@ -73,6 +73,7 @@ void TrainLog::step(const Step& s, bool force) {
   loss_sum_ += s.loss;
   psnr_sum_ += s.psnr;
   optimizer_sum_ += s.optimizer_s;
+  update_sum_ += s.update_s;
   ++window_;
   if (!rank0_) return;
   const int64_t steps = cfg_.train.steps;
@@ -101,6 +102,7 @@ void TrainLog::step(const Step& s, bool force) {
     m["step_s"] = step_mean;
     m["data_wait_s"] = wait_mean;
     m["optimizer_s"] = optimizer_sum_ / n;
+    m["update_s"] = update_sum_ / n;
     m["grad_norm"] = s.grad_norm;
     m["data_skipped"] = s.data_skipped;
     m["elapsed_s"] = elapsed();
@@ -114,7 +116,7 @@ void TrainLog::step(const Step& s, bool force) {
       tb_->scalar("train/data_wait_s", s.done, wait_mean);
       tb_->scalar("train/grad_norm", s.done, s.grad_norm);
     }
-    wait_sum_ = step_sum_ = loss_sum_ = psnr_sum_ = optimizer_sum_ = 0;
+    wait_sum_ = step_sum_ = loss_sum_ = psnr_sum_ = optimizer_sum_ = update_sum_ = 0;
     window_ = 0;
   } else if (tty_) {
     const int width = 30;

@@ -31,7 +31,7 @@ class TrainLog {
   struct Step {
     int64_t done = 0;  ///< steps done, this one included
     double loss = 0, psnr = 0, lr = 0;
-    double step_s = 0, data_wait_s = 0, optimizer_s = 0, grad_norm = 0;
+    double step_s = 0, data_wait_s = 0, optimizer_s = 0, update_s = 0, grad_norm = 0;
     int64_t data_skipped = 0;
   };
   /// Adds a step to the window since the last log line; at log.every, the first step, or `force`, writes the
@@ -57,7 +57,7 @@ class TrainLog {
   std::unique_ptr<TfEventsWriter> tb_;
   std::ofstream metrics_;
   // The window since the last log line, and the ETA's moving average of the step time.
-  double step_avg_ = 0, wait_sum_ = 0, step_sum_ = 0, loss_sum_ = 0, psnr_sum_ = 0, optimizer_sum_ = 0;
+  double step_avg_ = 0, wait_sum_ = 0, step_sum_ = 0, loss_sum_ = 0, psnr_sum_ = 0, optimizer_sum_ = 0, update_sum_ = 0;
   int64_t window_ = 0;
 };
 

@@ -153,8 +153,8 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
   dist.broadcastFromRank0(params);
   if (!state.ema.empty()) dist.broadcastFromRank0(state.ema);
 
-  // ZeRO-2 reduce-scatters the gradients itself: GradSync then only accumulates the sliced steps' gradients.
-  GradSync sync(dist, params, cfg.dist.bucket_mb, !state.zero || state.zero->wantsAllReducedGradients());
+  // ZeRO reduces the gradients itself (in GradSync's buckets): GradSync then only adds the sliced steps' gradients.
+  GradSync sync(dist, params, cfg.dist.bucket_mb, !state.zero);
   const SliceBackward::Plan slice_plan = device.is_cpu() ? SliceBackward::plan(static_cast<int>(cfg.train.slices),
                                                                                torch::get_num_threads(), B)
                                                          : SliceBackward::Plan{1, torch::get_num_threads()};
@@ -198,7 +198,11 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
     const auto t0 = Clock::now();
     const double lr = learningRate(schedule, step);
     for (auto& group : state.optimizer->param_groups()) group.options().set_lr(lr);
-    for (auto& p : params) p.mutable_grad().reset();
+    if (state.zero) {
+      state.zero->zeroGrad();  // stage 1's .grad are views of its flat buffer: zeroed, not released
+    } else {
+      for (auto& p : params) p.mutable_grad().reset();
+    }
     double loss_sum = 0, psnr_sum = 0, data_wait = 0;
     Objective last;
     for (int64_t a = 0; a < A; ++a) {
@@ -206,6 +210,7 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
       Batch batch = loader.next();
       data_wait += seconds(Clock::now() - w0);
       sync.setSync(a == A - 1);
+      if (state.zero) state.zero->setSync(a == A - 1);
       const bool autocast = device.is_cuda() && cfg.train.bf16;
       if (autocast) {
         at::autocast::set_autocast_dtype(c10::DeviceType::CUDA, at::kBFloat16);
@@ -227,15 +232,18 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
     // optimizer_s: everything after the last backward (gradient communication left, clipping, the update and, at
     // ZeRO stages 1-2, the all-gather of the parameters), the part ZeRO changes.
     const auto update_start = Clock::now();
-    double grad_norm = 0;
+    double grad_norm = 0, update_s = 0;  // update_s: the AdamW arithmetic alone (what ZeRO divides by the world)
     sync.finish();
     if (state.zero) {
       state.zero->prepareGradients();
       if (cfg.train.grad_clip > 0) grad_norm = state.zero->clipGradNorm(cfg.train.grad_clip);
       state.zero->step(lr);
+      update_s = state.zero->lastUpdateSeconds();
     } else {
       if (cfg.train.grad_clip > 0) grad_norm = torch::nn::utils::clip_grad_norm_(params, cfg.train.grad_clip);
+      const auto arithmetic_start = Clock::now();
       state.optimizer->step();
+      update_s = seconds(Clock::now() - arithmetic_start);
     }
     const double optimizer_s = seconds(Clock::now() - update_start);
     if (!state.ema.empty()) {
@@ -271,6 +279,7 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
     figures.step_s = seconds(Clock::now() - t0);
     figures.data_wait_s = data_wait;
     figures.optimizer_s = optimizer_s;
+    figures.update_s = update_s;
     figures.grad_norm = grad_norm;
     figures.data_skipped = static_cast<int64_t>(stats[3].item<double>()) + resumed.data_skipped;
     log.step(figures, last_step || stop);

@@ -1,167 +1,268 @@
 #include "taehv/train/zero.h"
 
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/variable.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 namespace taehv::train {
+
+/// Runs after AccumulateGrad has added a backward pass's gradient into the parameter's .grad (DDP's reducer
+/// hooks the same place). autograd::grad (the sliced CPU step) does not run AccumulateGrad, so not this either.
+class ShardedAdamW::AccumulatedHook : public torch::autograd::FunctionPostHook {
+ public:
+  AccumulatedHook(ShardedAdamW& owner, size_t param) : owner_(owner), param_(param) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list& /*inputs*/) override {
+    owner_.onAccumulated(param_);
+    return outputs;
+  }
+
+ private:
+  ShardedAdamW& owner_;
+  size_t param_;
+};
 
 ShardedAdamW::ShardedAdamW(Distributed& dist, std::vector<torch::Tensor> params, ShardedAdamWOptions options)
     : dist_(dist), params_(std::move(params)), options_(options) {
   TORCH_CHECK(options_.stage == 1 || options_.stage == 2, "ShardedAdamW: stage must be 1 or 2");
   TORCH_CHECK(!params_.empty(), "ShardedAdamW: no parameters");
-  offsets_.push_back(0);
   for (const auto& p : params_) {
-    TORCH_CHECK(p.is_contiguous() && p.scalar_type() == params_.front().scalar_type() &&
+    TORCH_CHECK(p.is_leaf() && p.is_contiguous() && p.scalar_type() == params_.front().scalar_type() &&
                     p.device() == params_.front().device(),
-                "ShardedAdamW: parameters must be contiguous, of one dtype and on one device");
-    offsets_.push_back(offsets_.back() + p.numel());
+                "ShardedAdamW: parameters must be contiguous leaves of one dtype on one device");
   }
-  numel_ = offsets_.back();
+  torch::NoGradGuard no_grad;
+  // The flat layout: GradSync's buckets one after the other, each in its own order, so a bucket is one slice.
+  const auto members = gradientBuckets(params_, options_.bucket_mb);
+  flat_offset_.assign(params_.size(), 0);
+  bucket_of_.assign(params_.size(), 0);
+  for (const auto& bucket_members : members) {
+    Bucket& b = buckets_.emplace_back();
+    b.begin = numel_;
+    for (const size_t k : bucket_members) {
+      order_.push_back(k);
+      flat_offset_[k] = numel_;
+      sorted_offset_.push_back(numel_);
+      bucket_of_[k] = buckets_.size() - 1;
+      b.params.push_back(k);
+      numel_ += params_[k].numel();
+    }
+    b.end = numel_;
+  }
+  sorted_offset_.push_back(numel_);
+  reported_.assign(params_.size(), false);
+
   const int64_t W = dist_.worldSize();
   shard_size_ = (numel_ + W - 1) / W;
   shard_begin_ = std::min(numel_, dist_.rank() * shard_size_);
   shard_end_ = std::min(numel_, shard_begin_ + shard_size_);
   const auto opts = params_.front().options().requires_grad(false);
+  flat_params_ = torch::zeros({W * shard_size_}, opts);
+  for (size_t k = 0; k < params_.size(); ++k) {
+    auto view = flat_params_.narrow(0, flat_offset_[k], params_[k].numel()).view(params_[k].sizes());
+    view.copy_(params_[k].detach());
+    params_[k].set_data(view);  // same TensorImpl (checkpoint and optimizer keys stay valid), new storage
+  }
+  if (options_.stage == 1) {
+    flat_grads_ = torch::zeros({W * shard_size_}, opts);
+    for (size_t k = 0; k < params_.size(); ++k) {
+      params_[k].mutable_grad() = flat_grads_.narrow(0, flat_offset_[k], params_[k].numel()).view(params_[k].sizes());
+    }
+  }
   exp_avg_ = torch::zeros({shard_size_}, opts);
   exp_avg_sq_ = torch::zeros({shard_size_}, opts);
+  for (size_t k = 0; k < params_.size(); ++k) {
+    auto accumulator = torch::autograd::impl::grad_accumulator(params_[k]);
+    TORCH_CHECK(accumulator, "ShardedAdamW: a parameter has no gradient accumulator (requires_grad off?)");
+    hook_keys_.push_back(accumulator->add_post_hook(std::make_unique<AccumulatedHook>(*this, k)));
+    accumulators_.push_back(std::move(accumulator));
+  }
+}
+
+ShardedAdamW::~ShardedAdamW() {
+  for (size_t k = 0; k < accumulators_.size(); ++k) accumulators_[k]->del_post_hook(hook_keys_[k]);
+  for (auto& b : buckets_) {
+    if (!b.pending) continue;
+    try {
+      b.pending->wait();
+    } catch (const std::exception&) {
+    }
+  }
 }
 
 template <typename Fn>
 void ShardedAdamW::forEachPiece(int64_t begin, int64_t end, Fn&& fn) const {
   end = std::min(end, numel_);
   if (begin >= end) return;
-  // The parameter holding `begin`: the last offset <= begin.
-  auto k = static_cast<size_t>(std::upper_bound(offsets_.begin(), offsets_.end(), begin) - offsets_.begin() - 1);
-  for (int64_t at = begin; at < end; ++k) {
-    const int64_t piece_end = std::min(end, offsets_[k + 1]);
-    if (piece_end > at) fn(k, at - offsets_[k], at - begin, piece_end - at);
+  // The flat position holding `begin`: the last offset <= begin.
+  auto i = static_cast<size_t>(std::upper_bound(sorted_offset_.begin(), sorted_offset_.end(), begin) -
+                               sorted_offset_.begin() - 1);
+  for (int64_t at = begin; at < end; ++i) {
+    const int64_t piece_end = std::min(end, sorted_offset_[i + 1]);
+    if (piece_end > at) fn(order_[i], at - sorted_offset_[i], at - begin, piece_end - at);
     at = std::max(at, piece_end);
   }
 }
 
-void ShardedAdamW::readFlat(int64_t begin, torch::Tensor dst, bool grads) const {
-  const int64_t n = dst.numel();
-  const int64_t covered = std::clamp<int64_t>(numel_ - begin, 0, n);
-  if (covered < n) dst.narrow(0, covered, n - covered).zero_();  // padding past N
-  forEachPiece(begin, begin + n, [&](size_t k, int64_t in_param, int64_t in_dst, int64_t len) {
-    auto out = dst.narrow(0, in_dst, len);
-    const torch::Tensor& source = grads ? params_[k].grad() : params_[k];
-    if (!source.defined()) {
-      out.zero_();
-    } else {
-      out.copy_(source.detach().reshape({-1}).narrow(0, in_param, len));
+void ShardedAdamW::zeroGrad() {
+  torch::NoGradGuard no_grad;
+  if (options_.stage == 2) {
+    for (auto& p : params_) p.mutable_grad().reset();
+    return;
+  }
+  flat_grads_.zero_();
+  for (size_t k = 0; k < params_.size(); ++k) {  // a .grad someone replaced becomes our view again
+    auto slot = flat_grads_.narrow(0, flat_offset_[k], params_[k].numel());
+    auto& grad = params_[k].mutable_grad();
+    if (!grad.defined() || grad.data_ptr() != slot.data_ptr()) grad = slot.view(params_[k].sizes());
+  }
+}
+
+void ShardedAdamW::onAccumulated(size_t k) {
+  if (!sync_ || reported_[k]) return;
+  reported_[k] = true;
+  Bucket& b = buckets_[bucket_of_[k]];
+  if (++b.ready == b.params.size()) launchReady();
+}
+
+void ShardedAdamW::launchReady() {
+  // Strictly in bucket order, so every rank issues the same collectives in the same sequence.
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].ready == buckets_[next_launch_].params.size()) {
+    launch(buckets_[next_launch_++]);
+  }
+}
+
+void ShardedAdamW::launch(Bucket& b) {
+  torch::NoGradGuard no_grad;
+  b.launched = true;
+  if (options_.stage == 1) {
+    // The gradients already sit in the slice, unless someone replaced a .grad since zeroGrad().
+    for (const size_t k : b.params) {
+      auto slot = flat_grads_.narrow(0, flat_offset_[k], params_[k].numel());
+      auto& grad = params_[k].mutable_grad();
+      if (grad.defined() && grad.data_ptr() == slot.data_ptr()) continue;
+      if (grad.defined()) {
+        slot.copy_(grad.reshape({-1}));
+      } else {
+        slot.zero_();
+      }
+      grad = slot.view(params_[k].sizes());
     }
-  });
-}
-
-void ShardedAdamW::writeParams(int64_t begin, const torch::Tensor& src) {
-  forEachPiece(begin, begin + src.numel(), [&](size_t k, int64_t in_param, int64_t in_src, int64_t len) {
-    params_[k].detach().view({-1}).narrow(0, in_param, len).copy_(src.narrow(0, in_src, len));
-  });
-}
-
-int64_t ShardedAdamW::roundElements() const {
-  const double bytes = options_.bucket_mb * 1024 * 1024;
-  const auto per_rank = static_cast<int64_t>(bytes / static_cast<double>(exp_avg_.element_size()) /
-                                             static_cast<double>(dist_.worldSize()));
-  return std::clamp<int64_t>(per_rank, 1, std::max<int64_t>(1, shard_size_));
+    b.pending = dist_.allreduceSumAsync(flat_grads_.narrow(0, b.begin, b.end - b.begin));
+    return;
+  }
+  // Stage 2: move the bucket's gradients into one buffer and release them at once.
+  b.staging = torch::empty({b.end - b.begin}, flat_params_.options());
+  for (const size_t k : b.params) {
+    auto slot = b.staging.narrow(0, flat_offset_[k] - b.begin, params_[k].numel());
+    auto& grad = params_[k].mutable_grad();
+    if (grad.defined()) {
+      slot.copy_(grad.reshape({-1}));
+    } else {
+      slot.zero_();
+    }
+    grad.reset();
+  }
+  b.pending = dist_.allreduceSumAsync(b.staging);
 }
 
 void ShardedAdamW::prepareGradients() {
   torch::NoGradGuard no_grad;
   const int64_t W = dist_.worldSize(), S = shard_size_;
-  prepared_ = true;
-  if (options_.stage == 1) return;  // GradSync averaged them; step() reads this rank's pieces of .grad in place
-  // Round r reduces elements [r c, r c + len) of every rank's shard: rank j's piece sits at j S + r c.
-  grad_ = torch::empty({S}, exp_avg_.options());
-  const int64_t c = roundElements();
-  torch::Tensor buffer;
-  for (int64_t at = 0; at < S; at += c) {
-    const int64_t len = std::min(c, S - at);
-    if (!buffer.defined() || buffer.numel() != W * len) buffer = torch::empty({W * len}, exp_avg_.options());
-    for (int64_t j = 0; j < W; ++j) readFlat(j * S + at, buffer.narrow(0, j * len, len), true);
-    dist_.reduceScatterSum(buffer, grad_.narrow(0, at, len));
+  const int64_t mine = dist_.rank() * S;
+  // Buckets whose gradients were not all reported (a parameter backward did not reach, GradSync::addGrads).
+  for (auto& b : buckets_) b.ready = b.params.size();
+  launchReady();
+  if (options_.stage == 2) {
+    shard_grad_ = torch::empty({S}, flat_params_.options());
+    if (shard_end_ - shard_begin_ < S) shard_grad_.narrow(0, shard_end_ - shard_begin_, S - (shard_end_ - shard_begin_)).zero_();
   }
-  grad_.mul_(1.0 / static_cast<double>(W));
-  for (auto& p : params_) p.mutable_grad().reset();
+  for (auto& b : buckets_) {
+    b.pending->wait();
+    b.pending.reset();
+    if (options_.stage == 2) {
+      const int64_t from = std::max(b.begin, mine), to = std::min(b.end, mine + S);
+      if (from < to) shard_grad_.narrow(0, from - mine, to - from).copy_(b.staging.narrow(0, from - b.begin, to - from));
+      b.staging = torch::Tensor();
+    }
+    b.ready = 0;
+    b.launched = false;
+  }
+  next_launch_ = 0;
+  std::fill(reported_.begin(), reported_.end(), false);
+  // Sum / W, as GradSync's average (stage 0 scales every element; this rank needs its shard only).
+  if (W > 1) shardGradient().mul_(1.0 / static_cast<double>(W));
+  prepared_ = true;
 }
 
-std::vector<ShardedAdamW::Piece> ShardedAdamW::shardPieces() const {
-  std::vector<Piece> out;
-  forEachPiece(shard_begin_, shard_end_, [&](size_t k, int64_t in_param, int64_t in_shard, int64_t len) {
-    Piece piece{params_[k].detach().view({-1}).narrow(0, in_param, len), {}, in_shard, len};
-    if (options_.stage == 2) {
-      piece.grad = grad_.narrow(0, in_shard, len);
-    } else if (params_[k].grad().defined()) {
-      piece.grad = params_[k].grad().view({-1}).narrow(0, in_param, len);
-    } else {
-      piece.grad = torch::zeros({len}, exp_avg_.options());
-    }
-    out.push_back(std::move(piece));
-  });
-  return out;
+torch::Tensor ShardedAdamW::shardGradient() const {
+  if (options_.stage == 2) return shard_grad_;
+  return flat_grads_.narrow(0, dist_.rank() * shard_size_, shard_size_);
 }
 
 double ShardedAdamW::clipGradNorm(double max_norm) {
   TORCH_CHECK(prepared_, "ShardedAdamW::clipGradNorm before prepareGradients");
   torch::NoGradGuard no_grad;
-  const auto pieces = shardPieces();
+  const auto grad = shardGradient();
+  // The sum of squares in double, chunk by chunk through one small double buffer: the total is then the exactly
+  // rounded norm, where clip_grad_norm_ takes the float norm of per-parameter float norms (a few ulp apart). A
+  // fresh double copy per 1M-element chunk (two 8 MB allocations each) measured 0.24 s per step at one rank:
+  // glibc returned and re-faulted the pages every time.
+  constexpr int64_t kChunk = 1 << 16;
+  auto buffer = torch::empty({std::min(kChunk, grad.numel())}, grad.options().dtype(torch::kDouble));
   double local = 0;
-  for (const auto& piece : pieces) local += piece.grad.to(torch::kDouble).pow(2).sum().item<double>();
+  for (int64_t at = 0; at < grad.numel(); at += kChunk) {
+    const int64_t len = std::min(kChunk, grad.numel() - at);
+    auto chunk = buffer.narrow(0, 0, len);
+    chunk.copy_(grad.narrow(0, at, len));
+    local += torch::dot(chunk, chunk).item<double>();
+  }
   auto squares = torch::tensor({local}, torch::kDouble);
   dist_.allreduceSum(squares);
   const double total = std::sqrt(squares.item<double>());
-  const double coef = max_norm / (total + 1e-6);  // clip_grad_norm_'s
-  if (coef < 1) {
-    for (const auto& piece : pieces) piece.grad.mul_(coef);
-  }
+  // clip_grad_norm_'s coefficient in its float arithmetic: max_norm / (total + 1e-6), clamped at 1.
+  const auto coef = (torch::tensor(static_cast<float>(total)) + 1e-6).reciprocal() * max_norm;
+  if (coef.item<float>() < 1) grad.mul_(coef);
   return total;
-}
-
-void ShardedAdamW::updatePiece(const Piece& piece, double lr) {
-  // torch::optim::AdamW::step's formula and operation order (libtorch's adamw.cpp), amsgrad off.
-  const double bias_correction1 = 1 - std::pow(options_.beta1, static_cast<double>(step_));
-  const double bias_correction2_sqrt = std::sqrt(1 - std::pow(options_.beta2, static_cast<double>(step_)));
-  const double decay = 1 - lr * options_.weight_decay;
-  const double step_size = lr / bias_correction1;
-  auto m = exp_avg_.narrow(0, piece.in_shard, piece.len);
-  auto v = exp_avg_sq_.narrow(0, piece.in_shard, piece.len);
-  const torch::Tensor& p = piece.param;
-  const torch::Tensor& g = piece.grad;
-  // The same tensor operations, so the same vectorised kernels: a scalar one-pass loop (taehv::FusedAdamW's)
-  // is not vectorised by the compiler (sqrt, division) and measured slower than these eight passes.
-  if (options_.weight_decay != 0) p.mul_(decay);
-  m.mul_(options_.beta1).add_(g, 1 - options_.beta1);
-  v.mul_(options_.beta2).addcmul_(g, g, 1 - options_.beta2);
-  const auto denom = (v.sqrt() / bias_correction2_sqrt).add_(options_.eps);
-  p.addcdiv_(m, denom, -step_size);
 }
 
 void ShardedAdamW::step(double lr) {
   TORCH_CHECK(prepared_, "ShardedAdamW::step before prepareGradients");
   torch::NoGradGuard no_grad;
-  const int64_t W = dist_.worldSize(), S = shard_size_;
+  const auto t0 = std::chrono::steady_clock::now();
   ++step_;
-  for (const auto& piece : shardPieces()) updatePiece(piece, lr);
-  grad_ = torch::Tensor();
-  for (auto& p : params_) p.mutable_grad().reset();
-  prepared_ = false;
-  if (W == 1) return;
-  // Every rank's updated shard into every rank's parameters, in rounds as prepareGradients.
-  const int64_t c = roundElements();
-  torch::Tensor mine, buffer;
-  for (int64_t at = 0; at < S; at += c) {
-    const int64_t len = std::min(c, S - at);
-    if (!buffer.defined() || buffer.numel() != W * len) {
-      buffer = torch::empty({W * len}, exp_avg_.options());
-      mine = torch::empty({len}, exp_avg_.options());
-    }
-    readFlat(shard_begin_ + at, mine, false);
-    dist_.allGather(mine, buffer);
-    for (int64_t j = 0; j < W; ++j) {
-      if (j != dist_.rank()) writeParams(j * S + at, buffer.narrow(0, j * len, len));
-    }
+  // torch::optim::AdamW::step's formula and operation order (libtorch's adamw.cpp), amsgrad off, on the shard's
+  // slice: the padding past N has zero weights and gradients and stays zero.
+  const double bias_correction1 = 1 - std::pow(options_.beta1, static_cast<double>(step_));
+  const double bias_correction2_sqrt = std::sqrt(1 - std::pow(options_.beta2, static_cast<double>(step_)));
+  const double step_size = lr / bias_correction1;
+  auto p = flat_params_.narrow(0, dist_.rank() * shard_size_, shard_size_);
+  const auto g = shardGradient();
+  // Chunk by chunk, so the five tensors of a chunk stay in the L2 cache across the eight operations (eight
+  // passes over the whole 45 MB slice measured ~2x slower than torch's per-parameter loop at one rank).
+  constexpr int64_t kChunk = 1 << 15;  // elements: 5 x 128 KB
+  auto denom = torch::empty({std::min(kChunk, shard_size_)}, p.options());
+  for (int64_t at = 0; at < shard_size_; at += kChunk) {
+    const int64_t len = std::min(kChunk, shard_size_ - at);
+    auto pc = p.narrow(0, at, len), gc = g.narrow(0, at, len), d = denom.narrow(0, 0, len);
+    auto m = exp_avg_.narrow(0, at, len), v = exp_avg_sq_.narrow(0, at, len);
+    if (options_.weight_decay != 0) pc.mul_(1 - lr * options_.weight_decay);
+    m.mul_(options_.beta1).add_(gc, 1 - options_.beta1);
+    v.mul_(options_.beta2).addcmul_(gc, gc, 1 - options_.beta2);
+    torch::sqrt_out(d, v);
+    d.div_(bias_correction2_sqrt).add_(options_.eps);
+    pc.addcdiv_(m, d, -step_size);
   }
+  denom = torch::Tensor();
+  shard_grad_ = torch::Tensor();
+  prepared_ = false;
+  last_update_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // Every rank's updated shard straight into every rank's flat parameters (the input is this rank's slice of
+  // the output: in place, as NCCL allows and c10d's Gloo allgather does, it copies its result out at the end).
+  if (dist_.worldSize() > 1) dist_.allGather(p, flat_params_);
 }
 
 void ShardedAdamW::exportState(torch::optim::AdamW& optimizer) const {
@@ -178,7 +279,7 @@ void ShardedAdamW::exportState(torch::optim::AdamW& optimizer) const {
     dist_.allGather(second ? exp_avg_sq_ : exp_avg_, full);
     if (!keep) continue;
     for (size_t k = 0; k < params_.size(); ++k) {
-      auto t = full.narrow(0, offsets_[k], params_[k].numel()).view(params_[k].sizes()).clone();
+      auto t = full.narrow(0, flat_offset_[k], params_[k].numel()).view(params_[k].sizes()).clone();
       if (second) {
         states[k]->exp_avg_sq(t);
       } else {

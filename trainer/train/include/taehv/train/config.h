@@ -148,11 +148,16 @@ struct Config {
   /// pass). Measured with libtorch 2.13, bf16 autocast, 1 thread (peak RSS): 654 MB at 1x4x32x32, 736 at
   /// 1x12x64x64, 844 at 2x12x64x64, 1,080 at 1x12x128x128, 1,656 at 1x24x128x128; the slope is 2.2-2.9 KB per
   /// frame pixel, so 3 KiB errs high.
-  uint64_t cpuStepMemoryEstimate() const;
+  /// At train.zero_stage 1 or 2 over `world_size` ranks, a rank holds 1/world_size of the AdamW state: the
+  /// estimate is lower by kAdamWStateBytes x (1 - 1/world_size) (measured peaks: zero_bench.py, RESULTS.md).
+  uint64_t cpuStepMemoryEstimate(int world_size = 1) const;
   static constexpr uint64_t kProcessBaseBytes = 650ull << 20;
   static constexpr uint64_t kBytesPerFramePixel = 3ull << 10;
-  /// "" when `local_ranks` processes of cpuStepMemoryEstimate() fit in `available_bytes`; else the message.
-  std::string memoryCheck(uint64_t available_bytes, int local_ranks) const;
+  /// The AdamW state within kProcessBaseBytes: two fp32 moments of taehv's 11.3M parameters.
+  static constexpr uint64_t kAdamWStateBytes = 90ull * 1000 * 1000;
+  /// "" when `local_ranks` processes of cpuStepMemoryEstimate(world_size) fit in `available_bytes`; else the
+  /// message.
+  std::string memoryCheck(uint64_t available_bytes, int local_ranks, int world_size = 1) const;
   /// The effective config as YAML (nested), loadable by mergeYamlText.
   std::string toYaml() const;
 };

@@ -94,6 +94,11 @@ class Distributed {
 };
 
 
+/// The gradient buckets of GradSync (and of ShardedAdamW, which reduces the same buckets so its sums are stage 0's
+/// to the bit): indices into `params` in reverse registration order (the order backward produces gradients), a
+/// new bucket once the current one holds bucket_mb or more.
+std::vector<std::vector<size_t>> gradientBuckets(const std::vector<torch::Tensor>& params, double bucket_mb);
+
 /// Averages gradients across ranks in buckets (~bucket_mb, parameters in reverse registration order, the
 /// order backward produces them). A bucket's all-reduce starts as soon as its last gradient is computed,
 /// overlapping the rest of backward; buckets are launched in index order on every rank. Only backward passes

@@ -2,27 +2,34 @@
 // Models") for AdamW: each rank keeps the AdamW moments of, and updates, one contiguous shard of the flattened
 // parameters, then the updated shards are all-gathered into every rank's parameters.
 //
-// The flat order is the parameters' registration order (model->parameters()); the flat length N is padded to
-// world_size x S with S = ceil(N / world_size), so shards differ by less than one element, and rank r owns the
-// elements [r S, min(N, (r + 1) S)). The update is the formula of torch::optim::AdamW (decoupled weight decay,
-// amsgrad off) in its tensor operations, on views of the parameters (in place), so a stage 1 or 2 run reaches
-// stage 0's weights to rounding.
+// Flat buffers. The constructor moves the parameters into one flat buffer (their .data becomes a view of it), in
+// reverse registration order (the order backward produces their gradients), padded to W x S elements with
+// S = ceil(N / W): rank r owns the elements [r S, (r + 1) S), so shards differ by less than one element and a
+// shard is one slice. The AdamW moments exist for that slice only ([S] each), the update is torch::optim::AdamW's
+// formula (decoupled weight decay, amsgrad off) as eight tensor operations on the slice, and the all-gather writes
+// every rank's slice straight into the flat buffer, so the parameters need no copy in or out.
 //
-// Stage 1: GradSync all-reduces the gradients as at stage 0 (overlapping backward); step() reads this rank's
-// pieces of them in place. Stage 2: GradSync does not communicate; prepareGradients() reduce-scatters the locally
-// accumulated gradients so a rank only ever holds its shard's reduced gradients (backward still produces the
-// full local ones first). step() releases the parameters' .grad. Collectives run in rounds of at most bucket_mb
-// per rank, so the communication buffers stay small (world_size x round elements).
+// Gradients are averaged in the buckets GradSync uses (gradientBuckets(): the same parameters, laid out in the
+// same order), each launched from the parameters' post-accumulate hooks as soon as backward has accumulated its
+// last gradient, so the communication overlaps the rest of backward and the sums are bitwise those of stage 0.
+// Stage 1: every .grad is a view of one flat gradient buffer (kept between steps, zeroed at each step's start);
+// a bucket's all-reduce runs in place on its slice of it. Stage 2: .grad are backward's own tensors; a finished
+// bucket's gradients are copied into a bucket-sized buffer and released at once, the buffer is reduced and only
+// this rank's part of it is kept, in a shard-sized gradient that lives from the end of backward to the update.
+// Gloo has no reduce-scatter (c10d's ProcessGroupGloo::_reduce_scatter_base is an all-reduce of a clone), so a
+// stage 2 bucket is an in-place all-reduce on either backend; what stage 2 saves is memory (no full-size
+// gradient outside backward), not bytes.
 //
 // Checkpoints stay in torch::optim::AdamW's format: exportState() gathers the full moments into rank 0's AdamW
 // object, which optimizer.save() writes, importState() takes this rank's shard out of one optimizer.load() filled, so a
 // checkpoint resumes at any world size and any stage (0, 1 or 2). Thread safety: one thread (the training
-// thread); every rank calls every method in the same order (they are collectives).
+// thread, and backward's hooks on it); every rank calls every method in the same order (they are collectives).
 #pragma once
 
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "taehv/train/dist.h"
@@ -35,27 +42,34 @@ struct ShardedAdamWOptions {
   double beta2 = 0.95;
   double eps = 1e-8;  ///< torch::optim::AdamWOptions' default, which stage 0 uses
   double weight_decay = 1e-2;
-  double bucket_mb = 25;  ///< largest collective round, per rank
+  double bucket_mb = 25;  ///< gradient bucket size, as GradSync's (dist.bucket_mb)
 };
 
 class ShardedAdamW {
  public:
-  /// `params`: the model's parameters (contiguous, one dtype and device), in the same order on every rank.
+  /// `params`: the model's parameters (contiguous, one dtype and device, leaves), in the same order on every
+  /// rank. Their data moves into the flat buffer (the tensors, their TensorImpls and values stay the same).
   ShardedAdamW(Distributed& dist, std::vector<torch::Tensor> params, ShardedAdamWOptions options);
+  ~ShardedAdamW();
+  ShardedAdamW(const ShardedAdamW&) = delete;
+  ShardedAdamW& operator=(const ShardedAdamW&) = delete;
 
   int stage() const { return options_.stage; }
-  /// Whether GradSync should all-reduce the last micro-step's gradients (stage 1) or leave them local (stage 2).
-  bool wantsAllReducedGradients() const { return options_.stage == 1; }
 
-  /// After the step's last backward (and, at stage 1, GradSync::finish()): stage 2 reduce-scatters this rank's
-  /// shard of the averaged gradient and releases every parameter's .grad; stage 1 reads the all-reduced .grad in
-  /// place at step(). A parameter without a gradient counts as zeros.
+  /// At each step's start, instead of resetting the parameters' .grad: stage 1 zeros the flat gradient buffer
+  /// (every .grad a view of it), stage 2 releases the .grad tensors.
+  void zeroGrad();
+  /// Whether the coming backward is the step's last micro-step: only then do the buckets communicate (as
+  /// GradSync::setSync). Gradients added by GradSync::addGrads (the sliced CPU step) are sent at prepare time.
+  void setSync(bool sync) { sync_ = sync; }
+  /// After the step's last backward: launches the buckets not launched yet, waits for all, leaves this rank's
+  /// shard of the averaged gradient in shardGradient(). A parameter without a gradient counts as zeros.
   void prepareGradients();
   /// Clips the global L2 norm of the averaged gradient to `max_norm` (as torch::nn::utils::clip_grad_norm_) and
   /// returns the norm before clipping. One small all-reduce.
   double clipGradNorm(double max_norm);
-  /// One AdamW update of this rank's shard at learning rate `lr`, in place in the parameters, releases the
-  /// gradients, then all-gathers the other ranks' shards into the parameters.
+  /// One AdamW update of this rank's shard at learning rate `lr`, in place in the flat parameters, then
+  /// all-gathers every rank's shard into them. Stage 2 releases its shard gradient.
   void step(double lr);
 
   /// Collective (all-gathers both moments). On rank 0, writes the full state (moments and step count, every
@@ -69,42 +83,59 @@ class ShardedAdamW {
   void importState(torch::optim::AdamW& optimizer);
 
   int64_t stepCount() const { return step_; }
+  /// This rank's elements of the unpadded flat parameters: [shardBegin(), shardEnd()) of flatNumel().
   int64_t shardBegin() const { return shard_begin_; }
   int64_t shardEnd() const { return shard_end_; }
   int64_t flatNumel() const { return numel_; }
   /// Bytes of optimizer state this rank holds (both moments of its shard).
   int64_t stateBytes() const { return 2 * shard_size_ * exp_avg_.element_size(); }
+  /// Seconds spent in the AdamW arithmetic of the last step() (the part that divides by the world size;
+  /// without the all-gather).
+  double lastUpdateSeconds() const { return last_update_s_; }
 
  private:
+  struct Bucket {
+    int64_t begin = 0, end = 0;  ///< flat range
+    std::vector<size_t> params;  ///< indices into params_, in flat order
+    size_t ready = 0;
+    bool launched = false;
+    torch::Tensor staging;  ///< stage 2: the bucket's gradients while they are reduced
+    std::unique_ptr<PendingCollective> pending;
+  };
+  class AccumulatedHook;
+  void onAccumulated(size_t param);
+  void launchReady();
+  void launch(Bucket& bucket);
+  /// This rank's [S] slice of the averaged gradient (stage 1: of the flat buffer; stage 2: shard_grad_).
+  torch::Tensor shardGradient() const;
   /// Calls fn(param index, element offset in the parameter, offset in [begin, end), length) for each piece of
   /// the flat range [begin, end) (clipped to N); pieces arrive in flat order.
   template <typename Fn>
   void forEachPiece(int64_t begin, int64_t end, Fn&& fn) const;
-  /// Copies the flat range [begin, begin + dst.numel()) of the gradients (grads = true) or parameters into dst,
-  /// zeros where there is none (padding, a parameter without a gradient).
-  void readFlat(int64_t begin, torch::Tensor dst, bool grads) const;
-  void writeParams(int64_t begin, const torch::Tensor& src);
-  /// This rank's shard as pieces of parameters: the parameter's elements (a view), their averaged gradient (a
-  /// view of .grad at stage 1, of grad_ at stage 2) and where they sit in the shard.
-  struct Piece {
-    torch::Tensor param, grad;
-    int64_t in_shard = 0, len = 0;
-  };
-  std::vector<Piece> shardPieces() const;
-  void updatePiece(const Piece& piece, double lr);
-  int64_t roundElements() const;
 
   Distributed& dist_;
   std::vector<torch::Tensor> params_;
-  std::vector<int64_t> offsets_;  ///< flat offset of each parameter; offsets_.back() = N
   ShardedAdamWOptions options_;
-  int64_t numel_ = 0;       ///< N
-  int64_t shard_size_ = 0;  ///< S (padded)
+  std::vector<size_t> order_;          ///< parameter index at each flat position (reverse registration order)
+  std::vector<int64_t> flat_offset_;   ///< per parameter index: its first element in the flat buffer
+  std::vector<int64_t> sorted_offset_; ///< flat_offset_ in flat order, then N
+  int64_t numel_ = 0;                  ///< N
+  int64_t shard_size_ = 0;             ///< S (padded)
   int64_t shard_begin_ = 0, shard_end_ = 0;
+  torch::Tensor flat_params_;           ///< [W S], the parameters' storage
+  torch::Tensor flat_grads_;            ///< stage 1: [W S], the .grad views' storage
+  torch::Tensor shard_grad_;            ///< stage 2: [S], between prepareGradients() and step()
   torch::Tensor exp_avg_, exp_avg_sq_;  ///< [S] each
-  torch::Tensor grad_;                  ///< [S], stage 2: this rank's averaged gradient between prepare and step
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_;  ///< per parameter index
+  std::vector<bool> reported_;     ///< per parameter index: its gradient is final in this synchronising pass
+  size_t next_launch_ = 0;
+  std::vector<c10::intrusive_ptr<torch::autograd::Node>> accumulators_;  ///< kept alive: they hold the hooks
+  std::vector<uintptr_t> hook_keys_;
+  bool sync_ = true;
   bool prepared_ = false;
   int64_t step_ = 0;
+  double last_update_s_ = 0;
 };
 
 }  // namespace taehv::train
