@@ -29,7 +29,6 @@ std::vector<Entry> table(Config& c) {
   return {
       {"model.variant", &c.model.variant},
       {"model.init", &c.model.init},
-      {"model.init_scheme", &c.model.init_scheme},
       {"train.steps", &c.train.steps},
       {"train.batch_per_rank", &c.train.batch_per_rank},
       {"train.grad_accum", &c.train.grad_accum},
@@ -339,10 +338,6 @@ void Config::validate() const {
   if (train.zero_stage > 0 && train.optimizer != "adamw") {
     fail("train.zero_stage " + std::to_string(train.zero_stage) + " shards AdamW's state; train.optimizer=" +
          train.optimizer + " has none to shard: use train.zero_stage=0");
-  }
-  if (model.init_scheme != "taehv" && model.init_scheme != "torch" && model.init_scheme != "plain" &&
-      model.init_scheme != "zero-residual") {
-    fail("model.init_scheme must be taehv, torch, plain or zero-residual, got '" + model.init_scheme + "'");
   }
   if (train.ema < 0 || train.ema >= 1) fail("train.ema must be in [0, 1) (0 = off)");
   if (train.loss != "mse" && train.loss != "l1" && train.loss != "mse+l1") {

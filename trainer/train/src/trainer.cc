@@ -255,7 +255,7 @@ std::vector<std::pair<std::string, torch::Tensor>> namedParams(TAEHV& model) {
 /// So: variance-preserving normal weights (He gain for convs followed by a ReLU, gain 1 for the others: TPool,
 /// TGrow, strided and output convs), zero biases, each MemBlock's last conv scaled by 0.1 so the residual
 /// branches start small, the final decoder conv scaled by 0.1 with its bias at 0.5 (mid-grey, as upstream).
-void initForTraining(TAEHV& model, const std::string& scheme) {
+void initForTraining(TAEHV& model) {
   torch::NoGradGuard no_grad;
   std::string last_bias;
   auto endsWith = [](const std::string& s, const std::string& tail) {
@@ -265,11 +265,11 @@ void initForTraining(TAEHV& model, const std::string& scheme) {
     const std::string& name = item.key();
     torch::Tensor& p = item.value();
     if (endsWith(name, ".bias")) {
-      if (scheme != "torch") p.zero_();
+      p.zero_();
       if (name.rfind("decoder.", 0) == 0) last_bias = name;
       continue;
     }
-    if (p.dim() != 4 || scheme == "torch") continue;
+    if (p.dim() != 4) continue;
     const bool relu_follows = endsWith(name, ".conv.0.weight") || endsWith(name, ".conv.2.weight") ||
                               name == "encoder.0.weight" || name == "decoder.1.weight" || name == "decoder.20.weight";
     if (relu_follows) {
@@ -277,15 +277,12 @@ void initForTraining(TAEHV& model, const std::string& scheme) {
     } else {
       torch::nn::init::kaiming_normal_(p, 0.0, torch::kFanIn, torch::kLinear);
     }
-    if (endsWith(name, ".conv.4.weight")) {
-      if (scheme == "taehv") p.mul_(0.1);
-      if (scheme == "zero-residual") p.zero_();
-    }
+    if (endsWith(name, ".conv.4.weight")) p.mul_(0.1);
   }
   if (!last_bias.empty()) {
     model->named_parameters()[last_bias].fill_(0.5);
     const std::string last_weight = last_bias.substr(0, last_bias.size() - 5) + ".weight";
-    if (scheme == "taehv" || scheme == "zero-residual") model->named_parameters()[last_weight].mul_(0.1);
+    model->named_parameters()[last_weight].mul_(0.1);
   }
 }
 
@@ -295,7 +292,7 @@ TAEHV makeModel(const Config& cfg, const torch::Device& device) {
   if (!cfg.model.init.empty()) {
     loadWeights(*model, cfg.model.init);
   } else {
-    initForTraining(model, cfg.model.init_scheme);
+    initForTraining(model);
   }
   model->to(device);
   return model;

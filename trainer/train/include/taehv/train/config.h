@@ -20,10 +20,6 @@ struct ConfigError : std::runtime_error {
 struct ModelConfig {
   std::string variant = "taehv";  ///< TAEHVOptions::forVariant name
   std::string init;               ///< safetensors weights to start from; empty = random init (seeded)
-  /// Random init when `init` is empty: taehv (Kaiming normal, residual-branch and output convs at 0.1x, output
-  /// bias 0.5) | torch (PyTorch's own layer defaults, as upstream's constructor leaves them, output bias 0.5) |
-  /// plain (Kaiming normal without the 0.1x) | zero-residual (as taehv, each MemBlock's last conv at 0).
-  std::string init_scheme = "taehv";
 };
 
 struct TrainConfig {
