@@ -7,7 +7,7 @@ The machine is shared, so wall times are inflated by whatever else runs. `--timi
 of each recipe while holding `flock /tmp/taehv-slow.lock` (others' timing runs hold it too) and prints the median step
 time, which converts each curve's steps to the idle machine's wall time.
 
-usage: .venv/bin/python bench/recipe/curve.py [--build build] [--recipes quickstart,l1-520] [--out /tmp/taehv-recipe]
+usage: .venv/bin/python bench/recipe/curve.py [--build build] [--recipes quickstart,before-19] [--out /tmp/taehv-recipe]
        .venv/bin/python bench/recipe/curve.py --timing [--timing-steps 25]"""
 import argparse
 import json
@@ -22,7 +22,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 QUICKSTART = os.path.join(ROOT, "examples", "configs", "quickstart.yaml")
 RECIPES = {  # name -> --set overrides of the quickstart
     "quickstart": [],
-    "l1-520": ["train.loss=l1", "train.steps=520"],  # L1 and the steps that fit in ~9.5 idle minutes
+    "before-19": ["train.steps=300", "train.ema=0"],  # the quickstart as it was before issue 19's recipe
+    "l1-520": ["train.loss=l1", "train.steps=520", "train.ema=0"],  # L1 and the steps that fit in ~9.5 idle minutes
 }
 
 
@@ -54,7 +55,7 @@ def curve(rows):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--recipes", default="quickstart,l1-520")
+    ap.add_argument("--recipes", default="quickstart,before-19")
     ap.add_argument("--out", default="/tmp/taehv-recipe")
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--eval-clips", type=int, default=32)
