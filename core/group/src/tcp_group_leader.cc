@@ -1,0 +1,176 @@
+// The node group's leader (node 0): accepting connections, refusing strangers, admitting members by their JOIN,
+// and the formation (each node's first rank and the world size, PROTOCOL.md "Formation").
+#include "tcp_node_group_impl.h"
+
+namespace taehv::group {
+
+void TcpNodeGroup::Impl::doAccept() {
+  acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+    if (ec) {  // out of descriptors, or a connection reset before we took it: try again shortly
+      accept_retry_.expires_after(kAcceptRetry);
+      accept_retry_.async_wait([this](boost::system::error_code e) {
+        if (!e) doAccept();
+      });
+      return;
+    }
+    onAccept(std::move(socket));
+    doAccept();
+  });
+}
+
+void TcpNodeGroup::Impl::onAccept(tcp::socket socket) {
+  auto c = std::make_shared<Conn>(io_, o_.job_key, Direction::kToMember);
+  c->socket = std::move(socket);
+  boost::system::error_code ec;
+  const auto remote = c->socket.remote_endpoint(ec);
+  c->peer = ec ? "?" : remote.address().to_string() + ":" + std::to_string(remote.port());
+  c->connected_at = Clock::now();
+  const std::size_t cap = std::max(kMaxPendingConnections, 2 * static_cast<std::size_t>(o_.nnodes));
+  if (pending_.size() >= cap) {
+    ConnPtr oldest = pending_.front();
+    pending_.pop_front();
+    refuse(oldest, Attempt::kTooMany, std::to_string(cap) + " held");
+  }
+  pending_.push_back(c);
+  Message challenge{MessageType::kChallenge, 0, 0, c->session.makeServerNonce(), {}};
+  send(c, challenge);
+  doRead(c);
+}
+
+void TcpNodeGroup::Impl::refuse(const ConnPtr& c, Attempt kind, const std::string& detail) {
+  attempts_.note(kind, c->peer, detail);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++refused_;
+  }
+  closeConn(c);
+}
+
+void TcpNodeGroup::Impl::dropPending(const ConnPtr& c) {
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    if (*it == c) {
+      pending_.erase(it);
+      return;
+    }
+  }
+}
+
+void TcpNodeGroup::Impl::leaderFrame(const ConnPtr& c, const std::string& payload) {
+  Opened in = c->session.open(payload);
+  if (!c->joined) {
+    if (in.verdict != Verdict::kOk) {
+      dropPending(c);
+      refuse(c, attemptFor(in.verdict), in.error);
+      return;
+    }
+    admit(c, in.message);
+    return;
+  }
+  if (in.verdict != Verdict::kOk) {
+    // Only the member itself (or someone who can inject into its TCP stream) writes here.
+    attempts_.note(attemptFor(in.verdict), c->peer, "on node " + std::to_string(c->rank) + "'s connection");
+    memberLost(c, "its connection carried a message that does not verify (" + std::string(attemptName(attemptFor(in.verdict))) + ")");
+    return;
+  }
+  heard(c);
+  switch (in.message.type) {
+    case MessageType::kStop:
+      if (stopReasonLocked().empty()) setWaitingFor(c->rank);
+      triggerStop(in.message.text, c->rank);
+      break;
+    case MessageType::kLeave:
+      log(LogLevel::kInfo, "node group: node " + std::to_string(c->rank) + " (host " + c->host + ") finished and left");
+      members_.erase(c->rank);
+      closeConn(c);
+      publishMembers();
+      checkFlushed();
+      break;
+    default:
+      break;  // heartbeats only refresh last_heard
+  }
+}
+
+void TcpNodeGroup::Impl::admit(const ConnPtr& c, const Message& join) {
+  if (join.type != MessageType::kJoin || join.nonce.size() != kNonceBytes) {
+    dropPending(c);
+    refuse(c, Attempt::kNotJoin, "got message type " + std::to_string(static_cast<int>(join.type)));
+    return;
+  }
+  const auto rank = static_cast<long long>(join.rank);
+  if (join.procs < 1 || join.procs > kMaxJoinProcs) {
+    dropPending(c);
+    refuse(c, Attempt::kBadRank, "rank " + std::to_string(rank) + " joined with " + std::to_string(join.procs) +
+                                     " processes (1.." + std::to_string(kMaxJoinProcs) + ")");
+    return;
+  }
+  if (rank < 1 || rank >= o_.nnodes) {
+    dropPending(c);
+    refuse(c, Attempt::kBadRank, "rank " + std::to_string(rank) + ", job has " + std::to_string(o_.nnodes) + " nodes");
+    return;
+  }
+  if (members_.count(static_cast<int>(rank)) || formed_local_) {
+    dropPending(c);
+    refuse(c, Attempt::kDuplicateRank, "rank " + std::to_string(rank) + (formed_local_ ? ", group already formed" : ""));
+    return;
+  }
+  dropPending(c);
+  c->joined = true;
+  c->rank = static_cast<int>(rank);
+  c->host = join.text;
+  c->procs = join.procs;
+  c->session.setClientNonce(join.nonce);
+  send(c, Message{MessageType::kWelcome, 0, 0, {}, o_.host});
+  c->session.establish();
+  heard(c);
+  members_[c->rank] = c;
+  log(LogLevel::kDebug, "node group: node " + std::to_string(c->rank) + " (host " + c->host + ", " + c->peer +
+                            ") joined (" + std::to_string(members_.size()) + " of " + std::to_string(o_.nnodes - 1) + ")");
+  publishMembers();
+  if (static_cast<int>(members_.size()) == o_.nnodes - 1) {
+    formed_local_ = true;
+    // Ranks are contiguous per node in node order: node k starts at the counts of nodes 0..k-1 (members_ is
+    // ordered by rank). 64-bit sums, clamped to the u32 field; the launcher checks the world size's limit.
+    std::vector<int> counts = {o_.nproc};
+    std::uint64_t world = static_cast<std::uint64_t>(std::max(o_.nproc, 0));
+    for (auto& [r, m] : members_) {
+      counts.push_back(static_cast<int>(m->procs));
+      world += m->procs;
+    }
+    const auto clamp = [](std::uint64_t v) { return static_cast<std::uint32_t>(std::min<std::uint64_t>(v, UINT32_MAX)); };
+    std::uint64_t first = static_cast<std::uint64_t>(std::max(o_.nproc, 0));
+    for (auto& [r, m] : members_) {
+      Message formed{MessageType::kFormed, 0, 0, {}, {}};
+      formed.procs = clamp(world);
+      formed.first_rank = clamp(first);
+      send(m, formed);
+      first += m->procs;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      formed_ = true;
+      agreed_.first_rank = 0;
+      agreed_.world_size = static_cast<int>(std::min<std::uint64_t>(world, INT_MAX));
+      agreed_.counts = formatCounts(counts);
+    }
+    cv_.notify_all();
+    log(LogLevel::kInfo, "node group: all " + std::to_string(o_.nnodes) + " nodes joined (port " +
+                             std::to_string(bound_port_) + ")");
+  }
+}
+
+void TcpNodeGroup::Impl::memberLost(const ConnPtr& c, const std::string& why) {
+  members_.erase(c->rank);
+  closeConn(c);
+  publishMembers();
+  const std::string reason = "node " + std::to_string(c->rank) + " (host " + c->host + ", address " + c->peer +
+                             ") lost: " + why + "; " + lastHeard(c);
+  if (stopReasonLocked().empty()) {
+    triggerStop(reason, c->rank);
+  } else {
+    log(LogLevel::kDebug, "node group: " + reason);
+  }
+  checkFlushed();
+}
+
+}  // namespace taehv::group

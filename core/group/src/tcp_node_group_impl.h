@@ -1,0 +1,211 @@
+// TcpNodeGroup's implementation, shared by its three files: tcp_node_group.cc (the public calls, connections, the
+// clock, stopping), tcp_group_leader.cc (node 0: accepting, admitting, the formation) and tcp_group_member.cc (the
+// other nodes: joining, following the leader). The leader's listener and every connection live on one Boost.Asio
+// io_context run by one thread; the launcher's thread talks to it through post() and a mutex-guarded snapshot
+// (formed, stop reason, members). Private to taehv::group.
+#pragma once
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <array>
+#include <boost/asio.hpp>
+#include <condition_variable>
+#include <cstdio>
+#include <ctime>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "taehv/group/session.h"
+#include "taehv/group/tcp_node_group.h"
+#include "taehv/group/wire.h"
+#include "taehv/parse.h"
+
+namespace taehv::group {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+using Wall = std::chrono::system_clock;
+
+/// How often the event loop checks deadlines (heartbeats due, nodes silent, handshakes too slow).
+constexpr std::chrono::milliseconds kTick{100};
+/// After accept() fails (e.g. out of descriptors), wait this long before accepting again.
+constexpr std::chrono::milliseconds kAcceptRetry{50};
+/// Bytes read per wake-up.
+constexpr std::size_t kReadBytes = 4096;
+
+inline std::string wallTime(Wall::time_point t) {
+  const std::time_t s = Wall::to_time_t(t);
+  std::tm tm{};
+  ::localtime_r(&s, &tm);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count() % 1000;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%02d:%02d:%02d.%03d", tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
+  return buf;
+}
+
+inline std::string seconds(Clock::duration d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", std::chrono::duration<double>(d).count());
+  return buf;
+}
+
+/// Lets the leader hold many connections: raises the soft descriptor limit to the hard one.
+inline void raiseDescriptorLimit() {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &lim);
+  }
+}
+
+struct Conn {
+  Conn(asio::io_context& io, const std::string& key, Direction dir) : socket(io), session(key, dir) {}
+  tcp::socket socket;
+  Session session;
+  FrameReader reader;
+  std::array<char, kReadBytes> buffer{};
+  std::deque<std::string> out;
+  bool writing = false;
+  bool closed = false;
+  bool joined = false;  ///< handshake done (WELCOME sent / received)
+  int rank = -1;
+  std::uint32_t procs = 0;  ///< leader: the member's process count (from JOIN)
+  std::string peer;  ///< the other side's address
+  std::string host;  ///< the other side's host name (from JOIN / WELCOME)
+  Clock::time_point connected_at{};
+  Clock::time_point last_heard{};
+  Wall::time_point last_heard_wall{};
+};
+using ConnPtr = std::shared_ptr<Conn>;
+
+/// Largest process count a JOIN may carry (more than any node runs; the launcher's own limit is lower).
+constexpr std::uint32_t kMaxJoinProcs = 1u << 20;
+
+inline Attempt attemptFor(Verdict v) {
+  switch (v) {
+    case Verdict::kBadMac: return Attempt::kBadMac;
+    case Verdict::kReplay: return Attempt::kReplay;
+    default: return Attempt::kGarbage;
+  }
+}
+
+class TcpNodeGroup::Impl {
+ public:
+  explicit Impl(GroupOptions options)
+      : o_(std::move(options)),
+        leader_(o_.node_rank == 0),
+        acceptor_(io_),
+        tick_(io_),
+        accept_retry_(io_),
+        attempts_([this](const std::string& line) { log(LogLevel::kWarn, line); }) {
+    if (::pipe2(stop_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) stop_pipe_[0] = stop_pipe_[1] = -1;
+  }
+
+  ~Impl() {
+    shutdown();
+    for (int fd : stop_pipe_) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+
+  std::string start();
+  std::string form(Clock::time_point deadline);
+
+  int stopFd() const { return stop_pipe_[0]; }
+
+  std::string stopReason() const;
+  void requestStop(const std::string& reason);
+  std::string finish(bool success);
+  AgreedRanks agreedRanks() const;
+  int boundPort() const;
+  GroupStats stats() const;
+
+ private:
+  void log(LogLevel level, const std::string& message) const;
+  void shutdown();
+
+  // ---- shared state ----------------------------------------------------------------------------------------
+
+  /// The first reason wins: records it, wakes the launcher (stop pipe) and tells the other nodes.
+  void triggerStop(const std::string& reason, int origin_rank);
+  void publishMembers();
+
+  // ---- connections -----------------------------------------------------------------------------------------
+
+  void closeConn(const ConnPtr& c);
+  void send(const ConnPtr& c, const Message& m);
+  void doWrite(const ConnPtr& c);
+  void checkFlushed();
+  void doRead(const ConnPtr& c);
+  void heard(const ConnPtr& c);
+  std::string lastHeard(const ConnPtr& c) const;
+  void onDisconnect(const ConnPtr& c, const std::string& why);
+  void onBadFrame(const ConnPtr& c, Attempt kind, const std::string& detail);
+
+  // ---- the leader (tcp_group_leader.cc) ---------------------------------------------------------------------
+
+  void doAccept();
+  void onAccept(tcp::socket socket);
+  void refuse(const ConnPtr& c, Attempt kind, const std::string& detail);
+  void dropPending(const ConnPtr& c);
+  void leaderFrame(const ConnPtr& c, const std::string& payload);
+  void admit(const ConnPtr& c, const Message& join);
+  void memberLost(const ConnPtr& c, const std::string& why);
+
+  // ---- a member (tcp_group_member.cc) ----------------------------------------------------------------------
+
+  void connect();
+  void retryJoin(const std::string& why);
+  void memberFrame(const ConnPtr& c, const std::string& payload);
+  void setWaitingFor(int rank);
+  void joinFailed(const ConnPtr& c, const std::string& why);
+  void leaderLost(const std::string& why);
+
+  // ---- the clock -------------------------------------------------------------------------------------------
+
+  void scheduleTick();
+  void onTick();
+  std::string stopReasonLocked() const;
+
+  GroupOptions o_;
+  const bool leader_;
+  asio::io_context io_;
+  tcp::acceptor acceptor_;
+  asio::steady_timer tick_;
+  asio::steady_timer accept_retry_;
+  std::thread thread_;
+  int stop_pipe_[2] = {-1, -1};
+  AttemptLog attempts_;
+
+  // Shared with the launcher's thread, under mu_.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::string stop_reason_;
+  std::string join_error_;
+  bool formed_ = false;
+  AgreedRanks agreed_;  ///< set with formed_
+  bool flushed_ = false;
+  std::string join_hint_;        ///< member: why the last join attempt failed
+  bool ever_connected_ = false;  ///< member: some connection to the leader was accepted
+  int waiting_for_ = -1;      ///< stopped by this node's STOP: finish() lets it end first
+  bool leader_gone_ = false;  ///< member: the leader's connection is gone
+  std::map<int, bool> present_;  ///< leader: members joined and not gone
+  std::uint64_t refused_ = 0;
+  int bound_port_ = 0;
+
+  // The event loop's own.
+  std::deque<ConnPtr> pending_;     ///< leader: connected, no valid JOIN yet (oldest first)
+  std::map<int, ConnPtr> members_;  ///< leader: by node rank
+  bool formed_local_ = false;
+  ConnPtr conn_;                    ///< member: the connection to the leader
+  Clock::time_point join_deadline_{};
+  Clock::time_point next_beat_{};
+  bool finishing_ = false;
+};
+
+}  // namespace taehv::group
