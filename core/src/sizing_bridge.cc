@@ -105,22 +105,28 @@ void addSizingOptions(po::options_description& desc) {
   // clang-format on
 }
 
-std::string applySizing(const po::variables_map& vm, const Env& env, NodeDescriptor& node) {
-  sizing::NodeSizingInput in;
+std::string nodeSizingInput(const po::variables_map& vm, const Env& env, const NodeDescriptor* node,
+                            sizing::NodeSizingInput& in) {
+  in.env = env;
   std::string error;
   if (!sizingPolicy(vm, in.binding, in.policy, error)) return error;
-  const bool single = node.single_worker.has() && *node.single_worker.value;
-  // auto: nothing (flag, backend plan, PET_NPROC_PER_NODE) gave a number.
-  const bool auto_nproc = node.nproc_per_node.origin == Origin::kDefault && !single;
-  in.env = env;
-  in.nnodes = *node.nnodes.value;
-  if (!auto_nproc) in.nproc_requested = node.nproc_per_node;
-  in.scheduler_gpus = node.gpus_on_node;
-  in.scheduler_gpu_indices = node.gpu_indices;
-  in.single_worker = single;
-  in.cpu_cores = *node.cpu_cores.value;
   in.oversubscribe = vm.count("oversubscribe") > 0;
-  in.master_addr = *node.master_addr.value;
+  if (node == nullptr) return "";
+  in.single_worker = node->single_worker.has() && *node->single_worker.value;
+  // auto: nothing (flag, backend plan, PET_NPROC_PER_NODE) gave a number.
+  if (node->nproc_per_node.origin != Origin::kDefault || in.single_worker) in.nproc_requested = node->nproc_per_node;
+  in.nnodes = *node->nnodes.value;
+  in.scheduler_gpus = node->gpus_on_node;
+  in.scheduler_gpu_indices = node->gpu_indices;
+  in.cpu_cores = *node->cpu_cores.value;
+  in.master_addr = *node->master_addr.value;
+  return "";
+}
+
+std::string applySizing(const po::variables_map& vm, const Env& env, NodeDescriptor& node) {
+  sizing::NodeSizingInput in;
+  if (std::string error = nodeSizingInput(vm, env, &node, in); !error.empty()) return error;
+  const bool auto_nproc = !in.nproc_requested.has();
   sizing::NodeSizing s = sizing::sizeNode(in);
   if (!s.ok()) return s.error();
 
@@ -133,7 +139,7 @@ std::string applySizing(const po::variables_map& vm, const Env& env, NodeDescrip
     if (!node.extra_env.count(name)) node.extra_env[name] = value;
   }
   std::vector<int> local_ranks;
-  if (single) {
+  if (in.single_worker) {
     local_ranks.push_back(*node.local_rank.value);
   } else {
     for (int i = 0; i < *node.nproc_per_node.value; ++i) local_ranks.push_back(i);

@@ -114,15 +114,14 @@ int runDoctor(Cli& cli) {
     }
   }
 
+  sizing::TrainProfile profile;
+  auto resolved = cli.resolve(vm);
   sizing::NodeSizingInput sin;
-  sin.env = cli.env();
-  std::string error;
-  if (!sizingPolicy(vm, sin.binding, sin.policy, error)) {
+  if (std::string error = nodeSizingInput(vm, cli.env(), resolved.ok() ? &resolved.value.node : nullptr, sin);
+      !error.empty()) {
     cli.log(LogLevel::kError, error);
     return kUsageError;
   }
-  sizing::TrainProfile profile;
-  auto resolved = cli.resolve(vm);
   if (resolved.ok()) {
     const NodeDescriptor& node = resolved.value.node;
     in.backend = resolved.value.plugin != nullptr ? resolved.value.plugin->name : "local";
@@ -132,14 +131,6 @@ int runDoctor(Cli& cli) {
     if (node.countsKnown()) in.descriptor.world_size = node.worldSizeSourced();
     in.descriptor.master_addr = node.master_addr;
     in.descriptor.master_port = node.master_port;
-    sin.nnodes = *node.nnodes.value;
-    sin.single_worker = node.single_worker.has() && *node.single_worker.value;
-    if (node.nproc_per_node.origin != Origin::kDefault || sin.single_worker) sin.nproc_requested = node.nproc_per_node;
-    sin.scheduler_gpus = node.gpus_on_node;
-    sin.scheduler_gpu_indices = node.gpu_indices;
-    sin.cpu_cores = *node.cpu_cores.value;
-    sin.oversubscribe = vm.count("oversubscribe") > 0;
-    sin.master_addr = *node.master_addr.value;
   } else {
     in.descriptor.error = resolved.error;
   }
