@@ -273,18 +273,19 @@ std::string validateNode(const NodeDescriptor& node) {
   return "";
 }
 
+std::vector<int> NodeDescriptor::localRanks() const {
+  if (single_worker.has() && *single_worker.value) return {*local_rank.value};
+  std::vector<int> out;
+  for (int i = 0; i < *nproc_per_node.value; ++i) out.push_back(i);
+  return out;
+}
+
 std::vector<WorkerDescriptor> expandWorkers(const NodeDescriptor& node, const Env& inherited, int restart) {
   std::vector<WorkerDescriptor> workers;
   const int nproc = *node.nproc_per_node.value;
   const Sourced<int> offset = node.rankOffset();
   const Sourced<int> world = node.worldSizeSourced();
-  std::vector<int> local_ranks;
-  if (*node.single_worker.value) {
-    local_ranks.push_back(*node.local_rank.value);
-  } else {
-    for (int i = 0; i < nproc; ++i) local_ranks.push_back(i);
-  }
-  for (int local : local_ranks) {
+  for (int local : node.localRanks()) {
     WorkerDescriptor w;
     if (*node.single_worker.value) {
       w.rank = node.rank;

@@ -138,13 +138,7 @@ std::string applySizing(const po::variables_map& vm, const Env& env, NodeDescrip
   for (const auto& [name, value] : s.nodeEnv()) {
     if (!node.extra_env.count(name)) node.extra_env[name] = value;
   }
-  std::vector<int> local_ranks;
-  if (in.single_worker) {
-    local_ranks.push_back(*node.local_rank.value);
-  } else {
-    for (int i = 0; i < *node.nproc_per_node.value; ++i) local_ranks.push_back(i);
-  }
-  for (int local : local_ranks) node.local_env[local] = s.workerEnv(local);
+  for (int local : node.localRanks()) node.local_env[local] = s.workerEnv(local);
   for (const auto& n : s.notes()) node.notes.push_back("sizing: " + n);
 
   if (vm.count("config")) {

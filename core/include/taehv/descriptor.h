@@ -97,6 +97,8 @@ struct NodeDescriptor {
   /// Processes in the job (the sum over nodes), with where it came from (as rankOffset()).
   Sourced<int> worldSizeSourced() const;
   int worldSize() const { return *worldSizeSourced().value; }
+  /// The local ranks this taehv-run starts: its own one in single-worker mode, else 0 .. nproc_per_node-1.
+  std::vector<int> localRanks() const;
   /// True when every node's count is known here (from the plan or the node group), not assumed equal to ours.
   bool countsKnown() const { return node_nprocs.has() || agreed.has_value(); }
 };
