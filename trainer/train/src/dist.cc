@@ -230,29 +230,6 @@ void Distributed::allGather(const torch::Tensor& shard, torch::Tensor full) {
       .wait();
 }
 
-void Distributed::reduceScatterSum(torch::Tensor input, torch::Tensor out) {
-  TORCH_CHECK(input.is_contiguous() && input.numel() == out.numel() * env_.world_size,
-              "reduceScatterSum: input must be contiguous and hold world_size chunks");
-  torch::NoGradGuard no_grad;
-  if (env_.world_size == 1) {
-    out.view(-1).copy_(input.reshape({-1}));
-    return;
-  }
-  if (aborted_) throw std::runtime_error("collective refused: another rank failed");
-  if (!impl_->collective_device) {  // Gloo (collective_device is set for NCCL only)
-    allreduceSum(input);
-    out.view(-1).copy_(input.reshape({-1}).narrow(0, env_.rank * out.numel(), out.numel()));
-    return;
-  }
-  at::Tensor result = impl_->onCollectiveDevice(out.contiguous());
-  at::Tensor in = impl_->onCollectiveDevice(input);
-  c10d::ReduceScatterOptions options;
-  options.reduceOp = c10d::ReduceOp::SUM;
-  WorkHandle(impl_->group->_reduce_scatter_base(result, in, options), {result, in}, aborted_,
-             result.is_same(out) ? at::Tensor() : out)
-      .wait();
-}
-
 void Distributed::broadcastFromRank0(const std::vector<torch::Tensor>& tensors) {
   if (env_.world_size == 1) return;
   for (const auto& t : tensors) {

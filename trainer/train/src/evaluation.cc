@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "run_setup.h"
+#include "train_state.h"
 #include "taehv/model/metrics.h"
 #include "taehv/model/safetensors.h"
 #include "taehv/train/checkpoint.h"
@@ -114,14 +115,8 @@ EvalResult runEval(const EvalOptions& options) {
         "--checkpoint");
     if (!found) throw std::runtime_error("no checkpoint in " + cfg.output.dir + "; pass --checkpoint PATH");
     const bool use_ema = options.ema && fs::exists(fs::path(*found) / "ema.pt");
-    torch::serialize::InputArchive archive;
-    archive.load_from((fs::path(*found) / (use_ema ? "ema.pt" : "model.pt")).string());
-    torch::NoGradGuard no_grad;
-    for (auto& item : model->named_parameters()) {
-      torch::Tensor t;
-      archive.read(item.key(), t);
-      item.value().copy_(t);
-    }
+    loadTensors((fs::path(*found) / (use_ema ? "ema.pt" : "model.pt")).string(), model, model->parameters(),
+                torch::kCPU);
     for (const auto& item : model->named_parameters()) {
       if (!torch::isfinite(item.value()).all().item<bool>()) {
         throw std::runtime_error("checkpoint " + *found + ": tensor '" + item.key() + "' holds NaN or infinite "

@@ -24,7 +24,12 @@ void saveTensors(const std::string& path, const std::vector<std::pair<std::strin
   saveArchive(archive, path);
 }
 
-/// Reads the tensors named as the model's parameters from `path` into `into` (same order).
+}  // namespace
+
+void writeText(const std::string& path, const std::string& text) {
+  writeFileAtomically(path, [&](int fd) { return writeAllBytes(fd, text.data(), text.size()); });
+}
+
 void loadTensors(const std::string& path, TAEHV& model, const std::vector<torch::Tensor>& into,
                  const torch::Device& device) {
   torch::serialize::InputArchive archive;
@@ -36,12 +41,6 @@ void loadTensors(const std::string& path, TAEHV& model, const std::vector<torch:
     archive.read(named[i].first, t);
     into[i].copy_(t);
   }
-}
-
-}  // namespace
-
-void writeText(const std::string& path, const std::string& text) {
-  writeFileAtomically(path, [&](int fd) { return writeAllBytes(fd, text.data(), text.size()); });
 }
 
 int64_t TrainState::parameterCount() const {

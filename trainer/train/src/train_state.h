@@ -57,6 +57,11 @@ BatchShape batchShape(const TrainConfig& train, int64_t world, const std::option
 std::string saveTrainState(const std::string& out_dir, int64_t keep, TrainState& state, const CheckpointState& saved,
                            const Config& cfg, bool rank0);
 
+/// Reads the tensors named as the model's parameters from checkpoint file `path` (model.pt, ema.pt) into `into`
+/// (the model's parameters or their EMA copies, in named_parameters() order).
+void loadTensors(const std::string& path, TAEHV& model, const std::vector<torch::Tensor>& into,
+                 const torch::Device& device);
+
 /// The file writes of a checkpoint, also used for weights outside one: written in memory first, then by
 /// writeFileAtomically (libtorch's file writer throws from its destructor when the disk is full: std::terminate).
 void writeText(const std::string& path, const std::string& text);

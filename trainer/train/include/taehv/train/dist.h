@@ -63,12 +63,6 @@ class Distributed {
   /// Blocking all-gather of equal shards: `full` (contiguous, world_size x shard.numel() elements) receives
   /// every rank's `shard` in rank order. With world_size 1 it is a copy.
   void allGather(const torch::Tensor& shard, torch::Tensor full);
-  /// Blocking sum reduce-scatter: `input` (contiguous, world_size x out.numel() elements) is summed over the
-  /// ranks and this rank's chunk (number rank()) lands in `out`; `input` is used as scratch (its contents are
-  /// unspecified afterwards). With world_size 1 it is a copy. NCCL runs a real reduce-scatter. Gloo has none:
-  /// c10d's ProcessGroupGloo::_reduce_scatter_base clones the input, all-reduces the clone and copies the chunk
-  /// out when waited on; this does the same all-reduce in place, without the clone.
-  void reduceScatterSum(torch::Tensor input, torch::Tensor out);
   /// Overwrites each tensor (in place) with rank 0's values.
   void broadcastFromRank0(const std::vector<torch::Tensor>& tensors);
   /// Blocks until every rank arrives.
