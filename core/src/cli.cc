@@ -336,7 +336,7 @@ std::string Cli::planNode(const LaunchFlags& flags, bool plan_when_taken_over, R
     plan = r.plugin->backend->plan(host_, r.request);
     if (!plan.ok()) return "backend " + backend_name + ": " + plan.error;
   }
-  auto node = resolveNode(flags, r.plugin ? &plan.plan : nullptr, backend_name, env_, hostName(),
+  auto node = resolveNode(flags, r.plugin ? &plan.value : nullptr, backend_name, env_, hostName(),
                           availableCpuCores(), freeTcpPort);
   if (!node.ok()) return node.error;
   r.node = std::move(node.value);

@@ -68,8 +68,10 @@ std::string applyProfile(const std::string& config, NodeDescriptor& node, sizing
            ": no such file or folder; give a trainer config file or a folder of "
            "profiles such as examples/configs";
   }
-  sizing::ProfileChoice c = sizing::chooseProfile(config, *node.nnodes.value, *node.nproc_per_node.value);
-  if (!c.ok()) return c.error;
+  const Checked<sizing::ProfileChoice> chosen_profile =
+      sizing::chooseProfile(config, *node.nnodes.value, *node.nproc_per_node.value);
+  if (!chosen_profile.ok()) return chosen_profile.error;
+  const sizing::ProfileChoice& c = chosen_profile.value;
   node.extra_env[kConfigEnv].set(c.config_path, "flag --config " + config + ": " + c.reason, Origin::kProfile);
   node.profile = {c.config_path, {}, c.reason};
   if (!c.overrides.empty()) {

@@ -62,7 +62,7 @@ class MpiBackend final : public taehv::Backend {
                 std::to_string(size) + "); run mpirun with the same number of slots per node and --map-by slot";
       return r;
     }
-    taehv::NodePlan& p = r.plan;
+    taehv::NodePlan& p = r.value;
     p.single_worker.set(true, "rule: mpirun started this process");
     p.rank.set(rank, std::string("env ") + kRank);
     p.local_rank.set(local_rank, std::string("env ") + kLocalRank);

@@ -28,7 +28,7 @@ class Working final : public Backend {
   Detection detect(const HostContext&) const override { return {70, "mine"}; }
   PlanResult plan(const HostContext&, const PlanRequest&) const override {
     PlanResult r;
-    r.plan.nnodes.set(3, "env N");
+    r.value.nnodes.set(3, "env N");
     return r;
   }
   int runCommand(const HostContext&, const std::string&, const std::vector<std::string>& args) override {
@@ -59,7 +59,7 @@ TEST(GuardedBackend, PassesAnswersThrough) {
   GuardedBackend<Working> backend("demo");
   HostContext host;
   EXPECT_EQ(backend.detect(host).confidence, 70);
-  EXPECT_EQ(backend.plan(host, {}).plan.nnodes.value, 3);
+  EXPECT_EQ(backend.plan(host, {}).value.nnodes.value, 3);
   EXPECT_EQ(backend.runCommand(host, "x", {"a", "b"}), 2);
   EXPECT_EQ(backend.launch(host, {}), 2);  // Backend's default: "cannot launch jobs itself"
 }

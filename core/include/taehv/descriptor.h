@@ -120,14 +120,6 @@ struct WorkerDescriptor {
   std::map<std::string, Sourced<std::string>> env;
 };
 
-/// A value or one line saying what is wrong and how to fix it.
-template <typename T>
-struct Checked {
-  std::string error;
-  T value{};
-  bool ok() const { return error.empty(); }
-};
-
 /// Resolves a node from flags, an optional backend plan (nullptr in local mode) and the environment `env`
 /// (read for PET_* variables only). `host` and `cpu_cores` are facts of this machine, passed in so tests can fix
 /// them. `free_port` is called only for --standalone without --master-port. Validates the result.

@@ -66,15 +66,15 @@ void start(const RunRequest& request, Running& running, RunResult& result) {
   spec.env = request.env;
   spec.label = request.argv.empty() ? std::string() : request.argv.front();
   spec.stdin_pipe = request.input.has_value();
-  SpawnOutcome spawned = spawnChild(spec, request.capture_output);
-  if (!spawned.error.empty()) {
+  Checked<SpawnedChild> spawned = spawnChild(spec, request.capture_output);
+  if (!spawned.ok()) {
     result.spawn_error = spawned.error;
     return;
   }
-  running.pid = spawned.child.pid;
-  running.out_fd = spawned.child.stdout_fd;
-  running.err_fd = spawned.child.stderr_fd;
-  running.in_fd = spawned.child.stdin_fd;
+  running.pid = spawned.value.pid;
+  running.out_fd = spawned.value.stdout_fd;
+  running.err_fd = spawned.value.stderr_fd;
+  running.in_fd = spawned.value.stdin_fd;
   if (running.in_fd >= 0) {
     ::fcntl(running.in_fd, F_SETFL, ::fcntl(running.in_fd, F_GETFL) | O_NONBLOCK);
     if (request.input->empty()) closeFd(running.in_fd);

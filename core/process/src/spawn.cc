@@ -117,9 +117,9 @@ std::string findProgram(const std::string& name, const std::map<std::string, std
   return findExecutable(name, searchPath(env));
 }
 
-SpawnOutcome spawnChild(const ChildSpec& spec, bool capture_output) {
+Checked<SpawnedChild> spawnChild(const ChildSpec& spec, bool capture_output) {
   ensureStdFds();
-  SpawnOutcome out;
+  Checked<SpawnedChild> out;
   if (spec.argv.empty() || spec.argv[0].empty()) {
     out.error = "empty command for '" + spec.label + "': nothing to run";
     return out;
@@ -214,10 +214,10 @@ SpawnOutcome spawnChild(const ChildSpec& spec, bool capture_output) {
   for (int fd : {out_pipe[0], err_pipe[0]}) {
     if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   }
-  out.child.pid = pid;
-  out.child.stdout_fd = out_pipe[0];
-  out.child.stderr_fd = err_pipe[0];
-  out.child.stdin_fd = in_pipe[1];
+  out.value.pid = pid;
+  out.value.stdout_fd = out_pipe[0];
+  out.value.stderr_fd = err_pipe[0];
+  out.value.stdin_fd = in_pipe[1];
   return out;
 }
 

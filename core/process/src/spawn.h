@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "taehv/checked.h"
 #include "taehv/process/run.h"
 #include "taehv/process/supervisor.h"
 
@@ -18,18 +19,13 @@ struct SpawnedChild {
   int stdin_fd = -1;   ///< write end of the child's stdin when spec.stdin_pipe, else -1
 };
 
-/// Outcome of spawnChild: a child, or a message saying why none was started (command not found, not
-/// executable, bad working directory, ...). The message names the command.
-struct SpawnOutcome {
-  SpawnedChild child;
-  std::string error;  ///< empty on success
-};
-
-/// Starts spec as a child: own process group (pgid == pid), PR_SET_PDEATHSIG=SIGKILL (with the check that
-/// the parent did not die before it was set), default dispositions for the signals the supervisor handles,
-/// an empty signal mask, stdin from /dev/null or a pipe, stdout/stderr into pipes (or, when !capture_output,
-/// ours: then stdout_fd and stderr_fd are -1), spec.cwd, exactly spec.env. PATH lookup as findProgram: spec.env's
-/// PATH (as Python's subprocess does), else ours. Blocks only until the child has called execve (or failed to).
-SpawnOutcome spawnChild(const ChildSpec& spec, bool capture_output = true);
+/// Starts spec as a child, or says why none was started (command not found, not executable, bad working
+/// directory, ...; the message names the command). The child gets its own process group (pgid == pid),
+/// PR_SET_PDEATHSIG=SIGKILL (with the check that the parent did not die before it was set), default dispositions
+/// for the signals the supervisor handles, an empty signal mask, stdin from /dev/null or a pipe, stdout/stderr
+/// into pipes (or, when !capture_output, ours: then stdout_fd and stderr_fd are -1), spec.cwd, exactly spec.env.
+/// PATH lookup as findProgram: spec.env's PATH (as Python's subprocess does), else ours. Blocks only until the
+/// child has called execve (or failed to).
+Checked<SpawnedChild> spawnChild(const ChildSpec& spec, bool capture_output = true);
 
 }  // namespace taehv::process

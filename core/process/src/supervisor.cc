@@ -162,8 +162,8 @@ class Generation {
       Child& c = children_[i];
       openLog(c);
       c.started_at = std::time(nullptr);
-      SpawnOutcome spawned = spawnChild(c.spec);
-      if (!spawned.error.empty()) {
+      Checked<SpawnedChild> spawned = spawnChild(c.spec);
+      if (!spawned.ok()) {
         const std::string message = "taehv-run: cannot start " + who(c.spec) + ": " + spawned.error;
         say(message + "\n");
         c.ended = true;
@@ -174,12 +174,12 @@ class Generation {
         noteFailure(i);
         return;  // the rest are not started
       }
-      c.pid = spawned.child.pid;
+      c.pid = spawned.value.pid;
       c.running = true;
-      c.stdin_fd = spawned.child.stdin_fd;
+      c.stdin_fd = spawned.value.stdin_fd;
       if (c.stdin_fd >= 0 && !c.spec.stdin_data.empty()) writeAll(c.stdin_fd, c.spec.stdin_data.substr(0, 4096));
-      c.out.fd = spawned.child.stdout_fd;
-      c.err.fd = spawned.child.stderr_fd;
+      c.out.fd = spawned.value.stdout_fd;
+      c.err.fd = spawned.value.stderr_fd;
       guardian_.add(c.pid);
       // A signal that arrived while we were starting children reaches the ones started so far; stop early.
       handleSignals();

@@ -41,38 +41,40 @@ std::string formatLr(double value) {
   return buf;
 }
 
-TrainProfile loadProfile(const std::string& path, std::string& error) {
-  TrainProfile p;
+Checked<TrainProfile> loadProfile(const std::string& path) {
+  Checked<TrainProfile> result;
+  TrainProfile& p = result.value;
+  std::string& error = result.error;
   p.path = path;
   const std::string file = fs::path(path).filename().string();
   std::smatch m;
   if (!std::regex_match(file, m, profileNamePattern())) {
     error = path + ": not a profile name; name it <anything>-<NODES>x<GPUS_PER_NODE>.yaml, e.g. h100-2x8.yaml";
-    return p;
+    return result;
   }
   p.name = fs::path(path).stem().string();
   p.nodes = std::atoi(m[2].str().c_str());
   p.gpus_per_node = std::atoi(m[3].str().c_str());
   if (p.nodes < 1 || p.gpus_per_node < 1) {
     error = path + ": the name says " + shape(p.nodes, p.gpus_per_node) + "; both counts must be at least 1";
-    return p;
+    return result;
   }
   YAML::Node root;
   try {
     root = YAML::LoadFile(path);
   } catch (const YAML::Exception& e) {
     error = path + ": not valid YAML: " + e.what();
-    return p;
+    return result;
   }
   const YAML::Node train = root.IsMap() ? root["train"] : YAML::Node();
   if (!train || !train.IsMap()) {
     error = path + ": no 'train:' section; a profile sets at least train.lr";
-    return p;
+    return result;
   }
   try {
     if (!train["lr"]) {
       error = path + ": no train.lr; a profile must set the learning rate of its effective batch";
-      return p;
+      return result;
     }
     p.lr = train["lr"].as<double>();
     if (train["batch_per_rank"]) p.batch_per_rank = train["batch_per_rank"].as<int>();
@@ -82,20 +84,22 @@ TrainProfile loadProfile(const std::string& path, std::string& error) {
   } catch (const YAML::Exception& e) {
     error = path + ": train.lr / train.batch_per_rank / train.grad_accum must be numbers, output.dir and " +
             "data.source strings (" + e.what() + ")";
-    return p;
+    return result;
   }
   if (!(p.lr > 0) || p.batch_per_rank < 1 || p.grad_accum < 1) {
     error = path + ": needs train.lr > 0, train.batch_per_rank >= 1 and train.grad_accum >= 1";
   }
-  return p;
+  return result;
 }
 
-std::vector<TrainProfile> loadProfiles(const std::string& dir, std::string& error) {
-  std::vector<TrainProfile> out;
+Checked<std::vector<TrainProfile>> loadProfiles(const std::string& dir) {
+  Checked<std::vector<TrainProfile>> result;
+  std::vector<TrainProfile>& out = result.value;
+  std::string& error = result.error;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
     error = "--config " + dir + ": not a directory; give a folder of profiles such as examples/configs";
-    return out;
+    return result;
   }
   std::vector<std::string> files;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
@@ -104,27 +108,29 @@ std::vector<TrainProfile> loadProfiles(const std::string& dir, std::string& erro
   }
   if (ec) {
     error = "--config " + dir + ": cannot list it (" + ec.message() + ")";
-    return out;
+    return result;
   }
   std::sort(files.begin(), files.end());
   for (const std::string& f : files) {
-    TrainProfile p = loadProfile(f, error);
-    if (!error.empty()) return {};
-    out.push_back(p);
+    Checked<TrainProfile> p = loadProfile(f);
+    if (!p.ok()) return {p.error, {}};
+    out.push_back(p.value);
   }
   if (out.empty()) {
     error = "--config " + dir + ": no profile in it; profiles are named <anything>-<NODES>x<GPUS_PER_NODE>.yaml";
-    return out;
+    return result;
   }
   std::stable_sort(out.begin(), out.end(),
                    [](const TrainProfile& a, const TrainProfile& b) { return a.worldSize() < b.worldSize(); });
-  return out;
+  return result;
 }
 
-ProfileChoice chooseProfile(const std::string& dir, int nnodes, int nproc_per_node) {
-  ProfileChoice c;
-  std::vector<TrainProfile> profiles = loadProfiles(dir, c.error);
-  if (!c.ok()) return c;
+Checked<ProfileChoice> chooseProfile(const std::string& dir, int nnodes, int nproc_per_node) {
+  Checked<std::vector<TrainProfile>> loaded = loadProfiles(dir);
+  if (!loaded.ok()) return {loaded.error, {}};
+  const std::vector<TrainProfile>& profiles = loaded.value;
+  Checked<ProfileChoice> result;
+  ProfileChoice& c = result.value;
   const int world = nnodes * nproc_per_node;
   const std::string job = std::to_string(world) + " workers (" + shape(nnodes, nproc_per_node) + ")";
 
@@ -144,7 +150,7 @@ ProfileChoice chooseProfile(const std::string& dir, int nnodes, int nproc_per_no
       c.reason += " (the profile is laid out " + shape(exact->nodes, exact->gpus_per_node) +
                   "; only the world size matters to the trainer)";
     }
-    return c;
+    return result;
   }
 
   const TrainProfile& base = profiles.front();
@@ -164,7 +170,7 @@ ProfileChoice chooseProfile(const std::string& dir, int nnodes, int nproc_per_no
              std::to_string(d.batch_per_rank) + " per rank x " + std::to_string(d.grad_accum) +
              " accumulation kept, effective batch " + std::to_string(base.effectiveBatch()) + " -> " +
              std::to_string(d.effectiveBatch()) + ", lr scaled linearly " + formatLr(base.lr) + " -> " + formatLr(d.lr);
-  return c;
+  return result;
 }
 
 }  // namespace taehv::sizing

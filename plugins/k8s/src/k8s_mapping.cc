@@ -76,7 +76,7 @@ PlanResult planIndexed(const Env& env, const PlanRequest& request, K8sFlavor fla
   const bool jobset = flavor == K8sFlavor::kJobSet;
   const std::string platform = k8sFlavorName(flavor);
   PlanResult r;
-  NodePlan& p = r.plan;
+  NodePlan& p = r.value;
   if (auto e = readIntEnv(env, "JOB_COMPLETION_INDEX", 0, kMaxNodes - 1, p.node_rank); !e.empty()) return failedPlan(e);
   if (jobset && !p.node_rank.has()) {
     return failedPlan(platform + " " + *envValue(env, kEnvJobSetName) +
@@ -154,7 +154,7 @@ PlanResult planPetVariables(const Env& env, const PlanRequest& request, K8sFlavo
   const bool trainjob = flavor == K8sFlavor::kTrainJob;
   const std::string platform = k8sFlavorName(flavor);
   PlanResult r;
-  NodePlan& p = r.plan;
+  NodePlan& p = r.value;
   if (auto e = readIntEither(env, "PET_NODE_RANK", "RANK", 0, kMaxNodes - 1, p.node_rank); !e.empty()) {
     return failedPlan(platform + ": " + e);
   }

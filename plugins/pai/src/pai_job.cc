@@ -74,16 +74,16 @@ PlanResult planPai(const Env& env, const PlanRequest& request) {
   if (r.ok()) {
     if (auto text = envValue(env, "PET_NNODES")) {
       auto pet = parseCount(*text);
-      const int ws = *r.plan.nnodes.value;
-      const int nproc = r.plan.nproc_per_node.has() ? *r.plan.nproc_per_node.value : 0;
+      const int ws = *r.value.nnodes.value;
+      const int nproc = r.value.nproc_per_node.has() ? *r.value.nproc_per_node.value : 0;
       if (pet && *pet == ws) {
-        r.plan.notes.push_back("PET_NNODES=" + *text + " agrees with WORLD_SIZE");
+        r.value.notes.push_back("PET_NNODES=" + *text + " agrees with WORLD_SIZE");
       } else if (pet && *pet >= 1 && nproc > 0 && ws == *pet * nproc) {
-        r.plan.nnodes.set(*pet, "env PET_NNODES");
-        r.plan.notes.push_back("WORLD_SIZE=" + std::to_string(ws) + " counts processes here (PET_NNODES=" + *text +
+        r.value.nnodes.set(*pet, "env PET_NNODES");
+        r.value.notes.push_back("WORLD_SIZE=" + std::to_string(ws) + " counts processes here (PET_NNODES=" + *text +
                                " x NPROC_PER_NODE=" + std::to_string(nproc) + "); node count from PET_NNODES");
-        if (*r.plan.node_rank.value >= *pet) {
-          return {"PAI-DLC: node rank " + std::to_string(*r.plan.node_rank.value) +
+        if (*r.value.node_rank.value >= *pet) {
+          return {"PAI-DLC: node rank " + std::to_string(*r.value.node_rank.value) +
                       " (env RANK) is not below the "
                       "node count " +
                       *text + " (env PET_NNODES)",
@@ -97,8 +97,8 @@ PlanResult planPai(const Env& env, const PlanRequest& request) {
       }
     }
   }
-  if (r.ok() && !r.plan.nproc_per_node.has()) {
-    r.plan.notes.push_back("NPROC_PER_NODE not set: workers per node left to taehv-run's GPU detection");
+  if (r.ok() && !r.value.nproc_per_node.has()) {
+    r.value.notes.push_back("NPROC_PER_NODE not set: workers per node left to taehv-run's GPU detection");
   }
   return r;
 }

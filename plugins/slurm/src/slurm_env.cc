@@ -113,7 +113,7 @@ Detection detectSlurm(const Env& env) {
 
 PlanResult planSlurm(const Env& env, const PlanRequest& request, Layout layout) {
   PlanResult result;
-  NodePlan& plan = result.plan;
+  NodePlan& plan = result.value;
   EnvReader r(env);
   auto failed = [&](const std::string& message) {
     PlanResult bad;

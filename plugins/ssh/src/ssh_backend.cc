@@ -182,7 +182,7 @@ class SshBackend final : public Backend {
       result.error = error;
       return result;
     }
-    NodePlan& plan = result.plan;
+    NodePlan& plan = result.value;
     const std::string from = "hostfile " + hostfile;
     plan.nnodes.set(static_cast<int>(shape.hosts.size()), from + " (" + std::to_string(shape.hosts.size()) + " hosts)");
     plan.node_rank.set(0, "rule: shown is node 0, the first host; the fan-out starts every host");

@@ -74,8 +74,8 @@ PlanResult failedPlan(std::string message) {
 }
 
 PlanResult finishPlan(PlanResult plan, const PlanRequest& request, const std::string& platform) {
-  if (auto e = checkPlanInvariants(plan.plan, platform); !e.empty()) return failedPlan(e);
-  if (auto e = setMasterWait(request, plan.plan); !e.empty()) return failedPlan(e);
+  if (auto e = checkPlanInvariants(plan.value, platform); !e.empty()) return failedPlan(e);
+  if (auto e = setMasterWait(request, plan.value); !e.empty()) return failedPlan(e);
   return plan;
 }
 

@@ -6,7 +6,7 @@ namespace taehv::torch_env {
 
 PlanResult planTorchStyle(const Env& env, const PlanRequest& request, const TorchStyleSpec& spec) {
   PlanResult r;
-  NodePlan& p = r.plan;
+  NodePlan& p = r.value;
   if (auto e = readIntEnv(env, "WORLD_SIZE", 1, kMaxNodes, p.nnodes); !e.empty()) {
     return failedPlan(spec.platform + ": " + e);
   }

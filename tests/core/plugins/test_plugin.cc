@@ -53,32 +53,32 @@ class TestBackend final : public taehv::Backend {
     auto integer = [&](const char* key, taehv::Sourced<int>& out) {
       if (const auto* v = lookup(host.env, key)) out.set(std::atoi(v->c_str()), "env " + kVar + key);
     };
-    integer("NNODES", r.plan.nnodes);
-    integer("NODE_RANK", r.plan.node_rank);
-    integer("NPROC", r.plan.nproc_per_node);
-    integer("MASTER_PORT", r.plan.master_port);
-    integer("RESTART_COUNT", r.plan.restart_count);
-    integer("GPUS", r.plan.gpus_on_node);
-    integer("MASTER_WAIT", r.plan.master_wait_seconds);
-    if (const auto* v = lookup(host.env, "MASTER_ADDR")) r.plan.master_addr.set(*v, "env " + kVar + "MASTER_ADDR");
+    integer("NNODES", r.value.nnodes);
+    integer("NODE_RANK", r.value.node_rank);
+    integer("NPROC", r.value.nproc_per_node);
+    integer("MASTER_PORT", r.value.master_port);
+    integer("RESTART_COUNT", r.value.restart_count);
+    integer("GPUS", r.value.gpus_on_node);
+    integer("MASTER_WAIT", r.value.master_wait_seconds);
+    if (const auto* v = lookup(host.env, "MASTER_ADDR")) r.value.master_addr.set(*v, "env " + kVar + "MASTER_ADDR");
     if (const auto* v = lookup(host.env, "RANK")) {
-      r.plan.single_worker.set(true, "rule: test single worker");
-      r.plan.rank.set(std::atoi(v->c_str()), "env " + kVar + "RANK");
+      r.value.single_worker.set(true, "rule: test single worker");
+      r.value.rank.set(std::atoi(v->c_str()), "env " + kVar + "RANK");
       if (const auto* l = lookup(host.env, "LOCAL_RANK")) {
-        r.plan.local_rank.set(std::atoi(l->c_str()), "env " + kVar + "LOCAL_RANK");
+        r.value.local_rank.set(std::atoi(l->c_str()), "env " + kVar + "LOCAL_RANK");
       }
     }
-    r.plan.extra_env["TEST_BACKEND"].set(TEST_PLUGIN_NAME, "rule: test backend name");
-    r.plan.extra_env["RANK"].set("999", "rule: a backend trying to override the contract");
+    r.value.extra_env["TEST_BACKEND"].set(TEST_PLUGIN_NAME, "rule: test backend name");
+    r.value.extra_env["RANK"].set("999", "rule: a backend trying to override the contract");
     for (const auto& [name, values] : request.options) {
       std::string joined;
       for (const auto& v : values) joined += (joined.empty() ? "" : ",") + v;
-      r.plan.extra_env["TEST_OPT_" + name].set(joined, "option --" + name);
+      r.value.extra_env["TEST_OPT_" + name].set(joined, "option --" + name);
     }
     if (request.nproc_per_node) {
-      r.plan.extra_env["TEST_REQUEST_NPROC"].set(std::to_string(*request.nproc_per_node), "request");
+      r.value.extra_env["TEST_REQUEST_NPROC"].set(std::to_string(*request.nproc_per_node), "request");
     }
-    r.plan.notes.push_back("test backend " + std::string(TEST_PLUGIN_NAME));
+    r.value.notes.push_back("test backend " + std::string(TEST_PLUGIN_NAME));
     return r;
   }
 

@@ -34,11 +34,10 @@ class SizingProfileDir : public ::testing::Test {
 };
 
 TEST(SizingShippedProfiles, FollowTheLinearLrRule) {
-  std::string error;
-  std::vector<TrainProfile> profiles = loadProfiles(configsDir(), error);
-  ASSERT_TRUE(error.empty()) << error;
+  Checked<std::vector<TrainProfile>> profiles = loadProfiles(configsDir());
+  ASSERT_TRUE(profiles.ok()) << profiles.error;
   std::set<int> worlds;
-  for (const TrainProfile& p : profiles) {
+  for (const TrainProfile& p : profiles.value) {
     worlds.insert(p.worldSize());
     if (p.name.rfind("h100-", 0) != 0) continue;
     // 1e-4 at an effective batch of 128, linear.
@@ -56,63 +55,63 @@ TEST(SizingChooseProfile, ExactWorldSizesPickTheirFile) {
     const char* name;
   };
   for (Case c : {Case{1, 8, "h100-1x8"}, Case{2, 8, "h100-2x8"}, Case{8, 8, "h100-8x8"}}) {
-    ProfileChoice p = chooseProfile(configsDir(), c.nodes, c.per_node);
+    Checked<ProfileChoice> p = chooseProfile(configsDir(), c.nodes, c.per_node);
     ASSERT_TRUE(p.ok()) << p.error;
-    EXPECT_FALSE(p.derived);
-    EXPECT_EQ(p.profile.name, c.name);
-    EXPECT_TRUE(p.overrides.empty());
-    EXPECT_NE(p.reason.find("matches the world size"), std::string::npos) << p.reason;
-    EXPECT_EQ(p.profile.output_dir, std::string("runs/taehv-") + c.name) << "read for doctor's output check";
+    EXPECT_FALSE(p.value.derived);
+    EXPECT_EQ(p.value.profile.name, c.name);
+    EXPECT_TRUE(p.value.overrides.empty());
+    EXPECT_NE(p.value.reason.find("matches the world size"), std::string::npos) << p.value.reason;
+    EXPECT_EQ(p.value.profile.output_dir, std::string("runs/taehv-") + c.name) << "read for doctor's output check";
   }
 }
 
 TEST(SizingChooseProfile, SameWorldSizeDifferentLayoutStillMatches) {
-  ProfileChoice p = chooseProfile(configsDir(), 4, 4);  // 16 workers as 4x4
+  Checked<ProfileChoice> p = chooseProfile(configsDir(), 4, 4);  // 16 workers as 4x4
   ASSERT_TRUE(p.ok()) << p.error;
-  EXPECT_EQ(p.profile.name, "h100-2x8");
-  EXPECT_NE(p.reason.find("only the world size matters"), std::string::npos) << p.reason;
+  EXPECT_EQ(p.value.profile.name, "h100-2x8");
+  EXPECT_NE(p.value.reason.find("only the world size matters"), std::string::npos) << p.value.reason;
 }
 
 TEST(SizingChooseProfile, OtherWorldSizesAreDerivedByLinearScaling) {
-  ProfileChoice p = chooseProfile(configsDir(), 4, 8);  // 32 workers: no profile
+  Checked<ProfileChoice> p = chooseProfile(configsDir(), 4, 8);  // 32 workers: no profile
   ASSERT_TRUE(p.ok()) << p.error;
-  EXPECT_TRUE(p.derived);
-  EXPECT_EQ(fs::path(p.config_path).filename(), "h100-1x8.yaml") << "the base is the smallest";
-  EXPECT_EQ(p.profile.effectiveBatch(), 32 * 4 * 4);
-  EXPECT_DOUBLE_EQ(p.profile.lr, 4e-4);
-  ASSERT_EQ(p.overrides.size(), 1u);
-  EXPECT_EQ(p.overrides[0].first, "train.lr");
-  EXPECT_EQ(p.overrides[0].second, "0.0004");
-  EXPECT_NE(p.reason.find("lr scaled linearly 0.0001 -> 0.0004"), std::string::npos) << p.reason;
+  EXPECT_TRUE(p.value.derived);
+  EXPECT_EQ(fs::path(p.value.config_path).filename(), "h100-1x8.yaml") << "the base is the smallest";
+  EXPECT_EQ(p.value.profile.effectiveBatch(), 32 * 4 * 4);
+  EXPECT_DOUBLE_EQ(p.value.profile.lr, 4e-4);
+  ASSERT_EQ(p.value.overrides.size(), 1u);
+  EXPECT_EQ(p.value.overrides[0].first, "train.lr");
+  EXPECT_EQ(p.value.overrides[0].second, "0.0004");
+  EXPECT_NE(p.value.reason.find("lr scaled linearly 0.0001 -> 0.0004"), std::string::npos) << p.value.reason;
 
-  ProfileChoice cpu = chooseProfile(configsDir(), 1, 2);  // two CPU workers
+  Checked<ProfileChoice> cpu = chooseProfile(configsDir(), 1, 2);  // two CPU workers
   ASSERT_TRUE(cpu.ok());
-  EXPECT_EQ(cpu.overrides.at(0).second, "2.5e-05");
+  EXPECT_EQ(cpu.value.overrides.at(0).second, "2.5e-05");
 
-  ProfileChoice three = chooseProfile(configsDir(), 1, 3);  // 1e-4 x 48 / 128
+  Checked<ProfileChoice> three = chooseProfile(configsDir(), 1, 3);  // 1e-4 x 48 / 128
   ASSERT_TRUE(three.ok());
-  EXPECT_EQ(three.overrides.at(0).second, "3.75e-05") << "rounded to 6 significant digits";
+  EXPECT_EQ(three.value.overrides.at(0).second, "3.75e-05") << "rounded to 6 significant digits";
 }
 
 TEST_F(SizingProfileDir, SeveralSameSizeProfilesPreferTheMatchingLayout) {
   write("a-4x4.yaml", "train:\n  lr: 1\n");
   write("b-2x8.yaml", "train:\n  lr: 2\n");
-  ProfileChoice p = chooseProfile(dir_, 2, 8);
+  Checked<ProfileChoice> p = chooseProfile(dir_, 2, 8);
   ASSERT_TRUE(p.ok()) << p.error;
-  EXPECT_EQ(p.profile.name, "b-2x8");
+  EXPECT_EQ(p.value.profile.name, "b-2x8");
 }
 
 TEST_F(SizingProfileDir, OtherFilesAreNotProfiles) {
   write("quickstart.yaml", "train:\n  lr: 1\n");
   write("notes-2x8.txt", "hello");
-  ProfileChoice p = chooseProfile(dir_, 1, 8);
+  Checked<ProfileChoice> p = chooseProfile(dir_, 1, 8);
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.error.find("no profile in it"), std::string::npos) << p.error;
 }
 
 TEST_F(SizingProfileDir, BrokenProfilesNameTheFileAndTheFix) {
   write("x-1x8.yaml", "train: [unclosed\n");
-  ProfileChoice p = chooseProfile(dir_, 1, 8);
+  Checked<ProfileChoice> p = chooseProfile(dir_, 1, 8);
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.error.find("x-1x8.yaml: not valid YAML"), std::string::npos) << p.error;
 
@@ -133,7 +132,7 @@ TEST_F(SizingProfileDir, BrokenProfilesNameTheFileAndTheFix) {
 }
 
 TEST(SizingChooseProfile, MissingFolderIsAClearError) {
-  ProfileChoice p = chooseProfile("/nonexistent/configs", 1, 8);
+  Checked<ProfileChoice> p = chooseProfile("/nonexistent/configs", 1, 8);
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.error.find("not a directory"), std::string::npos) << p.error;
 }

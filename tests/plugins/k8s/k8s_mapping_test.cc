@@ -142,21 +142,21 @@ bool hasNote(const NodePlan& p, const std::string& text) {
 TEST(K8sMapping, IndexedJobReadsCompletionIndexAndInjectedValues) {
   auto r = plan(indexedJob(2));
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(*r.plan.node_rank.value, 2);
-  EXPECT_EQ(r.plan.node_rank.source, "env JOB_COMPLETION_INDEX");
-  EXPECT_EQ(*r.plan.nnodes.value, 3);
-  EXPECT_EQ(r.plan.nnodes.source, "env TAEHV_K8S_NNODES");
-  EXPECT_EQ(*r.plan.master_addr.value, "train-0.train");
-  EXPECT_EQ(*r.plan.master_port.value, 29500);
-  EXPECT_EQ(*r.plan.nproc_per_node.value, 8);
-  EXPECT_EQ(*r.plan.run_id.value, "train");
-  EXPECT_EQ(*r.plan.master_wait_seconds.value, torch_env::kDefaultMasterWaitSeconds);
+  EXPECT_EQ(*r.value.node_rank.value, 2);
+  EXPECT_EQ(r.value.node_rank.source, "env JOB_COMPLETION_INDEX");
+  EXPECT_EQ(*r.value.nnodes.value, 3);
+  EXPECT_EQ(r.value.nnodes.source, "env TAEHV_K8S_NNODES");
+  EXPECT_EQ(*r.value.master_addr.value, "train-0.train");
+  EXPECT_EQ(*r.value.master_port.value, 29500);
+  EXPECT_EQ(*r.value.nproc_per_node.value, 8);
+  EXPECT_EQ(*r.value.run_id.value, "train");
+  EXPECT_EQ(*r.value.master_wait_seconds.value, torch_env::kDefaultMasterWaitSeconds);
 }
 
 TEST(K8sMapping, MasterDoesNotWaitForItself) {
   auto r = plan(indexedJob(0));
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(*r.plan.master_wait_seconds.value, 0);
+  EXPECT_EQ(*r.value.master_wait_seconds.value, 0);
 }
 
 TEST(K8sMapping, MasterWaitOptionOverridesDefault) {
@@ -164,8 +164,8 @@ TEST(K8sMapping, MasterWaitOptionOverridesDefault) {
   req.options["master-wait"] = {"42"};
   auto r = plan(indexedJob(1), req);
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(*r.plan.master_wait_seconds.value, 42);
-  EXPECT_EQ(r.plan.master_wait_seconds.source, "flag --master-wait");
+  EXPECT_EQ(*r.value.master_wait_seconds.value, 42);
+  EXPECT_EQ(r.value.master_wait_seconds.source, "flag --master-wait");
   req.options["master-wait"] = {"soon"};
   r = plan(indexedJob(1), req);
   EXPECT_NE(r.error.find("--master-wait soon"), std::string::npos) << r.error;
@@ -197,15 +197,15 @@ TEST(K8sMapping, IndexedJobWithoutMasterIsAnError) {
 TEST(K8sMapping, PyTorchJobV17WorldSizeCountsProcessesNotNodes) {
   auto r = plan(pytorchJobV17());
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(*r.plan.nnodes.value, 2) << "WORLD_SIZE=8 must not become the node count";
-  EXPECT_EQ(r.plan.nnodes.source, "env PET_NNODES");
-  EXPECT_EQ(*r.plan.node_rank.value, 1);
-  EXPECT_EQ(*r.plan.nproc_per_node.value, 4);
-  EXPECT_EQ(*r.plan.master_addr.value, "mnist-master-0");
-  EXPECT_EQ(*r.plan.master_port.value, 23456);
-  EXPECT_EQ(*r.plan.run_id.value, "mnist");
+  EXPECT_EQ(*r.value.nnodes.value, 2) << "WORLD_SIZE=8 must not become the node count";
+  EXPECT_EQ(r.value.nnodes.source, "env PET_NNODES");
+  EXPECT_EQ(*r.value.node_rank.value, 1);
+  EXPECT_EQ(*r.value.nproc_per_node.value, 4);
+  EXPECT_EQ(*r.value.master_addr.value, "mnist-master-0");
+  EXPECT_EQ(*r.value.master_port.value, 23456);
+  EXPECT_EQ(*r.value.run_id.value, "mnist");
   bool explained = false;
-  for (const auto& n : r.plan.notes) explained |= n.find("WORLD_SIZE=8 counts processes") != std::string::npos;
+  for (const auto& n : r.value.notes) explained |= n.find("WORLD_SIZE=8 counts processes") != std::string::npos;
   EXPECT_TRUE(explained) << "describe must explain the WORLD_SIZE derivation";
 }
 
@@ -214,16 +214,16 @@ TEST(K8sMapping, PyTorchJobWithoutPetNnodesDividesWorldSize) {
   env.erase("PET_NNODES");
   auto r = plan(env);
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(*r.plan.nnodes.value, 2);
-  EXPECT_NE(r.plan.nnodes.source.find("WORLD_SIZE / PET_NPROC_PER_NODE"), std::string::npos);
+  EXPECT_EQ(*r.value.nnodes.value, 2);
+  EXPECT_NE(r.value.nnodes.source.find("WORLD_SIZE / PET_NPROC_PER_NODE"), std::string::npos);
 }
 
 TEST(K8sMapping, PyTorchJobBeforeV17WorldSizeCountsPods) {
   auto r = plan(pytorchJobOld());
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(*r.plan.nnodes.value, 2);
-  EXPECT_EQ(*r.plan.node_rank.value, 1);
-  EXPECT_FALSE(r.plan.nproc_per_node.has()) << "GPUs per node are left to taehv-run's detection";
+  EXPECT_EQ(*r.value.nnodes.value, 2);
+  EXPECT_EQ(*r.value.node_rank.value, 1);
+  EXPECT_FALSE(r.value.nproc_per_node.has()) << "GPUs per node are left to taehv-run's detection";
 }
 
 TEST(K8sMapping, PyTorchJobAutoNprocCountsOnePerPod) {
@@ -232,8 +232,8 @@ TEST(K8sMapping, PyTorchJobAutoNprocCountsOnePerPod) {
   env["WORLD_SIZE"] = "2";  // the operator multiplies by 1 when nprocPerNode is not a number
   auto r = plan(env);
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(*r.plan.nnodes.value, 2);
-  EXPECT_FALSE(r.plan.nproc_per_node.has());
+  EXPECT_EQ(*r.value.nnodes.value, 2);
+  EXPECT_FALSE(r.value.nproc_per_node.has());
 }
 
 TEST(K8sMapping, PyTorchJobWorldSizeNotMultipleOfNprocIsAnError) {
@@ -280,16 +280,16 @@ TEST(K8sMapping, PyTorchJobElasticRangeIsRefused) {
 TEST(K8sMapping, KubeBrainWorldSizeIsNodes) {
   auto r = plan(kubeBrain(3));
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(*r.plan.nnodes.value, 4);
-  EXPECT_EQ(r.plan.nnodes.source, "env WORLD_SIZE");
-  EXPECT_EQ(*r.plan.node_rank.value, 3);
-  EXPECT_EQ(r.plan.node_rank.source, "env RANK");
-  EXPECT_EQ(*r.plan.master_addr.value, "job-abc-master.ns.svc");
-  EXPECT_EQ(*r.plan.master_port.value, 29500);
-  EXPECT_FALSE(r.plan.nproc_per_node.has()) << "GPUs per node are left to taehv-run's detection";
-  EXPECT_GT(*r.plan.master_wait_seconds.value, 0);
-  ASSERT_FALSE(r.plan.notes.empty());
-  EXPECT_NE(r.plan.notes[0].find("WORLD_SIZE=4 read as the number of nodes"), std::string::npos);
+  EXPECT_EQ(*r.value.nnodes.value, 4);
+  EXPECT_EQ(r.value.nnodes.source, "env WORLD_SIZE");
+  EXPECT_EQ(*r.value.node_rank.value, 3);
+  EXPECT_EQ(r.value.node_rank.source, "env RANK");
+  EXPECT_EQ(*r.value.master_addr.value, "job-abc-master.ns.svc");
+  EXPECT_EQ(*r.value.master_port.value, 29500);
+  EXPECT_FALSE(r.value.nproc_per_node.has()) << "GPUs per node are left to taehv-run's detection";
+  EXPECT_GT(*r.value.master_wait_seconds.value, 0);
+  ASSERT_FALSE(r.value.notes.empty());
+  EXPECT_NE(r.value.notes[0].find("WORLD_SIZE=4 read as the number of nodes"), std::string::npos);
 }
 
 TEST(K8sMapping, KubeBrainRankAtOrBeyondWorldSizeIsAnError) {
@@ -353,7 +353,7 @@ TEST(K8sMapping, DetectionNeverTiesWithPai) {
 TEST(K8sMapping, TrainJobPodMapsWithProvenance) {
   auto r = plan(trainJob(1));
   ASSERT_TRUE(r.ok()) << r.error;
-  const NodePlan& p = r.plan;
+  const NodePlan& p = r.value;
   EXPECT_EQ(*p.node_rank.value, 1);
   EXPECT_EQ(p.node_rank.source, "env PET_NODE_RANK");
   EXPECT_EQ(*p.nnodes.value, 2);
@@ -374,9 +374,9 @@ TEST(K8sMapping, TrainJobAutoProcessesAndRestartAttempt) {
   env["JOBSET_RESTART_ATTEMPT"] = "1";  // a runtime that passes it (ours does)
   auto r = plan(env);
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_FALSE(r.plan.nproc_per_node.has()) << "auto: left to taehv-run's GPU detection";
-  EXPECT_EQ(*r.plan.restart_count.value, 1);
-  EXPECT_EQ(r.plan.restart_count.source, "env JOBSET_RESTART_ATTEMPT");
+  EXPECT_FALSE(r.value.nproc_per_node.has()) << "auto: left to taehv-run's GPU detection";
+  EXPECT_EQ(*r.value.restart_count.value, 1);
+  EXPECT_EQ(r.value.restart_count.source, "env JOBSET_RESTART_ATTEMPT");
 }
 
 TEST(K8sMapping, TrainJobContradictionsAreErrors) {
@@ -414,7 +414,7 @@ TEST(K8sMapping, TrainJobContradictionsAreErrors) {
 TEST(K8sMapping, OurJobSetPodMapsWithProvenance) {
   auto r = plan(ourJobSet(2));
   ASSERT_TRUE(r.ok()) << r.error;
-  const NodePlan& p = r.plan;
+  const NodePlan& p = r.value;
   EXPECT_EQ(*p.node_rank.value, 2);
   EXPECT_EQ(p.node_rank.source, "env JOB_COMPLETION_INDEX");
   EXPECT_EQ(*p.nnodes.value, 3);
@@ -431,14 +431,14 @@ TEST(K8sMapping, OurJobSetPodMapsWithProvenance) {
 TEST(K8sMapping, UserJobSetMasterAndPortByRule) {
   auto r = plan(userJobSet(3));
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(*r.plan.node_rank.value, 3);
-  EXPECT_EQ(*r.plan.nnodes.value, 4);
-  EXPECT_EQ(*r.plan.master_addr.value, "train-workers-0-0.train");
-  EXPECT_EQ(r.plan.master_addr.source.rfind("rule: ", 0), 0u) << r.plan.master_addr.source;
-  EXPECT_EQ(*r.plan.master_port.value, kDefaultMasterPort);
-  EXPECT_EQ(r.plan.master_port.source.rfind("default", 0), 0u) << r.plan.master_port.source;
-  EXPECT_EQ(*r.plan.run_id.value, "train");
-  EXPECT_FALSE(r.plan.restart_count.has());
+  EXPECT_EQ(*r.value.node_rank.value, 3);
+  EXPECT_EQ(*r.value.nnodes.value, 4);
+  EXPECT_EQ(*r.value.master_addr.value, "train-workers-0-0.train");
+  EXPECT_EQ(r.value.master_addr.source.rfind("rule: ", 0), 0u) << r.value.master_addr.source;
+  EXPECT_EQ(*r.value.master_port.value, kDefaultMasterPort);
+  EXPECT_EQ(r.value.master_port.source.rfind("default", 0), 0u) << r.value.master_port.source;
+  EXPECT_EQ(*r.value.run_id.value, "train");
+  EXPECT_FALSE(r.value.restart_count.has());
 }
 
 TEST(K8sMapping, JobSetContradictionsAreErrors) {

@@ -162,11 +162,11 @@ TEST(K8sRender, RenderedEnvironmentMapsToEachNode) {
     env["JOB_COMPLETION_INDEX"] = std::to_string(index);  // what the controller sets (downward API entry)
     auto r = planK8s(env, {});
     ASSERT_TRUE(r.ok()) << r.error;
-    EXPECT_EQ(*r.plan.node_rank.value, index);
-    EXPECT_EQ(*r.plan.nnodes.value, 3);
-    EXPECT_EQ(*r.plan.nproc_per_node.value, 2);
-    EXPECT_EQ(*r.plan.master_addr.value, "vae-0.vae");
-    EXPECT_EQ(*r.plan.master_port.value, 29555);
+    EXPECT_EQ(*r.value.node_rank.value, index);
+    EXPECT_EQ(*r.value.nnodes.value, 3);
+    EXPECT_EQ(*r.value.nproc_per_node.value, 2);
+    EXPECT_EQ(*r.value.master_addr.value, "vae-0.vae");
+    EXPECT_EQ(*r.value.master_port.value, 29555);
   }
   EXPECT_EQ(c["ports"][0]["containerPort"].as<int>(), 29555);
 }
@@ -251,12 +251,12 @@ TEST(K8sRender, RenderedJobSetMapsToEachNode) {
     ASSERT_EQ(k8sFlavor(env), K8sFlavor::kJobSet);
     auto r = planK8s(env, {});
     ASSERT_TRUE(r.ok()) << r.error;
-    EXPECT_EQ(*r.plan.node_rank.value, index);
-    EXPECT_EQ(*r.plan.nnodes.value, 3);
-    EXPECT_EQ(*r.plan.nproc_per_node.value, 2);
-    EXPECT_EQ(*r.plan.master_addr.value, "vae-node-0-0.vae") << "pod 0 under the JobSet's headless Service";
-    EXPECT_EQ(*r.plan.master_port.value, 29555);
-    EXPECT_EQ(*r.plan.restart_count.value, 1);
+    EXPECT_EQ(*r.value.node_rank.value, index);
+    EXPECT_EQ(*r.value.nnodes.value, 3);
+    EXPECT_EQ(*r.value.nproc_per_node.value, 2);
+    EXPECT_EQ(*r.value.master_addr.value, "vae-node-0-0.vae") << "pod 0 under the JobSet's headless Service";
+    EXPECT_EQ(*r.value.master_port.value, 29555);
+    EXPECT_EQ(*r.value.restart_count.value, 1);
   }
 }
 
@@ -295,11 +295,11 @@ TEST(K8sRender, TrainJobReferencesItsRuntime) {
     Env env = testing::trainJobPodEnv(d, 1, /*restart_attempt=*/2);
     auto r = planK8s(env, {});
     ASSERT_TRUE(r.ok()) << r.error;
-    EXPECT_EQ(*r.plan.node_rank.value, 1);
-    EXPECT_EQ(*r.plan.nnodes.value, 2);
-    EXPECT_EQ(*r.plan.nproc_per_node.value, 8);
-    EXPECT_EQ(*r.plan.master_addr.value, "vae-node-0-0.vae");
-    EXPECT_EQ(*r.plan.restart_count.value, 2);
+    EXPECT_EQ(*r.value.node_rank.value, 1);
+    EXPECT_EQ(*r.value.nnodes.value, 2);
+    EXPECT_EQ(*r.value.nproc_per_node.value, 8);
+    EXPECT_EQ(*r.value.master_addr.value, "vae-node-0-0.vae");
+    EXPECT_EQ(*r.value.restart_count.value, 2);
     EXPECT_EQ(env["TAEHV_JOB_TOKEN"], testing::docOfKind(d, "Secret")["stringData"]["token"].as<std::string>());
     EXPECT_EQ(env["NCCL_BUFFSIZE"], std::to_string(16 << 20));
   }

@@ -44,23 +44,23 @@ Backend* pai() { return testing::sharedPlugin("pai"); }
 TEST(PaiMapping, DocumentedVariablesMapToTheNode) {
   auto r = planPai(dlc(), {});
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(*r.plan.nnodes.value, 3);
-  EXPECT_EQ(r.plan.nnodes.source, "env WORLD_SIZE");
-  EXPECT_EQ(*r.plan.node_rank.value, 2);
-  EXPECT_EQ(*r.plan.nproc_per_node.value, 8);
-  EXPECT_EQ(r.plan.nproc_per_node.source, "env NPROC_PER_NODE");
-  EXPECT_EQ(*r.plan.gpus_on_node.value, 8);
-  EXPECT_EQ(*r.plan.master_addr.value, "dlc18isgeayd1234-master-0");
-  EXPECT_EQ(*r.plan.master_port.value, 23456);
-  EXPECT_EQ(*r.plan.master_wait_seconds.value, torch_env::kDefaultMasterWaitSeconds);
-  ASSERT_FALSE(r.plan.notes.empty());
-  EXPECT_NE(r.plan.notes[0].find("WORLD_SIZE=3 read as the number of nodes"), std::string::npos);
+  EXPECT_EQ(*r.value.nnodes.value, 3);
+  EXPECT_EQ(r.value.nnodes.source, "env WORLD_SIZE");
+  EXPECT_EQ(*r.value.node_rank.value, 2);
+  EXPECT_EQ(*r.value.nproc_per_node.value, 8);
+  EXPECT_EQ(r.value.nproc_per_node.source, "env NPROC_PER_NODE");
+  EXPECT_EQ(*r.value.gpus_on_node.value, 8);
+  EXPECT_EQ(*r.value.master_addr.value, "dlc18isgeayd1234-master-0");
+  EXPECT_EQ(*r.value.master_port.value, 23456);
+  EXPECT_EQ(*r.value.master_wait_seconds.value, torch_env::kDefaultMasterWaitSeconds);
+  ASSERT_FALSE(r.value.notes.empty());
+  EXPECT_NE(r.value.notes[0].find("WORLD_SIZE=3 read as the number of nodes"), std::string::npos);
 }
 
 TEST(PaiMapping, MasterNodeDoesNotWait) {
   auto r = planPai(dlc(0), {});
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(*r.plan.master_wait_seconds.value, 0);
+  EXPECT_EQ(*r.value.master_wait_seconds.value, 0);
 }
 
 TEST(PaiMapping, OlderDlcWithoutNprocLeavesWorkersToDetection) {
@@ -68,7 +68,7 @@ TEST(PaiMapping, OlderDlcWithoutNprocLeavesWorkersToDetection) {
   env.erase("NPROC_PER_NODE");  // the 2024 version of the page lists no NPROC_PER_NODE
   auto r = planPai(env, {});
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_FALSE(r.plan.nproc_per_node.has());
+  EXPECT_FALSE(r.value.nproc_per_node.has());
   EXPECT_GT(detectPai(env).confidence, k8s::detectK8s(env).confidence) << "the dlc*-master-0 name still says PAI";
 }
 
@@ -99,12 +99,12 @@ TEST(PaiMapping, PetNnodesIsCheckedAgainstWorldSize) {
   env["PET_NNODES"] = "3";  // agrees with WORLD_SIZE = nodes
   auto r = planPai(env, {});
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(*r.plan.nnodes.value, 3);
+  EXPECT_EQ(*r.value.nnodes.value, 3);
   env["WORLD_SIZE"] = "24";  // processes: 3 nodes x NPROC_PER_NODE 8
   r = planPai(env, {});
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(*r.plan.nnodes.value, 3) << "WORLD_SIZE=24 must not become the node count";
-  EXPECT_EQ(r.plan.nnodes.source, "env PET_NNODES");
+  EXPECT_EQ(*r.value.nnodes.value, 3) << "WORLD_SIZE=24 must not become the node count";
+  EXPECT_EQ(r.value.nnodes.source, "env PET_NNODES");
   env["WORLD_SIZE"] = "5";
   r = planPai(env, {});
   ASSERT_FALSE(r.ok());

@@ -117,12 +117,12 @@ TEST_F(SlurmModule, PlanThroughTheInterface) {
   PlanRequest req;
   PlanResult r = backend_->plan(host_, req);
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(r.plan.node_rank.value, 1);
+  EXPECT_EQ(r.value.node_rank.value, 1);
   req.options["slurm-layout"] = {"task"};
   r = backend_->plan(host_, req);
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(r.plan.rank.value, 1);
-  EXPECT_EQ(r.plan.single_worker.value, true);
+  EXPECT_EQ(r.value.rank.value, 1);
+  EXPECT_EQ(r.value.single_worker.value, true);
   req.options["slurm-layout"] = {"sideways"};
   EXPECT_NE(backend_->plan(host_, req).error.find("--slurm-layout 'sideways'"), std::string::npos);
 }

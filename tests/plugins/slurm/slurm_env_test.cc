@@ -115,7 +115,7 @@ TEST(SlurmPlan, OneTaskPerNodeStartsTheNodesWorkers) {
   for (int node = 0; node < 3; ++node) {
     PlanResult r = plan(perNodeTask(node));
     ASSERT_TRUE(r.ok()) << r.error;
-    const NodePlan& p = r.plan;
+    const NodePlan& p = r.value;
     EXPECT_EQ(p.nnodes.value, 3);
     EXPECT_EQ(p.nnodes.source, "env SLURM_STEP_NUM_NODES=3");
     EXPECT_EQ(p.node_rank.value, node);
@@ -138,29 +138,29 @@ TEST(SlurmPlan, OneTaskPerNodeUsesGpusOnNodeButNeverStepGpus) {
   env["SLURM_STEP_GPUS"] = "8,9,10,11,12,13,14,15";
   PlanResult r = plan(env);
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(r.plan.gpus_on_node.value, 8);
-  EXPECT_EQ(r.plan.nproc_per_node.value, 8);
-  EXPECT_EQ(r.plan.nproc_per_node.source, "rule: one worker per GPU, env SLURM_GPUS_ON_NODE=8");
-  for (const auto& [name, value] : r.plan.extra_env) {
+  EXPECT_EQ(r.value.gpus_on_node.value, 8);
+  EXPECT_EQ(r.value.nproc_per_node.value, 8);
+  EXPECT_EQ(r.value.nproc_per_node.source, "rule: one worker per GPU, env SLURM_GPUS_ON_NODE=8");
+  for (const auto& [name, value] : r.value.extra_env) {
     EXPECT_EQ(value.value->find("8,9"), std::string::npos) << name << " leaks SLURM_STEP_GPUS";
   }
   // The list reaches the host as the plan's physical GPU indices (sizing matches them to NVML's ordinals).
-  EXPECT_EQ(r.plan.gpu_indices.value, "8,9,10,11,12,13,14,15");
-  EXPECT_EQ(r.plan.gpu_indices.source, "env SLURM_STEP_GPUS");
+  EXPECT_EQ(r.value.gpu_indices.value, "8,9,10,11,12,13,14,15");
+  EXPECT_EQ(r.value.gpu_indices.source, "env SLURM_STEP_GPUS");
   env.erase("SLURM_STEP_GPUS");
   env["SLURM_JOB_GPUS"] = "2,3";
-  EXPECT_EQ(plan(env).plan.gpu_indices.value, "2,3");
+  EXPECT_EQ(plan(env).value.gpu_indices.value, "2,3");
   // A --nproc-per-node flag wins; the backend then leaves the count to the host.
   PlanResult flagged = plan(env, Layout::kAuto, 2);
   ASSERT_TRUE(flagged.ok());
-  EXPECT_FALSE(flagged.plan.nproc_per_node.has());
+  EXPECT_FALSE(flagged.value.nproc_per_node.has());
 }
 
 TEST(SlurmPlan, OneTaskPerGpuMakesEachTaskOneWorker) {
   for (int proc = 0; proc < 4; ++proc) {
     PlanResult r = plan(perGpuTask(proc));
     ASSERT_TRUE(r.ok()) << r.error;
-    const NodePlan& p = r.plan;
+    const NodePlan& p = r.value;
     EXPECT_EQ(p.single_worker.value, true);
     EXPECT_NE(p.single_worker.source.find("SLURM_STEP_TASKS_PER_NODE=2(x2)"), std::string::npos);
     EXPECT_EQ(p.rank.value, proc);
@@ -182,16 +182,16 @@ TEST(SlurmPlan, GpuAndTaskCountMismatchIsNoted) {
   PlanResult r = plan(env);
   ASSERT_TRUE(r.ok()) << r.error;
   bool noted = false;
-  for (const std::string& n : r.plan.notes) noted |= n.find("8 GPUs but runs 2 tasks") != std::string::npos;
+  for (const std::string& n : r.value.notes) noted |= n.find("8 GPUs but runs 2 tasks") != std::string::npos;
   EXPECT_TRUE(noted);
 }
 
 TEST(SlurmPlan, ForcedTaskLayoutWithOneTaskPerNode) {
   PlanResult r = plan(perNodeTask(1), Layout::kTaskPerGpu);
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(r.plan.single_worker.value, true);
-  EXPECT_EQ(r.plan.rank.value, 1);
-  EXPECT_EQ(r.plan.nproc_per_node.value, 1);
+  EXPECT_EQ(r.value.single_worker.value, true);
+  EXPECT_EQ(r.value.rank.value, 1);
+  EXPECT_EQ(r.value.nproc_per_node.value, 1);
   expectError(perGpuTask(0), "needs one task per node", Layout::kTaskPerNode);
 }
 
@@ -201,9 +201,9 @@ TEST(SlurmPlan, CyclicDistributionKeepsProcidAsRankWithANote) {
   env["SLURM_LOCALID"] = "0";
   PlanResult r = plan(env);
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(r.plan.rank.value, 1);
+  EXPECT_EQ(r.value.rank.value, 1);
   bool noted = false;
-  for (const std::string& n : r.plan.notes) noted |= n.find("not distributed in blocks") != std::string::npos;
+  for (const std::string& n : r.value.notes) noted |= n.find("not distributed in blocks") != std::string::npos;
   EXPECT_TRUE(noted);
 }
 
@@ -217,8 +217,8 @@ TEST(SlurmPlan, SubStepUsesTheStepsNodesNotTheJobs) {
   env["SLURMD_NODENAME"] = "n2";
   PlanResult r = plan(env);
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(r.plan.master_addr.value, "n2");
-  EXPECT_EQ(r.plan.nnodes.value, 2);
+  EXPECT_EQ(r.value.master_addr.value, "n2");
+  EXPECT_EQ(r.value.nnodes.value, 2);
 }
 
 TEST(SlurmPlan, MasterAndRestartFromTheEnvironment) {
@@ -228,11 +228,11 @@ TEST(SlurmPlan, MasterAndRestartFromTheEnvironment) {
   env["SLURM_RESTART_COUNT"] = "2";
   PlanResult r = plan(env);
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(r.plan.master_port.value, 29555);
-  EXPECT_EQ(r.plan.master_port.source, "env MASTER_PORT=29555");
-  EXPECT_EQ(r.plan.master_addr.value, "10.0.0.9");
-  EXPECT_EQ(r.plan.restart_count.value, 2);
-  EXPECT_EQ(r.plan.restart_count.source, "env SLURM_RESTART_COUNT=2");
+  EXPECT_EQ(r.value.master_port.value, 29555);
+  EXPECT_EQ(r.value.master_port.source, "env MASTER_PORT=29555");
+  EXPECT_EQ(r.value.master_addr.value, "10.0.0.9");
+  EXPECT_EQ(r.value.restart_count.value, 2);
+  EXPECT_EQ(r.value.restart_count.source, "env SLURM_RESTART_COUNT=2");
   env["MASTER_PORT"] = "70000";
   expectError(env, "MASTER_PORT='70000'");
 }
@@ -261,10 +261,10 @@ TEST(SlurmPlan, BatchScriptOfASingleNodeJobPlansThatNode) {
   env["SLURM_NTASKS"] = "2";
   PlanResult r = plan(env);
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(r.plan.nnodes.value, 1);
-  EXPECT_EQ(r.plan.node_rank.value, 0);
-  EXPECT_EQ(r.plan.single_worker.value, false);
-  EXPECT_EQ(r.plan.master_addr.value, "n4");
+  EXPECT_EQ(r.value.nnodes.value, 1);
+  EXPECT_EQ(r.value.node_rank.value, 0);
+  EXPECT_EQ(r.value.single_worker.value, false);
+  EXPECT_EQ(r.value.master_addr.value, "n4");
 }
 
 TEST(SlurmPlan, ContradictionsAreErrors) {
@@ -315,16 +315,16 @@ TEST(SlurmPlan, UnevenTasksPerGpuCarryEveryNodesCount) {
   e["SLURM_LOCALID"] = "0";
   PlanResult r = plan(e);
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(*r.plan.node_nprocs.value, (std::vector<int>{3, 1}));
-  EXPECT_EQ(r.plan.node_nprocs.source, "rule: tasks per node in SLURM_STEP_TASKS_PER_NODE=3,1");
-  EXPECT_EQ(*r.plan.nproc_per_node.value, 1);
-  EXPECT_EQ(*r.plan.rank.value, 3);
-  EXPECT_EQ(*r.plan.local_rank.value, 0);
+  EXPECT_EQ(*r.value.node_nprocs.value, (std::vector<int>{3, 1}));
+  EXPECT_EQ(r.value.node_nprocs.source, "rule: tasks per node in SLURM_STEP_TASKS_PER_NODE=3,1");
+  EXPECT_EQ(*r.value.nproc_per_node.value, 1);
+  EXPECT_EQ(*r.value.rank.value, 3);
+  EXPECT_EQ(*r.value.local_rank.value, 0);
   // An uneven step of one task per node is still the node layout (nothing to carry: each launcher has 1 task).
   e = perNodeTask(1);
   r = plan(e);
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_FALSE(r.plan.node_nprocs.has());
+  EXPECT_FALSE(r.value.node_nprocs.has());
 }
 
 TEST(SlurmPlan, SlurmNprocsGivesEveryNodeItsOwnCountWithOneTaskPerNode) {
@@ -333,9 +333,9 @@ TEST(SlurmPlan, SlurmNprocsGivesEveryNodeItsOwnCountWithOneTaskPerNode) {
   for (int node = 0; node < 3; ++node) {
     PlanResult r = planSlurm(perNodeTask(node), request, Layout::kAuto);
     ASSERT_TRUE(r.ok()) << r.error;
-    EXPECT_EQ(*r.plan.nproc_per_node.value, node == 0 ? 2 : 1);
-    EXPECT_EQ(*r.plan.node_nprocs.value, (std::vector<int>{2, 1, 1}));
-    EXPECT_EQ(r.plan.node_nprocs.source, "flag --slurm-nprocs 2,1(x2)");
+    EXPECT_EQ(*r.value.nproc_per_node.value, node == 0 ? 2 : 1);
+    EXPECT_EQ(*r.value.node_nprocs.value, (std::vector<int>{2, 1, 1}));
+    EXPECT_EQ(r.value.node_nprocs.source, "flag --slurm-nprocs 2,1(x2)");
   }
   request.nproc_per_node = 3;
   EXPECT_NE(planSlurm(perNodeTask(0), request, Layout::kAuto).error.find("--nproc-per-node 3 contradicts --slurm-nprocs"),

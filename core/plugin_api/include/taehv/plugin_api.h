@@ -30,6 +30,8 @@
 #include <utility>
 #include <vector>
 
+#include "taehv/checked.h"
+
 #define TAEHV_PLUGIN_VISIBLE __attribute__((visibility("default")))
 
 extern "C" {
@@ -163,11 +165,8 @@ struct NodePlan {
   Sourced<std::vector<int>> node_nprocs;
 };
 
-struct PlanResult {
-  std::string error;  ///< empty on success; else one line: what is wrong and how to fix it
-  NodePlan plan;
-  bool ok() const { return error.empty(); }
-};
+/// A backend's plan, or one line saying what is wrong and how to fix it (`error`; then `value` is meaningless).
+using PlanResult = Checked<NodePlan>;
 
 /// A whole-job launch handed to a backend that starts workers on other machines itself (SSH fan-out).
 struct JobRequest {

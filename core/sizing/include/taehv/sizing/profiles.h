@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "taehv/checked.h"
+
 namespace taehv::sizing {
 
 /// One profile file, as far as sizing needs to know it.
@@ -38,16 +40,15 @@ inline constexpr const char* kLrKey = "train.lr";
 inline constexpr const char* kBatchPerRankKey = "train.batch_per_rank";
 inline constexpr const char* kGradAccumKey = "train.grad_accum";
 
-/// Reads one profile file. Sets `error` (naming the file and the fix) on a bad name, bad YAML or missing lr.
-TrainProfile loadProfile(const std::string& path, std::string& error);
+/// Reads one profile file. Fails (naming the file and the fix) on a bad name, bad YAML or missing lr.
+Checked<TrainProfile> loadProfile(const std::string& path);
 
-/// Every profile in `dir`, sorted by world size then name. Sets `error` when `dir` is unreadable, holds no
-/// profile, or a profile is broken.
-std::vector<TrainProfile> loadProfiles(const std::string& dir, std::string& error);
+/// Every profile in `dir`, sorted by world size then name. Fails when `dir` is unreadable, holds no profile, or
+/// a profile is broken.
+Checked<std::vector<TrainProfile>> loadProfiles(const std::string& dir);
 
 /// The trainer config to run with.
 struct ProfileChoice {
-  std::string error;        ///< empty on success
   std::string config_path;  ///< the profile file to give the trainer (--config)
   /// Overrides on top of it (--set key=value), e.g. {"train.lr", "2.5e-05"} for a derived profile; empty when a
   /// profile matched exactly.
@@ -55,11 +56,10 @@ struct ProfileChoice {
   bool derived = false;
   TrainProfile profile;  ///< the effective values (for a derived one: nodes/gpus_per_node of the job, scaled lr)
   std::string reason;    ///< one or two lines: which and why
-  bool ok() const { return error.empty(); }
 };
 
 /// Picks the profile for `nnodes` x `nproc_per_node` workers from `dir`. See the file comment.
-ProfileChoice chooseProfile(const std::string& dir, int nnodes, int nproc_per_node);
+Checked<ProfileChoice> chooseProfile(const std::string& dir, int nnodes, int nproc_per_node);
 
 /// The shortest %g text that reads back as exactly `value`, e.g. 0.0001 -> "0.0001", 2.5e-05 -> "2.5e-05".
 std::string formatLr(double value);
