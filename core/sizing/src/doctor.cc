@@ -137,10 +137,10 @@ CheckResult checkMasterReachable(const std::string& addr, int port, bool this_no
                "check the name (DNS, /etc/hosts; on Kubernetes the headless Service of the job), or give "
                "--master-addr as an IP address");
   }
-  const std::string resolved = addr + " -> " + joined(r.addresses);
+  const std::string resolved = addr + " -> " + joined(r.value);
   if (this_node_is_master) {
     std::vector<std::string> mine = localAddresses();
-    for (const auto& a : r.addresses) {
+    for (const auto& a : r.value) {
       if (std::find(mine.begin(), mine.end(), a) != mine.end()) {
         return row(name, CheckStatus::kPass, resolved + ", an address of this node (node 0 hosts the master)");
       }

@@ -105,9 +105,9 @@ Resolution resolveHost(const std::string& host) {
   }
   for (const addrinfo* ai : ordered) {
     std::string a = addressText(ai->ai_addr);
-    if (std::find(r.addresses.begin(), r.addresses.end(), a) == r.addresses.end()) r.addresses.push_back(a);
+    if (std::find(r.value.begin(), r.value.end(), a) == r.value.end()) r.value.push_back(a);
   }
-  if (r.addresses.empty()) r.error = "no IPv4 or IPv6 address";
+  if (r.value.empty()) r.error = "no IPv4 or IPv6 address";
   return r;
 }
 

@@ -225,7 +225,7 @@ bool sameBracket(const HostRange& a, const HostRange& b) { return a.numbered && 
 HostlistResult expandHostlist(std::string_view list) {
   HostlistResult result;
   auto fail = [&](const std::string& why) {
-    result.hosts.clear();
+    result.value.clear();
     result.error = "hostlist " + quoted(list) + ": " + why;
     return result;
   };
@@ -249,11 +249,11 @@ HostlistResult expandHostlist(std::string_view list) {
       }
     }
     while (pos < list.size() && !isSeparator(list[pos])) ++pos;  // after a nested '[': keep the whole token
-    std::string err = expandToken(list.substr(start, pos - start), result.hosts);
+    std::string err = expandToken(list.substr(start, pos - start), result.value);
     if (!err.empty()) return fail(err);
   }
-  if (result.hosts.empty()) return fail("no host names: give e.g. n[1-4] or n1,n2");
-  for (const std::string& host : result.hosts) {
+  if (result.value.empty()) return fail("no host names: give e.g. n[1-4] or n1,n2");
+  for (const std::string& host : result.value) {
     // Host names reach ssh, sbatch scripts and MASTER_ADDR: only the characters a host name can have.
     const auto bad = std::find_if(host.begin(), host.end(), [](char c) {
       return !(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.');

@@ -79,10 +79,10 @@ int runHostnames(const HostContext& host, const std::vector<std::string>& args, 
     return 2;
   }
   if (compress) {
-    std::cout << compressHostlist(hosts.hosts) << '\n';
+    std::cout << compressHostlist(hosts.value) << '\n';
   } else {
     std::string out;
-    for (const std::string& h : hosts.hosts) out.append(h).push_back('\n');
+    for (const std::string& h : hosts.value) out.append(h).push_back('\n');
     std::cout << out;
   }
   std::cout.flush();

@@ -163,12 +163,12 @@ PlanResult planSlurm(const Env& env, const PlanRequest& request, Layout layout) 
   HostlistResult hosts = expandHostlist(*list_text);
   if (!hosts.ok()) return failed(list_var + ": " + hosts.error);
   if (!nnodes) {
-    nnodes = static_cast<long long>(hosts.hosts.size());
+    nnodes = static_cast<long long>(hosts.value.size());
     nnodes_src = "rule: number of hosts in " + list_var + "=" + *list_text;
   }
   if (*nnodes == 0) return failed(nnodes_src + ": a step has at least one node");
-  if (static_cast<long long>(hosts.hosts.size()) != *nnodes) {
-    return failed(list_var + "=" + *list_text + " names " + std::to_string(hosts.hosts.size()) + " hosts but " +
+  if (static_cast<long long>(hosts.value.size()) != *nnodes) {
+    return failed(list_var + "=" + *list_text + " names " + std::to_string(hosts.value.size()) + " hosts but " +
                   nnodes_src + (list_var == "SLURM_STEP_NODELIST" ? "" : " (set SLURM_STEP_NODELIST: run under srun)"));
   }
 
@@ -216,7 +216,7 @@ PlanResult planSlurm(const Env& env, const PlanRequest& request, Layout layout) 
   if (*node_id >= *nnodes) {
     return failed("SLURM_NODEID=" + std::to_string(*node_id) + " is not below the node count, " + nnodes_src);
   }
-  const std::string& this_host = hosts.hosts[static_cast<std::size_t>(*node_id)];
+  const std::string& this_host = hosts.value[static_cast<std::size_t>(*node_id)];
   if (const std::string* node_name = r.find("SLURMD_NODENAME"); node_name && step_text && *node_name != this_host) {
     return failed("SLURMD_NODENAME=" + *node_name + " but node " + std::to_string(*node_id) + " of " + list_var + "=" +
                   *list_text + " is " + this_host + ": the environment does not belong to this task");
@@ -340,7 +340,7 @@ PlanResult planSlurm(const Env& env, const PlanRequest& request, Layout layout) 
   if (const std::string* addr = r.find("MASTER_ADDR"); addr && !addr->empty()) {
     plan.master_addr.set(*addr, describeValue("MASTER_ADDR", *addr));
   } else {
-    plan.master_addr.set(hosts.hosts[0], "rule: first host of " + list_var + "=" + *list_text);
+    plan.master_addr.set(hosts.value[0], "rule: first host of " + list_var + "=" + *list_text);
   }
   if (const std::string* port = r.find("MASTER_PORT"); port && !port->empty()) {
     std::optional<int> p = parsePort(*port);

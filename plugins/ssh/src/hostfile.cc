@@ -47,7 +47,7 @@ HostsResult parseHostfile(const std::string& text, const std::string& origin) {
   int line_no = 0;
   auto fail = [&](const std::string& why) {
     result.error = origin + ":" + std::to_string(line_no) + ": " + why;
-    result.hosts.clear();
+    result.value.clear();
     return result;
   };
   while (std::getline(in, raw)) {
@@ -80,9 +80,9 @@ HostsResult parseHostfile(const std::string& text, const std::string& origin) {
     entry.slots_in_file = slots;
     entry.line = line_no;
     for (int i = 0; i < slots; ++i) entry.slots.push_back(i);
-    result.hosts.push_back(std::move(entry));
+    result.value.push_back(std::move(entry));
   }
-  if (result.hosts.empty()) {
+  if (result.value.empty()) {
     result.error = origin + ": no hosts (write one 'HOST slots=N' line per host)";
   }
   return result;
@@ -95,7 +95,7 @@ HostsResult filterHosts(const std::vector<HostEntry>& hosts, const std::string& 
     return result;
   }
   if (include.empty() && exclude.empty()) {
-    result.hosts = hosts;
+    result.value = hosts;
     return result;
   }
   const bool including = !include.empty();
@@ -159,9 +159,9 @@ HostsResult filterHosts(const std::vector<HostEntry>& hosts, const std::string& 
     if (it == kept.end() || it->second.empty()) continue;
     HostEntry e = h;
     e.slots.assign(it->second.begin(), it->second.end());
-    result.hosts.push_back(std::move(e));
+    result.value.push_back(std::move(e));
   }
-  if (result.hosts.empty()) {
+  if (result.value.empty()) {
     result.error = std::string(flag) + " '" + spec + "' leaves no host to run on";
   }
   return result;

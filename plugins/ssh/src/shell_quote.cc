@@ -65,7 +65,7 @@ SplitResult splitWords(const std::string& text) {
         break;
       case Quote::kNone:
         if (std::isspace(static_cast<unsigned char>(c))) {
-          if (in_word) result.words.push_back(word);
+          if (in_word) result.value.push_back(word);
           word.clear();
           in_word = false;
         } else if (c == '\'') {
@@ -86,10 +86,10 @@ SplitResult splitWords(const std::string& text) {
   }
   if (quote != Quote::kNone) {
     result.error = std::string("unterminated ") + (quote == Quote::kSingle ? "'" : "\"") + " quote in '" + text + "'";
-    result.words.clear();
+    result.value.clear();
     return result;
   }
-  if (in_word) result.words.push_back(word);
+  if (in_word) result.value.push_back(word);
   return result;
 }
 

@@ -126,9 +126,9 @@ std::string loadJobShape(const Options& opts, const std::string& nproc, const st
   if (!readFile(hostfile, &text, &error)) return error;
   HostsResult parsed = parseHostfile(text, hostfile);
   if (!parsed.ok()) return parsed.error;
-  HostsResult filtered = filterHosts(parsed.hosts, lastOption(opts, "include"), lastOption(opts, "exclude"));
+  HostsResult filtered = filterHosts(parsed.value, lastOption(opts, "include"), lastOption(opts, "exclude"));
   if (!filtered.ok()) return filtered.error;
-  *shape = shapeJob(filtered.hosts, nnodes, nproc);
+  *shape = shapeJob(filtered.value, nnodes, nproc);
   return shape->error;
 }
 
@@ -276,7 +276,7 @@ class SshBackend final : public Backend {
       for (const auto& o : it->second) {
         SplitResult words = splitWords(o);
         if (!words.error.empty()) return fail("--ssh-opts: " + words.error);
-        ssh_opts.insert(ssh_opts.end(), words.words.begin(), words.words.end());
+        ssh_opts.insert(ssh_opts.end(), words.value.begin(), words.value.end());
       }
     }
     int preflight_seconds = kDefaultPreflightSeconds;

@@ -22,7 +22,7 @@ using Hosts = std::vector<std::string>;
 Hosts expand(const std::string& list) {
   HostlistResult r = expandHostlist(list);
   EXPECT_TRUE(r.ok()) << list << ": " << r.error;
-  return r.hosts;
+  return r.value;
 }
 
 TEST(Hostlist, SimpleRangesAndSingles) {
@@ -76,7 +76,7 @@ TEST(Hostlist, LargeListsExpandCompletely) {
 void expectError(const std::string& list, const std::string& part) {
   HostlistResult r = expandHostlist(list);
   EXPECT_FALSE(r.ok()) << "'" << list << "' should be rejected";
-  EXPECT_TRUE(r.hosts.empty());
+  EXPECT_TRUE(r.value.empty());
   EXPECT_NE(r.error.find(part), std::string::npos) << "'" << list << "' gave: " << r.error;
   EXPECT_NE(r.error.find("'" + list + "'"), std::string::npos) << "the message names the list: " << r.error;
 }
@@ -225,7 +225,7 @@ TEST(HostlistProperty, ExpansionMatchesScontrolOnRandomLists) {
     HostlistResult ours = expandHostlist(list);
     ASSERT_TRUE(ours.ok()) << list << ": " << ours.error;
     std::vector<std::string> theirs = scontrol.run("hostnames", list);
-    ASSERT_EQ(ours.hosts, theirs) << "hostlist '" << list << "'";
+    ASSERT_EQ(ours.value, theirs) << "hostlist '" << list << "'";
     ++compared;
   }
   EXPECT_EQ(compared, 250);
@@ -260,7 +260,7 @@ TEST(HostlistProperty, CompressionMatchesScontrolOnRandomHostSequences) {
     std::vector<std::string> theirs = scontrol.run("hostlist", joined);
     ASSERT_EQ(theirs.size(), 1u) << joined;
     EXPECT_EQ(compressHostlist(hosts), theirs[0]) << "hosts " << joined;
-    EXPECT_EQ(expandHostlist(compressHostlist(hosts)).hosts, hosts) << "round trip of " << joined;
+    EXPECT_EQ(expandHostlist(compressHostlist(hosts)).value, hosts) << "round trip of " << joined;
   }
 }
 

@@ -39,7 +39,7 @@ TEST(SshLauncherArgs, ShutdownGraceIsReadAndStillForwarded) {
   EXPECT_EQ(r.forwarded, (Strings{"--shutdown_grace=3"}));
 }
 
-std::vector<HostEntry> hosts(const std::string& text) { return parseHostfile(text, "hf").hosts; }
+std::vector<HostEntry> hosts(const std::string& text) { return parseHostfile(text, "hf").value; }
 
 TEST(SshJobShape, EvenSlotsGiveNprocPerNode) {
   const auto s = shapeJob(hosts("a slots=2\nb slots=2\n"), "", "");

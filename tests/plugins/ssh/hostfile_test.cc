@@ -14,18 +14,18 @@ std::vector<std::string> names(const std::vector<HostEntry>& hosts) {
 TEST(SshHostfile, ParsesDeepSpeedFormatWithCommentsAndBlankLines) {
   const auto r = parseHostfile("# cluster\n\nworker-0 slots=4\n  worker-1   slots=2  # spare\n\n", "hf");
   ASSERT_TRUE(r.ok()) << r.error;
-  ASSERT_EQ(r.hosts.size(), 2u);
-  EXPECT_EQ(r.hosts[0].host, "worker-0");
-  EXPECT_EQ(r.hosts[0].slots, (std::vector<int>{0, 1, 2, 3}));
-  EXPECT_EQ(r.hosts[0].line, 3);
-  EXPECT_EQ(r.hosts[1].host, "worker-1");
-  EXPECT_EQ(r.hosts[1].slots_in_file, 2);
+  ASSERT_EQ(r.value.size(), 2u);
+  EXPECT_EQ(r.value[0].host, "worker-0");
+  EXPECT_EQ(r.value[0].slots, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(r.value[0].line, 3);
+  EXPECT_EQ(r.value[1].host, "worker-1");
+  EXPECT_EQ(r.value[1].slots_in_file, 2);
 }
 
 TEST(SshHostfile, KeepsFileOrderAsNodeRankOrder) {
   const auto r = parseHostfile("c slots=1\na slots=1\nb slots=1\n", "hf");
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(names(r.hosts), (std::vector<std::string>{"c", "a", "b"}));
+  EXPECT_EQ(names(r.value), (std::vector<std::string>{"c", "a", "b"}));
 }
 
 TEST(SshHostfile, RejectsBadLinesNamingFileAndLine) {
@@ -52,38 +52,38 @@ TEST(SshHostfile, RejectsHostileHostNames) {
 }
 
 std::vector<HostEntry> pool() {
-  return parseHostfile("worker-0 slots=4\nworker-1 slots=4\nworker-2 slots=2\n", "hf").hosts;
+  return parseHostfile("worker-0 slots=4\nworker-1 slots=4\nworker-2 slots=2\n", "hf").value;
 }
 
 TEST(SshHostFilter, NoFilterKeepsEverything) {
   const auto r = filterHosts(pool(), "", "");
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r.hosts.size(), 3u);
+  EXPECT_EQ(r.value.size(), 3u);
 }
 
 TEST(SshHostFilter, IncludeHostsAndSlotsLikeDeepSpeed) {
   // DeepSpeed's docstring example: all slots of worker-0, slots 0 and 2 of worker-1.
   const auto r = filterHosts(pool(), "worker-1:0,2@worker-0", "");
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(names(r.hosts), (std::vector<std::string>{"worker-0", "worker-1"}));  // hostfile order
-  EXPECT_EQ(r.hosts[0].slots, (std::vector<int>{0, 1, 2, 3}));
-  EXPECT_EQ(r.hosts[1].slots, (std::vector<int>{0, 2}));
+  EXPECT_EQ(names(r.value), (std::vector<std::string>{"worker-0", "worker-1"}));  // hostfile order
+  EXPECT_EQ(r.value[0].slots, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(r.value[1].slots, (std::vector<int>{0, 2}));
 }
 
 TEST(SshHostFilter, IncludeDeduplicatesSlots) {
   const auto r = filterHosts(pool(), "worker-2:1,1,0", "");
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r.hosts[0].slots, (std::vector<int>{0, 1}));
+  EXPECT_EQ(r.value[0].slots, (std::vector<int>{0, 1}));
 }
 
 TEST(SshHostFilter, ExcludeWholeHostOrSlots) {
   auto r = filterHosts(pool(), "", "worker-1");
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(names(r.hosts), (std::vector<std::string>{"worker-0", "worker-2"}));
+  EXPECT_EQ(names(r.value), (std::vector<std::string>{"worker-0", "worker-2"}));
   r = filterHosts(pool(), "", "worker-0:0@worker-2:0,1");
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(names(r.hosts), (std::vector<std::string>{"worker-0", "worker-1"}));  // worker-2 lost all slots
-  EXPECT_EQ(r.hosts[0].slots, (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(names(r.value), (std::vector<std::string>{"worker-0", "worker-1"}));  // worker-2 lost all slots
+  EXPECT_EQ(r.value[0].slots, (std::vector<int>{1, 2, 3}));
 }
 
 TEST(SshHostFilter, Errors) {

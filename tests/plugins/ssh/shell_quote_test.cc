@@ -57,10 +57,10 @@ TEST(SshShellQuote, SafeWordsStayReadable) {
 TEST(SshSplitWords, SplitsLikeAShellWithoutExpanding) {
   auto r = splitWords("-p 2222  -o 'ProxyJump a b' -F \"my cfg\" x\\ y $(id) `id` $HOME");
   ASSERT_TRUE(r.error.empty());
-  EXPECT_EQ(r.words, (std::vector<std::string>{"-p", "2222", "-o", "ProxyJump a b", "-F", "my cfg", "x y", "$(id)",
+  EXPECT_EQ(r.value, (std::vector<std::string>{"-p", "2222", "-o", "ProxyJump a b", "-F", "my cfg", "x y", "$(id)",
                                                "`id`", "$HOME"}));
-  EXPECT_TRUE(splitWords("   ").words.empty());
-  EXPECT_EQ(splitWords("''").words, (std::vector<std::string>{""}));
+  EXPECT_TRUE(splitWords("   ").value.empty());
+  EXPECT_EQ(splitWords("''").value, (std::vector<std::string>{""}));
   EXPECT_NE(splitWords("-o 'unterminated").error.find("unterminated ' quote"), std::string::npos);
   EXPECT_NE(splitWords("-o \"x").error.find("unterminated \" quote"), std::string::npos);
 }

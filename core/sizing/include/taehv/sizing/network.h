@@ -8,14 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "taehv/checked.h"
+
 namespace taehv::sizing {
 
-/// Addresses of `host` (numeric strings, IPv4 first), or the resolver's error.
-struct Resolution {
-  std::vector<std::string> addresses;
-  std::string error;  ///< empty on success, e.g. "Name or service not known"
-  bool ok() const { return error.empty(); }
-};
+/// Addresses of `host` (numeric strings, IPv4 first), or the resolver's error (e.g. "Name or service not known").
+using Resolution = Checked<std::vector<std::string>>;
 Resolution resolveHost(const std::string& host);
 
 /// The local interface whose route reaches a destination.

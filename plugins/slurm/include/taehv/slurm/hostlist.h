@@ -19,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include "taehv/checked.h"
+
 namespace taehv::slurm {
 
 /// Most hosts one range may hold; SLURM's own limit (MAX_RANGE), so lists SLURM rejects are rejected here too.
@@ -26,12 +28,9 @@ inline constexpr std::size_t kMaxHostsPerRange = 64 * 1024;
 /// Most hosts one expansion may produce (guards memory against `a[0-65535].b[0-65535]`).
 inline constexpr std::size_t kMaxHostsPerList = 1024 * 1024;
 
-/// The outcome of expanding a hostlist: the hosts in order, or an error for a user to act on.
-struct HostlistResult {
-  std::vector<std::string> hosts;
-  std::string error;  ///< empty on success; else "hostlist 'n[3-1]': range 3-1 goes backwards ..."
-  bool ok() const { return error.empty(); }
-};
+/// The outcome of expanding a hostlist: the hosts in order, or an error for a user to act on (e.g.
+/// "hostlist 'n[3-1]': range 3-1 goes backwards ...").
+using HostlistResult = Checked<std::vector<std::string>>;
 
 /// Expands `list` into host names, in the order SLURM gives them. An empty list is an error.
 HostlistResult expandHostlist(std::string_view list);

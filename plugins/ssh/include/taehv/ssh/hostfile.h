@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "taehv/checked.h"
+
 namespace taehv::ssh {
 
 /// One host of the job.
@@ -21,11 +23,8 @@ struct HostEntry {
   int line = 0;            ///< 1-based line in the hostfile
 };
 
-struct HostsResult {
-  std::string error;  ///< empty on success; one line naming the line/host and the fix
-  std::vector<HostEntry> hosts;
-  bool ok() const { return error.empty(); }
-};
+/// The hosts, or one line naming the line/host and the fix.
+using HostsResult = Checked<std::vector<HostEntry>>;
 
 /// Parses hostfile `text`; `origin` (the file name) prefixes error messages as "ORIGIN:LINE: ...".
 HostsResult parseHostfile(const std::string& text, const std::string& origin);

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "taehv/checked.h"
+
 namespace taehv::ssh {
 
 /// Quotes `word` for a POSIX shell so that it reads back as exactly one word with the same bytes, whatever
@@ -17,11 +19,8 @@ std::string shellQuote(const std::string& word);
 /// shellQuote() of each word, joined by single spaces.
 std::string shellJoin(const std::vector<std::string>& words);
 
-/// Result of splitWords().
-struct SplitResult {
-  std::string error;  ///< empty on success
-  std::vector<std::string> words;
-};
+/// Result of splitWords(): the words, or what is wrong with the text.
+using SplitResult = Checked<std::vector<std::string>>;
 
 /// Splits a user string such as --ssh-opts "-p 2222 -o 'ProxyJump a b'" into words like a shell would for
 /// quoting purposes only: whitespace separates, '...' and "..." group, backslash escapes. Nothing is expanded
