@@ -88,7 +88,7 @@ DistEnv DistEnv::fromEnvironment() {
   env.local_rank = envInt("LOCAL_RANK", 0, 0);
   env.local_world_size = envInt("LOCAL_WORLD_SIZE", 1, 1);
   if (const char* a = std::getenv("MASTER_ADDR"); a && *a) env.master_addr = a;
-  env.master_port = envInt("MASTER_PORT", 29500, 1);
+  env.master_port = envInt("MASTER_PORT", env.master_port, 1);
   if (env.master_port > 65535) throw std::runtime_error("MASTER_PORT must be a TCP port (1-65535)");
   return env;
 }

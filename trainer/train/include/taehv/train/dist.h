@@ -21,7 +21,7 @@ struct DistEnv {
   int local_rank = 0;
   int local_world_size = 1;
   std::string master_addr = "127.0.0.1";
-  int master_port = 29500;
+  int master_port = 29500;  ///< torchrun's default (taehv-run's kDefaultMasterPort), when MASTER_PORT is unset
   bool from_launcher = false;  ///< RANK and WORLD_SIZE were set
 
   /// Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. With none set: one
