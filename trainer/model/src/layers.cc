@@ -176,11 +176,12 @@ MemBlockImpl::MemBlockImpl(int64_t channels)
   conv = register_module("conv", nn::Sequential(conv1_, nn::ReLU(), conv2_, nn::ReLU(), conv3_));
 }
 
+// In place on the convolutions' fresh outputs, as upstream's ReLU(inplace=True): a convolution's backward does not
+// read its output, and ReLU's reads its own result, so autograd is unaffected and three buffers per call are saved.
 torch::Tensor MemBlockImpl::forward(const torch::Tensor& x, const torch::Tensor& past) {
-  torch::Tensor h = torch::relu(countedConv(*conv1_, torch::cat({x, past}, 1)));
-  h = torch::relu(countedConv(*conv2_, h));
-  h = countedConv(*conv3_, h);
-  return torch::relu(h + x);
+  torch::Tensor h = countedConv(*conv1_, torch::cat({x, past}, 1)).relu_();
+  h = countedConv(*conv2_, h).relu_();
+  return countedConv(*conv3_, h).add_(x).relu_();
 }
 
 torch::Tensor MemBlockImpl::forwardClip(const torch::Tensor& x, int64_t frames) {
@@ -196,8 +197,8 @@ SuperMemBlockImpl::SuperMemBlockImpl(int64_t channels)
 
 torch::Tensor SuperMemBlockImpl::forward(const torch::Tensor& x, const torch::Tensor& past) {
   torch::Tensor h = countedConv(*depthwise_, torch::cat({x, past}, 1));
-  h = torch::relu(countedConv(*expand_, h));
-  return countedConv(*project_, h) + x;
+  h = countedConv(*expand_, h).relu_();
+  return countedConv(*project_, h).add_(x);
 }
 
 torch::Tensor SuperMemBlockImpl::forwardClip(const torch::Tensor& x, int64_t frames) {
