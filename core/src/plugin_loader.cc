@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <boost/dll/shared_library.hpp>
 #include <cstdio>
 #include <cstring>

@@ -2,6 +2,7 @@
 // contacts nothing: no network is used). Part of the hostile-input suite (ctest -R Hostile).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
