@@ -21,6 +21,10 @@ std::string describeJson(const NodeDescriptor& node, const std::vector<WorkerDes
     field("local_world_size", w.local_world_size);
     field("node_rank", w.node_rank);
     field("nnodes", w.nnodes);
+    o["min_nnodes"] = node.min_nnodes.has() ? *node.min_nnodes.value : *w.nnodes.value;
+    provenance["min_nnodes"] = node.elastic() ? "MIN of --nnodes " + node.nnodesText() + " (" + node.nnodes.source +
+                                                    "): nnodes is MAX until the node group forms"
+                                              : "fixed size: nnodes";
     field("rank_offset", offset);
     if (node.node_nprocs.has()) {
       field("node_nprocs", node.node_nprocs);
@@ -52,8 +56,13 @@ std::string describeText(const NodeDescriptor& node, const std::vector<WorkerDes
     out << "  " << label << " = " << *sourced.value << "    <- " << sourced.source << "\n";
   };
   out << "backend: " << node.backend << "\n";
-  out << "node " << *node.node_rank.value << " of " << *node.nnodes.value << " on " << node.host << ":\n";
-  line("nnodes", node.nnodes);
+  out << "node " << *node.node_rank.value << " of " << node.nnodesText() << " on " << node.host << ":\n";
+  out << "  nnodes = " << node.nnodesText() << "    <- " << node.nnodes.source << "\n";
+  if (node.elastic()) {
+    out << "  note: elastic: the node group forms with " << *node.min_nnodes.value << " to " << *node.nnodes.value
+        << " nodes; node ranks, rank_offset and world_size below assume all " << *node.nnodes.value
+        << " (node_rank is this node's place in the order; the group numbers the nodes it forms with 0, 1, ...)\n";
+  }
   line("node_rank", node.node_rank);
   line("nproc_per_node", node.nproc_per_node);
   if (node.node_nprocs.has()) {

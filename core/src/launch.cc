@@ -183,6 +183,11 @@ std::unique_ptr<group::NodeGroup> formGroup(const NodeDescriptor& node, const Gr
 int launchNode(const NodeDescriptor& planned, const LaunchSettings& settings, const Env& inherited,
                const std::function<void(LogLevel, const std::string&)>& log) {
   NodeDescriptor node = planned;
+  if (node.elastic()) {
+    log(LogLevel::kError, "--nnodes " + node.nnodesText() + ": elastic re-formation is not implemented yet; give a "
+                          "fixed count (e.g. --nnodes " + std::to_string(*node.nnodes.value) + ")");
+    return 2;
+  }
   std::unique_ptr<group::NodeGroup> node_group;
   if (settings.group.enabled) {
     // Replaces the master wait: node 0's workers (and so the master port) start only once every node has joined.
