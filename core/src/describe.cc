@@ -5,7 +5,30 @@
 
 namespace taehv {
 
-std::string describeJson(const NodeDescriptor& node, const std::vector<WorkerDescriptor>& workers) {
+namespace {
+
+/// The node group's plan as describe --json shows it (the token's source, never the token).
+nlohmann::ordered_json groupJson(const GroupPlan* group) {
+  if (!group) return nullptr;
+  nlohmann::ordered_json g;
+  g["enabled"] = group->enabled;
+  g["why_off"] = group->enabled ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(group->why_off);
+  g["address"] = group->enabled ? nlohmann::ordered_json(group->address()) : nlohmann::ordered_json(nullptr);
+  g["port"] = group->port.has() ? nlohmann::ordered_json(*group->port.value) : nlohmann::ordered_json(nullptr);
+  g["port_source"] = group->port.source;
+  switch (group->token.source) {
+    case group::TokenSource::kEnv: g["token_source"] = "env"; break;
+    case group::TokenSource::kFile: g["token_source"] = "file"; break;
+    case group::TokenSource::kDerived: g["token_source"] = "derived"; break;
+  }
+  g["token"] = group->token.description;
+  return g;
+}
+
+}  // namespace
+
+std::string describeJson(const NodeDescriptor& node, const std::vector<WorkerDescriptor>& workers,
+                         const GroupPlan* group) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   const Sourced<int> offset = node.rankOffset();
   for (const auto& w : workers) {
@@ -44,6 +67,7 @@ std::string describeJson(const NodeDescriptor& node, const std::vector<WorkerDes
     o["env"] = env;
     o["provenance"] = provenance;
     o["notes"] = node.notes;
+    o["node_group"] = groupJson(group);
     out.push_back(o);
   }
   return out.dump(2) + "\n";

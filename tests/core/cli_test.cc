@@ -366,7 +366,7 @@ TEST(Cli, DescribeJsonHasTheDocumentedSchema) {
   ASSERT_EQ(j.size(), 3u);
   const std::set<std::string> keys = {"rank",   "local_rank",  "world_size",  "local_world_size", "node_rank",
                                       "nnodes", "master_addr", "master_port", "env",              "provenance",
-                                      "notes",  "rank_offset", "node_nprocs", "min_nnodes"};
+                                      "notes",  "rank_offset", "node_nprocs", "min_nnodes", "node_group"};
   for (std::size_t i = 0; i < j.size(); ++i) {
     const Json& w = j[i];
     std::set<std::string> got;
@@ -388,7 +388,7 @@ TEST(Cli, DescribeJsonHasTheDocumentedSchema) {
       EXPECT_TRUE(w["provenance"].contains(it.key())) << "no provenance for " << it.key();
     }
     for (const auto& k : keys) {
-      if (k != "env" && k != "provenance" && k != "notes") {
+      if (k != "env" && k != "provenance" && k != "notes" && k != "node_group") {
         EXPECT_TRUE(w["provenance"][k].is_string()) << k;
       }
     }
