@@ -160,7 +160,8 @@ po::options_description Cli::launchOptions() const {
     ("standalone", "one node on this machine: master 127.0.0.1, a free port, a random run id")
     ("run-id", po::value<std::string>()->value_name("ID"), "job id given to workers [env PET_RDZV_ID, default none]")
     ("max-restarts", po::value<int>()->value_name("N"),
-        "restart all local workers up to N times after a failure [env PET_MAX_RESTARTS, default 0]")
+        "restart the workers up to N times after a failure; with the node group every node restarts together, "
+        "re-formed with the nodes alive (--nnodes MIN:MAX) [env PET_MAX_RESTARTS, default 0]")
     ("restart-count", po::value<int>()->value_name("R"),
         "restarts an outer launcher that restarts the whole job has already made (the SSH fan-out passes it): "
         "workers get TORCHELASTIC_RESTART_COUNT=R, and this taehv-run leaves restarting to that launcher")

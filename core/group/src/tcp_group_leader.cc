@@ -111,7 +111,10 @@ void TcpNodeGroup::Impl::admit(const ConnPtr& c, const Message& join) {
   }
   if (members_.count(static_cast<int>(rank)) || formed_local_) {
     dropPending(c);
-    refuse(c, Attempt::kDuplicateRank, "rank " + std::to_string(rank) + (formed_local_ ? ", group already formed" : ""));
+    refuse(c, Attempt::kDuplicateRank, "rank " + std::to_string(rank) +
+                                           (!formed_local_ ? ""
+                                            : elastic()    ? ", group already formed (it joins at the next formation)"
+                                                           : ", group already formed"));
     return;
   }
   dropPending(c);

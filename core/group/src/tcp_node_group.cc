@@ -279,7 +279,8 @@ void TcpNodeGroup::Impl::onDisconnect(const ConnPtr& c, const std::string& why) 
   }
   closeConn(c);
   retryJoin("node 0 closed the connection during the handshake: is the job token the same on every node, and is "
-            "node rank " + std::to_string(o_.node_rank) + " given to one node only?");
+            "node rank " + std::to_string(o_.node_rank) + " given to one node only?" +
+            (elastic() ? " Or the group has formed without this node: it joins at the next formation" : ""));
 }
 
 void TcpNodeGroup::Impl::onBadFrame(const ConnPtr& c, Attempt kind, const std::string& detail) {
