@@ -114,7 +114,8 @@ TEST(Elastic, Node0LostIsAClearEndForTheOthers) {
   EXPECT_EQ(r0.exit_code, 128 + SIGKILL);
   EXPECT_EQ(r1.exit_code, 75) << r1.err;
   EXPECT_NE(r1.err.find("node 0 (host "), std::string::npos) << r1.err;
-  EXPECT_NE(r1.err.find("lost: its connection closed"), std::string::npos) << r1.err;
+  // Closed, or broke (a reset) when node 0 died with a heartbeat of ours unread.
+  EXPECT_NE(r1.err.find("lost: its connection "), std::string::npos) << r1.err;
   EXPECT_NE(r1.err.find("the job cannot re-form without node 0"), std::string::npos) << r1.err;
   EXPECT_EQ(r1.err.find("re-forming"), std::string::npos) << r1.err;
   EXPECT_LT(took, 2 + 2 + 4) << "the kill at 2 s, grace 2 s, slack";  // the closed connection is seen at once
