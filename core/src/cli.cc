@@ -69,7 +69,9 @@ std::string joinNames(const std::vector<std::string>& names) {
 
 /// The launch flags given in `vm`. Returns "" or what is wrong with one of them.
 std::string launchFlags(const po::variables_map& vm, LaunchFlags& flags) {
-  if (vm.count("nnodes")) flags.nnodes = vm["nnodes"].as<int>();
+  if (vm.count("nnodes")) {
+    if (std::string e = parseNnodes(vm["nnodes"].as<std::string>(), "--nnodes", flags); !e.empty()) return e;
+  }
   if (vm.count("node-rank")) flags.node_rank = vm["node-rank"].as<int>();
   if (vm.count("nproc-per-node")) {
     const std::string text = vm["nproc-per-node"].as<std::string>();
@@ -142,8 +144,10 @@ po::options_description Cli::launchOptions() const {
         "backend plugin (slurm, k8s, pai, ssh, ...), 'auto' (detect) or 'local' (no plugin)")
     ("plugin-dir", po::value<std::vector<std::string>>()->composing()->value_name("DIR"),
         "also search DIR for plugins (repeatable; searched before TAEHV_PLUGIN_PATH and the install folder)")
-    ("nnodes", po::value<int>()->value_name("N"),
-        ("number of nodes, at most " + std::to_string(kMaxNodes) + " [env PET_NNODES, default 1]").c_str())
+    ("nnodes", po::value<std::string>()->value_name("N|MIN:MAX"),
+        ("number of nodes, at most " + std::to_string(kMaxNodes) + "; MIN:MAX (torchrun's elastic form): the job "
+         "forms with MIN..MAX nodes and, with --max-restarts, re-forms with the nodes alive after a loss "
+         "[env PET_NNODES, default 1]").c_str())
     ("node-rank", po::value<int>()->value_name("R"), "this node's rank 0..N-1 [env PET_NODE_RANK, default 0]")
     ("nproc-per-node", po::value<std::string>()->value_name("N"),
         ("worker processes on this node (at most " + std::to_string(kMaxNprocPerNode) + "; world size at most " +
@@ -156,7 +160,8 @@ po::options_description Cli::launchOptions() const {
     ("standalone", "one node on this machine: master 127.0.0.1, a free port, a random run id")
     ("run-id", po::value<std::string>()->value_name("ID"), "job id given to workers [env PET_RDZV_ID, default none]")
     ("max-restarts", po::value<int>()->value_name("N"),
-        "restart all local workers up to N times after a failure [env PET_MAX_RESTARTS, default 0]")
+        "restart the workers up to N times after a failure; with the node group every node restarts together, "
+        "re-formed with the nodes alive (--nnodes MIN:MAX) [env PET_MAX_RESTARTS, default 0]")
     ("restart-count", po::value<int>()->value_name("R"),
         "restarts an outer launcher that restarts the whole job has already made (the SSH fan-out passes it): "
         "workers get TORCHELASTIC_RESTART_COUNT=R, and this taehv-run leaves restarting to that launcher")

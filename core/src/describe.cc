@@ -5,7 +5,30 @@
 
 namespace taehv {
 
-std::string describeJson(const NodeDescriptor& node, const std::vector<WorkerDescriptor>& workers) {
+namespace {
+
+/// The node group's plan as describe --json shows it (the token's source, never the token).
+nlohmann::ordered_json groupJson(const GroupPlan* group) {
+  if (!group) return nullptr;
+  nlohmann::ordered_json g;
+  g["enabled"] = group->enabled;
+  g["why_off"] = group->enabled ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(group->why_off);
+  g["address"] = group->enabled ? nlohmann::ordered_json(group->address()) : nlohmann::ordered_json(nullptr);
+  g["port"] = group->port.has() ? nlohmann::ordered_json(*group->port.value) : nlohmann::ordered_json(nullptr);
+  g["port_source"] = group->port.source;
+  switch (group->token.source) {
+    case group::TokenSource::kEnv: g["token_source"] = "env"; break;
+    case group::TokenSource::kFile: g["token_source"] = "file"; break;
+    case group::TokenSource::kDerived: g["token_source"] = "derived"; break;
+  }
+  g["token"] = group->token.description;
+  return g;
+}
+
+}  // namespace
+
+std::string describeJson(const NodeDescriptor& node, const std::vector<WorkerDescriptor>& workers,
+                         const GroupPlan* group) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   const Sourced<int> offset = node.rankOffset();
   for (const auto& w : workers) {
@@ -21,6 +44,10 @@ std::string describeJson(const NodeDescriptor& node, const std::vector<WorkerDes
     field("local_world_size", w.local_world_size);
     field("node_rank", w.node_rank);
     field("nnodes", w.nnodes);
+    o["min_nnodes"] = node.min_nnodes.has() ? *node.min_nnodes.value : *w.nnodes.value;
+    provenance["min_nnodes"] = node.elastic() ? "MIN of --nnodes " + node.nnodesText() + " (" + node.nnodes.source +
+                                                    "): nnodes is MAX until the node group forms"
+                                              : "fixed size: nnodes";
     field("rank_offset", offset);
     if (node.node_nprocs.has()) {
       field("node_nprocs", node.node_nprocs);
@@ -40,6 +67,7 @@ std::string describeJson(const NodeDescriptor& node, const std::vector<WorkerDes
     o["env"] = env;
     o["provenance"] = provenance;
     o["notes"] = node.notes;
+    o["node_group"] = groupJson(group);
     out.push_back(o);
   }
   return out.dump(2) + "\n";
@@ -52,8 +80,13 @@ std::string describeText(const NodeDescriptor& node, const std::vector<WorkerDes
     out << "  " << label << " = " << *sourced.value << "    <- " << sourced.source << "\n";
   };
   out << "backend: " << node.backend << "\n";
-  out << "node " << *node.node_rank.value << " of " << *node.nnodes.value << " on " << node.host << ":\n";
-  line("nnodes", node.nnodes);
+  out << "node " << *node.node_rank.value << " of " << node.nnodesText() << " on " << node.host << ":\n";
+  out << "  nnodes = " << node.nnodesText() << "    <- " << node.nnodes.source << "\n";
+  if (node.elastic()) {
+    out << "  note: elastic: the node group forms with " << *node.min_nnodes.value << " to " << *node.nnodes.value
+        << " nodes; node ranks, rank_offset and world_size below assume all " << *node.nnodes.value
+        << " (node_rank is this node's place in the order; the group numbers the nodes it forms with 0, 1, ...)\n";
+  }
   line("node_rank", node.node_rank);
   line("nproc_per_node", node.nproc_per_node);
   if (node.node_nprocs.has()) {

@@ -16,17 +16,6 @@ std::optional<int> petInt(const Env& env, const std::string& name, std::string& 
   auto it = env.find("PET_" + name);
   if (it == env.end()) return std::nullopt;
   std::string text = it->second;
-  // torchrun's --nnodes accepts MIN:MAX; a fixed-size job (MIN == MAX) is the only kind taehv-run runs.
-  if (name == "NNODES") {
-    auto colon = text.find(':');
-    if (colon != std::string::npos) {
-      auto lo = parseInt(text.substr(0, colon));
-      auto hi = parseInt(text.substr(colon + 1));
-      if (lo && hi && *lo == *hi) return lo;
-      error = "env PET_NNODES='" + text + "': elastic node ranges are not supported; set a single count, e.g. PET_NNODES=2";
-      return std::nullopt;
-    }
-  }
   auto v = parseInt(text);
   if (!v) error = "env PET_" + name + "='" + text + "' is not a whole number; fix or unset it";
   return v;
@@ -113,8 +102,10 @@ std::string validateCounts(const NodeDescriptor& node) {
   if (nproc > kMaxNprocPerNode)
     return "processes per node must be at most " + std::to_string(kMaxNprocPerNode) + ", got " +
            describeValue(node.nproc_per_node) + "; fix --nproc-per-node (limits: see the README)";
+  if (node.min_nnodes.has() && (*node.min_nnodes.value < 1 || *node.min_nnodes.value > nnodes))
+    return "--nnodes " + node.nnodesText() + " (from " + node.nnodes.source + "): MIN must be in 1..MAX";
   if (node_rank < 0 || node_rank >= nnodes)
-    return "node rank must be in 0.." + std::to_string(nnodes - 1) + " (nnodes " + std::to_string(nnodes) +
+    return "node rank must be in 0.." + std::to_string(nnodes - 1) + " (nnodes " + node.nnodesText() +
            "), got " + describeValue(node.node_rank) + "; fix --node-rank or --nnodes";
   if (node.node_nprocs.has()) {
     if (std::string e = validateNodeCounts(node); !e.empty()) return e;
@@ -136,6 +127,26 @@ std::string validateCounts(const NodeDescriptor& node) {
 
 }  // namespace
 
+std::string parseNnodes(const std::string& text, const std::string& where, LaunchFlags& flags) {
+  // The limit (kMaxNodes) is validateCounts' to report, with where the count came from.
+  if (const auto range = parseNodeRange(text)) {
+    flags.min_nnodes = range->first;
+    flags.nnodes = range->second;
+    return "";
+  }
+  std::string why = "not a node count";
+  const auto colon = text.find(':');
+  const auto lo = parseCount<long long>(text.substr(0, colon));
+  const auto hi = colon == std::string::npos ? lo : parseCount<long long>(text.substr(colon + 1));
+  if (lo && hi) {
+    if (*lo == 0 || *hi == 0) why = "a job needs at least 1 node";
+    else if (*lo > *hi) why = "MIN " + std::to_string(*lo) + " is more than MAX " + std::to_string(*hi);
+    else why = "more than " + std::to_string(kMaxNodes) + " nodes (limits: see the README)";
+  }
+  return where + " '" + text + "': " + why + "; give N (a fixed count) or MIN:MAX (elastic, torchrun's form) with " +
+         "1 <= MIN <= MAX <= " + std::to_string(kMaxNodes) + ", e.g. 2 or 1:4";
+}
+
 Checked<NodeDescriptor> resolveNode(const LaunchFlags& flags, const NodePlan* plan, const std::string& backend,
                                     const Env& env, const std::string& host, int cpu_cores,
                                     const std::function<int()>& free_port) {
@@ -146,7 +157,9 @@ Checked<NodeDescriptor> resolveNode(const LaunchFlags& flags, const NodePlan* pl
   node.cpu_cores.set(cpu_cores < 1 ? 1 : cpu_cores, "sched_getaffinity");
 
   std::string pet_error;
-  auto pet_nnodes = petInt(env, "NNODES", pet_error);
+  LaunchFlags pet_range;
+  if (auto it = env.find("PET_NNODES"); it != env.end()) pet_error = parseNnodes(it->second, "env PET_NNODES", pet_range);
+  const std::optional<int> pet_nnodes = pet_range.nnodes;
   auto pet_node_rank = petInt(env, "NODE_RANK", pet_error);
   auto pet_nproc = petInt(env, "NPROC_PER_NODE", pet_error);
   auto pet_port = petInt(env, "MASTER_PORT", pet_error);
@@ -161,9 +174,10 @@ Checked<NodeDescriptor> resolveNode(const LaunchFlags& flags, const NodePlan* pl
               port_flag = "master-port", run_id_flag = "run-id";
   if (f.standalone) {
     // torchrun --standalone: one node, master on this machine, a free port, a fresh run id.
-    if (f.nnodes && *f.nnodes != 1) {
-      result.error = "--standalone runs one node, but --nnodes " + std::to_string(*f.nnodes) +
-                     " was given; drop one of them";
+    if (f.nnodes && (*f.nnodes != 1 || f.min_nnodes.value_or(1) != 1)) {
+      result.error = "--standalone runs one node, but --nnodes " +
+                     (f.min_nnodes && *f.min_nnodes != *f.nnodes ? std::to_string(*f.min_nnodes) + ":" : "") +
+                     std::to_string(*f.nnodes) + " was given; drop one of them";
       return result;
     }
     if (f.node_rank && *f.node_rank != 0) {
@@ -186,6 +200,10 @@ Checked<NodeDescriptor> resolveNode(const LaunchFlags& flags, const NodePlan* pl
   }
 
   pick<int>(node.nnodes, f.nnodes, nnodes_flag, plan ? &plan->nnodes : nullptr, pet_nnodes, "NNODES", 1);
+  // MIN comes with the count it was given with: a flag's or PET_NNODES' range; a backend's count is fixed.
+  node.min_nnodes = node.nnodes;
+  if (node.nnodes.origin == Origin::kFlag && f.min_nnodes) node.min_nnodes.value = *f.min_nnodes;
+  if (node.nnodes.origin == Origin::kPetEnv && pet_range.min_nnodes) node.min_nnodes.value = *pet_range.min_nnodes;
   pick<int>(node.node_rank, f.node_rank, node_rank_flag, plan ? &plan->node_rank : nullptr, pet_node_rank,
             "NODE_RANK", 0);
   pick<int>(node.nproc_per_node, f.nproc_per_node, "nproc-per-node", plan ? &plan->nproc_per_node : nullptr,
@@ -200,6 +218,16 @@ Checked<NodeDescriptor> resolveNode(const LaunchFlags& flags, const NodePlan* pl
   pick<int>(node.restart_count, f.restart_count, "restart-count", plan ? &plan->restart_count : nullptr, std::nullopt,
             "", 0);
   node.restarts_by_outer_launcher = f.restart_count.has_value();
+  if (node.elastic() && (plan || node.restarts_by_outer_launcher)) {
+    // Elastic re-formation is the per-node launchers' own (through the node group): a backend or an outer launcher
+    // that fixes the node count and restarts the job itself leaves it nothing to decide.
+    result.error = "--nnodes " + node.nnodesText() + " (elastic, from " + node.nnodes.source + ") needs each node's " +
+                   "own taehv-run in manual mode (--nnodes/--node-rank/--master-addr, node group on), but " +
+                   (plan ? "backend '" + backend + "' fixes the node count"
+                         : std::string("--restart-count says an outer launcher restarts the job")) +
+                   "; give a fixed count (e.g. --nnodes " + std::to_string(*node.nnodes.value) + ")";
+    return result;
+  }
   pick<int>(node.master_wait_seconds, std::nullopt, "", plan ? &plan->master_wait_seconds : nullptr, std::nullopt,
             "", 0);
   pick<bool>(node.single_worker, std::nullopt, "", plan ? &plan->single_worker : nullptr, std::nullopt, "", false);
@@ -363,6 +391,11 @@ Sourced<int> NodeDescriptor::worldSizeSourced() const {
                                                        "*" + std::to_string(*nproc_per_node.value), Origin::kRule);
   }
   return out;
+}
+
+std::string NodeDescriptor::nnodesText() const {
+  const std::string max = std::to_string(*nnodes.value);
+  return elastic() ? std::to_string(*min_nnodes.value) + ":" + max : max;
 }
 
 std::string applyAgreedLayout(NodeDescriptor& node, const RankLayout& layout) {

@@ -36,6 +36,12 @@ Checked<GroupPlan> planGroup(const NodeDescriptor& node, const GroupFlags& flags
     plan.why_off = "each task is one worker (the platform's launcher watches the tasks)";
   }
   plan.enabled = plan.why_off.empty();
+  if (node.elastic() && !plan.enabled) {
+    // Only the group can tell which nodes are alive and lay the ranks out again.
+    out.error = "--nnodes " + node.nnodesText() + " (elastic) needs the node group, which is off here (" + plan.why_off +
+                "); give a fixed count (e.g. --nnodes " + std::to_string(*node.nnodes.value) + ") or drop --no-node-group";
+    return out;
+  }
   plan.leader_addr = *node.master_addr.value;
 
   if (flags.port) {

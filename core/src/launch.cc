@@ -141,12 +141,17 @@ std::string formatSeconds(std::chrono::milliseconds d) {
   return s.str();
 }
 
-/// Starts this node's part of the node group and waits until it has formed. nullptr with a logged error when not.
-std::unique_ptr<group::NodeGroup> formGroup(const NodeDescriptor& node, const GroupPlan& plan,
-                                            const std::function<void(LogLevel, const std::string&)>& log) {
+/// Starts this node's part of the node group (formation `round`: 0 at start, +1 at each re-formation) and waits
+/// until it has formed. nullptr with a logged error when not; `leader_lost` says whether node 0 was the cause.
+std::unique_ptr<group::NodeGroup> formGroup(const NodeDescriptor& node, const GroupPlan& plan, int round,
+                                            const std::function<void(LogLevel, const std::string&)>& log,
+                                            bool& leader_lost) {
   group::GroupOptions options;
   options.node_rank = *node.node_rank.value;
   options.nnodes = *node.nnodes.value;
+  options.min_nnodes = *node.min_nnodes.value;
+  options.round = round;
+  options.reforming = round > 0;
   options.leader_addr = plan.leader_addr;
   options.port = *plan.port.value;
   options.host = node.host;
@@ -161,13 +166,18 @@ std::unique_ptr<group::NodeGroup> formGroup(const NodeDescriptor& node, const Gr
   }
   const int wait_s = *node.master_wait_seconds.value;
   const std::chrono::seconds wait = wait_s > 0 ? std::chrono::seconds(wait_s) : group::kDefaultJoinTimeout;
-  log(LogLevel::kInfo, std::string("node group: ") + (options.node_rank == 0 ? "listening on port " : "joining ") +
+  const std::string nodes = node.elastic() ? node.nnodesText() + " (MIN:MAX)" : node.nnodesText();
+  log(LogLevel::kInfo, std::string("node group: ") + (round > 0 ? "re-forming (formation " + std::to_string(round) +
+                                                                      "): "
+                                                                : "") +
+                           (options.node_rank == 0 ? "listening on port " : "joining ") +
                            (options.node_rank == 0 ? std::to_string(g->boundPort()) : plan.address()) + ", waiting up to " +
-                           std::to_string(wait.count()) + " s for " + std::to_string(options.nnodes) +
-                           " nodes; node timeout " + formatSeconds(plan.node_timeout) + "; job token: " +
+                           std::to_string(wait.count()) + " s for " + nodes + " nodes; node timeout " +
+                           formatSeconds(plan.node_timeout) + "; job token: " +
                            (plan.token.source == group::TokenSource::kDerived ? "none given (derived, weaker)"
                                                                               : plan.token.description));
   if (std::string e = g->form(std::chrono::steady_clock::now() + wait); !e.empty()) {
+    leader_lost = g->leaderLost();
     log(LogLevel::kError, e + " (master " + *node.master_addr.value + ":" + std::to_string(*node.master_port.value) +
                               ", address from " + node.master_addr.source + "; waited " + std::to_string(wait.count()) +
                               " s)");
@@ -178,34 +188,162 @@ std::unique_ptr<group::NodeGroup> formGroup(const NodeDescriptor& node, const Gr
   return g;
 }
 
-}  // namespace
+/// What ends a node when node 0 is lost: the job cannot re-form without it (PROTOCOL.md, "Elastic re-formation").
+std::string leaderLostEnd(const NodeDescriptor& node) {
+  return "the job cannot re-form without node 0: it leads the node group and hosts the workers' store (MASTER_ADDR " +
+         *node.master_addr.value + ":" + std::to_string(*node.master_port.value) + "), and no other node takes "
+         "over (as torchrun's c10d store host); this node ends. Restart the job (with node 0) to continue from its "
+         "last checkpoint";
+}
 
-int launchNode(const NodeDescriptor& planned, const LaunchSettings& settings, const Env& inherited,
-               const std::function<void(LogLevel, const std::string&)>& log) {
-  NodeDescriptor node = planned;
-  std::unique_ptr<group::NodeGroup> node_group;
-  if (settings.group.enabled) {
-    // Replaces the master wait: node 0's workers (and so the master port) start only once every node has joined.
-    node_group = formGroup(node, settings.group, log);
-    if (!node_group) return 1;
-    // Each node's JOIN carried its process count; node 0 answered with this node's first rank and the world size.
+/// Supervises this node's workers (restart `restart` of the job, workers stopped when `node_group` says so).
+process::SupervisorResult runWorkers(const NodeDescriptor& node, const LaunchSettings& settings, const Env& inherited,
+                                     group::NodeGroup* node_group, int max_restarts, int restart) {
+  process::SupervisorOptions options;
+  options.shutdown_grace = settings.shutdown_grace;
+  options.max_restarts = max_restarts;
+  options.prefix_output = settings.prefix_output;
+  auto error_file = inherited.find("TORCHELASTIC_ERROR_FILE");
+  // As torchrun does, each worker gets its own TORCHELASTIC_ERROR_FILE (where torch's @record writes its
+  // exception); the supervisor folds the failing worker's file into ours. They live in a private temp folder.
+  std::string worker_error_dir;
+  if (error_file != inherited.end() && !error_file->second.empty()) {
+    options.error_file = error_file->second;
+    std::string pattern = (std::filesystem::temp_directory_path() / "taehv-run-errors-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) != nullptr) worker_error_dir = pattern;
+  }
+
+  auto make_children = [&](int local_restart) {
+    const int attempt = restart + local_restart;
+    std::vector<process::ChildSpec> children;
+    for (auto& w : expandWorkers(node, inherited, attempt)) {
+      process::ChildSpec child;
+      child.argv = settings.command;
+      child.env = completeEnvironment(w, inherited);
+      if (!worker_error_dir.empty()) {
+        child.env["TORCHELASTIC_ERROR_FILE"] = worker_error_dir + "/rank_" + std::to_string(*w.rank.value) +
+                                               "_attempt_" + std::to_string(attempt) + ".json";
+      } else {
+        child.env.erase("TORCHELASTIC_ERROR_FILE");
+      }
+      child.rank = *w.rank.value;
+      child.label = std::to_string(*w.node_rank.value) + ":" + std::to_string(child.rank);
+      child.host = node.host;
+      if (!settings.log_dir.empty()) {
+        child.log_file = (std::filesystem::path(settings.log_dir) / ("rank_" + std::to_string(child.rank) + ".log"))
+                             .string();
+      }
+      const int local = *w.local_rank.value;
+      child.echo = settings.local_ranks.empty() || std::find(settings.local_ranks.begin(), settings.local_ranks.end(),
+                                                             local) != settings.local_ranks.end();
+      children.push_back(std::move(child));
+    }
+    return children;
+  };
+  if (node_group) {
+    options.external_stop.fd = node_group->stopFd();
+    options.external_stop.reason = [node_group] { return node_group->stopReason(); };
+    options.on_failure = [node_group](const process::ChildExit&, const std::string& what) {
+      node_group->requestStop(what);
+    };
+  }
+  process::SupervisorResult result = process::supervise(make_children, options);
+  if (!worker_error_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(worker_error_dir, ec);
+  }
+  return result;
+}
+
+/// The per-node modes: formations of the node group, each running this node's workers until the job ends or the
+/// group stops; with restarts left (and node 0 alive) the nodes alive re-form and start again (PROTOCOL.md,
+/// "Elastic re-formation").
+int runWithGroup(const NodeDescriptor& planned, const LaunchSettings& settings, const Env& inherited,
+                 const std::function<void(LogLevel, const std::string&)>& log) {
+  // An outer launcher that restarts the whole job (the SSH fan-out) leaves this taehv-run none to make.
+  const int max_restarts = planned.restarts_by_outer_launcher ? 0 : *planned.max_restarts.value;
+  for (int round = 0;; ++round) {
+    NodeDescriptor node = planned;
+    bool leader_lost = false;
+    // Replaces the master wait: node 0's workers (and so the master port) start only once the nodes have joined.
+    std::unique_ptr<group::NodeGroup> node_group = formGroup(node, settings.group, round, log, leader_lost);
+    if (!node_group) {
+      if (leader_lost) log(LogLevel::kError, leaderLostEnd(node));
+      return leader_lost ? process::kExternalStopExit : 1;
+    }
+    // Each node's JOIN carried its process count; node 0 answered with this node's place and the world size.
     const group::AgreedRanks agreed = node_group->agreedRanks();
+    round = agreed.round;
+    const bool leader = *planned.node_rank.value == 0;
     RankLayout layout{agreed.first_rank, agreed.world_size,
-                      *node.node_rank.value == 0 ? "node group: per-node counts " + agreed.counts
-                                                 : std::string("node group: node 0's answer to the counts")};
+                      leader ? "node group: per-node counts " + agreed.counts
+                             : std::string("node group: node 0's answer to the counts")};
     if (std::string e = applyAgreedLayout(node, layout); !e.empty()) {
       log(LogLevel::kError, e);
       node_group->requestStop(e);
       node_group->finish(false);
       return 2;
     }
+    if (node.elastic() || round > 0) {
+      const std::string formation = "node group: formation " + std::to_string(round);
+      node.nnodes.set(agreed.nnodes, formation + " (--nnodes " + planned.nnodesText() + ")", Origin::kRule);
+      node.node_rank.set(agreed.node_rank, formation + " (this node's --node-rank " +
+                                               std::to_string(*planned.node_rank.value) + ")", Origin::kRule);
+    }
     log(LogLevel::kInfo, "node group: this node runs ranks " + std::to_string(agreed.first_rank) + ".." +
                              std::to_string(agreed.first_rank + *node.nproc_per_node.value - 1) + " of world size " +
                              std::to_string(agreed.world_size) +
-                             (agreed.counts.empty() ? std::string() : " (per-node counts " + agreed.counts + ")"));
+                             (agreed.counts.empty() ? std::string() : " (per-node counts " + agreed.counts + ")") +
+                             (node.elastic() || round > 0 ? "; node " + std::to_string(*node.node_rank.value) +
+                                                                " of " + std::to_string(*node.nnodes.value) +
+                                                                ", restart " + std::to_string(round)
+                                                          : std::string()));
+    process::SupervisorResult result = runWorkers(node, settings, inherited, node_group.get(), 0, round);
+    const bool ok = result.exit_code == 0;
+    if (!ok && node_group->stopReason().empty()) {
+      node_group->requestStop(result.interrupt_signal != 0
+                                  ? "taehv-run was interrupted (signal " + std::to_string(result.interrupt_signal) + ")"
+                                  : "its workers ended with exit code " + std::to_string(result.exit_code));
+    }
+    leader_lost = node_group->leaderLost();
+    const std::string reason = node_group->finish(ok);
+    if (ok && reason.empty()) return 0;
+    const int code = ok ? process::kExternalStopExit : result.exit_code;
+    if (ok) log(LogLevel::kError, "this node's workers finished, but the job did not: " + reason);
+    if (leader_lost) {
+      log(LogLevel::kError, reason + "; " + leaderLostEnd(node));
+      return code;
+    }
+    if (result.interrupt_signal != 0 || ok) return code;
+    if (round >= max_restarts) {
+      if (max_restarts > 0) {
+        log(LogLevel::kError, "node group: no restart left (--max-restarts " + std::to_string(max_restarts) +
+                                  " made); the job ends: " + reason);
+      }
+      return code;
+    }
+    log(LogLevel::kWarn, "node group: the job stopped (" + reason + "); re-forming with the nodes alive for restart " +
+                             std::to_string(round + 1) + " of " + std::to_string(max_restarts) + " (--nnodes " +
+                             planned.nnodesText() + ")");
   }
+}
+
+}  // namespace
+
+int launchNode(const NodeDescriptor& planned, const LaunchSettings& settings, const Env& inherited,
+               const std::function<void(LogLevel, const std::string&)>& log) {
+  NodeDescriptor node = planned;
+  auto make_log_dir = [&] {
+    if (settings.log_dir.empty()) return true;
+    std::error_code ec;
+    std::filesystem::create_directories(settings.log_dir, ec);
+    if (ec) log(LogLevel::kError, "--log-dir " + settings.log_dir + ": cannot create it (" + ec.message() + ")");
+    return !ec;
+  };
+  if (settings.group.enabled) return make_log_dir() ? runWithGroup(planned, settings, inherited, log) : 2;
+
   const int wait_s = *node.master_wait_seconds.value;
-  if (!node_group && wait_s > 0 && *node.node_rank.value != 0) {
+  if (wait_s > 0 && *node.node_rank.value != 0) {
     const std::string& addr = *node.master_addr.value;
     const int port = *node.master_port.value;
     log(LogLevel::kInfo, "waiting up to " + std::to_string(wait_s) + " s for master " + addr + ":" +
@@ -227,81 +365,9 @@ int launchNode(const NodeDescriptor& planned, const LaunchSettings& settings, co
     log(LogLevel::kError, why + "; check the command after --");
     return 127;
   }
-
-  if (!settings.log_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(settings.log_dir, ec);
-    if (ec) {
-      log(LogLevel::kError, "--log-dir " + settings.log_dir + ": cannot create it (" + ec.message() + ")");
-      return 2;
-    }
-  }
-
-  process::SupervisorOptions options;
-  options.shutdown_grace = settings.shutdown_grace;
-  options.max_restarts = node.restarts_by_outer_launcher ? 0 : *node.max_restarts.value;
-  options.prefix_output = settings.prefix_output;
-  auto error_file = inherited.find("TORCHELASTIC_ERROR_FILE");
-  // As torchrun does, each worker gets its own TORCHELASTIC_ERROR_FILE (where torch's @record writes its
-  // exception); the supervisor folds the failing worker's file into ours. They live in a private temp folder.
-  std::string worker_error_dir;
-  if (error_file != inherited.end() && !error_file->second.empty()) {
-    options.error_file = error_file->second;
-    std::string pattern = (std::filesystem::temp_directory_path() / "taehv-run-errors-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) != nullptr) worker_error_dir = pattern;
-  }
-
-  auto make_children = [&](int restart) {
-    std::vector<process::ChildSpec> children;
-    for (auto& w : expandWorkers(node, inherited, restart)) {
-      process::ChildSpec child;
-      child.argv = settings.command;
-      child.env = completeEnvironment(w, inherited);
-      if (!worker_error_dir.empty()) {
-        child.env["TORCHELASTIC_ERROR_FILE"] = worker_error_dir + "/rank_" + std::to_string(*w.rank.value) +
-                                               "_attempt_" + std::to_string(restart) + ".json";
-      } else {
-        child.env.erase("TORCHELASTIC_ERROR_FILE");
-      }
-      child.rank = *w.rank.value;
-      child.label = std::to_string(*w.node_rank.value) + ":" + std::to_string(child.rank);
-      child.host = node.host;
-      if (!settings.log_dir.empty()) {
-        child.log_file = (std::filesystem::path(settings.log_dir) / ("rank_" + std::to_string(child.rank) + ".log"))
-                             .string();
-      }
-      const int local = *w.local_rank.value;
-      child.echo = settings.local_ranks.empty() || std::find(settings.local_ranks.begin(), settings.local_ranks.end(),
-                                                             local) != settings.local_ranks.end();
-      children.push_back(std::move(child));
-    }
-    return children;
-  };
-  if (node_group) {
-    group::NodeGroup* g = node_group.get();
-    options.external_stop.fd = g->stopFd();
-    options.external_stop.reason = [g] { return g->stopReason(); };
-    options.on_failure = [g](const process::ChildExit&, const std::string& what) { g->requestStop(what); };
-  }
-  process::SupervisorResult result = process::supervise(make_children, options);
-  if (!worker_error_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::remove_all(worker_error_dir, ec);
-  }
-  if (node_group) {
-    const bool ok = result.exit_code == 0;
-    if (!ok && node_group->stopReason().empty()) {
-      node_group->requestStop(result.interrupt_signal != 0
-                                  ? "taehv-run was interrupted (signal " + std::to_string(result.interrupt_signal) + ")"
-                                  : "its workers ended with exit code " + std::to_string(result.exit_code));
-    }
-    const std::string reason = node_group->finish(ok);
-    if (ok && !reason.empty()) {
-      log(LogLevel::kError, "this node's workers finished, but the job did not: " + reason);
-      return process::kExternalStopExit;
-    }
-  }
-  return result.exit_code;
+  if (!make_log_dir()) return 2;
+  const int max_restarts = node.restarts_by_outer_launcher ? 0 : *node.max_restarts.value;
+  return runWorkers(node, settings, inherited, nullptr, max_restarts, 0).exit_code;
 }
 
 }  // namespace taehv

@@ -366,7 +366,7 @@ TEST(Cli, DescribeJsonHasTheDocumentedSchema) {
   ASSERT_EQ(j.size(), 3u);
   const std::set<std::string> keys = {"rank",   "local_rank",  "world_size",  "local_world_size", "node_rank",
                                       "nnodes", "master_addr", "master_port", "env",              "provenance",
-                                      "notes",  "rank_offset", "node_nprocs"};
+                                      "notes",  "rank_offset", "node_nprocs", "min_nnodes", "node_group"};
   for (std::size_t i = 0; i < j.size(); ++i) {
     const Json& w = j[i];
     std::set<std::string> got;
@@ -378,6 +378,7 @@ TEST(Cli, DescribeJsonHasTheDocumentedSchema) {
     EXPECT_EQ(w["local_world_size"], 3);
     EXPECT_EQ(w["node_rank"], 1);
     EXPECT_EQ(w["nnodes"], 2);
+    EXPECT_EQ(w["min_nnodes"], 2);
     EXPECT_EQ(w["master_addr"], "10.0.0.5");
     EXPECT_EQ(w["master_port"], 1234);
     EXPECT_EQ(w["env"]["RANK"], std::to_string(3 + i));
@@ -387,7 +388,7 @@ TEST(Cli, DescribeJsonHasTheDocumentedSchema) {
       EXPECT_TRUE(w["provenance"].contains(it.key())) << "no provenance for " << it.key();
     }
     for (const auto& k : keys) {
-      if (k != "env" && k != "provenance" && k != "notes") {
+      if (k != "env" && k != "provenance" && k != "notes" && k != "node_group") {
         EXPECT_TRUE(w["provenance"][k].is_string()) << k;
       }
     }
@@ -395,6 +396,40 @@ TEST(Cli, DescribeJsonHasTheDocumentedSchema) {
     EXPECT_EQ(w["provenance"]["MASTER_PORT"], "master_port: flag --master-port");
     EXPECT_TRUE(w["notes"].is_array());
   }
+}
+
+// torchrun's --nnodes forms: N, N:N (fixed) and MIN:MAX (elastic); describe shows MIN:MAX; bad forms and elastic
+// where it cannot work are one line naming the flag, exit 2.
+TEST(Cli, NnodesTakesTorchrunsMinMaxForm) {
+  const std::vector<std::string> node1 = {"--node-rank", "1", "--master-addr", "m", "--nproc-per-node", "1"};
+  auto with = [&](std::vector<std::string> args) {
+    args.insert(args.end(), node1.begin(), node1.end());
+    return args;
+  };
+  Json j = describeJson(with({"--nnodes", "1:3"}));
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["nnodes"], 3);
+  EXPECT_EQ(j[0]["min_nnodes"], 1);
+  j = describeJson(with({"--nnodes", "2:2"}));
+  EXPECT_EQ(j[0]["nnodes"], 2);
+  EXPECT_EQ(j[0]["min_nnodes"], 2);
+  auto text = taehv(with({"describe", "--nnodes", "1:3"}));
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("nnodes = 1:3    <- flag --nnodes"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("node 1 of 1:3"), std::string::npos) << text.out;
+  text = taehv(with({"describe", "--nnodes", "2:2"}));
+  EXPECT_NE(text.out.find("nnodes = 2    <- flag --nnodes"), std::string::npos) << text.out;
+  const auto doctor = taehv(with({"doctor", "--nnodes", "1:3"}));
+  EXPECT_NE(doctor.out.find("node 1 of 1:3 (elastic"), std::string::npos) << doctor.out << doctor.err;
+
+  expectUsageError(taehv(with({"describe", "--nnodes", "3:2"})), {"--nnodes '3:2': MIN 3 is more than MAX 2", "MIN:MAX"});
+  expectUsageError(taehv(with({"describe", "--nnodes", "0:2"})), {"--nnodes '0:2'", "at least 1 node"});
+  expectUsageError(taehv(with({"describe", "--nnodes", "two"})), {"--nnodes 'two'", "e.g. 2 or 1:4"});
+  expectUsageError(taehv(with({"describe", "--nnodes", "1:2", "--no-node-group"})),
+                   {"--nnodes 1:2 (elastic) needs the node group", "--no-node-group"});
+  expectUsageError(taehv({"describe", "--standalone", "--nnodes", "1:2"}), {"--standalone runs one node", "1:2"});
+  expectUsageError(taehv(with({"describe", "--nnodes", "1:2", "--restart-count", "1"})),
+                   {"--nnodes 1:2 (elastic", "--restart-count"});
 }
 
 TEST(Cli, TorchrunSpellingAndPetVariablesAreAccepted) {

@@ -93,10 +93,46 @@ TEST(Descriptor, PetVariablesAreDefaultsInLocalMode) {
 }
 
 TEST(Descriptor, BadPetValuesAreErrorsNamingTheVariable) {
-  auto r = resolve({}, nullptr, {{"PET_NNODES", "1:4"}});
-  EXPECT_NE(r.error.find("PET_NNODES='1:4'"), std::string::npos) << r.error;
+  auto r = resolve({}, nullptr, {{"PET_NNODES", "4:1"}});
+  EXPECT_NE(r.error.find("env PET_NNODES '4:1': MIN 4 is more than MAX 1"), std::string::npos) << r.error;
   r = resolve({}, nullptr, {{"PET_NPROC_PER_NODE", "two"}});
   EXPECT_NE(r.error.find("PET_NPROC_PER_NODE='two' is not a whole number"), std::string::npos) << r.error;
+}
+
+// torchrun's MIN:MAX: nnodes is MAX (ranks and limits are checked against it), min_nnodes MIN; N:N is fixed.
+TEST(Descriptor, NnodesMinMaxIsElasticAndNnNIsFixed) {
+  auto r = resolve({}, nullptr, {{"PET_NNODES", "1:4"}, {"PET_NODE_RANK", "3"}, {"PET_MASTER_ADDR", "m"}});
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(*r.value.nnodes.value, 4);
+  EXPECT_EQ(*r.value.min_nnodes.value, 1);
+  EXPECT_TRUE(r.value.elastic());
+  EXPECT_EQ(r.value.nnodesText(), "1:4");
+  LaunchFlags flags;
+  ASSERT_EQ(parseNnodes("3:3", "--nnodes", flags), "");
+  flags.master_addr = "m";
+  r = resolve(flags, nullptr, {});
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_FALSE(r.value.elastic());
+  EXPECT_EQ(r.value.nnodesText(), "3");
+  // A backend fixes the node count: elastic is refused, not ignored.
+  ASSERT_EQ(parseNnodes("1:2", "--nnodes", flags), "");
+  NodePlan plan;
+  r = resolve(flags, &plan, {});
+  EXPECT_NE(r.error.find("--nnodes 1:2 (elastic, from flag --nnodes) needs each node's own taehv-run"),
+            std::string::npos) << r.error;
+  for (const auto& [text, why] : std::vector<std::pair<std::string, std::string>>{
+           {"2:1", "MIN 2 is more than MAX 1"}, {"0", "a job needs at least 1 node"}, {"0:2", "a job needs at least 1 node"},
+           {"x", "not a node count"}, {"1:", "not a node count"}, {"1:2:3", "not a node count"}}) {
+    LaunchFlags f;
+    const std::string e = parseNnodes(text, "--nnodes", f);
+    EXPECT_NE(e.find("--nnodes '" + text + "': " + why), std::string::npos) << text << ": " << e;
+    EXPECT_NE(e.find("give N (a fixed count) or MIN:MAX"), std::string::npos) << e;
+  }
+  LaunchFlags big;
+  ASSERT_EQ(parseNnodes("1:65537", "--nnodes", big), "");
+  big.master_addr = "m";
+  EXPECT_NE(resolve(big, nullptr, {}).error.find("node count must be at most 65536, got 65537 (from flag --nnodes)"),
+            std::string::npos);
 }
 
 TEST(Descriptor, ExpansionIsNodeRankTimesNprocPlusLocalRank) {

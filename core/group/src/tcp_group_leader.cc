@@ -111,7 +111,10 @@ void TcpNodeGroup::Impl::admit(const ConnPtr& c, const Message& join) {
   }
   if (members_.count(static_cast<int>(rank)) || formed_local_) {
     dropPending(c);
-    refuse(c, Attempt::kDuplicateRank, "rank " + std::to_string(rank) + (formed_local_ ? ", group already formed" : ""));
+    refuse(c, Attempt::kDuplicateRank, "rank " + std::to_string(rank) +
+                                           (!formed_local_ ? ""
+                                            : elastic()    ? ", group already formed (it joins at the next formation)"
+                                                           : ", group already formed"));
     return;
   }
   dropPending(c);
@@ -127,33 +130,57 @@ void TcpNodeGroup::Impl::admit(const ConnPtr& c, const Message& join) {
   log(LogLevel::kDebug, "node group: node " + std::to_string(c->rank) + " (host " + c->host + ", " + c->peer +
                             ") joined (" + std::to_string(members_.size()) + " of " + std::to_string(o_.nnodes - 1) + ")");
   publishMembers();
-  if (static_cast<int>(members_.size()) == o_.nnodes - 1) {
-    formed_local_ = true;
-    // Ranks are contiguous per node in node order: node k starts at the counts of nodes 0..k-1 (members_ is
-    // ordered by rank). 64-bit sums, clamped to the u32 field; the launcher checks the world size's limit.
-    std::vector<int> counts = {o_.nproc};
-    std::uint64_t world = static_cast<std::uint64_t>(std::max(o_.nproc, 0));
-    for (auto& [r, m] : members_) {
-      counts.push_back(static_cast<int>(m->procs));
-      world += m->procs;
-    }
-    const auto clamp = [](std::uint64_t v) { return static_cast<std::uint32_t>(std::min<std::uint64_t>(v, UINT32_MAX)); };
-    std::uint64_t first = static_cast<std::uint64_t>(std::max(o_.nproc, 0));
-    for (auto& [r, m] : members_) {
-      Message formed{MessageType::kFormed, 0, 0, {}, {}};
-      formed.procs = clamp(world);
-      formed.first_rank = clamp(first);
-      send(m, formed);
-      first += m->procs;
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      formed_ = true;
-      agreed_.first_rank = 0;
-      agreed_.world_size = static_cast<int>(std::min<std::uint64_t>(world, INT_MAX));
-      agreed_.counts = formatCounts(counts);
-    }
-    cv_.notify_all();
+  const int in = static_cast<int>(members_.size()) + 1;
+  if (in == o_.nnodes) {
+    formNow();
+  } else if (elastic() && in >= o_.min_nnodes && !last_call_at_) {
+    last_call_at_ = Clock::now() + kLastCall;  // MIN are in: more may come until the last call
+  }
+}
+
+void TcpNodeGroup::Impl::formNow() {
+  formed_local_ = true;
+  // Ranks are contiguous per node in node order: node k starts at the counts of nodes 0..k-1 (members_ is
+  // ordered by --node-rank, so the formation's node ranks 1, 2, ... follow it). 64-bit sums, clamped to the u32
+  // field; the launcher checks the world size's limit.
+  std::vector<int> counts = {o_.nproc};
+  std::uint64_t world = static_cast<std::uint64_t>(std::max(o_.nproc, 0));
+  for (auto& [r, m] : members_) {
+    counts.push_back(static_cast<int>(m->procs));
+    world += m->procs;
+  }
+  const auto clamp = [](std::uint64_t v) { return static_cast<std::uint32_t>(std::min<std::uint64_t>(v, UINT32_MAX)); };
+  const auto nodes = static_cast<std::uint32_t>(members_.size() + 1);
+  std::uint64_t first = static_cast<std::uint64_t>(std::max(o_.nproc, 0));
+  std::uint32_t node_rank = 1;
+  std::string order = "0";
+  for (auto& [r, m] : members_) {
+    Message formed{MessageType::kFormed, 0, 0, {}, {}};
+    formed.procs = clamp(world);
+    formed.first_rank = clamp(first);
+    formed.nnodes = nodes;
+    formed.node_rank = node_rank++;
+    formed.round = static_cast<std::uint32_t>(std::max(o_.round, 0));
+    send(m, formed);
+    first += m->procs;
+    order += "," + std::to_string(r);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    formed_ = true;
+    agreed_.first_rank = 0;
+    agreed_.world_size = static_cast<int>(std::min<std::uint64_t>(world, INT_MAX));
+    agreed_.counts = formatCounts(counts);
+    agreed_.node_rank = 0;
+    agreed_.nnodes = static_cast<int>(nodes);
+    agreed_.round = o_.round;
+  }
+  cv_.notify_all();
+  if (elastic()) {
+    log(LogLevel::kInfo, "node group: formed with " + std::to_string(nodes) + " of " + std::to_string(o_.min_nnodes) +
+                             ".." + std::to_string(o_.nnodes) + " nodes (--node-rank " + order + " in that order; " +
+                             "formation " + std::to_string(o_.round) + ", port " + std::to_string(bound_port_) + ")");
+  } else {
     log(LogLevel::kInfo, "node group: all " + std::to_string(o_.nnodes) + " nodes joined (port " +
                              std::to_string(bound_port_) + ")");
   }
@@ -163,6 +190,13 @@ void TcpNodeGroup::Impl::memberLost(const ConnPtr& c, const std::string& why) {
   members_.erase(c->rank);
   closeConn(c);
   publishMembers();
+  if (elastic() && !formed_local_) {
+    // Not in a formation yet: the group forms without it (or with it, if it joins again in time).
+    log(LogLevel::kWarn, "node group: node " + std::to_string(c->rank) + " (host " + c->host + ", address " + c->peer +
+                             ") left before the group formed: " + why);
+    if (static_cast<int>(members_.size()) + 1 < o_.min_nnodes) last_call_at_.reset();
+    return;
+  }
   const std::string reason = "node " + std::to_string(c->rank) + " (host " + c->host + ", address " + c->peer +
                              ") lost: " + why + "; " + lastHeard(c);
   if (stopReasonLocked().empty()) {

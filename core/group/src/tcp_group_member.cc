@@ -36,6 +36,17 @@ void TcpNodeGroup::Impl::retryJoin(const std::string& why) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     join_hint_ = why;
+    if (o_.reforming && !ever_connected_ && Clock::now() - join_started_ >= o_.node_timeout) {
+      // Node 0 was in the last formation: unreachable for a whole node timeout now, it is lost like a silent node.
+      join_error_ = "node 0 (address " + o_.leader_addr + ":" + std::to_string(o_.port) + ") lost: not reachable " +
+                    "for " + seconds(Clock::now() - join_started_) + " (--node-timeout " + seconds(o_.node_timeout) +
+                    ") while the group re-forms (last error: " + why + ")";
+      leader_lost_ = true;
+    }
+  }
+  if (leader_lost_) {
+    cv_.notify_all();
+    return;
   }
   if (Clock::now() + kJoinRetry >= join_deadline_) return;  // form() reports the timeout
   auto timer = std::make_shared<asio::steady_timer>(io_, kJoinRetry);
@@ -82,6 +93,9 @@ void TcpNodeGroup::Impl::memberFrame(const ConnPtr& c, const std::string& payloa
         formed_ = true;
         agreed_.first_rank = static_cast<int>(std::min<std::uint32_t>(in.message.first_rank, INT_MAX));
         agreed_.world_size = static_cast<int>(std::min<std::uint32_t>(in.message.procs, INT_MAX));
+        agreed_.node_rank = static_cast<int>(std::min<std::uint32_t>(in.message.node_rank, INT_MAX));
+        agreed_.nnodes = static_cast<int>(std::min<std::uint32_t>(in.message.nnodes, INT_MAX));
+        agreed_.round = static_cast<int>(std::min<std::uint32_t>(in.message.round, INT_MAX));
       }
       cv_.notify_all();
       break;
@@ -119,7 +133,7 @@ void TcpNodeGroup::Impl::leaderLost(const std::string& why) {
   cv_.notify_all();
   const std::string reason = "node 0 (host " + c->host + ", address " + c->peer + ") lost: " + why + "; " + lastHeard(c);
   if (stopReasonLocked().empty() && !(finishing_ && c->out.empty())) {
-    triggerStop(reason, 0);
+    triggerStop(reason, 0, true);
   }
   checkFlushed();
 }

@@ -31,6 +31,7 @@ std::string TcpNodeGroup::Impl::start() {
     doAccept();
   }
   next_beat_ = Clock::now() + o_.heartbeat;
+  if (leader_ && elastic() && o_.min_nnodes <= 1) last_call_at_ = Clock::now() + kLastCall;
   scheduleTick();
   thread_ = std::thread([this] { io_.run(); });
   return "";
@@ -40,6 +41,7 @@ std::string TcpNodeGroup::Impl::form(Clock::time_point deadline) {
   if (!leader_) {
     asio::post(io_, [this, deadline] {
       join_deadline_ = deadline;
+      join_started_ = Clock::now();
       connect();
     });
   }
@@ -50,6 +52,11 @@ std::string TcpNodeGroup::Impl::form(Clock::time_point deadline) {
   if (formed_) return "";
   if (leader_) {
     std::string missing;
+    if (elastic()) {
+      return "node group: " + std::to_string(present_.size() + 1) + " node(s) joined node 0's group on port " +
+             std::to_string(bound_port_) + " in time, fewer than the " + std::to_string(o_.min_nnodes) +
+             " the job needs (--nnodes " + std::to_string(o_.min_nnodes) + ":" + std::to_string(o_.nnodes) + ")";
+    }
     for (int r = 1; r < o_.nnodes; ++r) {
       if (!present_.count(r)) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
     }
@@ -69,6 +76,11 @@ std::string TcpNodeGroup::Impl::form(Clock::time_point deadline) {
 std::string TcpNodeGroup::Impl::stopReason() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stop_reason_;
+}
+
+bool TcpNodeGroup::Impl::leaderLost() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return leader_lost_;
 }
 
 void TcpNodeGroup::Impl::requestStop(const std::string& reason) {
@@ -141,11 +153,12 @@ void TcpNodeGroup::Impl::shutdown() {
   thread_.join();
 }
 
-void TcpNodeGroup::Impl::triggerStop(const std::string& reason, int origin_rank) {
+void TcpNodeGroup::Impl::triggerStop(const std::string& reason, int origin_rank, bool leader_lost) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!stop_reason_.empty()) return;
     stop_reason_ = reason;
+    leader_lost_ = leader_lost;
   }
   cv_.notify_all();
   const char byte = 1;
@@ -266,7 +279,8 @@ void TcpNodeGroup::Impl::onDisconnect(const ConnPtr& c, const std::string& why) 
   }
   closeConn(c);
   retryJoin("node 0 closed the connection during the handshake: is the job token the same on every node, and is "
-            "node rank " + std::to_string(o_.node_rank) + " given to one node only?");
+            "node rank " + std::to_string(o_.node_rank) + " given to one node only?" +
+            (elastic() ? " Or the group has formed without this node: it joins at the next formation" : ""));
 }
 
 void TcpNodeGroup::Impl::onBadFrame(const ConnPtr& c, Attempt kind, const std::string& detail) {
@@ -318,6 +332,7 @@ void TcpNodeGroup::Impl::onTick() {
     }
     for (auto& c : silent) memberLost(c, "not heard from for " + seconds(now - c->last_heard) + " (--node-timeout " +
                                              seconds(o_.node_timeout) + ")");
+    if (!formed_local_ && last_call_at_ && now >= *last_call_at_ && stopReasonLocked().empty()) formNow();
     return;
   }
   if (!conn_ || conn_->closed) return;
@@ -346,6 +361,7 @@ std::string TcpNodeGroup::start() { return impl_->start(); }
 std::string TcpNodeGroup::form(std::chrono::steady_clock::time_point deadline) { return impl_->form(deadline); }
 int TcpNodeGroup::stopFd() const { return impl_->stopFd(); }
 std::string TcpNodeGroup::stopReason() const { return impl_->stopReason(); }
+bool TcpNodeGroup::leaderLost() const { return impl_->leaderLost(); }
 void TcpNodeGroup::requestStop(const std::string& reason) { impl_->requestStop(reason); }
 std::string TcpNodeGroup::finish(bool success) { return impl_->finish(success); }
 AgreedRanks TcpNodeGroup::agreedRanks() const { return impl_->agreedRanks(); }

@@ -17,6 +17,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "taehv/group/session.h"
@@ -119,6 +120,7 @@ class TcpNodeGroup::Impl {
   int stopFd() const { return stop_pipe_[0]; }
 
   std::string stopReason() const;
+  bool leaderLost() const;
   void requestStop(const std::string& reason);
   std::string finish(bool success);
   AgreedRanks agreedRanks() const;
@@ -132,7 +134,10 @@ class TcpNodeGroup::Impl {
   // ---- shared state ----------------------------------------------------------------------------------------
 
   /// The first reason wins: records it, wakes the launcher (stop pipe) and tells the other nodes.
-  void triggerStop(const std::string& reason, int origin_rank);
+  /// `leader_lost`: the stop is this member losing node 0 (leaderLost() says so when this reason wins).
+  void triggerStop(const std::string& reason, int origin_rank, bool leader_lost = false);
+  /// Elastic: MIN..MAX nodes form; a fixed size only when all are in.
+  bool elastic() const { return o_.min_nnodes > 0 && o_.min_nnodes < o_.nnodes; }
   void publishMembers();
 
   // ---- connections -----------------------------------------------------------------------------------------
@@ -155,6 +160,8 @@ class TcpNodeGroup::Impl {
   void dropPending(const ConnPtr& c);
   void leaderFrame(const ConnPtr& c, const std::string& payload);
   void admit(const ConnPtr& c, const Message& join);
+  /// Lays the ranks out over the leader and every member in, sends each its FORMED (PROTOCOL.md, "Formation").
+  void formNow();
   void memberLost(const ConnPtr& c, const std::string& why);
 
   // ---- a member (tcp_group_member.cc) ----------------------------------------------------------------------
@@ -194,6 +201,7 @@ class TcpNodeGroup::Impl {
   bool ever_connected_ = false;  ///< member: some connection to the leader was accepted
   int waiting_for_ = -1;      ///< stopped by this node's STOP: finish() lets it end first
   bool leader_gone_ = false;  ///< member: the leader's connection is gone
+  bool leader_lost_ = false;  ///< member: the stop that won was losing node 0
   std::map<int, bool> present_;  ///< leader: members joined and not gone
   std::uint64_t refused_ = 0;
   int bound_port_ = 0;
@@ -202,6 +210,8 @@ class TcpNodeGroup::Impl {
   std::deque<ConnPtr> pending_;     ///< leader: connected, no valid JOIN yet (oldest first)
   std::map<int, ConnPtr> members_;  ///< leader: by node rank
   bool formed_local_ = false;
+  std::optional<Clock::time_point> last_call_at_;  ///< leader, elastic: form at this time with whoever is in
+  Clock::time_point join_started_{};                ///< member: when form() began
   ConnPtr conn_;                    ///< member: the connection to the leader
   Clock::time_point join_deadline_{};
   Clock::time_point next_beat_{};

@@ -4,7 +4,7 @@ namespace taehv::group {
 namespace {
 
 constexpr std::size_t kHeaderBytes = 1 + 1 + 4 + 8;  // version, type, rank, counter
-constexpr std::size_t kTrailerBytes = 4 + 4;          // procs, first_rank (after nonce and text)
+constexpr std::size_t kTrailerBytes = 4 * 5;  // procs, first_rank, nnodes, node_rank, round (after nonce and text)
 
 void putU16(std::string& out, std::uint16_t v) {
   out.push_back(static_cast<char>(v >> 8));
@@ -55,6 +55,9 @@ std::string encodeBody(const Message& m) {
   putField(out, m.text);
   putU32(out, m.procs);
   putU32(out, m.first_rank);
+  putU32(out, m.nnodes);
+  putU32(out, m.node_rank);
+  putU32(out, m.round);
   return out;
 }
 
@@ -83,6 +86,9 @@ std::optional<Message> decodeBody(std::string_view body, std::string* error) {
   }
   m.procs = static_cast<std::uint32_t>(getBE(body, at, 4));
   m.first_rank = static_cast<std::uint32_t>(getBE(body, at + 4, 4));
+  m.nnodes = static_cast<std::uint32_t>(getBE(body, at + 8, 4));
+  m.node_rank = static_cast<std::uint32_t>(getBE(body, at + 12, 4));
+  m.round = static_cast<std::uint32_t>(getBE(body, at + 16, 4));
   return m;
 }
 

@@ -35,7 +35,8 @@ inline constexpr int kMaxRestarts = 1000000;     ///< --max-restarts and restart
 
 /// The launch options as the user typed them (flags only; unset = not given). Values are not validated here.
 struct LaunchFlags {
-  std::optional<int> nnodes;
+  std::optional<int> nnodes;      ///< --nnodes N, or MAX of --nnodes MIN:MAX
+  std::optional<int> min_nnodes;  ///< MIN of --nnodes (N when a single count was given)
   std::optional<int> node_rank;
   std::optional<int> nproc_per_node;
   std::optional<std::string> master_addr;
@@ -57,7 +58,11 @@ struct RankLayout {
 struct NodeDescriptor {
   std::string backend;  ///< "local" or the plugin's name
   std::string host;     ///< this machine's host name (for summaries)
+  /// Nodes in the job: the fixed count, or MAX of an elastic `--nnodes MIN:MAX` until the node group formed (then
+  /// the nodes it formed with).
   Sourced<int> nnodes;
+  /// MIN of `--nnodes MIN:MAX` (= nnodes for a fixed-size job): fewer nodes alive and the job cannot (re-)form.
+  Sourced<int> min_nnodes;
   Sourced<int> node_rank;
   Sourced<int> nproc_per_node;
   Sourced<std::string> master_addr;
@@ -101,6 +106,10 @@ struct NodeDescriptor {
   std::vector<int> localRanks() const;
   /// True when every node's count is known here (from the plan or the node group), not assumed equal to ours.
   bool countsKnown() const { return node_nprocs.has() || agreed.has_value(); }
+  /// `--nnodes MIN:MAX` with MIN < MAX: the node group forms with MIN..MAX nodes and re-forms after a loss.
+  bool elastic() const { return min_nnodes.has() && *min_nnodes.value < *nnodes.value; }
+  /// "2" or "1:2" (MIN:MAX), as --nnodes takes it.
+  std::string nnodesText() const;
 };
 
 /// One worker's descriptor. `env` is filled by buildWorkerEnvironment().
@@ -119,6 +128,11 @@ struct WorkerDescriptor {
   /// The variables taehv-run sets for this worker on top of the inherited environment, with provenance.
   std::map<std::string, Sourced<std::string>> env;
 };
+
+/// Reads torchrun's `--nnodes` text ("N", "N:N" or "MIN:MAX"; kMaxNodes is checked with the node) into `flags`
+/// (nnodes = MAX, min_nnodes = MIN). `where` names it in the message ("--nnodes", "env PET_NNODES"). Returns "" or
+/// one line saying what is wrong and how to write it.
+std::string parseNnodes(const std::string& text, const std::string& where, LaunchFlags& flags);
 
 /// Resolves a node from flags, an optional backend plan (nullptr in local mode) and the environment `env`
 /// (read for PET_* variables only). `host` and `cpu_cores` are facts of this machine, passed in so tests can fix

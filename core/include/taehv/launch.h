@@ -28,6 +28,9 @@ struct LaunchSettings {
 /// counts: node k starts at the sum of the counts of nodes 0..k-1) and stops the workers when the group says so; without it,
 /// waits for the master when the plan asks (nodes other than 0). Then either replaces this process with the single
 /// worker (never returns on success) or supervises all local workers and returns the supervisor's exit code.
+/// With the group on, --max-restarts restarts through the group: after a stop the nodes alive re-form (elastic
+/// --nnodes MIN:MAX: with MIN..MAX nodes, node ranks given again in --node-rank order) and start their workers again
+/// with the restart count one higher; a member that lost node 0 ends (75), never re-forms (PROTOCOL.md).
 /// Returns 1 with a logged message when the master never came up or the group did not form or stopped the job,
 /// 2 when the agreed ranks are impossible (world size over the limit, contradicting the plan's counts),
 /// 127 when a single worker's command cannot be executed.

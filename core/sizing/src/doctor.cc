@@ -100,7 +100,11 @@ CheckResult checkDescriptor(const DescriptorFacts& f) {
   }
   const int nnodes = *f.nnodes.value;
   const int world = f.world_size.has() ? *f.world_size.value : nnodes * *f.nproc_per_node.value;
-  std::string detail = "node " + std::to_string(*f.node_rank.value) + " of " + std::to_string(nnodes) + ", " +
+  const bool elastic = f.min_nnodes.has() && *f.min_nnodes.value < nnodes;
+  const std::string nodes = elastic ? std::to_string(*f.min_nnodes.value) + ":" + std::to_string(nnodes) +
+                                          " (elastic: world size below at MAX)"
+                                    : std::to_string(nnodes);
+  std::string detail = "node " + std::to_string(*f.node_rank.value) + " of " + nodes + ", " +
                        std::to_string(*f.nproc_per_node.value) + " workers on this node (world size " +
                        std::to_string(world) + "), master " + *f.master_addr.value + ":" +
                        std::to_string(*f.master_port.value);

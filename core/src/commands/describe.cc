@@ -35,7 +35,7 @@ int runDescribe(Cli& cli) {
     return kUsageError;
   }
   if (vm.count("json")) {
-    std::cout << describeJson(node, workers);
+    std::cout << describeJson(node, workers, &group.value);
   } else {
     std::string error;
     std::vector<std::string> command = cli.workerCommand(error);

@@ -126,6 +126,7 @@ int runDoctor(Cli& cli) {
     const NodeDescriptor& node = resolved.value.node;
     in.backend = resolved.value.plugin != nullptr ? resolved.value.plugin->name : "local";
     in.descriptor.nnodes = node.nnodes;
+    if (node.elastic()) in.descriptor.min_nnodes = node.min_nnodes;
     in.descriptor.node_rank = node.node_rank;
     in.descriptor.nproc_per_node = node.nproc_per_node;
     if (node.countsKnown()) in.descriptor.world_size = node.worldSizeSourced();

@@ -93,20 +93,23 @@ LauncherArgs splitLauncherArgs(const std::vector<std::string>& args) {
 JobShape shapeJob(const std::vector<HostEntry>& hosts, const std::string& nnodes, const std::string& nproc_per_node) {
   JobShape shape;
   shape.hosts = hosts;
+  shape.min_nodes = static_cast<int>(hosts.size());
   if (!nnodes.empty()) {
-    const std::optional<int> parsed = parseCount(nnodes, 1, kMaxCount);
+    const auto parsed = parseNodeRange(nnodes, kMaxCount);
     if (!parsed) {
-      shape.error = "--nnodes '" + nnodes + "' is not a positive whole number";
+      shape.error = "--nnodes '" + nnodes + "' is not a node count N or MIN:MAX with 1 <= MIN <= MAX";
       return shape;
     }
-    const int n = *parsed;
-    if (n > static_cast<int>(hosts.size())) {
+    const int n = std::min(parsed->second, static_cast<int>(hosts.size()));
+    shape.min_nodes = parsed->first;
+    if (parsed->first > static_cast<int>(hosts.size())) {
       shape.error = "--nnodes " + nnodes + " but the hostfile has " + std::to_string(hosts.size()) +
                     " host(s) after --include/--exclude; add hosts or lower --nnodes";
       return shape;
     }
+    if (parsed->first == parsed->second) shape.min_nodes = n;
     if (n < static_cast<int>(hosts.size())) {
-      shape.notes.push_back("--nnodes " + nnodes + ": using the first " + nnodes + " of " +
+      shape.notes.push_back("--nnodes " + nnodes + ": using the first " + std::to_string(n) + " of " +
                             std::to_string(hosts.size()) + " hosts");
       shape.hosts.resize(static_cast<std::size_t>(n));
     }

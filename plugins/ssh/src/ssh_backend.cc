@@ -353,8 +353,25 @@ class SshBackend final : public Backend {
     pre.timeout = std::chrono::seconds(preflight_seconds);
     pre.max_parallel = ssh_parallel;
     ProcessCommandRunner runner;
-    const PreflightReport report = runPreflight(runner, host.env, pre);
-    if (!report.ok()) {
+    PreflightReport report = runPreflight(runner, host.env, pre);
+    // Elastic (--nnodes MIN:MAX): the hosts that are ready now, by node index; a host not ready is left out
+    // (named) as long as MIN are ready, and checked again at every restart (it comes back when it is ready).
+    const bool elastic = shape.min_nodes < static_cast<int>(shape.hosts.size());
+    const auto ready = [&](const PreflightReport& r) {
+      std::vector<int> up;
+      for (std::size_t i = 0; i < r.hosts.size(); ++i) {
+        if (r.hosts[i].error.empty()) up.push_back(static_cast<int>(i));
+      }
+      if (static_cast<int>(up.size()) < shape.min_nodes) return up;
+      for (const auto& h : r.hosts) {
+        if (!h.error.empty()) log(LogLevel::kWarn, "host " + h.host + " left out (--nnodes " + args.nnodes + "): " + h.error);
+      }
+      return up;
+    };
+    std::vector<int> alive;
+    if (elastic) alive = ready(report);
+    const bool enough = elastic && static_cast<int>(alive.size()) >= shape.min_nodes;
+    if (!enough && !report.ok()) {
       int bad = 0;
       for (const auto& check : report.hosts) {
         if (check.error.empty()) continue;
@@ -367,9 +384,16 @@ class SshBackend final : public Backend {
                   " host(s); nothing was started");
     }
 
+    if (!elastic) {
+      for (std::size_t i = 0; i < shape.hosts.size(); ++i) alive.push_back(static_cast<int>(i));
+    }
     std::string master_addr = args.master_addr;
+    const auto masterOf = [&](const PreflightReport& r, const std::vector<int>& up) {
+      const HostCheck& first = r.hosts[static_cast<std::size_t>(up.front())];
+      return first.addresses.empty() ? first.host : first.addresses.front();
+    };
     if (master_addr.empty()) {
-      const HostCheck& first = report.hosts.front();
+      const HostCheck& first = report.hosts[static_cast<std::size_t>(alive.front())];
       if (!first.addresses.empty()) {
         master_addr = first.addresses.front();
         log(LogLevel::kInfo, "master: " + master_addr + " (first address of `hostname -I` on " + first.host +
@@ -387,7 +411,7 @@ class SshBackend final : public Backend {
       return fail("--master-port " + std::to_string(master_port) + " + --max-restarts " + std::to_string(max_restarts) +
                   " exceeds 65535: restart R uses port P + R; lower one of them");
     }
-    const int nnodes = static_cast<int>(shape.hosts.size());
+    int nnodes = static_cast<int>(alive.size());
     // The node group's secret (core/group/PROTOCOL.md): the user's TAEHV_JOB_TOKEN, else a new one for this job;
     // handed to each host on ssh's stdin, never in a command line or the forwarded environment.
     std::string token;
@@ -400,7 +424,8 @@ class SshBackend final : public Backend {
       if (max_restarts > 0) forwarded.insert(forwarded.end(), {"--restart-count", std::to_string(restart)});
       int first_rank = 0;
       for (int node = 0; node < nnodes; ++node) {
-        const HostEntry& h = shape.hosts[static_cast<std::size_t>(node)];
+        const int index = alive[static_cast<std::size_t>(node)];  // the host's place in the hostfile
+        const HostEntry& h = shape.hosts[static_cast<std::size_t>(index)];
         RemoteJob remote;
         remote.remote_bin = remote_bin;
         remote.cwd = cwd;
@@ -416,16 +441,16 @@ class SshBackend final : public Backend {
           remote.env["CUDA_VISIBLE_DEVICES"] = devices;
         }
         remote.taehv_args =
-            remoteTaehvArgs(nnodes, node, shape.nprocs[static_cast<std::size_t>(node)], master_addr,
+            remoteTaehvArgs(nnodes, node, shape.nprocs[static_cast<std::size_t>(index)], master_addr,
                             master_port + restart, forwarded, job.command);
         process::ChildSpec child;
         std::vector<std::string> job_opts = ssh_opts;
-        job_opts.insert(job_opts.end(), {"-o", control.option(node), "-o", "ControlMaster=no"});
+        job_opts.insert(job_opts.end(), {"-o", control.option(index), "-o", "ControlMaster=no"});
         child.argv = sshArgv(ssh, job_opts, h.host, remoteCommand(remoteScript(remote)));
         child.env = host.env;
         child.label = h.host + ":" + std::to_string(node);
         child.rank = first_rank;  // the node's first rank (slots of the hosts before it)
-        first_rank += shape.nprocs[static_cast<std::size_t>(node)];
+        first_rank += shape.nprocs[static_cast<std::size_t>(index)];
         child.host = h.host;
         child.stdin_pipe = true;
         child.stdin_data = token + "\n";
@@ -446,8 +471,32 @@ class SshBackend final : public Backend {
     // the node that caused it, which ends within its own grace plus the group's linger.
     sup.consequence_exit_code = process::kExternalStopExit;
     sup.consequence_window = std::chrono::seconds(grace_seconds) + group::kOriginLinger;
-    const process::SupervisorResult result = process::supervise(make_children, sup);
-    return result.exit_code;
+    if (!elastic) return process::supervise(make_children, sup).exit_code;
+    // Elastic: every restart checks every host again and starts the job on those ready (a lost host left out, a
+    // recovered one back, up to MAX), as long as MIN are; the remote taehv-runs then form a fixed-size group.
+    sup.max_restarts = 0;
+    for (int restart = 0;; ++restart) {
+      if (restart > 0) {
+        report = runPreflight(runner, host.env, pre);
+        alive = ready(report);
+        if (static_cast<int>(alive.size()) < shape.min_nodes) {
+          for (const auto& h : report.hosts) {
+            if (!h.error.empty()) log(LogLevel::kError, "host " + h.host + ": " + h.error);
+          }
+          log(LogLevel::kError, "restart " + std::to_string(restart) + ": " + std::to_string(alive.size()) +
+                                    " host(s) ready, fewer than the " + std::to_string(shape.min_nodes) +
+                                    " --nnodes " + args.nnodes + " needs; the job ends");
+          return 1;
+        }
+        nnodes = static_cast<int>(alive.size());
+        if (args.master_addr.empty()) master_addr = masterOf(report, alive);
+        log(LogLevel::kInfo, "restart " + std::to_string(restart) + " of " + std::to_string(max_restarts) + ": " +
+                                 std::to_string(nnodes) + " host(s) ready, master " + master_addr + ":" +
+                                 std::to_string(master_port + restart));
+      }
+      const process::SupervisorResult result = process::supervise([&](int) { return make_children(restart); }, sup);
+      if (result.exit_code == 0 || result.interrupt_signal != 0 || restart >= max_restarts) return result.exit_code;
+    }
   }
 };
 

@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <future>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "run_process.h"
@@ -48,6 +49,32 @@ TEST(GroupCli, DescribeShowsTheGroupAddressPortSourceAndToken) {
 
   r = runProcess({taehvRun(), "describe", "--backend", "local", "--nproc-per-node", "1", "--", "/bin/true"}, envWith({}));
   EXPECT_NE(r.out.find("node group: off (one node)"), std::string::npos) << r.out;
+}
+
+// describe --json carries the same plan (address, port and its source, where the token came from, never the token).
+TEST(GroupCli, DescribeJsonShowsTheGroup) {
+  auto r = runProcess({taehvRun(), "describe", "--json", "--backend", "local", "--nnodes", "1:2", "--node-rank", "1",
+                       "--master-addr", "10.0.0.5", "--nproc-per-node", "1", "--", "/bin/true"},
+                      envWith({{"TAEHV_JOB_TOKEN", kToken}}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find(kToken), std::string::npos) << "describe printed the secret";
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& g = j.at(0).at("node_group");
+  EXPECT_EQ(g.at("enabled"), true);
+  EXPECT_EQ(g.at("address"), "10.0.0.5:29501");
+  EXPECT_EQ(g.at("port"), 29501);
+  EXPECT_EQ(g.at("port_source"), "rule: master_port + 1");
+  EXPECT_EQ(g.at("token_source"), "env");
+  EXPECT_EQ(j.at(0).at("min_nnodes"), 1);
+
+  r = runProcess({taehvRun(), "describe", "--json", "--backend", "local", "--nproc-per-node", "1", "--", "/bin/true"},
+                 envWith({}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto off = nlohmann::json::parse(r.out).at(0).at("node_group");
+  EXPECT_EQ(off.at("enabled"), false);
+  EXPECT_EQ(off.at("why_off"), "one node");
+  EXPECT_TRUE(off.at("address").is_null());
+  EXPECT_EQ(off.at("token_source"), "derived");
 }
 
 TEST(GroupCli, BadGroupValuesAreOneLineAndExit2) {

@@ -26,6 +26,9 @@ TEST(GroupWire, JoinAndFormedCarryTheProcessCounts) {
   Message formed{MessageType::kFormed, 0, 5, {}, {}};
   formed.procs = 4000000000u;  // the world size: all 32 bits travel
   formed.first_rank = 70000;
+  formed.nnodes = 3;       // v3: the formation's node count, the member's node rank in it, the formation's number
+  formed.node_rank = 2;
+  formed.round = 4000000001u;
   std::string error;
   auto j = decodeBody(encodeBody(join), &error);
   ASSERT_TRUE(j) << error;
@@ -36,11 +39,18 @@ TEST(GroupWire, JoinAndFormedCarryTheProcessCounts) {
   ASSERT_TRUE(f) << error;
   EXPECT_EQ(f->procs, 4000000000u);
   EXPECT_EQ(f->first_rank, 70000u);
-  // A version-1 body (no counts) is refused by its version, not misread.
-  std::string v1 = encodeBody(join);
-  v1[0] = 1;
-  EXPECT_FALSE(decodeBody(v1, &error));
-  EXPECT_NE(error.find("unknown protocol version 1"), std::string::npos) << error;
+  EXPECT_EQ(f->nnodes, 3u);
+  EXPECT_EQ(f->node_rank, 2u);
+  EXPECT_EQ(f->round, 4000000001u);
+  EXPECT_EQ(j->round, 0u);
+  // An older body is refused by its version, not misread.
+  for (char old : {'\x01', '\x02'}) {
+    std::string v = encodeBody(join);
+    v[0] = old;
+    EXPECT_FALSE(decodeBody(v, &error));
+    EXPECT_NE(error.find("unknown protocol version " + std::to_string(static_cast<int>(old))), std::string::npos)
+        << error;
+  }
 }
 
 TEST(GroupWire, TextIsCutToTheLimit) {

@@ -78,7 +78,23 @@ TEST(SshJobShape, NnodesTakesTheFirstHostsLikeDeepSpeedNumNodes) {
   EXPECT_EQ(s.notes.size(), 1u);
   EXPECT_NE(shapeJob(hosts("a slots=1\n"), "2", "").error.find("--nnodes 2 but the hostfile has 1 host(s)"),
             std::string::npos);
-  EXPECT_NE(shapeJob(hosts("a slots=1\n"), "0", "").error.find("not a positive"), std::string::npos);
+  EXPECT_NE(shapeJob(hosts("a slots=1\n"), "0", "").error.find("not a node count N or MIN:MAX"), std::string::npos);
+  EXPECT_EQ(s.min_nodes, 2) << "a fixed count";
+}
+
+// --nnodes MIN:MAX: the first MAX hosts are the pool, MIN of them are enough (at the start and at a restart).
+TEST(SshJobShape, NnodesMinMaxTakesUpToMaxHostsAndNeedsMin) {
+  auto s = shapeJob(hosts("a slots=1\nb slots=1\nc slots=1\nd slots=1\n"), "2:3", "");
+  ASSERT_EQ(s.error, "");
+  EXPECT_EQ(s.hosts.size(), 3u);
+  EXPECT_EQ(s.min_nodes, 2);
+  s = shapeJob(hosts("a slots=1\nb slots=1\nc slots=1\n"), "2:5", "");
+  ASSERT_EQ(s.error, "");
+  EXPECT_EQ(s.hosts.size(), 3u);
+  EXPECT_EQ(s.min_nodes, 2);
+  EXPECT_NE(shapeJob(hosts("a slots=1\n"), "2:3", "").error.find("--nnodes 2:3 but the hostfile has 1 host(s)"),
+            std::string::npos);
+  EXPECT_NE(shapeJob(hosts("a slots=1\n"), "3:2", "").error.find("not a node count N or MIN:MAX"), std::string::npos);
 }
 
 TEST(SshRemoteArgs, ExplicitPlanThenForwardedThenCommand) {

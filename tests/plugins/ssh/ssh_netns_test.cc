@@ -245,6 +245,34 @@ TEST_F(SshHosts, MaxRestartsRestartsTheWholeJobOnEveryHost) {
   EXPECT_EQ(waitMarker(marker_, 0, std::chrono::seconds(8)), 0);
 }
 
+// --nnodes 2:3 with one restart: one of 3 hosts is cut off mid-job (`ip link set <veth> down`); the remote node
+// group stops the others, the fan-out checks every host again, leaves the cut one out and finishes on the 2 still
+// ready (node ranks 0 and 1, world size 2, restart 1).
+TEST_F(SshHosts, ElasticNnodesTwoToThreeFinishesAfterOneHostIsCutOff) {
+  startHosts(3);
+  start("h1 slots=1\nh2 slots=1\nh3 slots=1\n",
+        {"--nnodes", "2:3", "--max-restarts", "1", "--node-timeout", "5", "--shutdown-grace", "2",
+         "--preflight-timeout", "5"},
+        {"/bin/sh", "-c",
+         "r=$TORCHELASTIC_RESTART_COUNT; echo \"$RANK $WORLD_SIZE $GROUP_RANK $GROUP_WORLD_SIZE\" > run.$r.$RANK; "
+         "touch started.$RANK; if [ \"$r\" = 0 ]; then exec sleep 300; fi; echo finished"});
+  ASSERT_TRUE(waitStarted(3, 60)) << launcher_.err();
+  const auto t0 = Clock::now();
+  ASSERT_EQ(std::system("ip link set ri-h3-v down"), 0);  // h3: node 2
+  const int code = finish(150);
+  const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+  const std::string out = launcher_.out(), err = launcher_.err();
+  std::printf("h3 cut off: the job finished on h1 and h2 %.1f s later (exit %d)\n", took, code);
+  EXPECT_EQ(code, 0) << out << err;
+  EXPECT_EQ(readFile(dir_ + "/run.0.2"), "2 3 2 3\n") << "all 3 hosts ran first";
+  EXPECT_EQ(readFile(dir_ + "/run.1.0"), "0 2 0 2\n") << out << err;
+  EXPECT_EQ(readFile(dir_ + "/run.1.1"), "1 2 1 2\n") << out << err;
+  EXPECT_NE(::access((dir_ + "/run.1.2").c_str(), F_OK), 0) << "the cut host ran again";
+  EXPECT_NE(err.find("host h3 left out (--nnodes 2:3)"), std::string::npos) << err;
+  EXPECT_NE(err.find("restart 1 of 1: 2 host(s) ready"), std::string::npos) << err;
+  EXPECT_TRUE(std::regex_search(out, std::regex("\\[h2:1\\][^\\n]*finished"))) << out;
+}
+
 TEST_F(SshHosts, SigintToTheLauncherTearsDownEveryHost) {
   startHosts(3);
   start("h1 slots=1\nh2 slots=1\nh3 slots=1\n", {}, {"/bin/sh", "-c", "touch started.$RANK; exec sleep 300"});

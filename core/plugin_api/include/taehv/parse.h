@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace taehv {
@@ -55,6 +56,21 @@ inline std::optional<std::chrono::seconds> parseSeconds(std::string_view text, l
   const std::optional<long long> value = parseCount<long long>(text, min, max);
   if (!value) return std::nullopt;
   return std::chrono::seconds(*value);
+}
+
+/// torchrun's --nnodes: "N" (a fixed size, MIN = MAX = N) or "MIN:MAX" (elastic: the job runs on any number of
+/// nodes from MIN to MAX), each in 1..max and MIN <= MAX. nullopt when the text is not one of those forms.
+inline std::optional<std::pair<int, int>> parseNodeRange(std::string_view text, int max = INT_MAX) {
+  const std::size_t colon = text.find(':');
+  if (colon == std::string_view::npos) {
+    const auto n = parseCount<int>(text, 1, max);
+    if (!n) return std::nullopt;
+    return std::pair<int, int>{*n, *n};
+  }
+  const auto lo = parseCount<int>(text.substr(0, colon), 1, max);
+  const auto hi = parseCount<int>(text.substr(colon + 1), 1, max);
+  if (!lo || !hi || *lo > *hi) return std::nullopt;
+  return std::pair<int, int>{*lo, *hi};
 }
 
 /// Per-node counts in SLURM's compressed form, runs of equal counts as N(xK): {2, 2, 2, 1} -> "2(x3),1". How every

@@ -18,10 +18,11 @@
 #include <thread>
 #include <vector>
 
+#include "netns_harness.h"
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using namespace std::chrono_literals;
+using namespace taehv::netns;
 
 constexpr int kNodes = 3;
 constexpr int kNodeTimeoutS = 5;
@@ -29,75 +30,11 @@ constexpr int kGraceS = 3;
 /// Beyond timeout + grace: process start-up and exit, the heartbeat tick, a loaded 2-core machine.
 constexpr auto kSlack = 4s;
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-int sh(const std::string& command) { return std::system(command.c_str()); }
-
-/// The namespaces, held while the object lives (the script tears them down when our pipe closes).
-class Namespaces {
- public:
-  Namespaces() {
-    int in[2];
-    int out[2];
-    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) return;
-    const std::string script = env("TAEHV_SOURCE_DIR") + "/tests/infra/group/netns_nodes.sh";
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(in[0], 0);
-      ::dup2(out[1], 1);
-      ::execl("/bin/bash", "bash", script.c_str(), "serve", std::to_string(kNodes).c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    ::close(in[0]);
-    ::close(out[1]);
-    stdin_fd_ = in[1];
-    std::string got;
-    const auto end = Clock::now() + 20s;
-    while (got.find("READY") == std::string::npos && Clock::now() < end) {
-      pollfd p{out[0], POLLIN, 0};
-      if (::poll(&p, 1, 200) <= 0) continue;
-      char buf[256];
-      const ssize_t n = ::read(out[0], buf, sizeof buf);
-      if (n <= 0) break;
-      got.append(buf, static_cast<std::size_t>(n));
-    }
-    ::close(out[0]);
-    ready_ = got.find("READY") != std::string::npos;
-  }
-  ~Namespaces() {
-    if (stdin_fd_ >= 0) ::close(stdin_fd_);
-    if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
-  }
-  bool ready() const { return ready_; }
-
- private:
-  pid_t pid_ = -1;
-  int stdin_fd_ = -1;
-  bool ready_ = false;
-};
-
 /// One node's taehv-run inside namespace ri-h<rank+1>, output to a file.
-struct Node {
-  pid_t pid = -1;
-  std::string log;
-  int exit_status = -1;
-  Clock::time_point ended{};
-
+struct Node : NodeProcess {
   void start(int rank, const std::string& dir, int master_port, int node_timeout_s = kNodeTimeoutS) {
-    log = dir + "/node" + std::to_string(rank) + ".log";
     const std::string bin = env("TAEHV_BIN_DIR");
-    std::vector<std::string> argv = {"nsenter", "--net=/run/netns/ri-h" + std::to_string(rank + 1), "--",
-                                     bin + "/taehv-run", "--backend", "local", "--nnodes", std::to_string(kNodes),
+    std::vector<std::string> argv = {bin + "/taehv-run", "--backend", "local", "--nnodes", std::to_string(kNodes),
                                      "--node-rank", std::to_string(rank), "--master-addr", "10.77.0.2",
                                      "--master-port", std::to_string(master_port), "--nproc-per-node", "1",
                                      "--node-timeout", std::to_string(node_timeout_s), "--shutdown-grace",
@@ -105,38 +42,7 @@ struct Node {
                                      "train.steps=100000", "--set", "train.batch_per_rank=1", "--set", "data.frames=4",
                                      "--set", "data.size=32", "--set", "log.every=1", "--set", "checkpoint.every=0",
                                      "--set", "output.dir=" + dir + "/out" + std::to_string(rank)};
-    pid = ::fork();
-    if (pid == 0) {
-      ::setpgid(0, 0);
-      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      ::setenv("TAEHV_JOB_TOKEN", "netns-test-token-0123456789abcdef", 1);
-      ::setenv("GLOO_SOCKET_IFNAME", "eth0", 1);
-      std::vector<char*> args;
-      for (auto& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
-      ::execvp("nsenter", args.data());
-      ::_exit(127);
-    }
-  }
-
-  /// Reaps the node if it has ended; true when it has.
-  bool poll() {
-    if (exit_status >= 0) return true;
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) != pid) return false;
-    exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    ended = Clock::now();
-    return true;
-  }
-
-  void kill() {
-    if (exit_status < 0) {
-      ::kill(-pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-      exit_status = 137;
-    }
+    spawn(rank + 1, argv, dir + "/node" + std::to_string(rank) + ".log");
   }
 };
 
@@ -149,7 +55,7 @@ class GroupNetns : public ::testing::Test {
     char tmpl[] = "/tmp/taehv-group-netns-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
-    namespaces_ = std::make_unique<Namespaces>();
+    namespaces_ = std::make_unique<Namespaces>(kNodes);
     ASSERT_TRUE(namespaces_->ready()) << "namespaces did not come up";
   }
   void TearDown() override {

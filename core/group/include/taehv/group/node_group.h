@@ -39,13 +39,20 @@ inline constexpr std::chrono::seconds kFlushTimeout{2};
 /// for the origin's connection to close, a member for the leader's), so an outer launcher that watches every node
 /// (the SSH fan-out) sees the failing node's exit first and names it.
 inline constexpr std::chrono::seconds kOriginLinger{10};
+/// Elastic (min_nnodes < nnodes): once MIN nodes are in, the leader waits this long for more before it forms with
+/// those it has (at once when MAX are in). torchrun's last call is 30 s; a re-formation after a loss needs no
+/// more than the survivors' reconnect (kJoinRetry), so a few seconds keep the restart quick.
+inline constexpr std::chrono::seconds kLastCall{5};
 /// Smallest --node-timeout accepted: below a few heartbeats a busy node would be declared lost.
 inline constexpr std::chrono::seconds kMinNodeTimeout{3};
 
 /// How this node takes part.
 struct GroupOptions {
-  int node_rank = 0;
-  int nnodes = 1;
+  int node_rank = 0;  ///< this node's identity: its --node-rank (0 = the leader); unique among the job's nodes
+  int nnodes = 1;     ///< the most nodes (MAX of --nnodes MIN:MAX)
+  int min_nnodes = 0;  ///< elastic: the fewest nodes the group forms with (0 = nnodes: a fixed size)
+  int round = 0;       ///< leader: this formation's number (0 first, +1 each re-formation); FORMED carries it
+  bool reforming = false;  ///< member: a re-formation (node 0 unreachable for node_timeout ends the wait)
   std::string leader_addr;  ///< node 0's address (MASTER_ADDR)
   int port = 0;             ///< the group port on node 0
   std::string bind_addr = "0.0.0.0";  ///< the leader listens here
@@ -62,6 +69,9 @@ struct GroupOptions {
 struct AgreedRanks {
   int first_rank = 0;  ///< this node's first global rank
   int world_size = 0;  ///< processes over all nodes
+  int node_rank = 0;   ///< this node's rank in the formation (nodes numbered 0.. in --node-rank order)
+  int nnodes = 0;      ///< nodes in the formation
+  int round = 0;       ///< the formation's number (restarts made)
   std::string counts;  ///< every node's count, compressed ("2(x3),1"); the leader only, "" on a member
 };
 
@@ -84,6 +94,10 @@ class NodeGroup {
 
   /// Why the group stopped; "" while it has not.
   virtual std::string stopReason() const = 0;
+
+  /// True when the stop was this member losing node 0 (or not reaching it to re-form): the job cannot re-form
+  /// without the leader, which also hosts the workers' store (PROTOCOL.md, "Elastic re-formation").
+  virtual bool leaderLost() const = 0;
 
   /// A local failure (e.g. "worker rank 3 exited with code 1"): every node stops. The first reason wins.
   virtual void requestStop(const std::string& reason) = 0;

@@ -26,6 +26,7 @@ class TcpNodeGroup : public NodeGroup {
   AgreedRanks agreedRanks() const override;
   int stopFd() const override;
   std::string stopReason() const override;
+  bool leaderLost() const override;
   void requestStop(const std::string& reason) override;
   std::string finish(bool success) override;
 

@@ -22,8 +22,9 @@ enum class MessageType : std::uint8_t {
 };
 
 /// 2: JOIN carries the member's process count, FORMED the member's first rank and the world size (nodes may run
-/// different counts). A version-1 peer is refused by the version check.
-inline constexpr std::uint8_t kWireVersion = 2;
+/// different counts). 3: FORMED also carries the formation's node count, the member's node rank in it and the
+/// formation's number (elastic re-formation). An older peer is refused by the version check.
+inline constexpr std::uint8_t kWireVersion = 3;
 /// Largest frame body (bytes after the length); a longer length ends the connection.
 inline constexpr std::size_t kMaxFrameBytes = 4096;
 inline constexpr std::size_t kMacBytes = 32;    ///< HMAC-SHA256
@@ -40,6 +41,9 @@ struct Message {
   std::string text;           ///< kJoin: host; kStop: reason
   std::uint32_t procs = 0;       ///< kJoin: the sender's process count; kFormed: the job's world size; else 0
   std::uint32_t first_rank = 0;  ///< kFormed: the receiver's first global rank; else 0
+  std::uint32_t nnodes = 0;      ///< kFormed: nodes in this formation; else 0
+  std::uint32_t node_rank = 0;   ///< kFormed: the receiver's node rank in this formation; else 0
+  std::uint32_t round = 0;       ///< kFormed: the formation's number (restarts made: TORCHELASTIC_RESTART_COUNT)
 };
 
 /// The body of `m` (everything the MAC covers, without the length and the MAC). Text is cut to kMaxTextBytes.

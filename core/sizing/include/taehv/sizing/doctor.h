@@ -48,7 +48,8 @@ CheckResult checkEnvironment(const std::vector<PluginFacts>& detected, const std
 /// The node's descriptor as resolved (values with their sources), or the resolver's error.
 struct DescriptorFacts {
   std::string error;  ///< resolveNode/validateNode's message; non-empty = fail
-  Sourced<int> nnodes;
+  Sourced<int> nnodes;      ///< MAX of an elastic --nnodes MIN:MAX
+  Sourced<int> min_nnodes;  ///< MIN of an elastic --nnodes MIN:MAX; unset = a fixed size
   Sourced<int> node_rank;
   Sourced<int> nproc_per_node;
   Sourced<int> world_size;  ///< the sum over nodes when nodes differ; unset = nnodes * nproc_per_node

@@ -32,10 +32,13 @@ struct JobShape {
   std::vector<HostEntry> hosts;  ///< node rank = index
   std::vector<int> nprocs;       ///< processes of each host (its slots), by node rank; hosts may differ
   int nproc_per_node = 0;        ///< the count when every host runs as many, else 0
+  /// `--nnodes MIN:MAX` (elastic): the job may run on MIN.. of `hosts` (the first MAX); = hosts.size() when fixed.
+  int min_nodes = 0;
   std::vector<std::string> notes;  ///< how ambiguous values were resolved (for the log)
 };
 
-/// Applies --nnodes (use the first N hosts, like DeepSpeed's --num_nodes) and --nproc-per-node (use the first N
+/// Applies --nnodes (use the first N hosts, like DeepSpeed's --num_nodes; MIN:MAX: the first MAX, and the job may
+/// go on with MIN of them at a restart) and --nproc-per-node (use the first N
 /// slots of every host; "auto" or empty = the slots themselves, which may differ between hosts: node k's ranks
 /// then start at the slots of hosts 0..k-1, agreed through the remote taehv-runs' node group).
 JobShape shapeJob(const std::vector<HostEntry>& hosts, const std::string& nnodes, const std::string& nproc_per_node);
