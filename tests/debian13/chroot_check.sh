@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The set-up on Debian 13 (trixie), proven on a Debian 12 machine: debootstraps a minimal trixie into ROOT,
-# clones this repository into it and runs, inside, what README command 2 runs before ctest: scripts/setup.sh
+# clones this repository into it (../shared bind-mounted beside it) and runs, inside, what README command 2 runs before ctest: scripts/setup.sh
 # (Debian's packages by their trixie names, the project's .venv with torch 2.13.0 from this machine's wheels),
 # scripts/build.sh, then the given ctest arguments (default: the unit tests). Not part of ctest: it downloads
 # trixie's packages (~1 GB with the build dependencies) and builds from cold (~30 minutes on 2 cores).
@@ -45,9 +45,10 @@ for d in /root/.pyenv /opt/wheels /opt/pypi /opt/pypi-more /etc/xdg/pip /etc/ssl
   if [[ -d $d ]]; then bind "$d" "$d" ro; elif [[ -f $d ]]; then touch "$root$d"; bind "$d" "$d" ro; fi
 done
 
-# A fresh clone of the committed tree, as CI takes it.
+# A fresh clone of the committed tree, as CI takes it, with ../shared beside it (the tests' reference data).
 rm -rf "$root/src/taehv-run"
 git clone -q "$repo" "$root/src/taehv-run"
+[[ -d $repo/../shared ]] && bind "$(cd "$repo/../shared" && pwd)" /src/shared ro
 
 pip_env=()
 for v in $(env | grep -o '^PIP_[A-Z_]*'); do pip_env+=("$v=${!v}"); done
