@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The set-up on Debian 13 (trixie), proven on a Debian 12 machine: debootstraps a minimal trixie into ROOT,
-# clones this repository into it (../shared bind-mounted beside it) and runs, inside, what README command 2 runs before ctest: scripts/setup.sh
-# (Debian's packages by their trixie names, the project's .venv with torch 2.13.0 from this machine's wheels),
-# scripts/build.sh, then the given ctest arguments (default: the unit tests). Not part of ctest: it downloads
-# trixie's packages (~1 GB with the build dependencies) and builds from cold (~30 minutes on 2 cores).
+# The set-up on Debian 13 (trixie), proven on a Debian 12 machine: debootstraps a minimal trixie into ROOT, clones
+# this repository into it (../shared bind-mounted beside it) and runs, inside, what README command 2 runs before
+# ctest: scripts/setup.sh (Debian's packages by their trixie names, the project's .venv with torch 2.13.0 from this
+# machine's wheels), scripts/build.sh, then the given ctest arguments (default: the unit tests). Not part of ctest:
+# it downloads trixie's packages (~1 GB with the build dependencies) and builds from cold (~30 minutes on 2 cores).
 #
 #   bash tests/debian13/chroot_check.sh [ROOT] [-- CTEST_ARGS...]     (as root; ROOT default /srv/taehv-trixie)
 #
