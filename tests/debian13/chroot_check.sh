@@ -34,7 +34,9 @@ bind() {  # bind SRC DST [ro]; DST must exist for a file
 }
 cleanup() { for m in "${mounted[@]}"; do umount -l "$m" 2>/dev/null || true; done; }
 trap cleanup EXIT
-mount -t proc proc "$root/proc"; mounted=("$root/proc")
+# ROOT on itself first: inside, / is then a mount point, which the tests' `unshare -m` (private mounts) needs.
+mount --bind "$root" "$root"; mounted=("$root")
+mount -t proc proc "$root/proc"; mounted=("$root/proc" "${mounted[@]}")
 bind /sys /sys ro
 bind /dev /dev
 bind /dev/pts /dev/pts
