@@ -2,6 +2,8 @@
 the candidates measured against it (RECIPES: the quickstart with overrides). Each runs as the main job does, 2 ranks
 through taehv-run, with the held-out evaluation every --eval-every steps (eval.size 64, 12 frames, eval.clips 32: the
 main job's clips). Training time at an evaluation is the run's wall time there minus the evaluations so far.
+The final checkpoint is also evaluated on OLD_DATA's held-out clips (the quickstart's data before the easier scenes),
+since a recipe that changes the scenes changes its own evaluation clips too.
 
 The machine is shared, so wall times are inflated by whatever else runs. `--timing` instead runs --timing-steps steps
 of each recipe while holding `flock /tmp/taehv-slow.lock` (others' timing runs hold it too) and prints the median step
@@ -24,7 +26,34 @@ RECIPES = {  # name -> --set overrides of the quickstart
     "quickstart": [],
     "before-19": ["train.steps=300", "train.ema=0"],  # the quickstart as it was before issue 19's recipe
     "l1-520": ["train.loss=l1", "train.steps=520", "train.ema=0"],  # L1 and the steps that fit in ~9.5 idle minutes
+    # issue 19, 2026-11-24 (recipe-19b): the quickstart of 6984745 (stride up to 2, shapes at scale 1) and the
+    # easier scenes measured against it: stride 1 (less motion), and shapes 1.5x larger on top
+    "quickstart-6984745": ["data.stride_max=2", "data.synthetic_shape_scale=1"],
+    "stride1": ["data.stride_max=1"],
+    "stride1-scale1.5": ["data.stride_max=1", "data.synthetic_shape_scale=1.5"],
+    # 8-frame clips (0.74x the step): 350 steps take ~0.86x the idle time of before-19's 300 12-frame steps
+    "stride1-f8-350": ["data.stride_max=1", "data.frames=8", "train.steps=350"],
 }
+
+
+# The held-out data of the quickstart before the easier scenes (6984745): the recipes that change the scenes change
+# their own evaluation clips too, so every final checkpoint is also evaluated on these.
+OLD_DATA = ["data.synthetic_texture=false", "data.stride_max=2", "data.crop_min=0.6", "data.synthetic_shapes=5",
+            "data.synthetic_shape_scale=1", "data.synthetic_flat_background=false", "data.frames=12", "data.size=64"]
+
+
+def evalOnOldData(build, out, clips):
+    """(PSNR, SSIM) of the run's last checkpoint (its EMA weights) on OLD_DATA's held-out clips."""
+    steps = sorted(int(d.split("-")[1]) for d in os.listdir(out) if d.startswith("checkpoint-"))
+    cmd = [os.path.join(build, "bin", "taehv-train"), "eval", "--checkpoint",
+           os.path.join(out, "checkpoint-%d" % steps[-1]), "--config", QUICKSTART, "--set", "eval.clips=%d" % clips]
+    for s in OLD_DATA:
+        cmd += ["--set", s]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    return steps[-1], result["psnr"], result["ssim"]
 
 
 def run(build, config, out, sets, lock=False):
@@ -86,6 +115,8 @@ def main():
         print("| step | training s | held-out PSNR dB | SSIM |\n|---|---|---|---|")
         for step, seconds, psnr, ssim in curve(rows):
             print(f"| {step} | {seconds:.0f} | {psnr:.2f} | {ssim:.4f} |")
+        step, psnr, ssim = evalOnOldData(a.build, out, a.eval_clips)
+        print(f"step {step} on the held-out clips of 6984745's quickstart data: PSNR {psnr:.2f} dB, SSIM {ssim:.4f}")
 
 
 if __name__ == "__main__":

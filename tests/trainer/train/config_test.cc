@@ -126,6 +126,38 @@ TEST(Config, ValidateChecksConstraints) {
   EXPECT_THROW(c.validate(), ConfigError);
 }
 
+// The synthetic scenes' knobs and the frame-difference weight: out-of-range values are one message naming the
+// key and the range.
+TEST(Config, SyntheticSceneKeysAreValidated) {
+  auto error = [](const std::string& set) {
+    Config c;
+    c.applyOverride(set);
+    try {
+      c.validate();
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  auto says = [&](const std::string& set, const std::string& text) {
+    const std::string message = error(set);
+    EXPECT_NE(message.find(text), std::string::npos) << set << ": " << message;
+  };
+  EXPECT_EQ(error("data.synthetic_shapes=1"), "");
+  EXPECT_EQ(error("data.synthetic_shape_scale=3"), "");
+  EXPECT_EQ(error("train.frame_diff_weight=0.5"), "");
+  says("data.synthetic_shapes=0", "data.synthetic_shapes must be in [1, 5]");
+  says("data.synthetic_shapes=6", "got 6");
+  says("data.synthetic_shape_scale=0", "data.synthetic_shape_scale must be in (0, 3]");
+  says("data.synthetic_shape_scale=3.5", "got 3.5");
+  says("train.frame_diff_weight=-1", "train.frame_diff_weight must be in [0, 100]");
+  Config defaults;
+  EXPECT_EQ(defaults.data.synthetic_shapes, 5);
+  EXPECT_EQ(defaults.data.synthetic_shape_scale, 1.0);
+  EXPECT_FALSE(defaults.data.synthetic_flat_background);
+  EXPECT_EQ(defaults.train.frame_diff_weight, 0.0);
+}
+
 TEST(Config, ValidateChecksFramesAndSizeForTheVariant) {
   Config c;
   c.model.variant = "taew2_2_supr";

@@ -42,7 +42,9 @@ TEST(Synthetic, DeterministicBySeedAndMoving) {
 
 // data.synthetic_texture=false (the quickstart's setting): same kind of moving scenes, far less fine detail.
 TEST(Synthetic, SmoothScenesMoveAndHaveLessHighFrequencyEnergy) {
-  auto textured = makeSyntheticSource(100, 7, true), smooth = makeSyntheticSource(100, 7, false);
+  SyntheticScenes smooth_scenes;
+  smooth_scenes.texture = false;
+  auto textured = makeSyntheticSource(100, 7), smooth = makeSyntheticSource(100, 7, smooth_scenes);
   auto detail = [](const torch::Tensor& f) {  // mean absolute difference of horizontal neighbours
     return (f.narrow(3, 1, f.size(3) - 1) - f.narrow(3, 0, f.size(3) - 1)).abs().mean().item<double>();
   };
@@ -55,6 +57,39 @@ TEST(Synthetic, SmoothScenesMoveAndHaveLessHighFrequencyEnergy) {
     EXPECT_GT((s.frames[0] - s.frames[7]).abs().mean().item<float>(), 1e-4) << i;    // moving
   }
   EXPECT_LT(d_smooth, 0.6 * d_textured) << d_smooth << " vs " << d_textured;
+}
+
+// data.synthetic_shapes / synthetic_shape_scale / synthetic_flat_background: the same scenes made simpler. The
+// defaults are today's scenes; one shape, larger, on one colour leaves more pixels of the background, and the
+// background is then one colour where no shape is (a frame's most common colour covers most of it).
+TEST(Synthetic, FewerLargerShapesOnAFlatBackground) {
+  SyntheticScenes defaults, simple;
+  simple.texture = defaults.texture = false;
+  simple.max_shapes = 1;
+  simple.shape_scale = 2;
+  simple.flat_background = true;
+  auto today = makeSyntheticSource(100, 7, defaults), easy = makeSyntheticSource(100, 7, simple);
+  Config cfg;
+  EXPECT_TRUE(torch::equal(makeSyntheticSource(100, 7)->load(3, request(11, 8)).frames,
+                           makeSyntheticSource(100, 7, syntheticScenes(cfg.data))->load(3, request(11, 8)).frames))
+      << "the config's defaults are the default scenes";
+  auto flatShare = [](const torch::Tensor& frame) {  // share of pixels equal to the top-left pixel's colour
+    auto same = (frame - frame.narrow(1, 0, 1).narrow(2, 0, 1)).abs().amax(0) < 1e-6;
+    return same.to(torch::kFloat).mean().item<double>();
+  };
+  double flat_today = 0, flat_easy = 0;
+  for (int64_t i = 0; i < 20; ++i) {
+    ClipRequest r = request(11, 8, 64);
+    r.crop_min = 1.0;
+    const Clip a = today->load(i, r), b = easy->load(i, r);
+    flat_today += flatShare(a.frames[0]);
+    flat_easy += flatShare(b.frames[0]);
+    EXPECT_GT(b.frames.std().item<float>(), 0.01) << i << ": a shape is still there";
+    EXPECT_GT((b.frames[0] - b.frames[7]).abs().mean().item<float>(), 1e-4) << i << ": and moves";
+    EXPECT_TRUE(torch::equal(b.frames, easy->load(i, r).frames)) << "deterministic";
+  }
+  EXPECT_GT(flat_easy / 20, 0.3) << "a flat background around the shape";
+  EXPECT_LT(flat_today / 20, 0.1) << "today's gradients and waves are nowhere one colour for long";
 }
 
 // The held-out eval clips are scenes the training source cannot return: every training item, cut with the
@@ -80,7 +115,7 @@ TEST(EvalClips, SyntheticClipsAreHeldOutScenesAtTheEvalSize) {
     EXPECT_GT(clip.frames.std().item<float>(), 0.02) << "not flat";
     // The scene of eval clip k against every training scene, both cut the same way (first frame, 16x16).
     ClipRequest same{1, 16, cfg.data.stride_max, 1.0, 99};
-    const auto eval_frame = makeSyntheticSource(46, 5, cfg.data.synthetic_texture)->load(eval.item(k), same).frames;
+    const auto eval_frame = makeSyntheticSource(46, 5, syntheticScenes(cfg.data))->load(eval.item(k), same).frames;
     for (int64_t i = 0; i < training->size(); ++i) {
       EXPECT_FALSE(torch::equal(eval_frame, training->load(i, same).frames)) << "eval clip " << k << " = item " << i;
     }

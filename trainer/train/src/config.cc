@@ -46,6 +46,7 @@ std::vector<Entry> table(Config& c) {
       {"train.threads", &c.train.threads},
       {"train.slices", &c.train.slices},
       {"train.loss", &c.train.loss},
+      {"train.frame_diff_weight", &c.train.frame_diff_weight},
       {"train.objective", &c.train.objective},
       {"train.device", &c.train.device},
       {"train.bf16", &c.train.bf16},
@@ -57,6 +58,9 @@ std::vector<Entry> table(Config& c) {
       {"data.crop_min", &c.data.crop_min},
       {"data.synthetic_clips", &c.data.synthetic_clips},
       {"data.synthetic_texture", &c.data.synthetic_texture},
+      {"data.synthetic_shapes", &c.data.synthetic_shapes},
+      {"data.synthetic_shape_scale", &c.data.synthetic_shape_scale},
+      {"data.synthetic_flat_background", &c.data.synthetic_flat_background},
       {"data.prefetch", &c.data.prefetch},
       {"dist.backend", &c.dist.backend},
       {"dist.timeout_s", &c.dist.timeout_s},
@@ -341,6 +345,7 @@ void Config::validate() const {
          train.optimizer + " has none to shard: use train.zero_stage=0");
   }
   if (train.ema < 0 || train.ema >= 1) fail("train.ema must be in [0, 1) (0 = off)");
+  in(train.frame_diff_weight, 0, 100, false, "train.frame_diff_weight", "[0, 100]");
   if (train.loss != "mse" && train.loss != "l1" && train.loss != "mse+l1") {
     fail("train.loss must be mse, l1 or mse+l1, got '" + train.loss + "'");
   }
@@ -370,6 +375,14 @@ void Config::validate() const {
   if (data.stride_max < 1) fail("data.stride_max must be >= 1");
   if (data.crop_min <= 0 || data.crop_min > 1) fail("data.crop_min must be in (0, 1]");
   if (data.synthetic_clips < 1) fail("data.synthetic_clips must be >= 1");
+  if (data.synthetic_shapes < 1 || data.synthetic_shapes > 5) {
+    fail("data.synthetic_shapes must be in [1, 5] (a scene draws 2-5 shapes and keeps at most this many), got " +
+         std::to_string(data.synthetic_shapes));
+  }
+  if (!(data.synthetic_shape_scale > 0 && data.synthetic_shape_scale <= 3)) {
+    fail("data.synthetic_shape_scale must be in (0, 3] (a multiplier of the shapes' radius 0.06-0.22), got " +
+         formatNumber(data.synthetic_shape_scale));
+  }
   if (data.prefetch < 1) fail("data.prefetch must be >= 1");
   if (data.source.empty()) fail("data.source must be 'synthetic' or a path");
   if (dist.backend != "auto" && dist.backend != "gloo" && dist.backend != "nccl") {

@@ -97,13 +97,15 @@ double bounce(double x) {
 
 class SyntheticSource : public ClipSource {
  public:
-  SyntheticSource(int64_t clips, uint64_t seed, bool texture) : clips_(clips), seed_(seed), texture_(texture) {}
+  SyntheticSource(int64_t clips, uint64_t seed, const SyntheticScenes& scenes)
+      : clips_(clips), seed_(seed), scenes_(scenes) {}
   int64_t size() const override { return clips_; }
   std::string name(int64_t index) const override { return "synthetic#" + std::to_string(index); }
 
   Clip load(int64_t index, const ClipRequest& req) const override {
     Scene scene = makeScene(splitmix(seed_ ^ splitmix(static_cast<uint64_t>(index) + 1)));
-    if (!texture_) smoothen(scene);
+    if (!scenes_.texture) smoothen(scene);
+    simplify(scene, scenes_);
     Rng aug(req.seed);
     const int64_t stride = aug.integer(1, req.stride_max);
     const double t0 = aug.uniform(0, 50);
@@ -181,9 +183,19 @@ class SyntheticSource : public ClipSource {
     }
   }
 
+  /// The options that change a scene after its draws: fewer shapes, larger shapes, a flat background.
+  static void simplify(Scene& s, const SyntheticScenes& o) {
+    if (static_cast<int64_t>(s.shapes.size()) > o.max_shapes) s.shapes.resize(static_cast<size_t>(o.max_shapes));
+    for (auto& sh : s.shapes) sh.radius *= o.shape_scale;
+    if (o.flat_background) {
+      s.background = 0;
+      for (int c = 0; c < 3; ++c) s.c1[c] = s.c0[c];  // the gradient between one colour and itself
+    }
+  }
+
   int64_t clips_;
   uint64_t seed_;
-  bool texture_;
+  SyntheticScenes scenes_;
 };
 
 // --------------------------------------------------------------------------------------------------------
@@ -328,8 +340,17 @@ fs::path latentsFor(const fs::path& item) {
 
 }  // namespace
 
-std::unique_ptr<ClipSource> makeSyntheticSource(int64_t clips, uint64_t seed, bool texture) {
-  return std::make_unique<SyntheticSource>(clips, seed, texture);
+SyntheticScenes syntheticScenes(const DataConfig& data) {
+  SyntheticScenes scenes;
+  scenes.texture = data.synthetic_texture;
+  scenes.max_shapes = data.synthetic_shapes;
+  scenes.shape_scale = data.synthetic_shape_scale;
+  scenes.flat_background = data.synthetic_flat_background;
+  return scenes;
+}
+
+std::unique_ptr<ClipSource> makeSyntheticSource(int64_t clips, uint64_t seed, const SyntheticScenes& scenes) {
+  return std::make_unique<SyntheticSource>(clips, seed, scenes);
 }
 
 std::unique_ptr<ClipSource> makeFileSource(const std::string& path_text) {
@@ -366,7 +387,7 @@ std::unique_ptr<ClipSource> makeFileSource(const std::string& path_text) {
 }
 
 std::unique_ptr<ClipSource> makeSource(const DataConfig& data, uint64_t seed) {
-  if (data.source == "synthetic") return makeSyntheticSource(data.synthetic_clips, seed, data.synthetic_texture);
+  if (data.source == "synthetic") return makeSyntheticSource(data.synthetic_clips, seed, syntheticScenes(data));
   return makeFileSource(data.source);
 }
 
@@ -379,7 +400,7 @@ EvalClips::EvalClips(const Config& cfg, uint64_t seed)
   if (cfg.data.source == "synthetic") {
     // One more source of the same seed, longer by the eval clips: items [synthetic_clips, +clips) are scenes
     // the training source (synthetic_clips items) can never return.
-    source_ = makeSyntheticSource(cfg.data.synthetic_clips + clips_, seed, cfg.data.synthetic_texture);
+    source_ = makeSyntheticSource(cfg.data.synthetic_clips + clips_, seed, syntheticScenes(cfg.data));
     first_ = cfg.data.synthetic_clips;
     held_out_ = true;
   } else {

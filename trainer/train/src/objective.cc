@@ -4,15 +4,23 @@
 #include <cmath>
 
 namespace taehv::train {
-namespace {
 
-torch::Tensor reconstructionLoss(const std::string& kind, const torch::Tensor& pred, const torch::Tensor& target) {
-  if (kind == "l1") return torch::l1_loss(pred, target);
-  if (kind == "mse+l1") return torch::mse_loss(pred, target) + torch::l1_loss(pred, target);
-  return torch::mse_loss(pred, target);
+torch::Tensor reconstructionLoss(const TrainConfig& t, const torch::Tensor& pred, const torch::Tensor& target) {
+  torch::Tensor loss;
+  if (t.loss == "l1") {
+    loss = torch::l1_loss(pred, target);
+  } else if (t.loss == "mse+l1") {
+    loss = torch::mse_loss(pred, target) + torch::l1_loss(pred, target);
+  } else {
+    loss = torch::mse_loss(pred, target);
+  }
+  const int64_t frames = pred.size(1);
+  if (t.frame_diff_weight > 0 && frames > 1) {
+    auto change = [frames](const torch::Tensor& v) { return v.narrow(1, 1, frames - 1) - v.narrow(1, 0, frames - 1); };
+    loss = loss + t.frame_diff_weight * torch::mse_loss(change(pred), change(target));
+  }
+  return loss;
 }
-
-}  // namespace
 
 double learningRate(const TrainConfig& t, int64_t step) {
   if (step < t.warmup_steps) return t.lr * static_cast<double>(step + 1) / static_cast<double>(t.warmup_steps);
@@ -21,7 +29,7 @@ double learningRate(const TrainConfig& t, int64_t step) {
   return t.lr * (t.min_lr_ratio + (1 - t.min_lr_ratio) * 0.5 * (1 + std::cos(M_PI * progress)));
 }
 
-Objective computeObjective(TAEHV& model, const Batch& batch, const torch::Device& device, const std::string& loss,
+Objective computeObjective(TAEHV& model, const Batch& batch, const torch::Device& device, const TrainConfig& loss,
                            bool distill) {
   auto x = batch.frames.to(device);
   Objective out;
@@ -42,7 +50,7 @@ Objective computeObjective(TAEHV& model, const Batch& batch, const torch::Device
 }
 
 Objective slicedObjective(SliceBackward& slicer, GradSync& sync, TAEHV& model, const std::vector<torch::Tensor>& params,
-                          const Batch& batch, const torch::Device& device, const std::string& loss, bool distill,
+                          const Batch& batch, const torch::Device& device, const TrainConfig& loss, bool distill,
                           double scale) {
   const int64_t n = batch.frames.size(0);
   std::vector<Objective> parts(static_cast<size_t>(slicer.slices()));

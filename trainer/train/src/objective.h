@@ -25,16 +25,21 @@ struct Objective {
   torch::Tensor target;  ///< aligned input frames
 };
 
+/// The reconstruction term of train.loss (mse, l1, mse+l1) between pred and target [B, T, 3, H, W], plus
+/// train.frame_diff_weight x the MSE between their frame-to-frame changes (pred[t+1] - pred[t] against the
+/// input's): what moved where, weighted apart from the frames themselves. 0 (the default) leaves it out.
+torch::Tensor reconstructionLoss(const TrainConfig& t, const torch::Tensor& pred, const torch::Tensor& target);
+
 /// Reconstruction: decode(encode(x)) against the first T' input frames (decoded frame j matches input frame j).
 /// Distillation (upstream recipe): MSE(encoder(x), teacher latents) + reconstruction of decode(teacher latents).
-Objective computeObjective(TAEHV& model, const Batch& batch, const torch::Device& device, const std::string& loss,
+Objective computeObjective(TAEHV& model, const Batch& batch, const torch::Device& device, const TrainConfig& loss,
                            bool distill);
 
 /// computeObjective and its backward for one micro-batch as the slicer's slices, each on its own thread (CPU).
 /// The gradients, scaled by `scale`, reach `sync` and the parameters' grads as backward's would; returns the
 /// whole micro-batch's loss (the slices' losses weighted by their share of it), predictions and targets.
 Objective slicedObjective(SliceBackward& slicer, GradSync& sync, TAEHV& model, const std::vector<torch::Tensor>& params,
-                          const Batch& batch, const torch::Device& device, const std::string& loss, bool distill,
+                          const Batch& batch, const torch::Device& device, const TrainConfig& loss, bool distill,
                           double scale);
 
 }  // namespace taehv::train

@@ -218,10 +218,10 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
       }
       Objective obj;
       if (slicer.slices() > 1) {
-        obj = slicedObjective(slicer, sync, model, params, batch, device, cfg.train.loss, distill,
+        obj = slicedObjective(slicer, sync, model, params, batch, device, cfg.train, distill,
                               1.0 / static_cast<double>(A));
       } else {
-        obj = computeObjective(model, batch, device, cfg.train.loss, distill);
+        obj = computeObjective(model, batch, device, cfg.train, distill);
         if (autocast) at::autocast::set_autocast_enabled(c10::DeviceType::CUDA, false);
         (obj.loss / static_cast<double>(A)).backward();
       }

@@ -45,6 +45,7 @@ struct TrainConfig {
   /// each; see taehv/model/slice_backward.h); 0 = auto (min(threads, batch_per_rank)); 1 = one pass.
   int64_t slices = 0;
   std::string loss = "mse";     ///< mse | l1 | mse+l1 (reconstruction term)
+  double frame_diff_weight = 0;  ///< + this x MSE of the frame-to-frame changes (reconstruction vs input); 0 = off
   std::string objective = "auto";  ///< reconstruction | distillation | auto (distillation when latents exist)
   /// auto | cpu | cuda | cuda:N. auto = TAEHV_DEVICE from the launcher when set (see
   /// Config::applyLauncherEnvironment), else cuda:LOCAL_RANK when CUDA is usable, else cpu.
@@ -64,6 +65,10 @@ struct DataConfig {
   double crop_min = 0.6;             ///< random square crop side in [crop_min, 1] of the short side
   int64_t synthetic_clips = 10000;   ///< clips per epoch of the synthetic source
   bool synthetic_texture = true;     ///< synthetic: stripes/checkers (true) or smooth colour fields only (false)
+  /// synthetic: at most this many shapes per scene (1-5; each scene draws 2-5 and keeps its first ones)
+  int64_t synthetic_shapes = 5;
+  double synthetic_shape_scale = 1;  ///< synthetic: shape radius multiplier, (0, 3] (1: radius 0.06-0.22 of the view)
+  bool synthetic_flat_background = false;  ///< synthetic: one colour behind the shapes (no gradient, wave, texture)
   int64_t prefetch = 4;              ///< batches decoded ahead by the background thread
 };
 

@@ -54,10 +54,21 @@ class ClipSource {
   virtual bool hasLatents() const { return false; }
 };
 
-/// Procedural clips: textured background plus moving, rotating shapes; `clips` items per epoch.
-/// `texture` = false: smooth scenes only (gradient and low-frequency backgrounds, solid-colour shapes), with the
-/// same layout and motion as texture = true; learnable in a few hundred steps (data.synthetic_texture).
-std::unique_ptr<ClipSource> makeSyntheticSource(int64_t clips, uint64_t seed, bool texture = true);
+/// What the synthetic scenes hold (data.synthetic_*). The defaults are the upstream recipe's scenes.
+struct SyntheticScenes {
+  /// false: smooth scenes only (gradient and low-frequency backgrounds, solid-colour shapes), with the same
+  /// layout and motion as true; learnable in a few hundred steps (data.synthetic_texture).
+  bool texture = true;
+  int64_t max_shapes = 5;        ///< a scene draws 2-5 shapes and keeps its first max_shapes (1-5)
+  double shape_scale = 1;        ///< radius multiplier of every shape (radius 0.06-0.22 of the view at 1)
+  bool flat_background = false;  ///< one colour behind the shapes
+};
+SyntheticScenes syntheticScenes(const DataConfig& data);
+
+/// Procedural clips: a background plus 2-5 moving, rotating shapes (discs, boxes, rings); `clips` items per
+/// epoch. Every option of `scenes` leaves the random draws as they are: a scene with fewer, larger shapes or a
+/// flat background is the default scene of the same number with that changed, nothing else.
+std::unique_ptr<ClipSource> makeSyntheticSource(int64_t clips, uint64_t seed, const SyntheticScenes& scenes = {});
 
 /// Items under `path`: a video file; a folder of frames; or a folder holding videos (.mp4 .webm .mkv .mov
 /// .avi) and/or sub-folders of frames (.png .jpg .jpeg, sorted by name). Teacher latents for an item X are
