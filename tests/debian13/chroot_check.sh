@@ -3,7 +3,7 @@
 # this repository into it (../shared bind-mounted beside it) and runs, inside, what README command 2 runs before
 # ctest: scripts/setup.sh (Debian's packages by their trixie names, the project's .venv with torch 2.13.0 from this
 # machine's wheels), scripts/build.sh, then the given ctest arguments (default: the unit tests). Not part of ctest:
-# it downloads trixie's packages (~1 GB with the build dependencies) and builds from cold (~30 minutes on 2 cores).
+# it downloads trixie's packages (~450 MB of .debs) and builds from cold (15-30 minutes on 2 cores).
 #
 #   bash tests/debian13/chroot_check.sh [ROOT] [-- CTEST_ARGS...]     (as root; ROOT default /srv/taehv-trixie)
 #
