@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "checkpoint_weights.h"
 #include "taehv/model/safetensors.h"
 #include "taehv/model/taehv.h"
 
@@ -158,25 +159,8 @@ std::vector<std::string> cat(std::vector<std::string> a, const std::vector<std::
   return a;
 }
 
-/// Named tensors of a checkpoint's model.pt / ema.pt.
-std::map<std::string, torch::Tensor> loadTensors(const std::string& file) {
-  TAEHV model;
-  torch::serialize::InputArchive archive;
-  archive.load_from(file);
-  std::map<std::string, torch::Tensor> out;
-  for (const auto& item : model->named_parameters()) {
-    torch::Tensor t;
-    archive.read(item.key(), t);
-    out[item.key()] = t;
-  }
-  return out;
-}
-
-double distance(const std::map<std::string, torch::Tensor>& a, const std::map<std::string, torch::Tensor>& b) {
-  double sum = 0;
-  for (const auto& [k, t] : a) sum += (t.to(torch::kDouble) - b.at(k).to(torch::kDouble)).pow(2).sum().item<double>();
-  return std::sqrt(sum);
-}
+using testing::distance;
+using testing::loadTensors;
 
 bool bitwiseEqual(const std::map<std::string, torch::Tensor>& a, const std::map<std::string, torch::Tensor>& b) {
   for (const auto& [k, t] : a) {

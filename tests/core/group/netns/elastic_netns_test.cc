@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "checkpoint_weights.h"
 #include "netns_harness.h"
-#include "taehv/model/taehv.h"
 
 namespace {
 
@@ -45,24 +45,8 @@ std::vector<std::string> trainer(const std::string& out) {
   return argv;
 }
 
-std::map<std::string, torch::Tensor> loadTensors(const std::string& file) {
-  taehv::TAEHV model;
-  torch::serialize::InputArchive archive;
-  archive.load_from(file);
-  std::map<std::string, torch::Tensor> out;
-  for (const auto& item : model->named_parameters()) {
-    torch::Tensor t;
-    archive.read(item.key(), t);
-    out[item.key()] = t;
-  }
-  return out;
-}
-
-double distance(const std::map<std::string, torch::Tensor>& a, const std::map<std::string, torch::Tensor>& b) {
-  double sum = 0;
-  for (const auto& [k, t] : a) sum += (t.to(torch::kDouble) - b.at(k).to(torch::kDouble)).pow(2).sum().item<double>();
-  return std::sqrt(sum);
-}
+using taehv::testing::distance;
+using taehv::testing::loadTensors;
 
 class ElasticNetns : public ::testing::Test {
  protected:
