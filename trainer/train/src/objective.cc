@@ -29,7 +29,7 @@ double learningRate(const TrainConfig& t, int64_t step) {
   return t.lr * (t.min_lr_ratio + (1 - t.min_lr_ratio) * 0.5 * (1 + std::cos(M_PI * progress)));
 }
 
-Objective computeObjective(TAEHV& model, const Batch& batch, const torch::Device& device, const TrainConfig& loss,
+Objective computeObjective(TAEHV& model, const Batch& batch, const torch::Device& device, const TrainConfig& config,
                            bool distill) {
   auto x = batch.frames.to(device);
   Objective out;
@@ -40,17 +40,17 @@ Objective computeObjective(TAEHV& model, const Batch& batch, const torch::Device
     auto enc = torch::mse_loss(latents.narrow(1, 0, L).to(torch::kFloat), teacher.narrow(1, 0, L));
     out.pred = model->decodeVideo(teacher);
     out.target = x.narrow(1, 0, out.pred.size(1));
-    out.loss = enc + reconstructionLoss(loss, out.pred.to(torch::kFloat), out.target);
+    out.loss = enc + reconstructionLoss(config, out.pred.to(torch::kFloat), out.target);
   } else {
     out.pred = model->decodeVideo(model->encodeVideo(x));
     out.target = x.narrow(1, 0, out.pred.size(1));
-    out.loss = reconstructionLoss(loss, out.pred.to(torch::kFloat), out.target);
+    out.loss = reconstructionLoss(config, out.pred.to(torch::kFloat), out.target);
   }
   return out;
 }
 
 Objective slicedObjective(SliceBackward& slicer, GradSync& sync, TAEHV& model, const std::vector<torch::Tensor>& params,
-                          const Batch& batch, const torch::Device& device, const TrainConfig& loss, bool distill,
+                          const Batch& batch, const torch::Device& device, const TrainConfig& config, bool distill,
                           double scale) {
   const int64_t n = batch.frames.size(0);
   std::vector<Objective> parts(static_cast<size_t>(slicer.slices()));
@@ -66,7 +66,7 @@ Objective slicedObjective(SliceBackward& slicer, GradSync& sync, TAEHV& model, c
       Batch part = batch;
       part.frames = batch.frames.slice(0, begin, end);
       if (batch.latents.defined()) part.latents = batch.latents.slice(0, begin, end);
-      Objective o = computeObjective(model, part, device, loss, distill);
+      Objective o = computeObjective(model, part, device, config, distill);
       const double share = static_cast<double>(end - begin) / static_cast<double>(n);
       parts[static_cast<size_t>(s)] = {o.loss.detach() * share, o.pred.detach(), o.target};
       return o.loss * (share * scale);

@@ -32,14 +32,14 @@ torch::Tensor reconstructionLoss(const TrainConfig& t, const torch::Tensor& pred
 
 /// Reconstruction: decode(encode(x)) against the first T' input frames (decoded frame j matches input frame j).
 /// Distillation (upstream recipe): MSE(encoder(x), teacher latents) + reconstruction of decode(teacher latents).
-Objective computeObjective(TAEHV& model, const Batch& batch, const torch::Device& device, const TrainConfig& loss,
+Objective computeObjective(TAEHV& model, const Batch& batch, const torch::Device& device, const TrainConfig& config,
                            bool distill);
 
 /// computeObjective and its backward for one micro-batch as the slicer's slices, each on its own thread (CPU).
 /// The gradients, scaled by `scale`, reach `sync` and the parameters' grads as backward's would; returns the
 /// whole micro-batch's loss (the slices' losses weighted by their share of it), predictions and targets.
 Objective slicedObjective(SliceBackward& slicer, GradSync& sync, TAEHV& model, const std::vector<torch::Tensor>& params,
-                          const Batch& batch, const torch::Device& device, const TrainConfig& loss, bool distill,
+                          const Batch& batch, const torch::Device& device, const TrainConfig& config, bool distill,
                           double scale);
 
 }  // namespace taehv::train
