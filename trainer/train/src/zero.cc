@@ -11,6 +11,22 @@ namespace taehv::train {
 
 /// Runs after AccumulateGrad has added a backward pass's gradient into the parameter's .grad (DDP's reducer
 /// hooks the same place). autograd::grad (the sliced CPU step) does not run AccumulateGrad, so not this either.
+/// Stage 2: runs before AccumulateGrad adds a backward pass's gradient, and makes the parameter's bucket buffer
+/// (every .grad of the bucket a view of it) on the bucket's first gradient of the step, so backward accumulates
+/// in place and no gradient is copied into a bucket buffer. Not run by autograd::grad (no AccumulateGrad there).
+class ShardedAdamW::AccumulatingHook : public torch::autograd::FunctionPreHook {
+ public:
+  AccumulatingHook(ShardedAdamW& owner, size_t param) : owner_(owner), param_(param) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& grads) override {
+    owner_.bucketBuffer(owner_.bucket_of_[param_]);
+    return grads;
+  }
+
+ private:
+  ShardedAdamW& owner_;
+  size_t param_;
+};
+
 class ShardedAdamW::AccumulatedHook : public torch::autograd::FunctionPostHook {
  public:
   AccumulatedHook(ShardedAdamW& owner, size_t param) : owner_(owner), param_(param) {}
@@ -78,12 +94,19 @@ ShardedAdamW::ShardedAdamW(Distributed& dist, std::vector<torch::Tensor> params,
     auto accumulator = torch::autograd::impl::grad_accumulator(params_[k]);
     TORCH_CHECK(accumulator, "ShardedAdamW: a parameter has no gradient accumulator (requires_grad off?)");
     hook_keys_.push_back(accumulator->add_post_hook(std::make_unique<AccumulatedHook>(*this, k)));
+    if (options_.stage == 2) accumulator->add_pre_hook(std::make_unique<AccumulatingHook>(*this, k));
     accumulators_.push_back(std::move(accumulator));
   }
 }
 
 ShardedAdamW::~ShardedAdamW() {
   for (size_t k = 0; k < accumulators_.size(); ++k) accumulators_[k]->del_post_hook(hook_keys_[k]);
+  for (auto& accumulator : accumulators_) {  // ours are the only pre-hooks of these nodes we hold alive
+    auto& hooks = accumulator->pre_hooks();
+    hooks.erase(std::remove_if(hooks.begin(), hooks.end(),
+                               [](const auto& h) { return dynamic_cast<AccumulatingHook*>(h.get()) != nullptr; }),
+                hooks.end());
+  }
   for (auto& b : buckets_) {
     if (!b.pending) continue;
     try {
@@ -111,6 +134,7 @@ void ShardedAdamW::zeroGrad() {
   torch::NoGradGuard no_grad;
   if (options_.stage == 2) {
     for (auto& p : params_) p.mutable_grad().reset();
+    for (auto& b : buckets_) b.buffer = torch::Tensor();
     return;
   }
   flat_grads_.zero_();
@@ -135,97 +159,107 @@ void ShardedAdamW::launchReady() {
   }
 }
 
+torch::Tensor ShardedAdamW::bucketBuffer(size_t index) {
+  Bucket& b = buckets_[index];
+  if (!b.buffer.defined()) {
+    torch::NoGradGuard no_grad;
+    b.buffer = torch::zeros({b.end - b.begin}, flat_params_.options());
+    for (const size_t k : b.params) {
+      auto slot = b.buffer.narrow(0, flat_offset_[k] - b.begin, params_[k].numel());
+      auto& grad = params_[k].mutable_grad();
+      if (grad.defined()) slot.copy_(grad.reshape({-1}));  // accumulated outside backward (GradSync::addGrads)
+      grad = slot.view(params_[k].sizes());
+    }
+  }
+  return b.buffer;
+}
+
 void ShardedAdamW::launch(Bucket& b) {
   torch::NoGradGuard no_grad;
   b.launched = true;
-  if (options_.stage == 1) {
-    // The gradients already sit in the slice, unless someone replaced a .grad since zeroGrad().
-    for (const size_t k : b.params) {
-      auto slot = flat_grads_.narrow(0, flat_offset_[k], params_[k].numel());
-      auto& grad = params_[k].mutable_grad();
-      if (grad.defined() && grad.data_ptr() == slot.data_ptr()) continue;
-      if (grad.defined()) {
-        slot.copy_(grad.reshape({-1}));
-      } else {
-        slot.zero_();
-      }
-      grad = slot.view(params_[k].sizes());
-    }
-    b.pending = dist_.allreduceSumAsync(flat_grads_.narrow(0, b.begin, b.end - b.begin));
-    return;
-  }
-  // Stage 2: move the bucket's gradients into one buffer and release them at once.
-  b.staging = torch::empty({b.end - b.begin}, flat_params_.options());
+  // Stage 1: the bucket's slice of the flat gradient buffer; stage 2: the bucket's own buffer (made now when no
+  // gradient of the bucket came through backward's hooks, e.g. the sliced CPU step's).
+  const auto buffer = options_.stage == 1 ? flat_grads_.narrow(0, b.begin, b.end - b.begin)
+                                          : bucketBuffer(bucket_of_[b.params.front()]);
+  // The gradients already sit in the buffer, unless someone replaced or released a .grad (GradSync::addGrads).
   for (const size_t k : b.params) {
-    auto slot = b.staging.narrow(0, flat_offset_[k] - b.begin, params_[k].numel());
+    auto slot = buffer.narrow(0, flat_offset_[k] - b.begin, params_[k].numel());
     auto& grad = params_[k].mutable_grad();
-    if (grad.defined()) {
-      slot.copy_(grad.reshape({-1}));
-    } else {
+    if (!grad.defined()) {
       slot.zero_();
+    } else if (grad.data_ptr() != slot.data_ptr()) {
+      slot.copy_(grad.reshape({-1}));
     }
-    grad.reset();
+    if (options_.stage == 1) {
+      grad = slot.view(params_[k].sizes());
+    } else {
+      grad.reset();  // the bucket keeps the buffer; the parameters hold no gradient from here on
+    }
   }
-  b.pending = dist_.allreduceSumAsync(b.staging);
+  b.pending = dist_.allreduceSumAsync(buffer);
 }
 
 void ShardedAdamW::prepareGradients() {
   torch::NoGradGuard no_grad;
-  const int64_t W = dist_.worldSize(), S = shard_size_;
-  const int64_t mine = dist_.rank() * S;
   // Buckets whose gradients were not all reported (a parameter backward did not reach, GradSync::addGrads).
   for (auto& b : buckets_) b.ready = b.params.size();
   launchReady();
-  if (options_.stage == 2) {
-    shard_grad_ = torch::empty({S}, flat_params_.options());
-    if (shard_end_ - shard_begin_ < S) shard_grad_.narrow(0, shard_end_ - shard_begin_, S - (shard_end_ - shard_begin_)).zero_();
-  }
   for (auto& b : buckets_) {
     b.pending->wait();
     b.pending.reset();
-    if (options_.stage == 2) {
-      const int64_t from = std::max(b.begin, mine), to = std::min(b.end, mine + S);
-      if (from < to) shard_grad_.narrow(0, from - mine, to - from).copy_(b.staging.narrow(0, from - b.begin, to - from));
-      b.staging = torch::Tensor();
-    }
     b.ready = 0;
     b.launched = false;
   }
   next_launch_ = 0;
   std::fill(reported_.begin(), reported_.end(), false);
+  // This rank's shard of the summed gradient. Stage 2 keeps only the buckets that hold part of it.
+  pieces_.clear();
+  const int64_t mine = dist_.rank() * shard_size_;
+  if (options_.stage == 1) {
+    pieces_.push_back({mine, flat_grads_.narrow(0, mine, shard_size_)});
+  } else {
+    for (auto& b : buckets_) {
+      const int64_t from = std::max(b.begin, mine), to = std::min(b.end, mine + shard_size_);
+      if (from < to) {
+        pieces_.push_back({from, b.buffer.narrow(0, from - b.begin, to - from)});
+      } else {
+        b.buffer = torch::Tensor();
+      }
+    }
+  }
   // Sum / W, as GradSync's average (stage 0 scales every element; this rank needs its shard only).
-  if (W > 1) shardGradient().mul_(1.0 / static_cast<double>(W));
+  if (dist_.worldSize() > 1) {
+    for (auto& piece : pieces_) piece.grad.mul_(1.0 / static_cast<double>(dist_.worldSize()));
+  }
   prepared_ = true;
-}
-
-torch::Tensor ShardedAdamW::shardGradient() const {
-  if (options_.stage == 2) return shard_grad_;
-  return flat_grads_.narrow(0, dist_.rank() * shard_size_, shard_size_);
 }
 
 double ShardedAdamW::clipGradNorm(double max_norm) {
   TORCH_CHECK(prepared_, "ShardedAdamW::clipGradNorm before prepareGradients");
   torch::NoGradGuard no_grad;
-  const auto grad = shardGradient();
   // The sum of squares in double, chunk by chunk through one small double buffer: the total is then the exactly
   // rounded norm, where clip_grad_norm_ takes the float norm of per-parameter float norms (a few ulp apart). A
   // fresh double copy per 1M-element chunk (two 8 MB allocations each) measured 0.24 s per step at one rank:
   // glibc returned and re-faulted the pages every time.
   constexpr int64_t kChunk = 1 << 16;
-  auto buffer = torch::empty({std::min(kChunk, grad.numel())}, grad.options().dtype(torch::kDouble));
+  auto buffer = torch::empty({kChunk}, flat_params_.options().dtype(torch::kDouble));
   double local = 0;
-  for (int64_t at = 0; at < grad.numel(); at += kChunk) {
-    const int64_t len = std::min(kChunk, grad.numel() - at);
-    auto chunk = buffer.narrow(0, 0, len);
-    chunk.copy_(grad.narrow(0, at, len));
-    local += torch::dot(chunk, chunk).item<double>();
+  for (const auto& piece : pieces_) {
+    for (int64_t at = 0; at < piece.grad.numel(); at += kChunk) {
+      const int64_t len = std::min(kChunk, piece.grad.numel() - at);
+      auto chunk = buffer.narrow(0, 0, len);
+      chunk.copy_(piece.grad.narrow(0, at, len));
+      local += torch::dot(chunk, chunk).item<double>();
+    }
   }
   auto squares = torch::tensor({local}, torch::kDouble);
   dist_.allreduceSum(squares);
   const double total = std::sqrt(squares.item<double>());
   // clip_grad_norm_'s coefficient in its float arithmetic: max_norm / (total + 1e-6), clamped at 1.
   const auto coef = (torch::tensor(static_cast<float>(total)) + 1e-6).reciprocal() * max_norm;
-  if (coef.item<float>() < 1) grad.mul_(coef);
+  if (coef.item<float>() < 1) {
+    for (auto& piece : pieces_) piece.grad.mul_(coef);
+  }
   return total;
 }
 
@@ -239,30 +273,36 @@ void ShardedAdamW::step(double lr) {
   const double bias_correction1 = 1 - std::pow(options_.beta1, static_cast<double>(step_));
   const double bias_correction2_sqrt = std::sqrt(1 - std::pow(options_.beta2, static_cast<double>(step_)));
   const double step_size = lr / bias_correction1;
-  auto p = flat_params_.narrow(0, dist_.rank() * shard_size_, shard_size_);
-  const auto g = shardGradient();
-  // Chunk by chunk, so the five tensors of a chunk stay in the L2 cache across the eight operations (eight
-  // passes over the whole 45 MB slice measured ~2x slower than torch's per-parameter loop at one rank).
+  // Piece by piece (stage 2's shard gradient lies in the buckets it overlaps; the padding past N is in no piece:
+  // its weights, gradients and moments are zero and would stay zero), and chunk by chunk within a piece, so the
+  // five tensors of a chunk stay in the L2 cache across the eight operations (eight passes over the whole 45 MB
+  // slice measured ~2x slower than torch's per-parameter loop at one rank).
+  const int64_t mine = dist_.rank() * shard_size_;
   constexpr int64_t kChunk = 1 << 15;  // elements: 5 x 128 KB
-  auto denom = torch::empty({std::min(kChunk, shard_size_)}, p.options());
-  for (int64_t at = 0; at < shard_size_; at += kChunk) {
-    const int64_t len = std::min(kChunk, shard_size_ - at);
-    auto pc = p.narrow(0, at, len), gc = g.narrow(0, at, len), d = denom.narrow(0, 0, len);
-    auto m = exp_avg_.narrow(0, at, len), v = exp_avg_sq_.narrow(0, at, len);
-    if (options_.weight_decay != 0) pc.mul_(1 - lr * options_.weight_decay);
-    m.mul_(options_.beta1).add_(gc, 1 - options_.beta1);
-    v.mul_(options_.beta2).addcmul_(gc, gc, 1 - options_.beta2);
-    torch::sqrt_out(d, v);
-    d.div_(bias_correction2_sqrt).add_(options_.eps);
-    pc.addcdiv_(m, d, -step_size);
+  auto denom = torch::empty({std::min(kChunk, shard_size_)}, flat_params_.options());
+  for (const auto& piece : pieces_) {
+    for (int64_t at = 0; at < piece.grad.numel(); at += kChunk) {
+      const int64_t len = std::min(kChunk, piece.grad.numel() - at), flat = piece.begin + at;
+      auto pc = flat_params_.narrow(0, flat, len), gc = piece.grad.narrow(0, at, len), d = denom.narrow(0, 0, len);
+      auto m = exp_avg_.narrow(0, flat - mine, len), v = exp_avg_sq_.narrow(0, flat - mine, len);
+      if (options_.weight_decay != 0) pc.mul_(1 - lr * options_.weight_decay);
+      m.mul_(options_.beta1).add_(gc, 1 - options_.beta1);
+      v.mul_(options_.beta2).addcmul_(gc, gc, 1 - options_.beta2);
+      torch::sqrt_out(d, v);
+      d.div_(bias_correction2_sqrt).add_(options_.eps);
+      pc.addcdiv_(m, d, -step_size);
+    }
   }
   denom = torch::Tensor();
-  shard_grad_ = torch::Tensor();
+  pieces_.clear();
+  if (options_.stage == 2) {
+    for (auto& b : buckets_) b.buffer = torch::Tensor();
+  }
   prepared_ = false;
   last_update_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Every rank's updated shard straight into every rank's flat parameters (the input is this rank's slice of
   // the output: in place, as NCCL allows and c10d's Gloo allgather does, it copies its result out at the end).
-  if (dist_.worldSize() > 1) dist_.allGather(p, flat_params_);
+  if (dist_.worldSize() > 1) dist_.allGather(flat_params_.narrow(0, mine, shard_size_), flat_params_);
 }
 
 void ShardedAdamW::exportState(torch::optim::AdamW& optimizer) const {
