@@ -500,9 +500,9 @@ TEST(Zero, StageOneCheckpointOfTwoRanksResumesOnThreeRanksAndAtStageZero) {
 }
 
 /// Runs 2 ranks, kills rank `victim` with SIGKILL once step 2 is logged; the survivor must stop quickly.
-void deadRankStopsTheOther(int victim) {
+void deadRankStopsTheOther(int victim, const std::vector<std::string>& extra = {}) {
   const auto dir = tempDir();
-  Job job = launch(2, tiny(dir + "/out", 100000), dir + "/out");
+  Job job = launch(2, plus(tiny(dir + "/out", 100000), extra), dir + "/out");
   ASSERT_TRUE(waitForStep(dir + "/out", 2, 120)) << slurp(job.logs[0]);
   kill(job.pids[static_cast<size_t>(victim)], SIGKILL);
   const auto t0 = Clock::now();
@@ -567,6 +567,12 @@ TEST(Eval, HeldOutEvalDuringTrainingIsLoggedAndLeavesTrainingUnchanged) {
 TEST(FailFast, KilledRankStopsTheOthersWithinSeconds) {
   deadRankStopsTheOther(1);
   deadRankStopsTheOther(0);  // rank 0 also serves the store
+}
+
+// ZeRO's parameter all-gather on Gloo is point-to-point transfers, which only wait() (no polling for an abort):
+// the survivor must still stop, from the closed connection or the abort watcher.
+TEST(FailFast, KilledRankStopsTheOtherAtZeroStageTwo) {
+  deadRankStopsTheOther(1, {"train.zero_stage=2"});
 }
 
 TEST(FailFast, RankFailingWithAnErrorStopsTheOthers) {
