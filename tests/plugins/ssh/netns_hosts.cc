@@ -1,7 +1,6 @@
 #include "netns_hosts.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -41,54 +40,17 @@ NetnsHosts::NetnsHosts(int n, const std::string& hide) {
     return;
   }
   base_ = tmpl;
-  int in[2];
-  int out[2];
-  if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) {
-    error_ = "pipe failed";
-    return;
-  }
   const std::string log = base_ + "/harness.log";
-  pid_ = ::fork();
-  if (pid_ == 0) {
-    ::dup2(in[0], 0);
-    ::dup2(out[1], 1);
-    const int err = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (err >= 0) ::dup2(err, 2);
-    if (!hide.empty()) ::setenv("HIDE", hide.c_str(), 1);
-    ::execl("/bin/bash", "bash", script.c_str(), "serve", base_.c_str(), std::to_string(n).c_str(),
-            static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  ::close(in[0]);
-  ::close(out[1]);
-  stdin_fd_ = in[1];
-  std::string got;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (got.find("READY") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
-    pollfd p{out[0], POLLIN, 0};
-    if (::poll(&p, 1, 200) <= 0) continue;
-    char buf[256];
-    const ssize_t k = ::read(out[0], buf, sizeof buf);
-    if (k <= 0) break;
-    got.append(buf, static_cast<std::size_t>(k));
-  }
-  ::close(out[0]);
-  ready_ = got.find("READY") != std::string::npos;
+  std::vector<std::pair<std::string, std::string>> env;
+  if (!hide.empty()) env.emplace_back("HIDE", hide);
+  script_ = std::make_unique<taehv::testing::ServedScript>(script, std::vector<std::string>{base_, std::to_string(n)},
+                                           std::chrono::seconds(30), log, env);
+  ready_ = script_->ready();
   if (!ready_) error_ = "sshd hosts did not come up: " + readFile(log);
 }
 
 NetnsHosts::~NetnsHosts() {
-  if (stdin_fd_ >= 0) ::close(stdin_fd_);  // the script tears everything down on EOF
-  if (pid_ > 0) {
-    int status = 0;
-    for (int i = 0; i < 300 && ::waitpid(pid_, &status, WNOHANG) == 0; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    if (::waitpid(pid_, &status, WNOHANG) == 0) {
-      ::kill(pid_, SIGTERM);
-      ::waitpid(pid_, &status, 0);
-    }
-  }
+  script_.reset();  // the script tears everything down on EOF of its stdin
   if (!base_.empty()) std::system(("rm -rf '" + base_ + "'").c_str());
 }
 

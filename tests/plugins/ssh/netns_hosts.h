@@ -6,8 +6,11 @@
 #include <sys/types.h>
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "infra/served_script.h"
 
 namespace taehv::ssh::testing {
 
@@ -33,8 +36,7 @@ class NetnsHosts {
   std::string base_;
   std::string skip_;
   std::string error_;
-  pid_t pid_ = -1;
-  int stdin_fd_ = -1;
+  std::unique_ptr<taehv::testing::ServedScript> script_;
   bool ready_ = false;
 };
 

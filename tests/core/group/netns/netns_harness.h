@@ -3,7 +3,6 @@
 #pragma once
 
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +13,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "infra/served_script.h"
 
 namespace taehv::netns {
 
@@ -37,44 +38,12 @@ inline int sh(const std::string& command) { return std::system(command.c_str());
 /// The namespaces, held while the object lives (the script tears them down when our pipe closes).
 class Namespaces {
  public:
-  explicit Namespaces(int count) {
-    int in[2];
-    int out[2];
-    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) return;
-    const std::string script = env("TAEHV_SOURCE_DIR") + "/tests/infra/group/netns_nodes.sh";
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(in[0], 0);
-      ::dup2(out[1], 1);
-      ::execl("/bin/bash", "bash", script.c_str(), "serve", std::to_string(count).c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    ::close(in[0]);
-    ::close(out[1]);
-    stdin_fd_ = in[1];
-    std::string got;
-    const auto end = Clock::now() + 20s;
-    while (got.find("READY") == std::string::npos && Clock::now() < end) {
-      pollfd p{out[0], POLLIN, 0};
-      if (::poll(&p, 1, 200) <= 0) continue;
-      char buf[256];
-      const ssize_t n = ::read(out[0], buf, sizeof buf);
-      if (n <= 0) break;
-      got.append(buf, static_cast<std::size_t>(n));
-    }
-    ::close(out[0]);
-    ready_ = got.find("READY") != std::string::npos;
-  }
-  ~Namespaces() {
-    if (stdin_fd_ >= 0) ::close(stdin_fd_);
-    if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
-  }
-  bool ready() const { return ready_; }
+  explicit Namespaces(int count)
+      : script_(env("TAEHV_SOURCE_DIR") + "/tests/infra/group/netns_nodes.sh", {std::to_string(count)}, 20s) {}
+  bool ready() const { return script_.ready(); }
 
  private:
-  pid_t pid_ = -1;
-  int stdin_fd_ = -1;
-  bool ready_ = false;
+  testing::ServedScript script_;
 };
 
 /// One node's taehv-run inside a namespace, output to a file.
