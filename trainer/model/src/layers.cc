@@ -315,6 +315,21 @@ torch::Tensor FrameStream::step() {
         }
         continue;
       }
+      case Kind::kUpsample:
+        if (i + 1 < layers_.size() && layers_[i + 1].kind == Kind::kTGrow) {
+          // As in runParallel: the TGrow's 1x1 convolution without bias at the lower resolution, then the nearest
+          // upsample (they commute exactly), its frames queued for the layer after the TGrow. The upsampled TGrow
+          // output is held as long as before, when the convolution ran on the upsampled frame.
+          const auto tgrow = layers_[i + 1].tgrow.ptr();
+          const torch::Tensor y = layer.upsample.ptr()->forward(countedConv(*tgrow->conv, x));
+          const int64_t c = tgrow->channels();
+          for (int64_t k = tgrow->stride() - 1; k >= 0; --k) {
+            queue_.push_front({y.slice(1, k * c, (k + 1) * c), i + 2});
+          }
+          continue;
+        }
+        x = applyFrameLayer(layer, x);
+        break;
       default:
         x = applyFrameLayer(layer, x);
         break;
