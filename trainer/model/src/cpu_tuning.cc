@@ -1,5 +1,9 @@
 #include "taehv/model/cpu_tuning.h"
 
+// __GLIBC__ is defined by <features.h>, which every C library header includes: without one before the test below,
+// the test is false and tuneCpuAllocator() compiles to nothing.
+#include <cstdlib>
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif

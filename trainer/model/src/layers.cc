@@ -253,7 +253,13 @@ torch::Tensor UpsampleImpl::forward(const torch::Tensor& x) {
 FrameStream::FrameStream(const std::vector<TAEHVLayer>& layers)
     : layers_(layers), memory_(layers.size()), pooled_(layers.size()) {}
 
-void FrameStream::push(torch::Tensor frame) { queue_.push_back({std::move(frame), 0}); }
+// Frames run through the layers in channels_last (NHWC) memory, which oneDNN convolves as it is: in NCHW every
+// convolution of a single frame reorders its input into a blocked layout and its output back. Measured (roundtrip
+// --streaming, taehv, 256x256, 17 frames, 2 threads): oneDNN kernel samples -20%, 4.4-4.6 -> 3.7-4.0 CPU s per
+// run. Outputs are returned contiguous, as the frames came in.
+void FrameStream::push(torch::Tensor frame) {
+  queue_.push_back({frame.contiguous(at::MemoryFormat::ChannelsLast), 0});
+}
 
 void FrameStream::reset() {
   queue_.clear();
@@ -278,7 +284,7 @@ torch::Tensor FrameStream::step() {
     queue_.pop_front();
     const std::size_t i = item.layer;
     if (i == layers_.size()) {
-      return item.x;
+      return item.x.contiguous();
     }
     torch::Tensor x = std::move(item.x);
     const TAEHVLayer& layer = layers_[i];
@@ -309,6 +315,21 @@ torch::Tensor FrameStream::step() {
         }
         continue;
       }
+      case Kind::kUpsample:
+        if (i + 1 < layers_.size() && layers_[i + 1].kind == Kind::kTGrow) {
+          // As in runParallel: the TGrow's 1x1 convolution without bias at the lower resolution, then the nearest
+          // upsample (they commute exactly), its frames queued for the layer after the TGrow. The upsampled TGrow
+          // output is held as long as before, when the convolution ran on the upsampled frame.
+          const auto tgrow = layers_[i + 1].tgrow.ptr();
+          const torch::Tensor y = layer.upsample.ptr()->forward(countedConv(*tgrow->conv, x));
+          const int64_t c = tgrow->channels();
+          for (int64_t k = tgrow->stride() - 1; k >= 0; --k) {
+            queue_.push_front({y.slice(1, k * c, (k + 1) * c), i + 2});
+          }
+          continue;
+        }
+        x = applyFrameLayer(layer, x);
+        break;
       default:
         x = applyFrameLayer(layer, x);
         break;

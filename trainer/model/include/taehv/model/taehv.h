@@ -155,7 +155,7 @@ class TAEHVImpl : public torch::nn::Module {
   torch::Tensor postprocessFrames(const torch::Tensor& x) const;
 
   /// Parallel mode on channels_last (NHWC) activations: same math, no layout reorders around each oneDNN
-  /// convolution; faster on CPU. Off by default; streaming mode is not affected.
+  /// convolution; faster on CPU. Off by default; streaming mode runs channels_last always (FrameStream).
   void setChannelsLast(bool on) { channels_last_ = on; }
   bool channelsLast() const { return channels_last_; }
 
@@ -186,8 +186,8 @@ TORCH_MODULE(TAEHV);
 /// Runs a block list one frame at a time, depth first, keeping one memory slot per layer (O(1) memory in time):
 /// a MemBlock remembers its previous input, a TPool buffers inputs until it has `stride`, a TGrow emits its
 /// frames in time order. The work queue is upstream's (apply_model_with_memblocks_sequential_single_step): step()
-/// does only the work that makes the next output frame. Holds a reference to the model's layers: the model must
-/// outlive it. Not thread-safe.
+/// does only the work that makes the next output frame. Works in channels_last memory inside; the frames it returns
+/// are contiguous. Holds a reference to the model's layers: the model must outlive it. Not thread-safe.
 class FrameStream {
  public:
   explicit FrameStream(const std::vector<TAEHVLayer>& layers);
