@@ -1,5 +1,7 @@
 #include "taehv/model/cpu_tuning.h"
 
+#include <cstdlib>  // a C library header first: it defines __GLIBC__ (without one this file compiled to a bare return)
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
