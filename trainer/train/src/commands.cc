@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "taehv/model/cpu_tuning.h"
 #include "taehv/train/checkpoint.h"
 #include "taehv/train/data.h"
 #include "taehv/train/trainer.h"
@@ -103,6 +104,10 @@ int trainCommand(const std::vector<std::string>& args) {
     return 0;
   }
   TrainOptions options{p.config, p.resume, p.stop_at_step};
+  // Before any thread starts: freed activations stay in the heap. Without it each CPU step page-faults its
+  // activations in afresh (2 ranks x 1 thread, 2 x 12 x 64x64: 39-55k minor faults and 0.07-0.09 s of kernel time
+  // per step and rank, ~9% of the step; with it ~200 faults and 0.005 s).
+  tuneCpuAllocator();
   return runTraining(options);
 }
 

@@ -87,6 +87,26 @@ class StopSignals {
   struct sigaction old_alrm_ {};
 };
 
+/// torch::nn::utils::clip_grad_norm_ (L2) without its multiplication of every gradient by a coefficient clamped to
+/// 1 when the norm is below max_norm (x * 1 == x, so the gradients and the returned norm are its own to the bit):
+/// that pass over TAEHV's 43 MB of gradients took 1.9 ms of a step whose norm is ~0.05 against a max_norm of 1.
+double clipGradNorm(const std::vector<torch::Tensor>& params, double max_norm) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> grads, norms;
+  for (const auto& p : params) {
+    if (!p.grad().defined()) continue;
+    grads.push_back(p.grad());
+    norms.push_back(grads.back().norm(2.0));
+  }
+  if (grads.empty()) return 0.0;
+  const torch::Tensor total = norms.size() == 1 ? norms[0] : torch::stack(norms).norm(2.0);
+  const torch::Tensor coef = torch::clamp(max_norm / (total + 1e-6), std::nullopt, 1.0);
+  if (!(coef.item<double>() == 1.0)) {  // NaN too: multiplied in, as torch does
+    for (auto& g : grads) g.mul_(coef);
+  }
+  return total.item<double>();
+}
+
 /// Every rank must resume from the same step (checkpoints live on a shared filesystem).
 void checkSameStart(Distributed& dist, int64_t start_step, int64_t world) {
   auto check = torch::tensor({static_cast<double>(start_step), 1.0}, torch::kDouble);
@@ -240,7 +260,7 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
       state.zero->step(lr);
       update_s = state.zero->lastUpdateSeconds();
     } else {
-      if (cfg.train.grad_clip > 0) grad_norm = torch::nn::utils::clip_grad_norm_(params, cfg.train.grad_clip);
+      if (cfg.train.grad_clip > 0) grad_norm = clipGradNorm(params, cfg.train.grad_clip);
       const auto arithmetic_start = Clock::now();
       state.optimizer->step();
       update_s = seconds(Clock::now() - arithmetic_start);

@@ -33,6 +33,7 @@
 #include <memory>
 #include <vector>
 
+#include "taehv/train/config.h"
 #include "taehv/train/dist.h"
 
 namespace taehv::train {
@@ -43,7 +44,7 @@ struct ShardedAdamWOptions {
   double beta2 = 0.95;
   double eps = 1e-8;  ///< torch::optim::AdamWOptions' default, which stage 0 uses
   double weight_decay = 1e-2;
-  double bucket_mb = 25;  ///< gradient bucket size, as GradSync's (dist.bucket_mb)
+  double bucket_mb = DistConfig::kDefaultBucketMb;  ///< gradient bucket size, as GradSync's (dist.bucket_mb)
 };
 
 class ShardedAdamW {
