@@ -231,16 +231,9 @@ void ShardedAdamW::launch(Bucket& b) {
     }
   }
   b.pending = dist_.exchangeAsync(sends, recvs, kReduceScatterTag);
-  // At most two buckets in flight: the one launched two buckets ago has had a bucket's worth of backward to
-  // arrive, and harvesting it now frees its buffer while backward goes on.
-  const auto index = static_cast<size_t>(&b - buckets_.data());
-  if (index >= 2) harvest(buckets_[index - 2]);
 }
 
 void ShardedAdamW::harvest(Bucket& b) {
-  if (!b.pending) return;  // harvested already
-  b.pending->wait();
-  b.pending.reset();
   const int W = dist_.worldSize(), me = dist_.rank();
   const int64_t mine = me * shard_size_;
   const int64_t from = std::max(b.begin, mine), to = std::min(b.end, mine + shard_size_), length = to - from;
@@ -270,12 +263,9 @@ void ShardedAdamW::prepareGradients() {
   for (auto& b : buckets_) b.ready = b.params.size();
   launchReady();
   for (auto& b : buckets_) {
-    if (options_.stage == 2) {
-      harvest(b);
-    } else {
-      b.pending->wait();
-      b.pending.reset();
-    }
+    b.pending->wait();
+    b.pending.reset();
+    if (options_.stage == 2) harvest(b);
     b.ready = 0;
     b.launched = false;
   }

@@ -111,8 +111,7 @@ class ShardedAdamW {
   torch::Tensor bucketBuffer(size_t index);
   /// This rank's [S] slice of the averaged gradient (stage 1: of the flat buffer; stage 2: shard_grad_).
   torch::Tensor shardGradient() const;
-  /// Stage 2: waits for the bucket's transfers, sums this rank's part into shard_grad_, releases the buffers.
-  /// Does nothing the second time.
+  /// Stage 2, after the bucket's transfers: this rank's part of it summed into shard_grad_; buffers released.
   void harvest(Bucket& b);
   void onAccumulated(size_t param);
   void launchReady();
