@@ -69,24 +69,6 @@ class DoneHandle : public PendingCollective {
   void wait() override {}
 };
 
-/// Gloo's send and receive works report completion only from their own wait(), so these are waited on in turn
-/// (no polling for an abort as in WorkHandle): a peer that dies closes its connection, which ends the wait with
-/// an error, and a live but stuck one is left to the abort watcher.
-class TransfersHandle : public PendingCollective {
- public:
-  TransfersHandle(std::vector<c10::intrusive_ptr<c10d::Work>> works, std::vector<std::vector<at::Tensor>> keep)
-      : works_(std::move(works)), keep_(std::move(keep)) {}
-  void wait() override {
-    for (auto& work : works_) work->wait();
-    works_.clear();
-    keep_.clear();
-  }
-
- private:
-  std::vector<c10::intrusive_ptr<c10d::Work>> works_;
-  std::vector<std::vector<at::Tensor>> keep_;
-};
-
 }  // namespace
 
 DistEnv DistEnv::fromEnvironment() {
@@ -250,13 +232,17 @@ void Distributed::allGather(const torch::Tensor& shard, torch::Tensor full) {
     auto flat = full.view({-1});
     auto mine = flat.narrow(0, env_.rank * n, n);
     if (mine.data_ptr() != shard.data_ptr()) mine.copy_(shard.reshape({-1}));
-    std::vector<Transfer> sends, recvs;
+    std::vector<std::vector<at::Tensor>> buffers;
+    buffers.reserve(2 * static_cast<size_t>(env_.world_size));
+    std::vector<c10::intrusive_ptr<c10d::Work>> transfers;
     for (int peer = 0; peer < env_.world_size; ++peer) {
       if (peer == env_.rank) continue;
-      sends.push_back({peer, mine});
-      recvs.push_back({peer, flat.narrow(0, peer * n, n)});
+      transfers.push_back(impl_->group->send(buffers.emplace_back(1, mine), peer, kAllGatherTag));
+      transfers.push_back(impl_->group->recv(buffers.emplace_back(1, flat.narrow(0, peer * n, n)), peer, kAllGatherTag));
     }
-    exchangeAsync(sends, recvs, kAllGatherTag)->wait();
+    // Gloo's send and receive works report completion only from wait() (no polling as in WorkHandle): a peer
+    // that dies closes its connection, and that ends the wait with an error.
+    for (auto& transfer : transfers) transfer->wait();
     return;
   }
   // NCCL: _allgather_base (allgather_into_tensor) writes one flat output.
@@ -265,26 +251,6 @@ void Distributed::allGather(const torch::Tensor& shard, torch::Tensor full) {
   WorkHandle(impl_->group->_allgather_base(out, in, c10d::AllgatherOptions{}), {out, in}, aborted_,
              out.is_same(full) ? at::Tensor() : full)
       .wait();
-}
-
-std::unique_ptr<PendingCollective> Distributed::exchangeAsync(const std::vector<Transfer>& sends,
-                                                              const std::vector<Transfer>& recvs, int tag) {
-  if (env_.world_size == 1 || (sends.empty() && recvs.empty())) return std::make_unique<DoneHandle>();
-  if (aborted_) throw std::runtime_error("collective refused: another rank failed");
-  std::vector<std::vector<at::Tensor>> keep;
-  keep.reserve(sends.size() + recvs.size());  // c10d takes the vectors by reference: no reallocation
-  std::vector<c10::intrusive_ptr<c10d::Work>> works;
-  const bool batched = impl_->collective_device.has_value();  // NCCL: one group, or two ranks that send to each
-                                                              // other first would each wait for the other's receive
-  if (batched) impl_->group->startCoalescing();
-  for (const auto& t : sends) works.push_back(impl_->group->send(keep.emplace_back(1, t.tensor), t.peer, tag));
-  for (const auto& t : recvs) works.push_back(impl_->group->recv(keep.emplace_back(1, t.tensor), t.peer, tag));
-  if (batched) {
-    std::vector<at::Tensor> tensors;
-    for (auto& k : keep) tensors.push_back(k[0]);
-    return std::make_unique<WorkHandle>(impl_->group->endCoalescing(), std::move(tensors), aborted_);
-  }
-  return std::make_unique<TransfersHandle>(std::move(works), std::move(keep));
 }
 
 void Distributed::broadcastFromRank0(const std::vector<torch::Tensor>& tensors) {
