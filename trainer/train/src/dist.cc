@@ -16,8 +16,6 @@ namespace {
 constexpr const char* kAbortKey = "taehv/abort";
 /// How often each rank looks at the abort key.
 constexpr std::chrono::milliseconds kWatchPeriod{200};
-/// Gloo point-to-point tag of allGather's transfers (collectives use their own, prefixed slots).
-constexpr int kAllGatherTag = 1;
 /// After another rank failed: time the training thread gets to notice by itself before the process exits.
 constexpr std::chrono::milliseconds kAbortGrace{3000};
 
@@ -224,28 +222,7 @@ void Distributed::allGather(const torch::Tensor& shard, torch::Tensor full) {
     return;
   }
   if (aborted_) throw std::runtime_error("collective refused: another rank failed");
-  if (!impl_->collective_device) {
-    // Gloo: this rank's shard to every other rank and theirs straight into `full`, point to point. c10d's Gloo
-    // _allgather_base measured 74 ms for 45 MB at 2 ranks on loopback, twice an all-reduce of all 45 MB (33 ms);
-    // the transfers take 16 ms and copy nothing, so the result is the same bits.
-    const int64_t n = shard.numel();
-    auto flat = full.view({-1});
-    auto mine = flat.narrow(0, env_.rank * n, n);
-    if (mine.data_ptr() != shard.data_ptr()) mine.copy_(shard.reshape({-1}));
-    std::vector<std::vector<at::Tensor>> buffers;
-    buffers.reserve(2 * static_cast<size_t>(env_.world_size));
-    std::vector<c10::intrusive_ptr<c10d::Work>> transfers;
-    for (int peer = 0; peer < env_.world_size; ++peer) {
-      if (peer == env_.rank) continue;
-      transfers.push_back(impl_->group->send(buffers.emplace_back(1, mine), peer, kAllGatherTag));
-      transfers.push_back(impl_->group->recv(buffers.emplace_back(1, flat.narrow(0, peer * n, n)), peer, kAllGatherTag));
-    }
-    // Gloo's send and receive works report completion only from wait() (no polling as in WorkHandle): a peer
-    // that dies closes its connection, and that ends the wait with an error.
-    for (auto& transfer : transfers) transfer->wait();
-    return;
-  }
-  // NCCL: _allgather_base (allgather_into_tensor) writes one flat output.
+  // _allgather_base (allgather_into_tensor) writes one flat output; Gloo and NCCL both implement it.
   at::Tensor out = impl_->onCollectiveDevice(full);
   at::Tensor in = impl_->onCollectiveDevice(shard.contiguous());
   WorkHandle(impl_->group->_allgather_base(out, in, c10d::AllgatherOptions{}), {out, in}, aborted_,
