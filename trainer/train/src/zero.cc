@@ -9,8 +9,6 @@
 
 namespace taehv::train {
 
-/// Runs after AccumulateGrad has added a backward pass's gradient into the parameter's .grad (DDP's reducer
-/// hooks the same place). autograd::grad (the sliced CPU step) does not run AccumulateGrad, so not this either.
 /// Stage 2: runs before AccumulateGrad adds a backward pass's gradient, and makes the parameter's bucket buffer
 /// (every .grad of the bucket a view of it) on the bucket's first gradient of the step, so backward accumulates
 /// in place and no gradient is copied into a bucket buffer. Not run by autograd::grad (no AccumulateGrad there).
@@ -27,6 +25,8 @@ class ShardedAdamW::AccumulatingHook : public torch::autograd::FunctionPreHook {
   size_t param_;
 };
 
+/// Runs after AccumulateGrad has added a backward pass's gradient into the parameter's .grad (DDP's reducer
+/// hooks the same place). autograd::grad (the sliced CPU step) does not run AccumulateGrad, so not this either.
 class ShardedAdamW::AccumulatedHook : public torch::autograd::FunctionPostHook {
  public:
   AccumulatedHook(ShardedAdamW& owner, size_t param) : owner_(owner), param_(param) {}
