@@ -19,6 +19,7 @@
 #include "checkpoint_weights.h"
 #include "taehv/model/safetensors.h"
 #include "taehv/model/taehv.h"
+#include "taehv/train/dist.h"
 
 namespace taehv::train {
 namespace {
@@ -401,6 +402,25 @@ AdamState loadAdamState(const std::string& file) {
   return out;
 }
 
+// The watcher's reading of one peer's heartbeat counter.
+TEST(PeerLiveness, StillCounterIsDeadAfterTheSilenceAndAFinishedPeerNever) {
+  using namespace std::chrono_literals;
+  using taehv::train::PeerLiveness;
+  const auto t0 = PeerLiveness::Clock::now();
+  PeerLiveness p(t0, 6s);
+  EXPECT_FALSE(p.dead(0, t0 + 1s)) << "not seen yet, within the silence since the start";
+  EXPECT_FALSE(p.dead(0, t0 + 5s));
+  EXPECT_TRUE(p.dead(0, t0 + 7s)) << "never moved for 7 s";
+  PeerLiveness q(t0, 6s);
+  for (int k = 1; k <= 50; ++k) EXPECT_FALSE(q.dead(k, t0 + k * 1s)) << "moves every second";
+  EXPECT_FALSE(q.dead(50, t0 + 55s));
+  EXPECT_TRUE(q.dead(50, t0 + 57s)) << "stood still for 7 s after moving";
+  PeerLiveness r(t0, 6s);
+  EXPECT_FALSE(r.dead(3, t0 + 1s));
+  EXPECT_FALSE(r.dead(PeerLiveness::kFinished + 3, t0 + 100s)) << "a peer that finished on purpose is not dead";
+  EXPECT_FALSE(r.dead(PeerLiveness::kFinished + 3, t0 + 200s));
+}
+
 double norm(const std::map<std::string, torch::Tensor>& a) {
   double sum = 0;
   for (const auto& [k, t] : a) sum += t.to(torch::kDouble).pow(2).sum().item<double>();
@@ -573,6 +593,34 @@ TEST(FailFast, KilledRankStopsTheOthersWithinSeconds) {
 // the survivor must still stop, from the closed connection or the abort watcher.
 TEST(FailFast, KilledRankStopsTheOtherAtZeroStageTwo) {
   deadRankStopsTheOther(1, {"train.zero_stage=2"});
+}
+
+// A frozen rank (SIGSTOP) keeps its connections open, so no collective fails and it announces nothing: the rank
+// watching its heartbeat must stop the run within seconds, not after dist.timeout_s (600 s here).
+TEST(FailFast, FrozenRankIsFoundByItsHeartbeat) {
+  const auto dir = tempDir();
+  Job job = launch(2, plus(tiny(dir + "/out", 100000), {"dist.timeout_s=600"}), dir + "/out");
+  ASSERT_TRUE(waitForStep(dir + "/out", 2, 120)) << slurp(job.logs[0]);
+  kill(job.pids[1], SIGSTOP);
+  const auto t0 = Clock::now();
+  int st = 0;
+  pid_t done = 0;
+  while (done == 0 && Clock::now() - t0 < std::chrono::seconds(60)) {
+    done = waitpid(job.pids[0], &st, WNOHANG);
+    if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  kill(job.pids[1], SIGKILL);
+  waitpid(job.pids[1], nullptr, 0);
+  if (done == 0) {
+    kill(job.pids[0], SIGKILL);
+    waitpid(job.pids[0], nullptr, 0);
+  }
+  ASSERT_EQ(done, job.pids[0]) << "rank 0 still waits for the frozen rank 1:\n" << slurp(job.logs[0]);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 3) << "status " << st << ":\n" << slurp(job.logs[0]);
+  EXPECT_LT(s, 20) << slurp(job.logs[0]);
+  EXPECT_NE(slurp(job.logs[0]).find("rank 1 has sent no heartbeat"), std::string::npos) << slurp(job.logs[0]);
+  fs::remove_all(dir);
 }
 
 TEST(FailFast, RankFailingWithAnErrorStopsTheOthers) {

@@ -14,8 +14,13 @@ namespace taehv::train {
 namespace {
 
 constexpr const char* kAbortKey = "taehv/abort";
-/// How often each rank looks at the abort key.
+/// Each rank's heartbeat counter: this prefix and the rank (PeerLiveness).
+constexpr const char* kHeartbeatPrefix = "taehv/alive/";
+/// How often each rank looks at the abort key and adds to its heartbeat.
 constexpr std::chrono::milliseconds kWatchPeriod{200};
+/// A peer whose heartbeat stands still this long is taken as dead: 30 periods, so a watcher thread starved
+/// for a few seconds on a loaded host is not, and the others still stop well before any collective timeout.
+constexpr std::chrono::milliseconds kPeerSilence{6000};
 /// After another rank failed: time the training thread gets to notice by itself before the process exits.
 constexpr std::chrono::milliseconds kAbortGrace{3000};
 
@@ -161,13 +166,29 @@ void Distributed::watch() {
   std::string reason;
   try {
     store = backends::makeTcpStore(env_.master_addr, env_.master_port, false, env_.world_size, impl_->timeout);
+    const std::string mine = kHeartbeatPrefix + std::to_string(env_.rank);
+    const int peer = (env_.rank + 1) % env_.world_size;
+    const std::string theirs = kHeartbeatPrefix + std::to_string(peer);
+    PeerLiveness liveness(PeerLiveness::Clock::now(), kPeerSilence);
     while (!stop_watch_) {
       if (store->check({kAbortKey})) {
         auto v = store->get(kAbortKey);
         reason = std::string(v.begin(), v.end());
         break;
       }
+      store->add(mine, 1);
+      if (liveness.dead(store->add(theirs, 0), PeerLiveness::Clock::now())) {
+        // Tell everyone, not only this rank: the peer could not announce its own end.
+        reason = "rank " + std::to_string(peer) + " has sent no heartbeat for " +
+                 std::to_string(kPeerSilence.count() / 1000) + " s (killed, frozen, or its host is lost)";
+        store->set(kAbortKey, std::vector<uint8_t>(reason.begin(), reason.end()));
+        break;
+      }
       std::this_thread::sleep_for(kWatchPeriod);
+    }
+    if (stop_watch_) {
+      store->add(mine, PeerLiveness::kFinished);  // finished on purpose: the rank watching this one lets it go
+      return;
     }
   } catch (const std::exception& e) {
     if (stop_watch_) return;

@@ -39,6 +39,31 @@ class PendingCollective {
 /// Exit status of a rank that stops because another rank failed.
 constexpr int kAbortExitCode = 3;
 
+/// One peer's heartbeat as the abort watcher reads it. Every rank's watcher adds 1 to its own counter in the store
+/// each period and reads the counter of the next rank (ring order, so W reads per period for W ranks, not W^2):
+/// a peer killed outright (SIGKILL, OOM killer, lost host) or frozen announces nothing, and a point-to-point
+/// transfer waiting for it would not notice. A rank that stops watching on purpose (its clean end, or a failure
+/// it announced itself) sets its counter to kFinished, so a peer that finishes first is never taken as dead.
+class PeerLiveness {
+ public:
+  static constexpr int64_t kFinished = int64_t{1} << 40;
+  using Clock = std::chrono::steady_clock;
+  /// `silence`: how long the counter may stand still, counted from `start` until it first moves.
+  PeerLiveness(Clock::time_point start, std::chrono::milliseconds silence) : seen_(start), silence_(silence) {}
+  /// Records the counter read at `now`; true when the peer is to be taken as dead.
+  bool dead(int64_t beats, Clock::time_point now) {
+    if (beats >= kFinished) return false;
+    if (beats_ >= 0 && beats != beats_) seen_ = now;  // it moved (the first reading is only the baseline)
+    beats_ = beats;
+    return now - seen_ > silence_;
+  }
+
+ private:
+  int64_t beats_ = -1;
+  Clock::time_point seen_;
+  std::chrono::milliseconds silence_;
+};
+
 /// One process group for the whole run. Thread safety: collectives are issued from one thread at a time
 /// (the training thread, or autograd hooks running on it); every rank issues them in the same order.
 class Distributed {
