@@ -8,6 +8,10 @@
 #include <cmath>
 
 namespace taehv::train {
+namespace {
+/// Tag of stage 2's reduce-scatter transfers (Distributed::allGather's are 1).
+constexpr int kReduceScatterTag = 2;
+}  // namespace
 
 /// Stage 2: runs before AccumulateGrad adds a backward pass's gradient, and makes the parameter's bucket buffer
 /// (every .grad of the bucket a view of it) on the bucket's first gradient of the step, so backward accumulates
@@ -135,6 +139,7 @@ void ShardedAdamW::zeroGrad() {
   if (options_.stage == 2) {
     for (auto& p : params_) p.mutable_grad().reset();
     for (auto& b : buckets_) b.buffer = torch::Tensor();
+    shard_grad_ = torch::Tensor();
     return;
   }
   flat_grads_.zero_();
@@ -196,7 +201,67 @@ void ShardedAdamW::launch(Bucket& b) {
       grad.reset();  // the bucket keeps the buffer; the parameters hold no gradient from here on
     }
   }
-  b.pending = dist_.allreduceSumAsync(buffer);
+  if (options_.stage == 1) {
+    b.pending = dist_.allreduceSumAsync(buffer);
+    return;
+  }
+  // Stage 2: a reduce-scatter, point to point (c10d's Gloo has none: its _reduce_scatter_base is an all-reduce of a
+  // clone). Each other rank gets its part of the bucket; the other ranks' copies of this rank's part arrive in the
+  // shard gradient (the lowest other rank's) and in b.extra (the rest, from 3 ranks on); harvest() adds them up.
+  const int W = dist_.worldSize(), me = dist_.rank();
+  const int64_t S = shard_size_, mine = me * S;
+  if (!shard_grad_.defined()) {
+    shard_grad_ = torch::empty({S}, flat_params_.options());
+    const int64_t real = std::max<int64_t>(0, std::min(S, numel_ - mine));
+    if (real < S) shard_grad_.narrow(0, real, S - real).zero_();  // the padding past N
+  }
+  std::vector<Distributed::Transfer> sends, recvs;
+  for (int peer = 0; peer < W; ++peer) {
+    const int64_t from = std::max(b.begin, peer * S), to = std::min(b.end, (peer + 1) * S);
+    if (peer != me && from < to) sends.push_back({peer, buffer.narrow(0, from - b.begin, to - from)});
+  }
+  const int64_t from = std::max(b.begin, mine), to = std::min(b.end, mine + S), length = to - from;
+  if (length > 0 && W > 1) {
+    if (W > 2) b.extra = torch::empty({(W - 2) * length}, flat_params_.options());
+    int64_t slot = 0;
+    for (int peer = 0; peer < W; ++peer) {
+      if (peer == me) continue;
+      recvs.push_back({peer, recvs.empty() ? shard_grad_.narrow(0, from - mine, length)
+                                           : b.extra.narrow(0, (slot++) * length, length)});
+    }
+  }
+  b.pending = dist_.exchangeAsync(sends, recvs, kReduceScatterTag);
+  // At most two buckets in flight: the one launched two buckets ago has had a bucket's worth of backward to
+  // arrive, and harvesting it now frees its buffer while backward goes on.
+  const auto index = static_cast<size_t>(&b - buckets_.data());
+  if (index >= 2) harvest(buckets_[index - 2]);
+}
+
+void ShardedAdamW::harvest(Bucket& b) {
+  if (!b.pending) return;  // harvested already
+  b.pending->wait();
+  b.pending.reset();
+  const int W = dist_.worldSize(), me = dist_.rank();
+  const int64_t mine = me * shard_size_;
+  const int64_t from = std::max(b.begin, mine), to = std::min(b.end, mine + shard_size_), length = to - from;
+  if (length > 0) {
+    auto sum = shard_grad_.narrow(0, from - mine, length);
+    const auto local = b.buffer.narrow(0, from - b.begin, length);
+    if (W == 1) {
+      sum.copy_(local);
+    } else {
+      // Every rank's copy added in rank order, (c0 + c1) + c2 ..., whoever this rank is: the lowest other rank's
+      // is already in `sum`, and a + b is b + a to the bit. At 2 ranks that is the all-reduce's sum exactly.
+      const int first = me == 0 ? 1 : 0;
+      int64_t slot = 0;
+      for (int j = 0; j < W; ++j) {
+        if (j == first) continue;
+        sum.add_(j == me ? local : b.extra.narrow(0, (slot++) * length, length));
+      }
+    }
+  }
+  b.buffer = torch::Tensor();
+  b.extra = torch::Tensor();
 }
 
 void ShardedAdamW::prepareGradients() {
@@ -205,61 +270,50 @@ void ShardedAdamW::prepareGradients() {
   for (auto& b : buckets_) b.ready = b.params.size();
   launchReady();
   for (auto& b : buckets_) {
-    b.pending->wait();
-    b.pending.reset();
+    if (options_.stage == 2) {
+      harvest(b);
+    } else {
+      b.pending->wait();
+      b.pending.reset();
+    }
     b.ready = 0;
     b.launched = false;
   }
   next_launch_ = 0;
   std::fill(reported_.begin(), reported_.end(), false);
-  // This rank's shard of the summed gradient. Stage 2 keeps only the buckets that hold part of it.
-  pieces_.clear();
-  const int64_t mine = dist_.rank() * shard_size_;
-  if (options_.stage == 1) {
-    pieces_.push_back({mine, flat_grads_.narrow(0, mine, shard_size_)});
-  } else {
-    for (auto& b : buckets_) {
-      const int64_t from = std::max(b.begin, mine), to = std::min(b.end, mine + shard_size_);
-      if (from < to) {
-        pieces_.push_back({from, b.buffer.narrow(0, from - b.begin, to - from)});
-      } else {
-        b.buffer = torch::Tensor();
-      }
-    }
-  }
   // Sum / W, as GradSync's average (stage 0 scales every element; this rank needs its shard only).
-  if (dist_.worldSize() > 1) {
-    for (auto& piece : pieces_) piece.grad.mul_(1.0 / static_cast<double>(dist_.worldSize()));
-  }
+  if (dist_.worldSize() > 1) shardGradient().mul_(1.0 / static_cast<double>(dist_.worldSize()));
   prepared_ = true;
+}
+
+torch::Tensor ShardedAdamW::shardGradient() const {
+  if (options_.stage == 2) return shard_grad_;
+  return flat_grads_.narrow(0, dist_.rank() * shard_size_, shard_size_);
 }
 
 double ShardedAdamW::clipGradNorm(double max_norm) {
   TORCH_CHECK(prepared_, "ShardedAdamW::clipGradNorm before prepareGradients");
   torch::NoGradGuard no_grad;
+  const auto grad = shardGradient();
   // The sum of squares in double, chunk by chunk through one small double buffer: the total is then the exactly
   // rounded norm, where clip_grad_norm_ takes the float norm of per-parameter float norms (a few ulp apart). A
   // fresh double copy per 1M-element chunk (two 8 MB allocations each) measured 0.24 s per step at one rank:
   // glibc returned and re-faulted the pages every time.
   constexpr int64_t kChunk = 1 << 16;
-  auto buffer = torch::empty({kChunk}, flat_params_.options().dtype(torch::kDouble));
+  auto buffer = torch::empty({std::min(kChunk, grad.numel())}, grad.options().dtype(torch::kDouble));
   double local = 0;
-  for (const auto& piece : pieces_) {
-    for (int64_t at = 0; at < piece.grad.numel(); at += kChunk) {
-      const int64_t len = std::min(kChunk, piece.grad.numel() - at);
-      auto chunk = buffer.narrow(0, 0, len);
-      chunk.copy_(piece.grad.narrow(0, at, len));
-      local += torch::dot(chunk, chunk).item<double>();
-    }
+  for (int64_t at = 0; at < grad.numel(); at += kChunk) {
+    const int64_t len = std::min(kChunk, grad.numel() - at);
+    auto chunk = buffer.narrow(0, 0, len);
+    chunk.copy_(grad.narrow(0, at, len));
+    local += torch::dot(chunk, chunk).item<double>();
   }
   auto squares = torch::tensor({local}, torch::kDouble);
   dist_.allreduceSum(squares);
   const double total = std::sqrt(squares.item<double>());
   // clip_grad_norm_'s coefficient in its float arithmetic: max_norm / (total + 1e-6), clamped at 1.
   const auto coef = (torch::tensor(static_cast<float>(total)) + 1e-6).reciprocal() * max_norm;
-  if (coef.item<float>() < 1) {
-    for (auto& piece : pieces_) piece.grad.mul_(coef);
-  }
+  if (coef.item<float>() < 1) grad.mul_(coef);
   return total;
 }
 
@@ -273,36 +327,30 @@ void ShardedAdamW::step(double lr) {
   const double bias_correction1 = 1 - std::pow(options_.beta1, static_cast<double>(step_));
   const double bias_correction2_sqrt = std::sqrt(1 - std::pow(options_.beta2, static_cast<double>(step_)));
   const double step_size = lr / bias_correction1;
-  // Piece by piece (stage 2's shard gradient lies in the buckets it overlaps; the padding past N is in no piece:
-  // its weights, gradients and moments are zero and would stay zero), and chunk by chunk within a piece, so the
-  // five tensors of a chunk stay in the L2 cache across the eight operations (eight passes over the whole 45 MB
-  // slice measured ~2x slower than torch's per-parameter loop at one rank).
-  const int64_t mine = dist_.rank() * shard_size_;
+  auto p = flat_params_.narrow(0, dist_.rank() * shard_size_, shard_size_);
+  const auto g = shardGradient();
+  // Chunk by chunk, so the five tensors of a chunk stay in the L2 cache across the eight operations (eight
+  // passes over the whole 45 MB slice measured ~2x slower than torch's per-parameter loop at one rank).
   constexpr int64_t kChunk = 1 << 15;  // elements: 5 x 128 KB
-  auto denom = torch::empty({std::min(kChunk, shard_size_)}, flat_params_.options());
-  for (const auto& piece : pieces_) {
-    for (int64_t at = 0; at < piece.grad.numel(); at += kChunk) {
-      const int64_t len = std::min(kChunk, piece.grad.numel() - at), flat = piece.begin + at;
-      auto pc = flat_params_.narrow(0, flat, len), gc = piece.grad.narrow(0, at, len), d = denom.narrow(0, 0, len);
-      auto m = exp_avg_.narrow(0, flat - mine, len), v = exp_avg_sq_.narrow(0, flat - mine, len);
-      if (options_.weight_decay != 0) pc.mul_(1 - lr * options_.weight_decay);
-      m.mul_(options_.beta1).add_(gc, 1 - options_.beta1);
-      v.mul_(options_.beta2).addcmul_(gc, gc, 1 - options_.beta2);
-      torch::sqrt_out(d, v);
-      d.div_(bias_correction2_sqrt).add_(options_.eps);
-      pc.addcdiv_(m, d, -step_size);
-    }
+  auto denom = torch::empty({std::min(kChunk, shard_size_)}, p.options());
+  for (int64_t at = 0; at < shard_size_; at += kChunk) {
+    const int64_t len = std::min(kChunk, shard_size_ - at);
+    auto pc = p.narrow(0, at, len), gc = g.narrow(0, at, len), d = denom.narrow(0, 0, len);
+    auto m = exp_avg_.narrow(0, at, len), v = exp_avg_sq_.narrow(0, at, len);
+    if (options_.weight_decay != 0) pc.mul_(1 - lr * options_.weight_decay);
+    m.mul_(options_.beta1).add_(gc, 1 - options_.beta1);
+    v.mul_(options_.beta2).addcmul_(gc, gc, 1 - options_.beta2);
+    torch::sqrt_out(d, v);
+    d.div_(bias_correction2_sqrt).add_(options_.eps);
+    pc.addcdiv_(m, d, -step_size);
   }
   denom = torch::Tensor();
-  pieces_.clear();
-  if (options_.stage == 2) {
-    for (auto& b : buckets_) b.buffer = torch::Tensor();
-  }
+  shard_grad_ = torch::Tensor();
   prepared_ = false;
   last_update_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Every rank's updated shard straight into every rank's flat parameters (the input is this rank's slice of
   // the output: in place, as NCCL allows and c10d's Gloo allgather does, it copies its result out at the end).
-  if (dist_.worldSize() > 1) dist_.allGather(flat_params_.narrow(0, mine, shard_size_), flat_params_);
+  if (dist_.worldSize() > 1) dist_.allGather(p, flat_params_);
 }
 
 void ShardedAdamW::exportState(torch::optim::AdamW& optimizer) const {

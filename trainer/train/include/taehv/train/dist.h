@@ -88,6 +88,16 @@ class Distributed {
   /// Blocking all-gather of equal shards: `full` (contiguous, world_size x shard.numel() elements) receives
   /// every rank's `shard` in rank order. With world_size 1 it is a copy.
   void allGather(const torch::Tensor& shard, torch::Tensor full);
+  /// One point-to-point transfer: a tensor sent to, or received from, rank `peer`.
+  struct Transfer {
+    int peer = 0;
+    torch::Tensor tensor;  ///< contiguous, on the training device; untouched until wait()
+  };
+  /// Starts `sends` and `recvs` together (NCCL batches them in one group; Gloo posts each at once, so two ranks
+  /// sending to each other never wait for one another). Transfers between two ranks match in the order they
+  /// are started, per `tag` (a small number: Gloo's collectives use their own, prefixed slots; allGather uses 1).
+  std::unique_ptr<PendingCollective> exchangeAsync(const std::vector<Transfer>& sends,
+                                                   const std::vector<Transfer>& recvs, int tag);
   /// Overwrites each tensor (in place) with rank 0's values.
   void broadcastFromRank0(const std::vector<torch::Tensor>& tensors);
   /// Blocks until every rank arrives.
@@ -113,8 +123,8 @@ class Distributed {
 };
 
 
-/// The gradient buckets of GradSync (and of ShardedAdamW, which reduces the same buckets so its sums are stage 0's
-/// to the bit): indices into `params` in reverse registration order (the order backward produces gradients), a
+/// The gradient buckets of GradSync (and of ShardedAdamW, which reduces the same buckets, so stage 1's sums are
+/// stage 0's to the bit): indices into `params` in reverse registration order (the order backward produces gradients), a
 /// new bucket once the current one holds bucket_mb or more.
 std::vector<std::vector<size_t>> gradientBuckets(const std::vector<torch::Tensor>& params, double bucket_mb);
 

@@ -11,14 +11,15 @@
 //
 // Gradients are averaged in the buckets GradSync uses (gradientBuckets(): the same parameters, laid out in the
 // same order), each launched from the parameters' post-accumulate hooks as soon as backward has accumulated its
-// last gradient, so the communication overlaps the rest of backward and the sums are bitwise those of stage 0.
+// last gradient, so the communication overlaps the rest of backward.
 // Stage 1: every .grad is a view of one flat gradient buffer (kept between steps, zeroed at each step's start);
-// a bucket's all-reduce runs in place on its slice of it. Stage 2: no gradient memory between steps; a bucket's
-// buffer is made when backward reaches the bucket's first parameter (its .grad then views of it, so backward
-// accumulates in place), all-reduced in place, and after backward only the buckets holding part of this rank's
-// shard are kept, until the update. Gloo has no reduce-scatter (c10d's ProcessGroupGloo::_reduce_scatter_base is
-// an all-reduce of a clone), so a stage 2 bucket is an in-place all-reduce on either backend; what stage 2 saves
-// is memory (no full-size gradient outside backward), not bytes.
+// a bucket's all-reduce runs in place on its slice of it, so the sums are bitwise those of stage 0.
+// Stage 2: no gradient memory between steps. A bucket's buffer is made when backward reaches the bucket's first
+// parameter (its .grad then views of it, so backward accumulates in place); once the bucket is complete it is
+// reduce-scattered, point to point (each other rank gets its part; c10d's Gloo has no reduce-scatter, its
+// _reduce_scatter_base is an all-reduce of a clone), and only this rank's shard of the sum is kept, from the
+// end of backward to the update. Half an all-reduce's bytes; at 2 ranks the sums are bitwise stage 0's, from 3
+// on they add the same terms in rank order instead of Gloo's ring order (a few ulp apart).
 //
 // Checkpoints stay in torch::optim::AdamW's format: exportState() gathers the full moments into rank 0's AdamW
 // object, which optimizer.save() writes, importState() takes this rank's shard out of one optimizer.load() filled, so a
@@ -64,13 +65,13 @@ class ShardedAdamW {
   /// GradSync::setSync). Gradients added by GradSync::addGrads (the sliced CPU step) are sent at prepare time.
   void setSync(bool sync) { sync_ = sync; }
   /// After the step's last backward: launches the buckets not launched yet, waits for all, keeps this rank's
-  /// shard of the averaged gradient (pieces_). A parameter without a gradient counts as zeros.
+  /// shard of the averaged gradient in shardGradient(). A parameter without a gradient counts as zeros.
   void prepareGradients();
   /// Clips the global L2 norm of the averaged gradient to `max_norm` (as torch::nn::utils::clip_grad_norm_) and
   /// returns the norm before clipping. One small all-reduce.
   double clipGradNorm(double max_norm);
   /// One AdamW update of this rank's shard at learning rate `lr`, in place in the flat parameters, then
-  /// all-gathers every rank's shard into them. Stage 2 releases its bucket buffers.
+  /// all-gathers every rank's shard into them. Stage 2 releases its shard gradient.
   void step(double lr);
 
   /// Collective (all-gathers both moments). On rank 0, writes the full state (moments and step count, every
@@ -100,18 +101,19 @@ class ShardedAdamW {
     std::vector<size_t> params;  ///< indices into params_, in flat order
     size_t ready = 0;
     bool launched = false;
-    torch::Tensor buffer;  ///< stage 2: the bucket's gradients, from its first gradient to the update
+    torch::Tensor buffer;  ///< stage 2: the bucket's gradients, from its first gradient to its harvest
+    torch::Tensor extra;   ///< stage 2, 3+ ranks: other ranks' copies of this rank's part, beyond the first
     std::unique_ptr<PendingCollective> pending;
-  };
-  /// A piece of this rank's shard of the averaged gradient: flat elements [begin, begin + grad.numel()).
-  struct Piece {
-    int64_t begin = 0;
-    torch::Tensor grad;
   };
   class AccumulatingHook;
   class AccumulatedHook;
   /// Stage 2: bucket `index`'s buffer, made (zeros, every .grad of the bucket a view of it) if it does not exist.
   torch::Tensor bucketBuffer(size_t index);
+  /// This rank's [S] slice of the averaged gradient (stage 1: of the flat buffer; stage 2: shard_grad_).
+  torch::Tensor shardGradient() const;
+  /// Stage 2: waits for the bucket's transfers, sums this rank's part into shard_grad_, releases the buffers.
+  /// Does nothing the second time.
+  void harvest(Bucket& b);
   void onAccumulated(size_t param);
   void launchReady();
   void launch(Bucket& bucket);
@@ -131,9 +133,9 @@ class ShardedAdamW {
   int64_t shard_begin_ = 0, shard_end_ = 0;
   torch::Tensor flat_params_;           ///< [W S], the parameters' storage
   torch::Tensor flat_grads_;            ///< stage 1: [W S], the .grad views' storage
+  torch::Tensor shard_grad_;            ///< stage 2: [S], from the first bucket's launch to the update
   torch::Tensor exp_avg_, exp_avg_sq_;  ///< [S] each
   std::vector<Bucket> buckets_;
-  std::vector<Piece> pieces_;      ///< this rank's shard of the gradient, between prepareGradients() and step()
   std::vector<size_t> bucket_of_;  ///< per parameter index
   std::vector<bool> reported_;     ///< per parameter index: its gradient is final in this synchronising pass
   size_t next_launch_ = 0;
