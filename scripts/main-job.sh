@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # README command 1: installs what is needed, builds, and runs the main job: taehv-run starts 2 local
-# taehv-train workers (Gloo over loopback) training TAEHV on synthetic video, 64x64, 12 frames
+# taehv-train workers (Gloo over loopback) training TAEHV on synthetic video, 32x32 windows of 64x64 scenes, 12 frames
 # (examples/configs/quickstart.yaml), then prints the training figures and the held-out evaluation.
 # Output: runs/taehv/ (checkpoint-STEP/, metrics.jsonl, tensorboard/, previews/, weights.safetensors).
-# TAEHV_MAIN_STEPS overrides the step count (default: the config's 520, ~9.5 minutes of training on 2 idle cores).
+# TAEHV_MAIN_STEPS overrides the step count (default: the config's 900, ~7.5 minutes of training on 2 idle cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

@@ -22,24 +22,42 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 QUICKSTART = os.path.join(ROOT, "examples", "configs", "quickstart.yaml")
+# The quickstart of f283639 (whole 64x64 scenes, 2 clips per rank, 520 steps), on which the recipes measured before
+# recipe-19c are overrides.
+F283639 = ["data.size=64", "data.synthetic_scene_size=0", "train.batch_per_rank=2", "train.steps=520"]
 RECIPES = {  # name -> --set overrides of the quickstart
     "quickstart": [],
-    "before-19": ["train.steps=300", "train.ema=0"],  # the quickstart as it was before issue 19's recipe
-    "l1-520": ["train.loss=l1", "train.steps=520", "train.ema=0"],  # L1 and the steps that fit in ~9.5 idle minutes
+    "quickstart-f283639": F283639,
+    "before-19": F283639 + ["train.steps=300", "train.ema=0"],  # the quickstart as it was before issue 19's recipe
+    "l1-520": F283639 + ["train.loss=l1", "train.steps=520", "train.ema=0"],  # L1, the steps of ~9.5 idle minutes
     # issue 19, 2026-11-24 (recipe-19b): the quickstart of 6984745 (stride up to 2, shapes at scale 1) and the
     # easier scenes measured against it: stride 1 (less motion), and shapes 1.5x larger on top
-    "quickstart-6984745": ["data.stride_max=2", "data.synthetic_shape_scale=1"],
-    "stride1": ["data.stride_max=1"],
-    "stride1-scale1.5": ["data.stride_max=1", "data.synthetic_shape_scale=1.5"],
+    "quickstart-6984745": F283639 + ["data.stride_max=2", "data.synthetic_shape_scale=1"],
+    "stride1": F283639 + ["data.stride_max=1"],
+    "stride1-scale1.5": F283639 + ["data.stride_max=1", "data.synthetic_shape_scale=1.5"],
     # 8-frame clips (0.74x the step): 350 steps take ~0.86x the idle time of before-19's 300 12-frame steps
-    "stride1-f8-350": ["data.stride_max=1", "data.frames=8", "train.steps=350"],
+    "stride1-f8-350": F283639 + ["data.stride_max=1", "data.frames=8", "train.steps=350"],
+    # issue 19, 2026-11-24 (recipe-19c): training clips that are 32x32 (48x48) windows of 64-pixel scenes, the
+    # evaluation's pixel scale (data.synthetic_scene_size), more clips or more steps in the same time
+    "crop32-b2": ["data.size=32", "data.synthetic_scene_size=64", "train.batch_per_rank=2"],
+    "crop32-b4": ["data.size=32", "data.synthetic_scene_size=64", "train.batch_per_rank=4"],
+    "crop32-b8": ["data.size=32", "data.synthetic_scene_size=64", "train.batch_per_rank=8"],
+    "crop48-b4": ["data.size=48", "data.synthetic_scene_size=64", "train.batch_per_rank=4"],
+    # the steps that fit the quickstart's 520 steps' idle time (step costs in bench/recipe/RESULTS.md)
+    "crop32-b4-900": ["data.size=32", "data.synthetic_scene_size=64", "train.batch_per_rank=4", "train.steps=900"],
+    "crop32-b8-540": ["data.size=32", "data.synthetic_scene_size=64", "train.batch_per_rank=8", "train.steps=540"],
+    "crop32-b2-1380": ["data.size=32", "data.synthetic_scene_size=64", "train.batch_per_rank=2", "train.steps=1380"],
+    "crop48-b3-630": ["data.size=48", "data.synthetic_scene_size=64", "train.batch_per_rank=3", "train.steps=630"],
+    "crop32-b4-900-seed1": ["data.size=32", "data.synthetic_scene_size=64", "train.batch_per_rank=4",
+                            "train.steps=900", "train.seed=1"],
 }
 
 
 # The held-out data of the quickstart before the easier scenes (6984745): the recipes that change the scenes change
 # their own evaluation clips too, so every final checkpoint is also evaluated on these.
 OLD_DATA = ["data.synthetic_texture=false", "data.stride_max=2", "data.crop_min=0.6", "data.synthetic_shapes=5",
-            "data.synthetic_shape_scale=1", "data.synthetic_flat_background=false", "data.frames=12", "data.size=64"]
+            "data.synthetic_shape_scale=1", "data.synthetic_flat_background=false", "data.frames=12", "data.size=64",
+            "data.synthetic_scene_size=0"]
 
 
 def evalOnOldData(build, out, clips):

@@ -151,10 +151,15 @@ TEST(Config, SyntheticSceneKeysAreValidated) {
   says("data.synthetic_shape_scale=0", "data.synthetic_shape_scale must be in (0, 3]");
   says("data.synthetic_shape_scale=3.5", "got 3.5");
   says("train.frame_diff_weight=-1", "train.frame_diff_weight must be in [0, 100]");
+  EXPECT_EQ(error("data.synthetic_scene_size=64"), "");
+  EXPECT_EQ(error("data.synthetic_scene_size=100"), "");
+  says("data.synthetic_scene_size=32", "data.synthetic_scene_size must be 0 (= data.size) or >= data.size=64");
+  says("data.synthetic_scene_size=-1", "got -1");
   Config defaults;
   EXPECT_EQ(defaults.data.synthetic_shapes, 5);
   EXPECT_EQ(defaults.data.synthetic_shape_scale, 1.0);
   EXPECT_FALSE(defaults.data.synthetic_flat_background);
+  EXPECT_EQ(defaults.data.synthetic_scene_size, 0);
   EXPECT_EQ(defaults.train.frame_diff_weight, 0.0);
 }
 

@@ -61,6 +61,7 @@ std::vector<Entry> table(Config& c) {
       {"data.synthetic_shapes", &c.data.synthetic_shapes},
       {"data.synthetic_shape_scale", &c.data.synthetic_shape_scale},
       {"data.synthetic_flat_background", &c.data.synthetic_flat_background},
+      {"data.synthetic_scene_size", &c.data.synthetic_scene_size},
       {"data.prefetch", &c.data.prefetch},
       {"dist.backend", &c.dist.backend},
       {"dist.timeout_s", &c.dist.timeout_s},
@@ -382,6 +383,11 @@ void Config::validate() const {
   if (!(data.synthetic_shape_scale > 0 && data.synthetic_shape_scale <= 3)) {
     fail("data.synthetic_shape_scale must be in (0, 3] (a multiplier of the shapes' radius 0.06-0.22), got " +
          formatNumber(data.synthetic_shape_scale));
+  }
+  if (data.synthetic_scene_size != 0 && data.synthetic_scene_size < data.size) {
+    fail("data.synthetic_scene_size must be 0 (= data.size) or >= data.size=" + std::to_string(data.size) +
+         " (the clip is a data.size window of a scene this many pixels across), got " +
+         std::to_string(data.synthetic_scene_size));
   }
   if (data.prefetch < 1) fail("data.prefetch must be >= 1");
   if (data.source.empty()) fail("data.source must be 'synthetic' or a path");

@@ -109,12 +109,17 @@ class SyntheticSource : public ClipSource {
     Rng aug(req.seed);
     const int64_t stride = aug.integer(1, req.stride_max);
     const double t0 = aug.uniform(0, 50);
-    const double zoom = aug.uniform(req.crop_min, 1.0);  // world window side, like a random square crop
-    const double ox = aug.uniform(0, 1 - zoom), oy = aug.uniform(0, 1 - zoom);
     const int64_t T = req.frames, S = req.size;
+    const double scene_size = static_cast<double>(req.scene_size > 0 ? req.scene_size : S);
+    // zoom: the side of the scene's crop (a random square crop of the scene, as for files); the clip is the window
+    // of S of its scene_size pixels across, at an offset drawn over the whole crop. S / scene_size is 1.0 exactly
+    // when scene_size is 0 or S, so the default clips are the same to the bit as before the key.
+    const double zoom = aug.uniform(req.crop_min, 1.0);
+    const double window = zoom * (static_cast<double>(S) / scene_size);
+    const double ox = aug.uniform(0, 1 - window), oy = aug.uniform(0, 1 - window);
     auto out = torch::empty({T, 3, S, S}, torch::kFloat);
     float* data = out.data_ptr<float>();
-    const double pix = zoom / static_cast<double>(S);
+    const double pix = zoom / scene_size;
     // What depends on the scene or the frame only is computed once, not per pixel, and pixels far from a shape skip
     // it: the renderer runs beside the ranks on their cores (per 12 x 64x64 clip 1.7 ms, 5.3 ms with all of it per
     // pixel; the same bytes either way).
@@ -410,7 +415,8 @@ std::unique_ptr<ClipSource> makeSource(const DataConfig& data, uint64_t seed) {
 // --------------------------------------------------------------------------------------------------------
 EvalClips::EvalClips(const Config& cfg, uint64_t seed)
     : request_{cfg.eval.frames > 0 ? cfg.eval.frames : cfg.data.frames,
-               cfg.eval.size > 0 ? cfg.eval.size : cfg.data.size, cfg.data.stride_max, cfg.data.crop_min, 0},
+               cfg.eval.size > 0 ? cfg.eval.size : cfg.data.size, cfg.data.stride_max, cfg.data.crop_min, 0,
+               0},  // scene size 0: whole scenes at the eval size, not data.synthetic_scene_size
       seed_(splitmix(seed ^ 0x6576616c756174ull)),  // "evaluat": draws unrelated to any training sample's
       clips_(cfg.eval.clips) {
   if (cfg.data.source == "synthetic") {
@@ -482,7 +488,8 @@ Loader::~Loader() {
 Clip Loader::loadWithSkip(int64_t position) {
   const int64_t n = source_->size();
   const int64_t first = order_.itemAt(position);
-  ClipRequest req{data_.frames, data_.size, data_.stride_max, data_.crop_min, order_.sampleSeed(position)};
+  ClipRequest req{data_.frames, data_.size, data_.stride_max, data_.crop_min, order_.sampleSeed(position),
+                  data_.synthetic_scene_size};
   for (int64_t k = 0; k < n; ++k) {
     const int64_t item = (first + k) % n;
     if (bad_.count(item)) continue;

@@ -69,6 +69,10 @@ struct DataConfig {
   int64_t synthetic_shapes = 5;
   double synthetic_shape_scale = 1;  ///< synthetic: shape radius multiplier, (0, 3] (1: radius 0.06-0.22 of the view)
   bool synthetic_flat_background = false;  ///< synthetic: one colour behind the shapes (no gradient, wave, texture)
+  /// synthetic: pixels across the whole scene (at crop 1), 0 = data.size; above data.size each clip is a data.size
+  /// window of the scene at that scale (shapes as many pixels across as in a clip this size, at data.size^2 pixels'
+  /// cost). The evaluation always renders whole scenes at the eval size.
+  int64_t synthetic_scene_size = 0;
   int64_t prefetch = 4;              ///< batches decoded ahead by the background thread
 };
 

@@ -39,6 +39,10 @@ struct ClipRequest {
   int64_t stride_max = 5;
   double crop_min = 0.6;
   uint64_t seed = 0;
+  /// Synthetic source: pixels across the whole scene at crop 1 (data.synthetic_scene_size); 0 = size. Above
+  /// size, the clip is a size x size window of the scene rendered at that many pixels: the shapes keep their
+  /// pixel size and the window moves over the scene. File sources ignore it.
+  int64_t scene_size = 0;
 };
 
 /// A fixed list of items from which clips are cut.
@@ -81,10 +85,10 @@ std::unique_ptr<ClipSource> makeFileSource(const std::string& path);
 std::unique_ptr<ClipSource> makeSource(const DataConfig& data, uint64_t seed);
 
 /// The evaluation clips of a config (eval.clips, eval.size, eval.frames; data.stride_max and data.crop_min as in
-/// training). Synthetic source: held out. Clip k is scene data.synthetic_clips + k of the training source (same
-/// seed), an index the training order never reaches (it draws from [0, data.synthetic_clips)), cut with
-/// stride/crop/time draws of its own. File source: there is no split, so the clips are the training items cut
-/// with other draws (heldOut() false).
+/// training; whole scenes at the eval size, whatever data.synthetic_scene_size is). Synthetic source: held out.
+/// Clip k is scene data.synthetic_clips + k of the training source (same seed), an index the training order never
+/// reaches (it draws from [0, data.synthetic_clips)), cut with stride/crop/time draws of its own. File source:
+/// there is no split, so the clips are the training items cut with other draws (heldOut() false).
 class EvalClips {
  public:
   /// `seed`: train.seed, the seed the training source is made from.
