@@ -25,6 +25,9 @@ QUICKSTART = os.path.join(ROOT, "examples", "configs", "quickstart.yaml")
 # The quickstart of f283639 (whole 64x64 scenes, 2 clips per rank, 520 steps), on which the recipes measured before
 # recipe-19c are overrides.
 F283639 = ["data.size=64", "data.synthetic_scene_size=0", "train.batch_per_rank=2", "train.steps=520"]
+# Training clips that are 32x32 (48x48) windows of 64-pixel scenes (data.synthetic_scene_size, recipe-19c).
+CROP32 = ["data.size=32", "data.synthetic_scene_size=64"]
+CROP48 = ["data.size=48", "data.synthetic_scene_size=64"]
 RECIPES = {  # name -> --set overrides of the quickstart
     "quickstart": [],
     "quickstart-f283639": F283639,
@@ -39,17 +42,16 @@ RECIPES = {  # name -> --set overrides of the quickstart
     "stride1-f8-350": F283639 + ["data.stride_max=1", "data.frames=8", "train.steps=350"],
     # issue 19, 2026-11-24 (recipe-19c): training clips that are 32x32 (48x48) windows of 64-pixel scenes, the
     # evaluation's pixel scale (data.synthetic_scene_size), more clips or more steps in the same time
-    "crop32-b2": ["data.size=32", "data.synthetic_scene_size=64", "train.batch_per_rank=2"],
-    "crop32-b4": ["data.size=32", "data.synthetic_scene_size=64", "train.batch_per_rank=4"],
-    "crop32-b8": ["data.size=32", "data.synthetic_scene_size=64", "train.batch_per_rank=8"],
-    "crop48-b4": ["data.size=48", "data.synthetic_scene_size=64", "train.batch_per_rank=4"],
+    "crop32-b2": CROP32 + ["train.batch_per_rank=2"],
+    "crop32-b4": CROP32 + ["train.batch_per_rank=4"],
+    "crop32-b8": CROP32 + ["train.batch_per_rank=8"],
+    "crop48-b4": CROP48 + ["train.batch_per_rank=4"],
     # the steps that fit the quickstart's 520 steps' idle time (step costs in bench/recipe/RESULTS.md)
-    "crop32-b4-900": ["data.size=32", "data.synthetic_scene_size=64", "train.batch_per_rank=4", "train.steps=900"],
-    "crop32-b8-540": ["data.size=32", "data.synthetic_scene_size=64", "train.batch_per_rank=8", "train.steps=540"],
-    "crop32-b2-1380": ["data.size=32", "data.synthetic_scene_size=64", "train.batch_per_rank=2", "train.steps=1380"],
-    "crop48-b3-630": ["data.size=48", "data.synthetic_scene_size=64", "train.batch_per_rank=3", "train.steps=630"],
-    "crop32-b4-900-seed1": ["data.size=32", "data.synthetic_scene_size=64", "train.batch_per_rank=4",
-                            "train.steps=900", "train.seed=1"],
+    "crop32-b4-900": CROP32 + ["train.batch_per_rank=4", "train.steps=900"],
+    "crop32-b8-540": CROP32 + ["train.batch_per_rank=8", "train.steps=540"],
+    "crop32-b2-1380": CROP32 + ["train.batch_per_rank=2", "train.steps=1380"],
+    "crop48-b3-630": CROP48 + ["train.batch_per_rank=3", "train.steps=630"],
+    "crop32-b4-900-seed1": CROP32 + ["train.batch_per_rank=4", "train.steps=900", "train.seed=1"],
 }
 
 
