@@ -12,6 +12,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -61,6 +62,7 @@ class GroupNetns : public ::testing::Test {
   void TearDown() override {
     for (auto& n : nodes_) n.kill();
     namespaces_.reset();
+    if (!HasFailure() && !dir_.empty()) std::filesystem::remove_all(dir_);  // the node logs stay when a test fails
   }
 
   /// Starts the 3 nodes and waits until all 3 ranks train together (node 0's rank 0 logs a few steps).
