@@ -22,12 +22,17 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 QUICKSTART = os.path.join(ROOT, "examples", "configs", "quickstart.yaml")
+# The quickstart of 67ff246 (1150 steps): cosine down to 0.1x and a frame stride of up to 2, the two keys the
+# quickstart has changed since (constant lr, stride 1); every recipe measured before them keeps them.
+COSINE = ["train.min_lr_ratio=0.1"]
+STRIDE2 = ["data.stride_max=2"]
+Q67FF246 = COSINE + STRIDE2
 # The quickstart of f283639 (whole 64x64 scenes, 2 clips per rank, 520 steps), on which the recipes measured before
 # recipe-19c are overrides.
-F283639 = ["data.size=64", "data.synthetic_scene_size=0", "train.batch_per_rank=2", "train.steps=520"]
+F283639 = Q67FF246 + ["data.size=64", "data.synthetic_scene_size=0", "train.batch_per_rank=2", "train.steps=520"]
 # Training clips that are 32x32 (48x48) windows of 64-pixel scenes (data.synthetic_scene_size, recipe-19c).
-CROP32 = ["data.size=32", "data.synthetic_scene_size=64"]
-CROP48 = ["data.size=48", "data.synthetic_scene_size=64"]
+CROP32 = Q67FF246 + ["data.size=32", "data.synthetic_scene_size=64"]
+CROP48 = Q67FF246 + ["data.size=48", "data.synthetic_scene_size=64"]
 RECIPES = {  # name -> --set overrides of the quickstart
     "quickstart": [],
     "quickstart-f283639": F283639,
@@ -52,6 +57,17 @@ RECIPES = {  # name -> --set overrides of the quickstart
     "crop32-b2-1380": CROP32 + ["train.batch_per_rank=2", "train.steps=1380"],
     "crop48-b3-630": CROP48 + ["train.batch_per_rank=3", "train.steps=630"],
     "crop32-b4-900-seed1": CROP32 + ["train.batch_per_rank=4", "train.steps=900", "train.seed=1"],
+    # issue 19, 2026-11-24 (16:04-): the 1150-step quickstart of 67ff246 and the learning rate's schedule on it,
+    # then the constant lr with stride 1 (the quickstart since) and its variants
+    "quickstart-67ff246": Q67FF246,
+    "cosine-lr2e-4": Q67FF246 + ["train.lr=0.0002"],
+    "cosine-lr5e-4": Q67FF246 + ["train.lr=0.0005"],
+    "cosine-floor0.3": STRIDE2 + ["train.min_lr_ratio=0.3"],
+    "cosine-floor0.5": STRIDE2 + ["train.min_lr_ratio=0.5"],
+    "constant-stride2": STRIDE2,
+    "constant-stride2-lr4e-4": STRIDE2 + ["train.lr=0.0004"],
+    "quickstart-seed1": ["train.seed=1"],
+    "quickstart-ema0.99": ["train.ema=0.99"],
 }
 
 
