@@ -151,6 +151,8 @@ TEST(Config, SyntheticSceneKeysAreValidated) {
   says("data.synthetic_shape_scale=0", "data.synthetic_shape_scale must be in (0, 3]");
   says("data.synthetic_shape_scale=3.5", "got 3.5");
   says("train.frame_diff_weight=-1", "train.frame_diff_weight must be in [0, 100]");
+  EXPECT_EQ(error("train.edge_weight=2"), "");
+  says("train.edge_weight=101", "train.edge_weight must be in [0, 100]");
   EXPECT_EQ(error("data.synthetic_scene_size=64"), "");
   EXPECT_EQ(error("data.synthetic_scene_size=100"), "");
   says("data.synthetic_scene_size=32", "data.synthetic_scene_size must be 0 (= data.size) or >= data.size=64");

@@ -1,4 +1,5 @@
-// The training loss (trainer/train/src/objective.h, private to the trainer): train.frame_diff_weight.
+// The training loss (trainer/train/src/objective.h, private to the trainer): train.frame_diff_weight and
+// train.edge_weight.
 #include "objective.h"
 
 #include <gtest/gtest.h>
@@ -30,6 +31,23 @@ TEST(Objective, FrameDifferenceTermWeighsWhatChangesBetweenFrames) {
   l1.loss = "l1";
   EXPECT_NEAR(value(reconstructionLoss(l1, still, target)), value(torch::l1_loss(still, target)) + 2 * change_mse,
               1e-5);
+}
+
+// A reconstruction off by the same amount everywhere keeps every edge: the edge term is 0. A flat one (each
+// frame's mean colour) loses them and pays weight x the mean of the input's squared neighbour differences, across
+// and down averaged.
+TEST(Objective, EdgeTermWeighsDifferencesBetweenNeighbouringPixels) {
+  torch::manual_seed(0);
+  const auto target = torch::rand({2, 3, 3, 8, 8});
+  TrainConfig edges;
+  edges.edge_weight = 3;
+  EXPECT_NEAR(value(reconstructionLoss(edges, target + 0.1, target)), 0.01, 1e-6);
+  const auto flat = target.mean({-2, -1}, true).expand_as(target).contiguous();
+  const double across = value((target.narrow(-1, 1, 7) - target.narrow(-1, 0, 7)).pow(2).mean());
+  const double down = value((target.narrow(-2, 1, 7) - target.narrow(-2, 0, 7)).pow(2).mean());
+  EXPECT_GT(across, 0.05);  // so the term is not negligible here
+  EXPECT_NEAR(value(reconstructionLoss(edges, flat, target)),
+              value(torch::mse_loss(flat, target)) + 3 * 0.5 * (across + down), 1e-5);
 }
 
 }  // namespace

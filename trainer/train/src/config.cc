@@ -47,6 +47,7 @@ std::vector<Entry> table(Config& c) {
       {"train.slices", &c.train.slices},
       {"train.loss", &c.train.loss},
       {"train.frame_diff_weight", &c.train.frame_diff_weight},
+      {"train.edge_weight", &c.train.edge_weight},
       {"train.objective", &c.train.objective},
       {"train.device", &c.train.device},
       {"train.bf16", &c.train.bf16},
@@ -347,6 +348,7 @@ void Config::validate() const {
   }
   if (train.ema < 0 || train.ema >= 1) fail("train.ema must be in [0, 1) (0 = off)");
   in(train.frame_diff_weight, 0, 100, false, "train.frame_diff_weight", "[0, 100]");
+  in(train.edge_weight, 0, 100, false, "train.edge_weight", "[0, 100]");
   if (train.loss != "mse" && train.loss != "l1" && train.loss != "mse+l1") {
     fail("train.loss must be mse, l1 or mse+l1, got '" + train.loss + "'");
   }

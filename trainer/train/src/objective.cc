@@ -19,6 +19,13 @@ torch::Tensor reconstructionLoss(const TrainConfig& t, const torch::Tensor& pred
     auto change = [frames](const torch::Tensor& v) { return v.narrow(1, 1, frames - 1) - v.narrow(1, 0, frames - 1); };
     loss = loss + t.frame_diff_weight * torch::mse_loss(change(pred), change(target));
   }
+  if (t.edge_weight > 0) {
+    const int64_t h = pred.size(-2), w = pred.size(-1);
+    auto across = [w](const torch::Tensor& v) { return v.narrow(-1, 1, w - 1) - v.narrow(-1, 0, w - 1); };
+    auto down = [h](const torch::Tensor& v) { return v.narrow(-2, 1, h - 1) - v.narrow(-2, 0, h - 1); };
+    loss = loss + t.edge_weight * 0.5 *
+                      (torch::mse_loss(across(pred), across(target)) + torch::mse_loss(down(pred), down(target)));
+  }
   return loss;
 }
 

@@ -27,7 +27,9 @@ struct Objective {
 
 /// The reconstruction term of train.loss (mse, l1, mse+l1) between pred and target [B, T, 3, H, W], plus
 /// train.frame_diff_weight x the MSE between their frame-to-frame changes (pred[t+1] - pred[t] against the
-/// input's): what moved where, weighted apart from the frames themselves. 0 (the default) leaves it out.
+/// input's): what moved where, weighted apart from the frames themselves; plus train.edge_weight x the MSE between
+/// their differences of neighbouring pixels (across and down, averaged): the edges, weighted apart from the flat
+/// areas that dominate the plain MSE. 0 (the defaults) leaves a term out.
 torch::Tensor reconstructionLoss(const TrainConfig& t, const torch::Tensor& pred, const torch::Tensor& target);
 
 /// Reconstruction: decode(encode(x)) against the first T' input frames (decoded frame j matches input frame j).

@@ -46,6 +46,7 @@ struct TrainConfig {
   int64_t slices = 0;
   std::string loss = "mse";     ///< mse | l1 | mse+l1 (reconstruction term)
   double frame_diff_weight = 0;  ///< + this x MSE of the frame-to-frame changes (reconstruction vs input); 0 = off
+  double edge_weight = 0;  ///< + this x MSE of neighbouring pixels' differences (reconstruction vs input); 0 = off
   std::string objective = "auto";  ///< reconstruction | distillation | auto (distillation when latents exist)
   /// auto | cpu | cuda | cuda:N. auto = TAEHV_DEVICE from the launcher when set (see
   /// Config::applyLauncherEnvironment), else cuda:LOCAL_RANK when CUDA is usable, else cpu.
