@@ -22,11 +22,13 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 QUICKSTART = os.path.join(ROOT, "examples", "configs", "quickstart.yaml")
+# The quickstart of 2544be2: MSE alone, without the edge term it has had since; every recipe measured before keeps it.
+NO_EDGES = ["train.edge_weight=0"]
 # The quickstart of 67ff246 (1150 steps): cosine down to 0.1x and a frame stride of up to 2, the two keys the
-# quickstart has changed since (constant lr, stride 1); every recipe measured before them keeps them.
+# quickstart changed next (constant lr, stride 1); every recipe measured before them keeps them.
 COSINE = ["train.min_lr_ratio=0.1"]
 STRIDE2 = ["data.stride_max=2"]
-Q67FF246 = COSINE + STRIDE2
+Q67FF246 = NO_EDGES + COSINE + STRIDE2
 # The quickstart of f283639 (whole 64x64 scenes, 2 clips per rank, 520 steps), on which the recipes measured before
 # recipe-19c are overrides.
 F283639 = Q67FF246 + ["data.size=64", "data.synthetic_scene_size=0", "train.batch_per_rank=2", "train.steps=520"]
@@ -62,12 +64,23 @@ RECIPES = {  # name -> --set overrides of the quickstart
     "quickstart-67ff246": Q67FF246,
     "cosine-lr2e-4": Q67FF246 + ["train.lr=0.0002"],
     "cosine-lr5e-4": Q67FF246 + ["train.lr=0.0005"],
-    "cosine-floor0.3": STRIDE2 + ["train.min_lr_ratio=0.3"],
-    "cosine-floor0.5": STRIDE2 + ["train.min_lr_ratio=0.5"],
-    "constant-stride2": STRIDE2,
-    "constant-stride2-lr4e-4": STRIDE2 + ["train.lr=0.0004"],
+    "cosine-floor0.3": NO_EDGES + STRIDE2 + ["train.min_lr_ratio=0.3"],
+    "cosine-floor0.5": NO_EDGES + STRIDE2 + ["train.min_lr_ratio=0.5"],
+    "constant-stride2": NO_EDGES + STRIDE2,
+    "constant-stride2-lr4e-4": NO_EDGES + STRIDE2 + ["train.lr=0.0004"],
+    "quickstart-2544be2": NO_EDGES,
+    "quickstart-2544be2-seed1": NO_EDGES + ["train.seed=1"],
+    "quickstart-2544be2-ema0.99": NO_EDGES + ["train.ema=0.99"],
+    # issue 19, 2026-11-24 (20:00-): the loss and the peak lr on the quickstart of 2544be2, then the edge term
+    # (train.edge_weight; the quickstart's is 16) at other weights and a second seed
+    "mse+l1": NO_EDGES + ["train.loss=mse+l1"],
+    "lr2e-4": NO_EDGES + ["train.lr=0.0002"],
+    "edges1": ["train.edge_weight=1"],
+    "edges4": ["train.edge_weight=4"],
+    "edges8": ["train.edge_weight=8"],
+    "edges32": ["train.edge_weight=32"],
+    "edges4-seed1": ["train.edge_weight=4", "train.seed=1"],
     "quickstart-seed1": ["train.seed=1"],
-    "quickstart-ema0.99": ["train.ema=0.99"],
 }
 
 
