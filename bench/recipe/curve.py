@@ -81,6 +81,7 @@ RECIPES = {  # name -> --set overrides of the quickstart
     "edges32": ["train.edge_weight=32"],
     "edges4-seed1": ["train.edge_weight=4", "train.seed=1"],
     "quickstart-seed1": ["train.seed=1"],
+    "quickstart-seed2": ["train.seed=2"],
 }
 
 
