@@ -4,6 +4,15 @@
 #include <cmath>
 
 namespace taehv::train {
+namespace {
+
+/// v[1:] - v[:-1] along `dim`: the change from each frame (dim 1) or pixel (dims -1, -2) to the next.
+torch::Tensor nextMinusThis(const torch::Tensor& v, int64_t dim) {
+  const int64_t n = v.size(dim);
+  return v.narrow(dim, 1, n - 1) - v.narrow(dim, 0, n - 1);
+}
+
+}  // namespace
 
 torch::Tensor reconstructionLoss(const TrainConfig& t, const torch::Tensor& pred, const torch::Tensor& target) {
   torch::Tensor loss;
@@ -16,15 +25,13 @@ torch::Tensor reconstructionLoss(const TrainConfig& t, const torch::Tensor& pred
   }
   const int64_t frames = pred.size(1);
   if (t.frame_diff_weight > 0 && frames > 1) {
-    auto change = [frames](const torch::Tensor& v) { return v.narrow(1, 1, frames - 1) - v.narrow(1, 0, frames - 1); };
-    loss = loss + t.frame_diff_weight * torch::mse_loss(change(pred), change(target));
+    loss = loss + t.frame_diff_weight * torch::mse_loss(nextMinusThis(pred, 1), nextMinusThis(target, 1));
   }
   if (t.edge_weight > 0) {
-    const int64_t h = pred.size(-2), w = pred.size(-1);
-    auto across = [w](const torch::Tensor& v) { return v.narrow(-1, 1, w - 1) - v.narrow(-1, 0, w - 1); };
-    auto down = [h](const torch::Tensor& v) { return v.narrow(-2, 1, h - 1) - v.narrow(-2, 0, h - 1); };
-    loss = loss + t.edge_weight * 0.5 *
-                      (torch::mse_loss(across(pred), across(target)) + torch::mse_loss(down(pred), down(target)));
+    // down before across: the order the measured runs built them in (autograd's order sets the gradients' rounding)
+    const auto down = torch::mse_loss(nextMinusThis(pred, -2), nextMinusThis(target, -2));
+    const auto across = torch::mse_loss(nextMinusThis(pred, -1), nextMinusThis(target, -1));
+    loss = loss + t.edge_weight * 0.5 * (across + down);
   }
   return loss;
 }
