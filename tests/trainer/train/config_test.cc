@@ -309,6 +309,7 @@ TEST(HostileConfig, OutOfRangeValuesAreRefusedNamingTheKeyAndTheRange) {
       {"train.lr=0", "train.lr must be"},
       {"train.weight_decay=-0.1", "train.weight_decay must be in [0, 1)"},
       {"train.min_lr_ratio=2", "train.min_lr_ratio must be in [0, 1]"},
+      {"train.cpu_precision=fp16", "train.cpu_precision must be fp32, bf16 or auto, got 'fp16'"},
       {"train.grad_clip=-1", "train.grad_clip must be in [0, 1e6]"},
       {"data.frames=100000", "data.frames must be <= 4096, got 100000"},
       {"data.size=16384", "data.size must be <= 8192"},
@@ -321,6 +322,9 @@ TEST(HostileConfig, OutOfRangeValuesAreRefusedNamingTheKeyAndTheRange) {
     EXPECT_NE(m.find(expected), std::string::npos) << set << " -> '" << m << "'";
   }
   EXPECT_EQ(validationError({"train.beta1=0", "train.beta2=0.999", "train.lr=1"}), "");
+  EXPECT_NE(validationError({"train.cpu_precision=bf16", "train.slices=2"}).find("a bf16 step runs as one pass"),
+            std::string::npos);
+  EXPECT_EQ(validationError({"train.cpu_precision=auto", "train.slices=1"}), "");
 }
 
 TEST(HostileConfig, ADuplicateYamlKeyIsAnErrorNamingBothLines) {

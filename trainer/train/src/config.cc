@@ -51,6 +51,7 @@ std::vector<Entry> table(Config& c) {
       {"train.objective", &c.train.objective},
       {"train.device", &c.train.device},
       {"train.bf16", &c.train.bf16},
+      {"train.cpu_precision", &c.train.cpu_precision},
       {"train.keep_global_batch", &c.train.keep_global_batch},
       {"data.source", &c.data.source},
       {"data.frames", &c.data.frames},
@@ -335,6 +336,13 @@ void Config::validate() const {
   if (train.warmup_steps < 0) fail("train.warmup_steps must be >= 0");
   if (train.threads < 0) fail("train.threads must be >= 0 (0 = auto)");
   if (train.slices < 0) fail("train.slices must be >= 0 (0 = auto, 1 = one pass)");
+  if (train.cpu_precision != "fp32" && train.cpu_precision != "bf16" && train.cpu_precision != "auto") {
+    fail("train.cpu_precision must be fp32, bf16 or auto, got '" + train.cpu_precision + "'");
+  }
+  if (train.cpu_precision != "fp32" && train.slices > 1) {
+    fail("train.slices " + std::to_string(train.slices) + " slices fp32 CPU steps; a bf16 step runs as one pass: "
+         "use train.slices=0 or 1, or train.cpu_precision=fp32");
+  }
   if (train.optimizer != "adamw" && train.optimizer != "sgd") {
     fail("train.optimizer must be adamw or sgd, got '" + train.optimizer + "'");
   }

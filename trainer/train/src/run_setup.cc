@@ -1,5 +1,7 @@
 #include "run_setup.h"
 
+#include <ATen/cpu/Utils.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
@@ -97,6 +99,17 @@ torch::Device pickDevice(const Config& cfg, const DistEnv& env) {
     return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank % std::max(1, count)));
   }
   return torch::Device(torch::kCPU);
+}
+
+bool bf16Autocast(const Config& cfg, const torch::Device& device) {
+  if (device.is_cuda()) return cfg.train.bf16;
+  if (cfg.train.cpu_precision != "auto") return cfg.train.cpu_precision == "bf16";
+  const auto caps = at::cpu::get_cpu_capabilities();  // cpuinfo's flags, as libtorch's own kernels see them
+  const auto has = [&](const char* flag) {
+    const auto it = caps.find(flag);
+    return it != caps.end() && it->second.isBool() && it->second.toBool();
+  };
+  return has("avx512_bf16") || has("amx_bf16");
 }
 
 void setThreads(const Config& cfg, const DistEnv& env) {

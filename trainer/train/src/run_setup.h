@@ -25,6 +25,10 @@ void initForTraining(TAEHV& model);
 /// the local rank's GPU when there is one.
 torch::Device pickDevice(const Config& cfg, const DistEnv& env);
 
+/// Whether training steps run under bf16 autocast: train.bf16 on a GPU, train.cpu_precision on the CPU (auto: when
+/// the CPU computes bf16 natively, AVX512-BF16 or AMX-BF16).
+bool bf16Autocast(const Config& cfg, const torch::Device& device);
+
 /// train.threads, else OMP_NUM_THREADS (set per worker by taehv-run / torchrun), else the cores / local ranks.
 void setThreads(const Config& cfg, const DistEnv& env);
 

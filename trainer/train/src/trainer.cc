@@ -132,6 +132,9 @@ std::string runSummary(const Config& cfg, Distributed& dist, const torch::Device
                      std::to_string(zero->shardEnd() - zero->shardBegin()) + " of " +
                      std::to_string(zero->flatNumel()) + " elements on rank 0)"
                : std::string("ZeRO stage 0")) +
+         (device.is_cpu() ? std::string(", CPU precision ") + (bf16Autocast(cfg, device) ? "bf16" : "fp32") +
+                                " (train.cpu_precision " + cfg.train.cpu_precision + ")"
+                          : std::string()) +
          ", objective " + (distill ? "distillation" : "reconstruction") + ", data " + cfg.data.source + " (" +
          std::to_string(items) + " items)";
 }
@@ -175,9 +178,12 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
 
   // ZeRO reduces the gradients itself (in GradSync's buckets): GradSync then only adds the sliced steps' gradients.
   GradSync sync(dist, params, cfg.dist.bucket_mb, !state.zero);
-  const SliceBackward::Plan slice_plan = device.is_cpu() ? SliceBackward::plan(static_cast<int>(cfg.train.slices),
-                                                                               torch::get_num_threads(), B)
-                                                         : SliceBackward::Plan{1, torch::get_num_threads()};
+  // bf16 autocast is per thread, so its steps are one pass.
+  const bool autocast = bf16Autocast(cfg, device);
+  const SliceBackward::Plan slice_plan = device.is_cpu() && !autocast
+                                             ? SliceBackward::plan(static_cast<int>(cfg.train.slices),
+                                                                   torch::get_num_threads(), B)
+                                             : SliceBackward::Plan{1, torch::get_num_threads()};
   SliceBackward slicer(slice_plan);
   std::shared_ptr<const ClipSource> source = makeSource(cfg.data, static_cast<uint64_t>(cfg.train.seed));
   const bool distill = cfg.train.objective == "distillation" ||
@@ -231,10 +237,9 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
       data_wait += seconds(Clock::now() - w0);
       sync.setSync(a == A - 1);
       if (state.zero) state.zero->setSync(a == A - 1);
-      const bool autocast = device.is_cuda() && cfg.train.bf16;
       if (autocast) {
-        at::autocast::set_autocast_dtype(c10::DeviceType::CUDA, at::kBFloat16);
-        at::autocast::set_autocast_enabled(c10::DeviceType::CUDA, true);
+        at::autocast::set_autocast_dtype(device.type(), at::kBFloat16);
+        at::autocast::set_autocast_enabled(device.type(), true);
       }
       Objective obj;
       if (slicer.slices() > 1) {
@@ -242,7 +247,10 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
                               1.0 / static_cast<double>(A));
       } else {
         obj = computeObjective(model, batch, device, cfg.train, distill);
-        if (autocast) at::autocast::set_autocast_enabled(c10::DeviceType::CUDA, false);
+        if (autocast) {
+          at::autocast::set_autocast_enabled(device.type(), false);
+          at::autocast::clear_cache();
+        }
         (obj.loss / static_cast<double>(A)).backward();
       }
       loss_sum += obj.loss.item<double>();

@@ -52,6 +52,10 @@ struct TrainConfig {
   /// Config::applyLauncherEnvironment), else cuda:LOCAL_RANK when CUDA is usable, else cpu.
   std::string device = "auto";
   bool bf16 = true;             ///< bf16 autocast on GPU (never on CPU)
+  /// The CPU step's precision: fp32 | bf16 (autocast: weights, optimizer and loss stay fp32; the step runs as one
+  /// pass, train.slices 1) | auto (bf16 where the CPU computes it natively, AVX512-BF16 or AMX-BF16, else fp32).
+  /// Measured on 2 Zen cores with AVX512-BF16: 1.5x faster steps (bench/recipe/RESULTS.md); emulated, it is slower.
+  std::string cpu_precision = "fp32";
   /// On a resume at another shape (world size, batch, accumulation; e.g. an elastic restart with fewer nodes):
   /// keep the checkpoint's global batch by scaling grad_accum where world x batch_per_rank divides it, else keep
   /// the per-rank batch and scale lr linearly with the global batch. false: take the config's shape and lr as given.
