@@ -309,7 +309,6 @@ TEST(HostileConfig, OutOfRangeValuesAreRefusedNamingTheKeyAndTheRange) {
       {"train.lr=0", "train.lr must be"},
       {"train.weight_decay=-0.1", "train.weight_decay must be in [0, 1)"},
       {"train.min_lr_ratio=2", "train.min_lr_ratio must be in [0, 1]"},
-      {"train.decay_steps=-5", "train.decay_steps must be >= 0"},
       {"train.cpu_precision=fp16", "train.cpu_precision must be fp32, bf16 or auto, got 'fp16'"},
       {"train.grad_clip=-1", "train.grad_clip must be in [0, 1e6]"},
       {"data.frames=100000", "data.frames must be <= 4096, got 100000"},

@@ -1,5 +1,5 @@
-// The training loss and learning rate (trainer/train/src/objective.h, private to the trainer):
-// train.frame_diff_weight, train.edge_weight and train.decay_steps.
+// The training loss (trainer/train/src/objective.h, private to the trainer): train.frame_diff_weight and
+// train.edge_weight.
 #include "objective.h"
 
 #include <gtest/gtest.h>
@@ -48,32 +48,6 @@ TEST(Objective, EdgeTermWeighsDifferencesBetweenNeighbouringPixels) {
   EXPECT_GT(across, 0.05);  // so the term is not negligible here
   EXPECT_NEAR(value(reconstructionLoss(edges, flat, target)),
               value(torch::mse_loss(flat, target)) + 3 * 0.5 * (across + down), 1e-5);
-}
-
-// Warm-up then the cosine from lr to lr x min_lr_ratio: over every step after the warm-up by default, over the last
-// decay_steps steps only with the key (constant lr before them); a decay longer than what follows the warm-up is the
-// default schedule.
-TEST(Objective, LearningRateHoldsUntilTheLastDecayStepsThenFollowsTheCosine) {
-  TrainConfig t;
-  t.steps = 100;
-  t.warmup_steps = 10;
-  t.lr = 1.0;
-  t.min_lr_ratio = 0.2;
-  EXPECT_NEAR(learningRate(t, 0), 0.1, 1e-12);
-  EXPECT_NEAR(learningRate(t, 9), 1.0, 1e-12);
-  EXPECT_NEAR(learningRate(t, 10), 1.0, 1e-12);
-  EXPECT_NEAR(learningRate(t, 55), 0.6, 1e-12);  // the cosine's middle: halfway between 1 and 0.2
-  EXPECT_NEAR(learningRate(t, 100), 0.2, 1e-12);
-  TrainConfig wsd = t;
-  wsd.decay_steps = 20;
-  EXPECT_NEAR(learningRate(wsd, 9), 1.0, 1e-12);
-  EXPECT_NEAR(learningRate(wsd, 55), 1.0, 1e-12);
-  EXPECT_NEAR(learningRate(wsd, 80), 1.0, 1e-12);
-  EXPECT_NEAR(learningRate(wsd, 90), 0.6, 1e-12);
-  EXPECT_NEAR(learningRate(wsd, 100), 0.2, 1e-12);
-  TrainConfig longer = t;
-  longer.decay_steps = 500;
-  for (int64_t step : {0, 9, 10, 37, 55, 99}) EXPECT_EQ(learningRate(longer, step), learningRate(t, step)) << step;
 }
 
 }  // namespace

@@ -37,7 +37,6 @@ std::vector<Entry> table(Config& c) {
       {"train.lr", &c.train.lr},
       {"train.warmup_steps", &c.train.warmup_steps},
       {"train.min_lr_ratio", &c.train.min_lr_ratio},
-      {"train.decay_steps", &c.train.decay_steps},
       {"train.weight_decay", &c.train.weight_decay},
       {"train.beta1", &c.train.beta1},
       {"train.beta2", &c.train.beta2},
@@ -335,7 +334,6 @@ void Config::validate() const {
   in(train.beta2, 0, 1, true, "train.beta2", "[0, 1)");
   in(train.grad_clip, 0, 1e6, false, "train.grad_clip", "[0, 1e6] (0 = off)");
   if (train.warmup_steps < 0) fail("train.warmup_steps must be >= 0");
-  if (train.decay_steps < 0) fail("train.decay_steps must be >= 0 (0 = the cosine spans every step after the warm-up)");
   if (train.threads < 0) fail("train.threads must be >= 0 (0 = auto)");
   if (train.slices < 0) fail("train.slices must be >= 0 (0 = auto, 1 = one pass)");
   if (train.cpu_precision != "fp32" && train.cpu_precision != "bf16" && train.cpu_precision != "auto") {

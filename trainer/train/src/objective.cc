@@ -38,10 +38,8 @@ torch::Tensor reconstructionLoss(const TrainConfig& t, const torch::Tensor& pred
 
 double learningRate(const TrainConfig& t, int64_t step) {
   if (step < t.warmup_steps) return t.lr * static_cast<double>(step + 1) / static_cast<double>(t.warmup_steps);
-  const int64_t start = t.decay_steps > 0 ? std::max(t.warmup_steps, t.steps - t.decay_steps) : t.warmup_steps;
-  if (step < start) return t.lr;
-  const double span = static_cast<double>(std::max<int64_t>(1, t.steps - start));
-  const double progress = std::min(1.0, static_cast<double>(step - start) / span);
+  const double span = static_cast<double>(std::max<int64_t>(1, t.steps - t.warmup_steps));
+  const double progress = std::min(1.0, static_cast<double>(step - t.warmup_steps) / span);
   return t.lr * (t.min_lr_ratio + (1 - t.min_lr_ratio) * 0.5 * (1 + std::cos(M_PI * progress)));
 }
 

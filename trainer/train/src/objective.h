@@ -16,8 +16,7 @@
 
 namespace taehv::train {
 
-/// Linear warm-up over train.warmup_steps, then cosine decay to train.min_lr_ratio x train.lr at train.steps; with
-/// train.decay_steps N > 0 the lr stays at train.lr until the last N steps and the cosine spans those.
+/// Linear warm-up over train.warmup_steps, then cosine decay to train.min_lr_ratio x train.lr at train.steps.
 double learningRate(const TrainConfig& t, int64_t step);
 
 struct Objective {

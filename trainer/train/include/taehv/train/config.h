@@ -34,9 +34,6 @@ struct TrainConfig {
   double lr = 3e-4;             ///< peak learning rate
   int64_t warmup_steps = 20;    ///< linear warmup from 0 to lr
   double min_lr_ratio = 0.1;    ///< cosine decays to lr * min_lr_ratio at the last step
-  /// The cosine's length: 0 = every step after the warm-up; N = constant lr until the last N steps, then the cosine
-  /// over those (warm-up, stable, decay).
-  int64_t decay_steps = 0;
   double weight_decay = 0.01;
   double beta1 = 0.9;
   double beta2 = 0.95;
