@@ -3,7 +3,7 @@
 # taehv-train workers (Gloo over loopback) training TAEHV on synthetic video, 32x32 windows of 64x64 scenes, 12 frames
 # (examples/configs/quickstart.yaml), then prints the training figures and the held-out evaluation.
 # Output: runs/taehv/ (checkpoint-STEP/, metrics.jsonl, tensorboard/, previews/, weights.safetensors).
-# TAEHV_MAIN_STEPS overrides the step count (default: the config's 1150, ~9 minutes of training on 2 idle cores).
+# TAEHV_MAIN_STEPS overrides the step count (default: the config's 1700, ~9.5 minutes of training on 2 idle cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
