@@ -51,7 +51,7 @@ struct TrainConfig {
   /// auto | cpu | cuda | cuda:N. auto = TAEHV_DEVICE from the launcher when set (see
   /// Config::applyLauncherEnvironment), else cuda:LOCAL_RANK when CUDA is usable, else cpu.
   std::string device = "auto";
-  bool bf16 = true;             ///< bf16 autocast on GPU (never on CPU)
+  bool bf16 = true;             ///< bf16 autocast on GPU (on the CPU: cpu_precision)
   /// The CPU step's precision: fp32 | bf16 (autocast: weights, optimizer and loss stay fp32; the step runs as one
   /// pass, train.slices 1) | auto (bf16 where the CPU computes it natively, AVX512-BF16 or AMX-BF16, else fp32).
   /// Measured on 2 Zen cores with AVX512-BF16: 1.5x faster steps (bench/recipe/RESULTS.md); emulated, it is slower.
