@@ -236,10 +236,16 @@ TEST(DataParallel, TwoAndThreeRanksMatchOneRankOnTheConcatenatedBatch) {
   fs::remove_all(dir);
 }
 
+/// The run the comparisons below are against: 1 rank, 4 clips a step, 3 SGD steps, into `out`.
+Job oneRankBatch4(const std::string& out) {
+  Job job = launch(1, plus(tiny(out, 3), cat(kSgd, {"train.batch_per_rank=4"})), out);
+  expectSuccess(job);
+  return job;
+}
+
 TEST(DataParallel, GradientAccumulationMatchesTheLargeBatch) {
   const auto dir = tempDir();
-  Job big = launch(1, plus(tiny(dir + "/big", 3), cat(kSgd, {"train.batch_per_rank=4"})), dir + "/big");
-  expectSuccess(big);
+  oneRankBatch4(dir + "/big");
   Job acc2 = launch(2, plus(tiny(dir + "/acc2", 3), cat(kSgd, {"train.batch_per_rank=1", "train.grad_accum=2"})),
                     dir + "/acc2");
   expectSuccess(acc2);
@@ -255,8 +261,7 @@ TEST(DataParallel, GradientAccumulationMatchesTheLargeBatch) {
 // backward pass, also when its gradients go through the bucketed all-reduce and across accumulation micro-steps.
 TEST(DataParallel, SlicedStepsMatchOnePass) {
   const auto dir = tempDir();
-  Job one = launch(1, plus(tiny(dir + "/one", 3), cat(kSgd, {"train.batch_per_rank=4"})), dir + "/one");
-  expectSuccess(one);
+  oneRankBatch4(dir + "/one");
   Job ranks = launch(2, plus(tiny(dir + "/ranks", 3), cat(kSgd, {"train.batch_per_rank=2", "train.threads=2"})),
                      dir + "/ranks");
   expectSuccess(ranks);
@@ -277,8 +282,7 @@ TEST(DataParallel, SlicedStepsMatchOnePass) {
 // show (the weights are not fp32's), and the run summary says which precision ran.
 TEST(DataParallel, Bf16CpuStepsTrainLikeFp32WithinItsRounding) {
   const auto dir = tempDir();
-  Job fp32 = launch(1, plus(tiny(dir + "/fp32", 3), cat(kSgd, {"train.batch_per_rank=4"})), dir + "/fp32");
-  expectSuccess(fp32);
+  const Job fp32 = oneRankBatch4(dir + "/fp32");
   Job bf16 = launch(2, plus(tiny(dir + "/bf16", 3), cat(kSgd, {"train.batch_per_rank=2", "train.cpu_precision=bf16"})),
                     dir + "/bf16");
   expectSuccess(bf16);
