@@ -89,6 +89,7 @@ RECIPES = {  # name -> --set overrides of the quickstart
     "quickstart-2606340": FP32,
     "quickstart-seed1": ["train.seed=1"],
     "quickstart-seed2": ["train.seed=2"],
+    "bf16-2500": ["train.steps=2500"],  # beyond the 10-minute budget: does more time alone sharpen the edges?
 }
 
 
