@@ -117,9 +117,10 @@ void checkSameStart(Distributed& dist, int64_t start_step, int64_t world) {
   }
 }
 
-/// The first line of a run: ranks, backend, device, threads, model, ZeRO, objective, data.
+/// The first line of a run: ranks, backend, device, threads, model, ZeRO, CPU precision, objective, data.
 std::string runSummary(const Config& cfg, Distributed& dist, const torch::Device& device, const TrainState& state,
-                       const GradSync& sync, const SliceBackward::Plan& slices, bool distill, int64_t items) {
+                       const GradSync& sync, const SliceBackward::Plan& slices, bool autocast, bool distill,
+                       int64_t items) {
   const auto& zero = state.zero;
   return "taehv-train: " + std::to_string(dist.worldSize()) + " rank(s), backend " + dist.backendName() +
          ", device " + device.str() + ", " + std::to_string(torch::get_num_threads()) + " threads/rank" +
@@ -132,7 +133,7 @@ std::string runSummary(const Config& cfg, Distributed& dist, const torch::Device
                      std::to_string(zero->shardEnd() - zero->shardBegin()) + " of " +
                      std::to_string(zero->flatNumel()) + " elements on rank 0)"
                : std::string("ZeRO stage 0")) +
-         (device.is_cpu() ? std::string(", CPU precision ") + (bf16Autocast(cfg, device) ? "bf16" : "fp32") +
+         (device.is_cpu() ? std::string(", CPU precision ") + (autocast ? "bf16" : "fp32") +
                                 " (train.cpu_precision " + cfg.train.cpu_precision + ")"
                           : std::string()) +
          ", objective " + (distill ? "distillation" : "reconstruction") + ", data " + cfg.data.source + " (" +
@@ -198,7 +199,7 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
   if (cfg.eval.every > 0) eval_clips = std::make_unique<EvalClips>(cfg, static_cast<uint64_t>(cfg.train.seed));
 
   TrainLog log(cfg, rank0, start_step, found.has_value(), A * W * B * T);
-  log.say(runSummary(cfg, dist, device, state, sync, slice_plan, distill, source->size()));
+  log.say(runSummary(cfg, dist, device, state, sync, slice_plan, autocast, distill, source->size()));
   log.say("effective config:\n" + cfg.toYaml());
   if (found) log.say("resumed from " + *found + " at step " + std::to_string(start_step));
   if (!shape.note.empty()) log.say("resume: " + shape.note);
@@ -237,15 +238,15 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
       data_wait += seconds(Clock::now() - w0);
       sync.setSync(a == A - 1);
       if (state.zero) state.zero->setSync(a == A - 1);
-      if (autocast) {
-        at::autocast::set_autocast_dtype(device.type(), at::kBFloat16);
-        at::autocast::set_autocast_enabled(device.type(), true);
-      }
       Objective obj;
-      if (slicer.slices() > 1) {
+      if (slicer.slices() > 1) {  // never with autocast (slice_plan)
         obj = slicedObjective(slicer, sync, model, params, batch, device, cfg.train, distill,
                               1.0 / static_cast<double>(A));
       } else {
+        if (autocast) {
+          at::autocast::set_autocast_dtype(device.type(), at::kBFloat16);
+          at::autocast::set_autocast_enabled(device.type(), true);
+        }
         obj = computeObjective(model, batch, device, cfg.train, distill);
         if (autocast) {
           at::autocast::set_autocast_enabled(device.type(), false);
