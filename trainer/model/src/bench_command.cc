@@ -1,6 +1,5 @@
 // `taehv-train bench`: times training steps of the model alone (no data loading, no process group), the figure
 // bench/model compares with PyTorch's own loop.
-#include <ATen/autocast_mode.h>
 #include <sys/resource.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 
@@ -10,6 +9,7 @@
 #include <cstdio>
 
 #include "command_line.h"
+#include "taehv/model/autocast.h"
 #include "taehv/model/commands.h"
 #include "taehv/model/cpu_tuning.h"
 #include "taehv/model/fused_adamw.h"
@@ -195,15 +195,11 @@ int benchCommand(const std::vector<std::string>& argv) {
         loss_value = 0;
         for (const auto& l : losses) loss_value += l.item<double>();
       } else {
-        if (bf16) {
-          at::autocast::set_autocast_dtype(device.type(), at::kBFloat16);
-          at::autocast::set_autocast_enabled(device.type(), true);
-        }
-        torch::Tensor y = model->decodeVideo(model->encodeVideo(x)).slice(1, 0, aligned);
-        torch::Tensor loss = torch::mse_loss(y.to(torch::kFloat), target);
-        if (bf16) {
-          at::autocast::set_autocast_enabled(device.type(), false);
-          at::autocast::clear_cache();
+        torch::Tensor loss;
+        {
+          Bf16Autocast forward(device.type(), bf16);
+          torch::Tensor y = model->decodeVideo(model->encodeVideo(x)).slice(1, 0, aligned);
+          loss = torch::mse_loss(y.to(torch::kFloat), target);
         }
         zeroGrad();  // after the forward: the old gradients' memory then serves the new ones
         loss.backward();

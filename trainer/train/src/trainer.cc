@@ -2,8 +2,6 @@
 
 #include <unistd.h>
 
-#include <ATen/autocast_mode.h>
-
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -14,6 +12,7 @@
 #include "evaluation.h"
 #include "objective.h"
 #include "run_setup.h"
+#include "taehv/model/autocast.h"
 #include "taehv/model/metrics.h"
 #include "taehv/model/safetensors.h"
 #include "taehv/model/slice_backward.h"
@@ -243,14 +242,9 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
         obj = slicedObjective(slicer, sync, model, params, batch, device, cfg.train, distill,
                               1.0 / static_cast<double>(A));
       } else {
-        if (autocast) {
-          at::autocast::set_autocast_dtype(device.type(), at::kBFloat16);
-          at::autocast::set_autocast_enabled(device.type(), true);
-        }
-        obj = computeObjective(model, batch, device, cfg.train, distill);
-        if (autocast) {
-          at::autocast::set_autocast_enabled(device.type(), false);
-          at::autocast::clear_cache();
+        {
+          Bf16Autocast forward(device.type(), autocast);
+          obj = computeObjective(model, batch, device, cfg.train, distill);
         }
         (obj.loss / static_cast<double>(A)).backward();
       }
