@@ -153,6 +153,9 @@ TEST(Config, SyntheticSceneKeysAreValidated) {
   says("train.frame_diff_weight=-1", "train.frame_diff_weight must be in [0, 100]");
   EXPECT_EQ(error("train.edge_weight=2"), "");
   says("train.edge_weight=101", "train.edge_weight must be in [0, 100]");
+  EXPECT_EQ(error("train.ssim_weight=0.1"), "");
+  says("train.ssim_weight=-1", "train.ssim_weight must be in [0, 100]");
+  says("train.ssim_from_step=-1", "train.ssim_from_step must be >= 0");
   EXPECT_EQ(error("data.synthetic_scene_size=64"), "");
   EXPECT_EQ(error("data.synthetic_scene_size=100"), "");
   says("data.synthetic_scene_size=32", "data.synthetic_scene_size must be 0 (= data.size) or >= data.size=64");

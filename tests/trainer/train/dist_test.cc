@@ -596,9 +596,12 @@ TEST(Eval, HeldOutEvalDuringTrainingIsLoggedAndLeavesTrainingUnchanged) {
     EXPECT_LT(e.at("eval_psnr").get<double>(), 60.0);
     EXPECT_GT(e.at("eval_ssim").get<double>(), -1.0);
     EXPECT_LE(e.at("eval_ssim").get<double>(), 1.0);
+    EXPECT_GE(e.at("eval_edge_share").get<double>(), 0.0);
+    EXPECT_LT(e.at("eval_edge_share").get<double>(), 3.0);
   }
   const auto log = slurp(evald.logs[0]);
   EXPECT_NE(log.find("step 4/4 | held-out PSNR"), std::string::npos) << log;
+  EXPECT_NE(log.find(" | edge share "), std::string::npos) << log;
   EXPECT_NE(log.find("3 clips 8x48"), std::string::npos) << log;
   EXPECT_TRUE(fs::exists(dir + "/eval/previews/eval-step-0000004.png"));
   for (const char* file : {"model.pt", "ema.pt"}) {
@@ -724,6 +727,8 @@ TEST(Files, CorruptVideoIsSkippedAndEvalReportsPsnrSsim) {
   EXPECT_LT(result.at("psnr").get<double>(), 60.0);
   EXPECT_GT(result.at("ssim").get<double>(), -1.0);
   EXPECT_LE(result.at("ssim").get<double>(), 1.0);
+  EXPECT_GE(result.at("edge_share").get<double>(), 0.0);
+  EXPECT_LT(result.at("edge_share").get<double>(), 3.0);
   fs::remove_all(dir);
 }
 

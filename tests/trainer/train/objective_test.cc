@@ -1,7 +1,8 @@
 // The training loss (trainer/train/src/objective.h, private to the trainer): train.frame_diff_weight and
-// train.edge_weight.
+// train.edge_weight, train.ssim_weight.
 #include "objective.h"
 
+#include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 
 namespace taehv::train {
@@ -48,6 +49,64 @@ TEST(Objective, EdgeTermWeighsDifferencesBetweenNeighbouringPixels) {
   EXPECT_GT(across, 0.05);  // so the term is not negligible here
   EXPECT_NEAR(value(reconstructionLoss(edges, flat, target)),
               value(torch::mse_loss(flat, target)) + 3 * 0.5 * (across + down), 1e-5);
+}
+
+// Frames [1, 2, 3, 24, 24] of a vertical edge of the given contrast around mid-grey; blurred: the edge ramps over
+// 7 pixels instead of jumping between two.
+torch::Tensor edgeClip(double contrast, bool blurred) {
+  auto x = torch::arange(24, torch::kFloat) - 11.5;
+  auto ramp = blurred ? (x / 7).clamp(-0.5, 0.5) : (x > 0).to(torch::kFloat) - 0.5;
+  return (0.5 + contrast * ramp).expand({1, 2, 3, 24, 24}).contiguous();
+}
+
+// The SSIM term is 0 for a perfect reconstruction and weight x (1 - SSIM) otherwise. Unlike the edge term (an MSE:
+// a sixteenth at a quarter of the contrast), it charges a blurred faint edge about half what it charges a strong one.
+TEST(Objective, SsimTermWeighsAFaintEdgeFarMoreThanTheEdgeTermDoes) {
+  TrainConfig ssim, edges;
+  ssim.ssim_weight = 2;
+  edges.edge_weight = 2;
+  auto charge = [](const TrainConfig& t, double contrast) {  // what the term adds to the MSE for a blurred edge
+    const auto target = edgeClip(contrast, false), blurred = edgeClip(contrast, true);
+    return value(reconstructionLoss(t, blurred, target)) - value(torch::mse_loss(blurred, target));
+  };
+  const auto sharp = edgeClip(0.6, false);
+  EXPECT_NEAR(value(reconstructionLoss(ssim, sharp, sharp)), 0, 1e-6);
+  const double ssim_strong = charge(ssim, 0.6), ssim_faint = charge(ssim, 0.15);
+  EXPECT_GT(ssim_strong, 0.05);
+  EXPECT_GT(ssim_faint / ssim_strong, 0.3);  // measured 0.47
+  EXPECT_NEAR(charge(edges, 0.15) / charge(edges, 0.6), 1.0 / 16, 1e-3);
+}
+
+// Under bf16 autocast (train.cpu_precision bf16, train.bf16) the SSIM term is still computed in fp32: its variances
+// are differences of near-equal numbers.
+TEST(Objective, SsimTermStaysFp32UnderAutocast) {
+  torch::manual_seed(0);
+  const auto target = torch::rand({1, 2, 3, 16, 16});
+  const auto pred = (target + 0.05 * torch::randn_like(target)).clamp(0, 1);
+  TrainConfig ssim;
+  ssim.ssim_weight = 1;
+  const double fp32 = value(reconstructionLoss(ssim, pred, target));
+  at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+  at::autocast::set_autocast_enabled(at::kCPU, true);
+  const double under_autocast = value(reconstructionLoss(ssim, pred, target));
+  at::autocast::set_autocast_enabled(at::kCPU, false);
+  at::autocast::clear_cache();
+  EXPECT_GT(fp32 - value(torch::mse_loss(pred, target)), 0.005);  // the term is there (0.013)
+  EXPECT_NEAR(under_autocast, fp32, 1e-6);
+}
+
+// train.ssim_from_step: the steps before it train without the SSIM term, the others with it; nothing else changes.
+TEST(Objective, SsimTermCountsFromItsStep) {
+  TrainConfig t;
+  t.ssim_weight = 0.1;
+  t.edge_weight = 16;
+  t.ssim_from_step = 800;
+  EXPECT_EQ(lossTermsAt(t, 0).ssim_weight, 0);
+  EXPECT_EQ(lossTermsAt(t, 799).ssim_weight, 0);
+  EXPECT_EQ(lossTermsAt(t, 800).ssim_weight, 0.1);
+  EXPECT_EQ(lossTermsAt(t, 799).edge_weight, 16);
+  t.ssim_from_step = 0;
+  EXPECT_EQ(lossTermsAt(t, 0).ssim_weight, 0.1);
 }
 
 }  // namespace

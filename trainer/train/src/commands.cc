@@ -132,10 +132,10 @@ int evalCommand(const std::vector<std::string>& args) {
     // status says the result is unusable.
     const bool finite = std::isfinite(r.psnr) && std::isfinite(r.ssim);
     const auto json = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
-    std::printf("eval: clips=%lld psnr=%.3f dB ssim=%.4f%s\n", static_cast<long long>(r.clips), r.psnr, r.ssim,
-                r.held_out ? " (held out)" : " (file source: training items, other crops)");
+    std::printf("eval: clips=%lld psnr=%.3f dB ssim=%.4f edge_share=%.3f%s\n", static_cast<long long>(r.clips), r.psnr,
+                r.ssim, r.edges, r.held_out ? " (held out)" : " (file source: training items, other crops)");
     std::printf("%s\n", nlohmann::json{{"clips", r.clips}, {"psnr", json(r.psnr)}, {"ssim", json(r.ssim)},
-                                       {"held_out", r.held_out}}.dump().c_str());
+                                       {"edge_share", json(r.edges)}, {"held_out", r.held_out}}.dump().c_str());
     if (!finite) {
       std::fprintf(stderr, "taehv-train eval: PSNR or SSIM is not a number: the model's output holds NaN or "
                            "infinite values\n");

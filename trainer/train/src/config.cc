@@ -48,6 +48,8 @@ std::vector<Entry> table(Config& c) {
       {"train.loss", &c.train.loss},
       {"train.frame_diff_weight", &c.train.frame_diff_weight},
       {"train.edge_weight", &c.train.edge_weight},
+      {"train.ssim_weight", &c.train.ssim_weight},
+      {"train.ssim_from_step", &c.train.ssim_from_step},
       {"train.objective", &c.train.objective},
       {"train.device", &c.train.device},
       {"train.bf16", &c.train.bf16},
@@ -334,6 +336,7 @@ void Config::validate() const {
   in(train.beta2, 0, 1, true, "train.beta2", "[0, 1)");
   in(train.grad_clip, 0, 1e6, false, "train.grad_clip", "[0, 1e6] (0 = off)");
   if (train.warmup_steps < 0) fail("train.warmup_steps must be >= 0");
+  if (train.ssim_from_step < 0) fail("train.ssim_from_step must be >= 0 (0 = from the first step)");
   if (train.threads < 0) fail("train.threads must be >= 0 (0 = auto)");
   if (train.slices < 0) fail("train.slices must be >= 0 (0 = auto, 1 = one pass)");
   if (train.cpu_precision != "fp32" && train.cpu_precision != "bf16" && train.cpu_precision != "auto") {
@@ -357,6 +360,7 @@ void Config::validate() const {
   if (train.ema < 0 || train.ema >= 1) fail("train.ema must be in [0, 1) (0 = off)");
   in(train.frame_diff_weight, 0, 100, false, "train.frame_diff_weight", "[0, 100]");
   in(train.edge_weight, 0, 100, false, "train.edge_weight", "[0, 100]");
+  in(train.ssim_weight, 0, 100, false, "train.ssim_weight", "[0, 100]");
   if (train.loss != "mse" && train.loss != "l1" && train.loss != "mse+l1") {
     fail("train.loss must be mse, l1 or mse+l1, got '" + train.loss + "'");
   }

@@ -15,11 +15,11 @@ namespace taehv::train {
 namespace fs = std::filesystem;
 namespace {
 
-/// Sums over the evaluation clips k = first, first + step, ... of PSNR and SSIM of decode(encode(x)) against the
-/// aligned input frames; `preview` (when not null) receives the preview of clip 0 if this call evaluates it.
-/// Unreadable clips are skipped with a warning. The model is put in eval mode and back.
+/// Sums over the evaluation clips k = first, first + step, ... of PSNR, SSIM and edge share of decode(encode(x))
+/// against the aligned input frames; `preview` (when not null) receives the preview of clip 0 if this call
+/// evaluates it. Unreadable clips are skipped with a warning. The model is put in eval mode and back.
 struct EvalSums {
-  double psnr = 0, ssim = 0;
+  double psnr = 0, ssim = 0, edges = 0;
   int64_t clips = 0;
 };
 EvalSums evaluateClips(TAEHV& model, const EvalClips& clips, const torch::Device& device, int64_t first, int64_t step,
@@ -40,6 +40,7 @@ EvalSums evaluateClips(TAEHV& model, const EvalClips& clips, const torch::Device
     auto target = x.narrow(1, 0, y.size(1));
     sums.psnr += psnr(y, target);
     sums.ssim += ssim(y[0].to(torch::kCPU), target[0].to(torch::kCPU));
+    sums.edges += edgeShare(y[0], target[0]);
     ++sums.clips;
     if (preview && k == 0) *preview = previewImage(target, y);
   }
@@ -88,12 +89,13 @@ EvalSummary evaluateAcrossRanks(TAEHV& model, const std::vector<torch::Tensor>& 
     EmaWeights swap(params, ema);
     sums = evaluateClips(model, clips, device, rank, world, want_preview ? &out.preview : nullptr);
   }
-  auto totals = torch::tensor({sums.psnr, sums.ssim, static_cast<double>(sums.clips)}, torch::kDouble);
+  auto totals = torch::tensor({sums.psnr, sums.ssim, sums.edges, static_cast<double>(sums.clips)}, torch::kDouble);
   dist.allreduceSum(totals);
-  out.clips = static_cast<int64_t>(totals[2].item<double>());
+  out.clips = static_cast<int64_t>(totals[3].item<double>());
   if (out.clips > 0) {
     out.psnr = totals[0].item<double>() / static_cast<double>(out.clips);
     out.ssim = totals[1].item<double>() / static_cast<double>(out.clips);
+    out.edges = totals[2].item<double>() / static_cast<double>(out.clips);
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
@@ -131,11 +133,13 @@ EvalResult runEval(const EvalOptions& options) {
   EvalResult result;
   result.psnr = sums.psnr;
   result.ssim = sums.ssim;
+  result.edges = sums.edges;
   result.clips = sums.clips;
   result.held_out = clips.heldOut();
   if (result.clips == 0) throw DataError("no readable clip to evaluate in " + cfg.data.source);
   result.psnr /= static_cast<double>(result.clips);
   result.ssim /= static_cast<double>(result.clips);
+  result.edges /= static_cast<double>(result.clips);
   return result;
 }
 

@@ -1,6 +1,6 @@
-// Evaluation: PSNR and SSIM of decode(encode(x)) on the config's EvalClips (held-out scenes for the synthetic
-// source), during training across the ranks and in `taehv-train eval`; the preview images; the EMA weights swapped
-// in for both. Private to taehv::train.
+// Evaluation: PSNR, SSIM and edge share of decode(encode(x)) on the config's EvalClips (held-out scenes for the
+// synthetic source), during training across the ranks and in `taehv-train eval`; the preview images; the EMA
+// weights swapped in for both. Private to taehv::train.
 #pragma once
 
 #include <torch/torch.h>
@@ -34,6 +34,7 @@ class EmaWeights {
 struct EvalSummary {
   double psnr = 0;  ///< dB, mean over the clips evaluated
   double ssim = 0;
+  double edges = 0;  ///< taehv::edgeShare, mean over the clips
   int64_t clips = 0;  ///< 0: no clip was readable
   double seconds = 0;
   RgbImage preview;  ///< clip 0's, on the rank that evaluated it when asked for

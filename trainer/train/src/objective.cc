@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "taehv/model/metrics.h"
+
 namespace taehv::train {
 namespace {
 
@@ -33,7 +35,17 @@ torch::Tensor reconstructionLoss(const TrainConfig& t, const torch::Tensor& pred
     const auto across = torch::mse_loss(nextMinusThis(pred, -1), nextMinusThis(target, -1));
     loss = loss + t.edge_weight * 0.5 * (across + down);
   }
+  if (t.ssim_weight > 0) {
+    const auto flat = [](const torch::Tensor& v) { return v.flatten(0, 1); };  // [B, T, 3, H, W] -> [B*T, 3, H, W]
+    loss = loss + t.ssim_weight * (1 - ssimMap(flat(pred), flat(target)).mean());
+  }
   return loss;
+}
+
+TrainConfig lossTermsAt(const TrainConfig& t, int64_t step) {
+  TrainConfig terms = t;
+  if (step < t.ssim_from_step) terms.ssim_weight = 0;
+  return terms;
 }
 
 double learningRate(const TrainConfig& t, int64_t step) {

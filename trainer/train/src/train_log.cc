@@ -136,9 +136,10 @@ void TrainLog::eval(int64_t done, const EvalSummary& e, bool held_out, bool ema)
   }
   const std::string what = held_out ? "held-out" : "eval (not held out: file source)";
   char line[256];
-  std::snprintf(line, sizeof line, "step %lld/%lld | %s PSNR %.2f dB | SSIM %.4f | %lld clips %lldx%lld | %.1f s",
+  std::snprintf(line, sizeof line,
+                "step %lld/%lld | %s PSNR %.2f dB | SSIM %.4f | edge share %.3f | %lld clips %lldx%lld | %.1f s",
                 static_cast<long long>(done), static_cast<long long>(cfg_.train.steps), what.c_str(), e.psnr, e.ssim,
-                static_cast<long long>(e.clips),
+                e.edges, static_cast<long long>(e.clips),
                 static_cast<long long>(cfg_.eval.frames > 0 ? cfg_.eval.frames : cfg_.data.frames),
                 static_cast<long long>(cfg_.eval.size > 0 ? cfg_.eval.size : cfg_.data.size), e.seconds);
   say(line);
@@ -146,6 +147,7 @@ void TrainLog::eval(int64_t done, const EvalSummary& e, bool held_out, bool ema)
   m["step"] = done;
   m["eval_psnr"] = e.psnr;
   m["eval_ssim"] = e.ssim;
+  m["eval_edge_share"] = e.edges;
   m["eval_clips"] = e.clips;
   m["eval_held_out"] = held_out;
   m["eval_ema"] = ema;
@@ -155,6 +157,7 @@ void TrainLog::eval(int64_t done, const EvalSummary& e, bool held_out, bool ema)
   if (tb_) {
     tb_->scalar("eval/psnr_db", done, e.psnr);
     tb_->scalar("eval/ssim", done, e.ssim);
+    tb_->scalar("eval/edge_share", done, e.edges);
   }
   if (e.preview.width > 0 && cfg_.log.preview_every > 0) {
     char name[64];

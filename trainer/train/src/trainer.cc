@@ -230,6 +230,7 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
       for (auto& p : params) p.mutable_grad().reset();
     }
     double loss_sum = 0, psnr_sum = 0, data_wait = 0;
+    const TrainConfig terms = lossTermsAt(cfg.train, step);
     Objective last;
     for (int64_t a = 0; a < A; ++a) {
       const auto w0 = Clock::now();
@@ -239,12 +240,12 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
       if (state.zero) state.zero->setSync(a == A - 1);
       Objective obj;
       if (slicer.slices() > 1) {  // never with autocast (slice_plan)
-        obj = slicedObjective(slicer, sync, model, params, batch, device, cfg.train, distill,
+        obj = slicedObjective(slicer, sync, model, params, batch, device, terms, distill,
                               1.0 / static_cast<double>(A));
       } else {
         {
           Bf16Autocast forward(device.type(), autocast);
-          obj = computeObjective(model, batch, device, cfg.train, distill);
+          obj = computeObjective(model, batch, device, terms, distill);
         }
         (obj.loss / static_cast<double>(A)).backward();
       }

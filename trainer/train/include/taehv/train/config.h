@@ -47,6 +47,8 @@ struct TrainConfig {
   std::string loss = "mse";     ///< mse | l1 | mse+l1 (reconstruction term)
   double frame_diff_weight = 0;  ///< + this x MSE of the frame-to-frame changes (reconstruction vs input); 0 = off
   double edge_weight = 0;  ///< + this x MSE of neighbouring pixels' differences (reconstruction vs input); 0 = off
+  double ssim_weight = 0;  ///< + this x (1 - SSIM) of the reconstruction against the input; 0 = off
+  int64_t ssim_from_step = 0;  ///< the SSIM term counts from this step on (0 = from the first; before: left out)
   std::string objective = "auto";  ///< reconstruction | distillation | auto (distillation when latents exist)
   /// auto | cpu | cuda | cuda:N. auto = TAEHV_DEVICE from the launcher when set (see
   /// Config::applyLauncherEnvironment), else cuda:LOCAL_RANK when CUDA is usable, else cpu.

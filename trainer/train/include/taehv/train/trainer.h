@@ -29,6 +29,7 @@ struct EvalOptions {
 struct EvalResult {
   double psnr = 0;  ///< dB, mean over clips
   double ssim = 0;  ///< mean over clips, frames and channels (11x11 Gaussian window, sigma 1.5)
+  double edges = 0;  ///< taehv::edgeShare (the input's edges the reconstruction keeps, 1 = all), mean over clips
   int64_t clips = 0;
   bool held_out = false;  ///< the clips are scenes the training never read (synthetic source; see EvalClips)
 };
