@@ -34,7 +34,8 @@ if evals:
     e = evals[-1]
     what = "held-out scenes (never trained on)" if e["eval_held_out"] else "eval clips (file source: not held out)"
     curve = ", ".join(f"{r['eval_psnr']:.1f} dB at step {r['step']}" for r in evals)
-    print(f"evaluation: PSNR {e['eval_psnr']:.2f} dB, SSIM {e['eval_ssim']:.3f} on {e['eval_clips']} {what}; {curve}")
+    print(f"evaluation: PSNR {e['eval_psnr']:.2f} dB, SSIM {e['eval_ssim']:.3f}, edge share {e['eval_edge_share']:.3f} "
+          f"on {e['eval_clips']} {what}; {curve}")
 folder = os.path.join(out, "previews")
 previews = sorted(p for p in os.listdir(folder) if p.startswith("eval-")) if os.path.isdir(folder) else []
 if previews:

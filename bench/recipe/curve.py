@@ -22,8 +22,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 QUICKSTART = os.path.join(ROOT, "examples", "configs", "quickstart.yaml")
+# The quickstart of 865c7ba: without the SSIM term; every recipe measured before it keeps that.
+NO_SSIM = ["train.ssim_weight=0"]
 # The quickstart of 2606340: fp32 steps, 1150 of them; every recipe measured before the bf16 CPU step keeps them.
-FP32 = ["train.cpu_precision=fp32", "train.steps=1150"]
+FP32 = NO_SSIM + ["train.cpu_precision=fp32", "train.steps=1150"]
 # The quickstart of 2544be2: MSE alone, without the edge term it has had since; every recipe measured before keeps it.
 NO_EDGES = FP32 + ["train.edge_weight=0"]
 # The quickstart of 67ff246 (1150 steps): cosine down to 0.1x and a frame stride of up to 2, the two keys the
@@ -87,9 +89,21 @@ RECIPES = {  # name -> --set overrides of the quickstart
     # issue 19, 2026-11-24 (23:30-): the CPU step under bf16 autocast (train.cpu_precision; the quickstart's is auto,
     # bf16 on this CPU), 1.5x faster, so 1700 steps fit where 1150 fp32 ones did; a cosine over the last steps
     "quickstart-2606340": FP32,
+    "quickstart-865c7ba": NO_SSIM,
+    "quickstart-865c7ba-seed1": NO_SSIM + ["train.seed=1"],
+    "quickstart-865c7ba-seed2": NO_SSIM + ["train.seed=2"],
+    "bf16-2500": NO_SSIM + ["train.steps=2500"],  # beyond the 10-minute budget: does more time alone sharpen the edges?
+    # issue 19, 2026-11-25: an SSIM term (train.ssim_weight), from the first step or from step 800 (the quickstart)
+    "edge24": NO_SSIM + ["train.edge_weight=24"],
+    "ssim0.1": ["train.ssim_from_step=0"],
+    "ssim0.1-seed1": ["train.ssim_from_step=0", "train.seed=1"],
+    "ssim0.03": ["train.ssim_from_step=0", "train.ssim_weight=0.03"],
+    "ssim0.3": ["train.ssim_from_step=0", "train.ssim_weight=0.3"],
     "quickstart-seed1": ["train.seed=1"],
     "quickstart-seed2": ["train.seed=2"],
-    "bf16-2500": ["train.steps=2500"],  # beyond the 10-minute budget: does more time alone sharpen the edges?
+    # 900 steps: does the plateau before the shapes (to ~step 750) end sooner?
+    "probe-lr6e-4": ["train.lr=0.0006", "train.steps=900"],
+    "probe-beta2-0.99": ["train.beta2=0.99", "train.steps=900"],
 }
 
 
@@ -130,12 +144,14 @@ def run(build, config, out, sets, lock=False):
 
 
 def curve(rows):
-    """(step, training seconds, PSNR, SSIM) at each evaluation; training seconds exclude the evaluations."""
+    """(step, training seconds, PSNR, SSIM, edge share) at each evaluation; training seconds exclude the
+    evaluations."""
     points, eval_total = [], 0.0
     for r in rows:
         if "eval_psnr" in r:
             eval_total += r["eval_s"]
-            points.append((r["step"], r["elapsed_s"] - eval_total, r["eval_psnr"], r["eval_ssim"]))
+            points.append((r["step"], r["elapsed_s"] - eval_total, r["eval_psnr"], r["eval_ssim"],
+                           r["eval_edge_share"]))
     return points
 
 
@@ -170,9 +186,9 @@ def main():
         train_rows = [r for r in rows if "step_s" in r]
         print(f"\n{name}: {train_rows[-1]['step']} steps, {wall:.0f} s wall in all (load average before "
               f"{load:.2f}); median logged step {statistics.median(r['step_s'] for r in train_rows):.3f} s")
-        print("| step | training s | held-out PSNR dB | SSIM |\n|---|---|---|---|")
-        for step, seconds, psnr, ssim in curve(rows):
-            print(f"| {step} | {seconds:.0f} | {psnr:.2f} | {ssim:.4f} |")
+        print("| step | training s | held-out PSNR dB | SSIM | edge share |\n|---|---|---|---|---|")
+        for step, seconds, psnr, ssim, edges in curve(rows):
+            print(f"| {step} | {seconds:.0f} | {psnr:.2f} | {ssim:.4f} | {edges:.3f} |")
         step, psnr, ssim = evalOnOldData(a.build, out, a.eval_clips)
         print(f"step {step} on the held-out clips of 6984745's quickstart data: PSNR {psnr:.2f} dB, SSIM {ssim:.4f}")
 
