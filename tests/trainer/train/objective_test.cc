@@ -2,8 +2,9 @@
 // train.edge_weight, train.ssim_weight.
 #include "objective.h"
 
-#include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
+
+#include "taehv/model/autocast.h"
 
 namespace taehv::train {
 namespace {
@@ -86,11 +87,11 @@ TEST(Objective, SsimTermStaysFp32UnderAutocast) {
   TrainConfig ssim;
   ssim.ssim_weight = 1;
   const double fp32 = value(reconstructionLoss(ssim, pred, target));
-  at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
-  at::autocast::set_autocast_enabled(at::kCPU, true);
-  const double under_autocast = value(reconstructionLoss(ssim, pred, target));
-  at::autocast::set_autocast_enabled(at::kCPU, false);
-  at::autocast::clear_cache();
+  double under_autocast = 0;
+  {
+    Bf16Autocast on(c10::DeviceType::CPU, true);
+    under_autocast = value(reconstructionLoss(ssim, pred, target));
+  }
   EXPECT_GT(fp32 - value(torch::mse_loss(pred, target)), 0.005);  // the term is there (0.013)
   EXPECT_NEAR(under_autocast, fp32, 1e-6);
 }
