@@ -156,6 +156,8 @@ TEST(Config, SyntheticSceneKeysAreValidated) {
   EXPECT_EQ(error("train.ssim_weight=0.1"), "");
   says("train.ssim_weight=-1", "train.ssim_weight must be in [0, 100]");
   says("train.ssim_from_step=-1", "train.ssim_from_step must be >= 0");
+  EXPECT_EQ(error("model.init_output_scale=1"), "");
+  says("model.init_output_scale=-0.5", "model.init_output_scale must be in [0, 10], got -0.5");
   EXPECT_EQ(error("data.synthetic_scene_size=64"), "");
   EXPECT_EQ(error("data.synthetic_scene_size=100"), "");
   says("data.synthetic_scene_size=32", "data.synthetic_scene_size must be 0 (= data.size) or >= data.size=64");
@@ -166,6 +168,7 @@ TEST(Config, SyntheticSceneKeysAreValidated) {
   EXPECT_FALSE(defaults.data.synthetic_flat_background);
   EXPECT_EQ(defaults.data.synthetic_scene_size, 0);
   EXPECT_EQ(defaults.train.frame_diff_weight, 0.0);
+  EXPECT_EQ(defaults.model.init_output_scale, 0.1);
 }
 
 TEST(Config, ValidateChecksFramesAndSizeForTheVariant) {

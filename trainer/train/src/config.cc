@@ -29,6 +29,7 @@ std::vector<Entry> table(Config& c) {
   return {
       {"model.variant", &c.model.variant},
       {"model.init", &c.model.init},
+      {"model.init_output_scale", &c.model.init_output_scale},
       {"train.steps", &c.train.steps},
       {"train.batch_per_rank", &c.train.batch_per_rank},
       {"train.grad_accum", &c.train.grad_accum},
@@ -328,6 +329,7 @@ void Config::validate() const {
     fail("data.frames must be <= " + std::to_string(kMaxFrames) + ", got " + std::to_string(data.frames));
   }
   if (data.size > kMaxSize) fail("data.size must be <= " + std::to_string(kMaxSize) + ", got " + std::to_string(data.size));
+  in(model.init_output_scale, 0, 10, false, "model.init_output_scale", "[0, 10]");
   in(train.lr, 0, 1, false, "train.lr", "(0, 1]");
   if (!(train.lr > 0)) fail("train.lr must be > 0");
   in(train.min_lr_ratio, 0, 1, false, "train.min_lr_ratio", "[0, 1]");

@@ -31,8 +31,9 @@ uint64_t availableMemory() {
 /// reconstruction training stalls there (measured: flat grey previews, PSNR stuck at ~13 dB for 100 steps).
 /// So: variance-preserving normal weights (He gain for convs followed by a ReLU, gain 1 for the others: TPool,
 /// TGrow, strided and output convs), zero biases, each MemBlock's last conv scaled by 0.1 so the residual
-/// branches start small, the final decoder conv scaled by 0.1 with its bias at 0.5 (mid-grey, as upstream).
-void initForTraining(TAEHV& model) {
+/// branches start small, the final decoder conv scaled by `output_scale` with its bias at 0.5 (mid-grey, as
+/// upstream; model.init_output_scale).
+void initForTraining(TAEHV& model, double output_scale) {
   torch::NoGradGuard no_grad;
   std::string last_bias;
   auto endsWith = [](const std::string& s, const std::string& tail) {
@@ -59,7 +60,7 @@ void initForTraining(TAEHV& model) {
   if (!last_bias.empty()) {
     model->named_parameters()[last_bias].fill_(0.5);
     const std::string last_weight = last_bias.substr(0, last_bias.size() - 5) + ".weight";
-    model->named_parameters()[last_weight].mul_(0.1);
+    model->named_parameters()[last_weight].mul_(output_scale);
   }
 }
 
@@ -69,7 +70,7 @@ TAEHV makeModel(const Config& cfg, const torch::Device& device) {
   if (!cfg.model.init.empty()) {
     loadWeights(*model, cfg.model.init);
   } else {
-    initForTraining(model);
+    initForTraining(model, cfg.model.init_output_scale);
   }
   model->to(device);
   return model;

@@ -18,8 +18,9 @@ namespace taehv::train {
 /// (seeded by train.seed).
 TAEHV makeModel(const Config& cfg, const torch::Device& device);
 
-/// Random init for training from scratch (the reasons are beside its definition).
-void initForTraining(TAEHV& model);
+/// Random init for training from scratch, the final decoder conv's weights scaled by `output_scale` (the reasons
+/// are beside its definition).
+void initForTraining(TAEHV& model, double output_scale);
 
 /// train.device resolved: cuda[:N] (refused with one line when no GPU is visible), else the CPU. `auto` picks
 /// the local rank's GPU when there is one.
