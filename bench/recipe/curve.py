@@ -22,8 +22,11 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 QUICKSTART = os.path.join(ROOT, "examples", "configs", "quickstart.yaml")
+# The quickstart of 11e1886: the output conv's init at 0.1 (the default), edge weight 16, zoomed crops (crop_min 0.6);
+# every recipe measured before recipe 19f (2026-11-25, 06:00-) keeps them.
+Q11E1886 = ["model.init_output_scale=0.1", "train.edge_weight=16", "data.crop_min=0.6"]
 # The quickstart of 865c7ba: without the SSIM term; every recipe measured before it keeps that.
-NO_SSIM = ["train.ssim_weight=0"]
+NO_SSIM = Q11E1886 + ["train.ssim_weight=0"]
 # The quickstart of 2606340: fp32 steps, 1150 of them; every recipe measured before the bf16 CPU step keeps them.
 FP32 = NO_SSIM + ["train.cpu_precision=fp32", "train.steps=1150"]
 # The quickstart of 2544be2: MSE alone, without the edge term it has had since; every recipe measured before keeps it.
@@ -95,15 +98,28 @@ RECIPES = {  # name -> --set overrides of the quickstart
     "bf16-2500": NO_SSIM + ["train.steps=2500"],  # beyond the 10-minute budget: does more time alone sharpen the edges?
     # issue 19, 2026-11-25: an SSIM term (train.ssim_weight), from the first step or from step 800 (the quickstart)
     "edge24": NO_SSIM + ["train.edge_weight=24"],
-    "ssim0.1": ["train.ssim_from_step=0"],
-    "ssim0.1-seed1": ["train.ssim_from_step=0", "train.seed=1"],
-    "ssim0.03": ["train.ssim_from_step=0", "train.ssim_weight=0.03"],
-    "ssim0.3": ["train.ssim_from_step=0", "train.ssim_weight=0.3"],
+    "ssim0.1": Q11E1886 + ["train.ssim_from_step=0"],
+    "ssim0.1-seed1": Q11E1886 + ["train.ssim_from_step=0", "train.seed=1"],
+    "ssim0.03": Q11E1886 + ["train.ssim_from_step=0", "train.ssim_weight=0.03"],
+    "ssim0.3": Q11E1886 + ["train.ssim_from_step=0", "train.ssim_weight=0.3"],
+    "quickstart-11e1886": Q11E1886,
+    "quickstart-11e1886-seed1": Q11E1886 + ["train.seed=1"],
+    "quickstart-11e1886-seed2": Q11E1886 + ["train.seed=2"],
+    # 900 steps: does the plateau before the shapes (to ~step 750) end sooner?
+    "probe-lr6e-4": Q11E1886 + ["train.lr=0.0006", "train.steps=900"],
+    "probe-beta2-0.99": Q11E1886 + ["train.beta2=0.99", "train.steps=900"],
+    # recipe 19f, 2026-11-25 (06:00-): the output conv's init scale (model.init_output_scale), then the edge share on it
+    "probe-out1": Q11E1886 + ["model.init_output_scale=1", "train.steps=900"],
+    "out1": Q11E1886 + ["model.init_output_scale=1"],
+    "probe-out1-l1": Q11E1886 + ["model.init_output_scale=1", "train.steps=900", "train.loss=l1"],
+    "probe-out1-msel1": Q11E1886 + ["model.init_output_scale=1", "train.steps=900", "train.loss=mse+l1"],
+    "probe-out1-ssim0": Q11E1886 + ["model.init_output_scale=1", "train.steps=900", "train.ssim_from_step=0"],
+    "probe-out1-edge32": Q11E1886 + ["model.init_output_scale=1", "train.steps=900", "train.edge_weight=32"],
+    "probe-out1-crop1": Q11E1886 + ["model.init_output_scale=1", "train.steps=900", "data.crop_min=1"],
+    "oec": ["train.edge_weight=32"],
+    "oec-seed1": ["train.edge_weight=32", "train.seed=1"],
     "quickstart-seed1": ["train.seed=1"],
     "quickstart-seed2": ["train.seed=2"],
-    # 900 steps: does the plateau before the shapes (to ~step 750) end sooner?
-    "probe-lr6e-4": ["train.lr=0.0006", "train.steps=900"],
-    "probe-beta2-0.99": ["train.beta2=0.99", "train.steps=900"],
 }
 
 

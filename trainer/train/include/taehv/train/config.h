@@ -21,8 +21,9 @@ struct ModelConfig {
   std::string variant = "taehv";  ///< TAEHVOptions::forVariant name
   std::string init;               ///< safetensors weights to start from; empty = random init (seeded)
   /// Random init only: the final decoder conv's weights are this x their variance-preserving draw (its bias is 0.5,
-  /// so the first outputs are mid-grey plus this much of the features). 1 starts the climb out of the first
-  /// plateau ~300 steps sooner on the quickstart (bench/recipe/RESULTS.md); 0.1 is the init the defaults keep.
+  /// so the first outputs are mid-grey plus this much of the features). 0.1 (the init the defaults keep) holds every
+  /// other layer's effect on the output down until that conv grows: on the quickstart 1 ended its first plateau
+  /// 150-350 steps sooner (bench/recipe/RESULTS.md).
   double init_output_scale = 0.1;
 };
 
