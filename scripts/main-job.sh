@@ -26,9 +26,9 @@ evals = [r for r in rows if "eval_psnr" in r]
 last_step = train[-1]["step"]
 def mean(rs, key):
     return sum(r[key] for r in rs) / len(rs)
-first = train[0]  # step 1: the initial model, whose output is mid-grey (decoder bias 0.5)
+first = train[0]  # step 1: the untrained model (random init)
 late = [r for r in train if r["step"] > last_step - 30]
-print(f"main job: {last_step} steps in {wall} s; training PSNR {first['psnr']:.2f} dB at step 1 (mid-grey output), "
+print(f"main job: {last_step} steps in {wall} s; training PSNR {first['psnr']:.2f} dB at step 1 (untrained model), "
       f"{mean(late, 'psnr'):.2f} dB over the last 30 steps; loss {first['loss']:.5f} -> {mean(late, 'loss'):.5f}")
 if evals:
     e = evals[-1]
