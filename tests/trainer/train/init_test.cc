@@ -18,10 +18,7 @@ TEST(Init, OutputScaleScalesOnlyTheFinalDecoderConv) {
   ASSERT_EQ(pa.size(), pb.size());
   std::string last;
   for (const auto& item : pa) {
-    if (item.key().rfind("decoder.", 0) == 0 && item.key().size() > 7 &&
-        item.key().compare(item.key().size() - 7, 7, ".weight") == 0) {
-      last = item.key();
-    }
+    if (item.key().starts_with("decoder.") && item.key().ends_with(".weight")) last = item.key();
   }
   ASSERT_FALSE(last.empty());
   int scaled = 0;

@@ -36,26 +36,23 @@ uint64_t availableMemory() {
 void initForTraining(TAEHV& model, double output_scale) {
   torch::NoGradGuard no_grad;
   std::string last_bias;
-  auto endsWith = [](const std::string& s, const std::string& tail) {
-    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-  };
   for (auto& item : model->named_parameters()) {
     const std::string& name = item.key();
     torch::Tensor& p = item.value();
-    if (endsWith(name, ".bias")) {
+    if (name.ends_with(".bias")) {
       p.zero_();
-      if (name.rfind("decoder.", 0) == 0) last_bias = name;
+      if (name.starts_with("decoder.")) last_bias = name;
       continue;
     }
     if (p.dim() != 4) continue;
-    const bool relu_follows = endsWith(name, ".conv.0.weight") || endsWith(name, ".conv.2.weight") ||
+    const bool relu_follows = name.ends_with(".conv.0.weight") || name.ends_with(".conv.2.weight") ||
                               name == "encoder.0.weight" || name == "decoder.1.weight" || name == "decoder.20.weight";
     if (relu_follows) {
       torch::nn::init::kaiming_normal_(p, 0.0, torch::kFanIn, torch::kReLU);
     } else {
       torch::nn::init::kaiming_normal_(p, 0.0, torch::kFanIn, torch::kLinear);
     }
-    if (endsWith(name, ".conv.4.weight")) p.mul_(0.1);
+    if (name.ends_with(".conv.4.weight")) p.mul_(0.1);
   }
   if (!last_bias.empty()) {
     model->named_parameters()[last_bias].fill_(0.5);
