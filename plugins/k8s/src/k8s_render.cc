@@ -261,7 +261,7 @@ std::string parseK8sRenderArgs(const std::vector<std::string>& args, K8sRenderOp
   if (out.nodes < 1) return "--nodes N is required (the number of pods, one per node)";
   if (!have_gpus) return "--gpus-per-node G is required (0 for CPU-only pods)";
   if (out.image.empty()) return "--image IMAGE is required (an image with taehv-run installed)";
-  if (std::string e = torch_env::imageReferenceError(out.image); !e.empty()) return e;
+  if (Status image = torch_env::checkImageReference(out.image); !image.ok()) return image.error;
   if (!out.namespace_name.empty()) {
     static const std::regex kDns1123(R"(^[a-z0-9]([-a-z0-9]*[a-z0-9])?$)");
     if (!std::regex_match(out.namespace_name, kDns1123) || out.namespace_name.size() > 63) {
