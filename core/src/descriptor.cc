@@ -28,7 +28,8 @@ Checked<LaunchFlags> readPetVariables(const Env& env) {
     if (Status s = parseNnodes(*nnodes, "env PET_NNODES", pet); !s.ok()) return {s.error};
   }
   for (auto [name, field] : {std::pair{"NODE_RANK", &pet.node_rank}, std::pair{"NPROC_PER_NODE", &pet.nproc_per_node},
-                             std::pair{"MASTER_PORT", &pet.master_port}, std::pair{"MAX_RESTARTS", &pet.max_restarts}}) {
+                             std::pair{"MASTER_PORT", &pet.master_port},
+                             std::pair{"MAX_RESTARTS", &pet.max_restarts}}) {
     Checked<std::optional<int>> value = petInt(env, name);
     if (!value.ok()) return {value.error};
     *field = value.value;

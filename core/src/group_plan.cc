@@ -1,12 +1,5 @@
 #include "taehv/group_plan.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <sstream>
@@ -86,21 +79,6 @@ Checked<GroupPlan> planGroup(const NodeDescriptor& node, const GroupFlags& flags
   if (!token.ok()) return {token.error};
   plan.token = std::move(token.value);
   return out;
-}
-
-Status groupPortFree(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return {std::string("socket: ") + std::strerror(errno)};
-  const int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // as the listener does
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_ANY);
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  Status bound;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) bound.error = std::strerror(errno);
-  ::close(fd);
-  return bound;
 }
 
 std::string describeGroup(const GroupPlan& plan) {

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "taehv/env.h"
 #include "taehv/group/session.h"
 #include "taehv/group/tcp_node_group.h"
 #include "taehv/process/run.h"
@@ -202,12 +203,11 @@ process::SupervisorResult runWorkers(const NodeDescriptor& node, const LaunchSet
   options.shutdown_grace = settings.shutdown_grace;
   options.max_restarts = max_restarts;
   options.prefix_output = settings.prefix_output;
-  auto error_file = inherited.find("TORCHELASTIC_ERROR_FILE");
   // As torchrun does, each worker gets its own TORCHELASTIC_ERROR_FILE (where torch's @record writes its
   // exception); the supervisor folds the failing worker's file into ours. They live in a private temp folder.
   std::string worker_error_dir;
-  if (error_file != inherited.end() && !error_file->second.empty()) {
-    options.error_file = error_file->second;
+  if (const auto error_file = envValue(inherited, "TORCHELASTIC_ERROR_FILE")) {
+    options.error_file = *error_file;
     std::string pattern = (std::filesystem::temp_directory_path() / "taehv-run-errors-XXXXXX").string();
     if (::mkdtemp(pattern.data()) != nullptr) worker_error_dir = pattern;
   }

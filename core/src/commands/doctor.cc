@@ -11,6 +11,7 @@
 #include "taehv/default_worker.h"
 #include "taehv/env.h"
 #include "taehv/sizing/doctor.h"
+#include "taehv/sizing/network.h"
 #include "taehv/sizing/nccl.h"
 #include "taehv/sizing/profiles.h"
 #include "taehv/sizing/sizing.h"
@@ -51,7 +52,7 @@ std::vector<sizing::CheckResult> groupChecks(const NodeDescriptor& node, const G
   }
   const int p = *plan.port.value;
   if (*node.node_rank.value == 0) {
-    const Status free = groupPortFree(p);
+    const Status free = sizing::tcpPortFree(p);
     port.status = free.ok() ? sizing::CheckStatus::kPass : sizing::CheckStatus::kFail;
     port.detail = "port " + std::to_string(p) + " (" + plan.port.source + ") on this node (node 0): " +
                   (free.ok() ? "free" : "cannot be bound: " + free.error);

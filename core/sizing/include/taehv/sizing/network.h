@@ -59,8 +59,8 @@ struct ConnectResult {
 /// Connects to host:port with a deadline (non-blocking connect + poll), trying each resolved address.
 ConnectResult probeTcpConnect(const std::string& host, int port, std::chrono::milliseconds timeout);
 
-/// Whether this machine can listen on `port` on all interfaces now (what rank 0's TCP store will do).
-/// Empty string = free; else the bind error ("Address already in use").
-std::string tcpPortBindError(int port);
+/// Whether this machine can listen on `port` on all interfaces now, with SO_REUSEADDR as rank 0's TCP store and node
+/// 0's group listener do; fails with the bind error ("Address already in use").
+Status tcpPortFree(int port);
 
 }  // namespace taehv::sizing
