@@ -67,9 +67,6 @@ class FrameReader {
   /// is out of range: the stream cannot be resynchronised, close it.
   Checked<std::optional<std::string>> next();
 
-  /// Bytes held that are not yet a whole frame.
-  std::size_t buffered() const { return buffer_.size() - offset_; }
-
  private:
   std::string buffer_;
   std::size_t offset_ = 0;
