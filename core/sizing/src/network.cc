@@ -145,13 +145,13 @@ std::optional<std::string> routeInterfaceFromTable(const std::string& table, con
   return best;
 }
 
-RouteChoice interfaceForDestination(const std::string& host) {
-  RouteChoice choice;
+Checked<RouteChoice> interfaceForDestination(const std::string& host) {
+  Checked<RouteChoice> result;
+  RouteChoice& choice = result.value;
   AddrInfoList list;
   std::vector<const addrinfo*> ordered;
   if (int rc = lookup(host, SOCK_DGRAM, list, ordered); rc != 0 || ordered.empty()) {
-    choice.error = "cannot resolve '" + host + "': " + (rc != 0 ? ::gai_strerror(rc) : "no address");
-    return choice;
+    return {"cannot resolve '" + host + "': " + (rc != 0 ? ::gai_strerror(rc) : "no address")};
   }
   std::string last_error;
   for (const addrinfo* ai : ordered) {
@@ -189,7 +189,7 @@ RouteChoice interfaceForDestination(const std::string& host) {
     if (!choice.interface.empty()) {
       choice.how = "the route to " + host + (dest != host ? " (" + dest + ")" : std::string()) + " leaves from " +
                    local_text + " on " + choice.interface;
-      return choice;
+      return result;
     }
     if (ai->ai_family == AF_INET) {
       std::ifstream route("/proc/net/route");
@@ -198,13 +198,12 @@ RouteChoice interfaceForDestination(const std::string& host) {
       if (auto name = routeInterfaceFromTable(text.str(), dest)) {
         choice.interface = *name;
         choice.how = "/proc/net/route: the route to " + dest + " uses " + *name;
-        return choice;
+        return result;
       }
     }
     last_error = "source address " + local_text + " belongs to no interface";
   }
-  choice.error = "no interface routes to '" + host + "': " + last_error;
-  return choice;
+  return {"no interface routes to '" + host + "': " + last_error};
 }
 
 InterfaceState interfaceState(const std::string& name) {

@@ -128,10 +128,12 @@ Tuning computeTuning(const TuningInput& in, const TuningPolicy& policy) {
   if (in.master_addr.empty()) {
     t.notes.push_back("master address not known: NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME left to the libraries");
   } else {
-    RouteChoice route = in.find_interface ? in.find_interface(in.master_addr) : interfaceForDestination(in.master_addr);
-    if (!route.ok()) {
-      t.notes.push_back("no socket interface chosen: " + route.error);
+    const Checked<RouteChoice> found =
+        in.find_interface ? in.find_interface(in.master_addr) : interfaceForDestination(in.master_addr);
+    if (!found.ok()) {
+      t.notes.push_back("no socket interface chosen: " + found.error);
     } else {
+      const RouteChoice& route = found.value;
       if (route.interface == "lo" && in.nnodes > 1) {
         t.notes.push_back("MASTER_ADDR " + in.master_addr + " routes through loopback but the job has " +
                           nodesText(in.nnodes) + ": other nodes cannot reach it; use an address they can reach");
