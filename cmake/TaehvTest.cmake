@@ -3,8 +3,19 @@
 # Labels in use: unit (fast, no infrastructure), integration (real processes, loopback),
 # slow (real SLURM / sshd in network namespaces; run alone with `ctest -L slow`).
 # Every test sees TAEHV_SHARED_DIR (../shared), TAEHV_BIN_DIR (taehv-run, taehv-train),
-# TAEHV_PLUGIN_DIR (built plugins) and TAEHV_SOURCE_DIR in its environment.
+# TAEHV_PLUGIN_DIR (built plugins) and TAEHV_SOURCE_DIR in its environment. The programs' folder and whether this
+# build has the trainer are also compiled in (TAEHV_TEST_BIN_DIR, TAEHV_TEST_WITH_TRAINER), so that a test run outside
+# ctest finds them too and fails, never skips, when a program it needs is missing.
 # RESOURCE_LOCK: ctest runs no two tests holding the same lock at once (fixed namespaces, ports, ...).
+
+# taehv_test_knows_programs(<target>): compiles in where this build's programs are and whether it has the trainer,
+# for tests/infra/built_programs.h (taehv_add_gtest does it for every suite).
+function(taehv_test_knows_programs target)
+  target_compile_definitions(${target} PRIVATE TAEHV_TEST_BIN_DIR="${PROJECT_BINARY_DIR}/bin"
+    TAEHV_TEST_WITH_TRAINER=$<BOOL:${TAEHV_WITH_TRAINER}>)
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+endfunction()
+
 function(taehv_add_gtest name)
   cmake_parse_arguments(T "" "TIMEOUT;RESOURCE_LOCK" "SOURCES;LIBRARIES;LABELS" ${ARGN})
   if(NOT T_TIMEOUT)
@@ -16,6 +27,7 @@ function(taehv_add_gtest name)
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE GTest::gtest GTest::gtest_main Threads::Threads ${T_LIBRARIES})
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/tests")
+  taehv_test_knows_programs(${name})
   taehv_enable_warnings(${name})
   # The environment goes through `env` as the test's launcher: gtest_discover_tests splits a multi-variable
   # ENVIRONMENT property at its semicolons, so only the first variable would reach the tests.

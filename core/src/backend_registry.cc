@@ -70,8 +70,9 @@ bool BackendRegistry::load(const std::string& backend, const std::string& self_p
   return loaded;
 }
 
-BackendChoice BackendRegistry::detect(const HostContext& host, bool manual) {
-  BackendChoice choice;
+Checked<BackendChoice> BackendRegistry::detect(const HostContext& host, bool manual) {
+  Checked<BackendChoice> result;
+  BackendChoice& choice = result.value;
   std::vector<std::pair<LoadedPlugin*, Detection>> found;
   for (auto& p : plugins_) {
     const Detection d = p.backend->detect(host);
@@ -90,18 +91,16 @@ BackendChoice BackendRegistry::detect(const HostContext& host, bool manual) {
     found.clear();
   }
   if (found.size() > 1 && found[0].second.confidence == found[1].second.confidence) {
-    choice.error = "backends '" + found[0].first->name + "' (" + found[0].second.reason + ") and '" +
-                   found[1].first->name + "' (" + found[1].second.reason + ") both recognise this environment " +
-                   "with confidence " + std::to_string(found[0].second.confidence) +
-                   "; choose one with --backend NAME";
-    return choice;
+    return {"backends '" + found[0].first->name + "' (" + found[0].second.reason + ") and '" +
+            found[1].first->name + "' (" + found[1].second.reason + ") both recognise this environment " +
+            "with confidence " + std::to_string(found[0].second.confidence) + "; choose one with --backend NAME"};
   }
   if (!found.empty()) {
     choice.plugin = found[0].first;
     choice.detection = choice.plugin->name + " (confidence " + std::to_string(found[0].second.confidence) + ": " +
                        found[0].second.reason + ")";
   }
-  return choice;
+  return result;
 }
 
 std::vector<LoadedPlugin*> BackendRegistry::allPlugins(const std::string& backend, const std::string& self_path,

@@ -67,17 +67,19 @@ std::string joinNames(const std::vector<std::string>& names) {
   return out;
 }
 
-/// The launch flags given in `vm`. Returns "" or what is wrong with one of them.
-std::string launchFlags(const po::variables_map& vm, LaunchFlags& flags) {
+/// The launch flags given in `vm`, or what is wrong with one of them.
+Checked<LaunchFlags> launchFlags(const po::variables_map& vm) {
+  Checked<LaunchFlags> out;
+  LaunchFlags& flags = out.value;
   if (vm.count("nnodes")) {
-    if (std::string e = parseNnodes(vm["nnodes"].as<std::string>(), "--nnodes", flags); !e.empty()) return e;
+    if (Status s = parseNnodes(vm["nnodes"].as<std::string>(), "--nnodes", flags); !s.ok()) return {s.error};
   }
   if (vm.count("node-rank")) flags.node_rank = vm["node-rank"].as<int>();
   if (vm.count("nproc-per-node")) {
     const std::string text = vm["nproc-per-node"].as<std::string>();
     flags.nproc_per_node = parseInt(text);
     if (!flags.nproc_per_node && text != "auto") {  // auto = unset: sizing decides (applySizing)
-      return "--nproc-per-node '" + text + "': give the number of worker processes, e.g. 2, or auto";
+      return {"--nproc-per-node '" + text + "': give the number of worker processes, e.g. 2, or auto"};
     }
   }
   if (vm.count("master-addr")) flags.master_addr = vm["master-addr"].as<std::string>();
@@ -86,7 +88,7 @@ std::string launchFlags(const po::variables_map& vm, LaunchFlags& flags) {
   if (vm.count("max-restarts")) flags.max_restarts = vm["max-restarts"].as<int>();
   if (vm.count("restart-count")) flags.restart_count = vm["restart-count"].as<int>();
   flags.standalone = vm.count("standalone") > 0;
-  return "";
+  return out;
 }
 
 Env environmentSnapshot() {
@@ -267,58 +269,57 @@ std::optional<int> Cli::parse(const po::options_description& extra, po::variable
   return std::nullopt;
 }
 
-std::vector<std::string> Cli::workerCommand(std::string& error) const {
-  if (!command_.empty()) return command_;
+Checked<std::vector<std::string>> Cli::workerCommand() const {
+  if (!command_.empty()) return {"", command_};
   std::filesystem::path trainer = std::filesystem::path(self_path_).parent_path() / default_worker::kProgram;
   if (::access(trainer.c_str(), X_OK) != 0) {
-    error = "no worker command after -- and the default worker " + trainer.string() +
-            " does not exist; give one (taehv-run [options] -- python train.py) or build taehv-train";
-    return {};
+    return {"no worker command after -- and the default worker " + trainer.string() +
+            " does not exist; give one (taehv-run [options] -- python train.py) or build taehv-train"};
   }
-  return {trainer.string()};
+  return {"", {trainer.string()}};
 }
 
 Checked<ResolvedLaunch> Cli::resolve(const po::variables_map& vm, bool plan_when_taken_over) {
   Checked<ResolvedLaunch> result;
   ResolvedLaunch& r = result.value;
-  LaunchFlags flags;
-  if (result.error = launchFlags(vm, flags); !result.error.empty()) return result;
+  const Checked<LaunchFlags> flags = launchFlags(vm);
+  if (!flags.ok()) return {flags.error};
   std::string passed_over;
-  if (result.error = chooseBackend(flags, r, passed_over); !result.error.empty()) return result;
-  if (result.error = backendRequest(vm, r); !result.error.empty()) return result;
-  r.request.nproc_per_node = flags.nproc_per_node;
-  if (result.error = planNode(flags, plan_when_taken_over, r); !result.error.empty()) return result;
+  if (Status s = chooseBackend(flags.value, r, passed_over); !s.ok()) return {s.error};
+  if (Status s = backendRequest(vm, r); !s.ok()) return {s.error};
+  r.request.nproc_per_node = flags.value.nproc_per_node;
+  if (Status s = planNode(flags.value, plan_when_taken_over, r); !s.ok()) return {s.error};
   if (!passed_over.empty()) r.node.notes.push_back(passed_over);
   return result;
 }
 
-std::string Cli::chooseBackend(const LaunchFlags& flags, ResolvedLaunch& r, std::string& passed_over) {
-  if (!backends_.errors().empty() && !(backend_ == "auto" && flags.standalone)) return backends_.errors().front();
+Status Cli::chooseBackend(const LaunchFlags& flags, ResolvedLaunch& r, std::string& passed_over) {
+  if (!backends_.errors().empty() && !(backend_ == "auto" && flags.standalone)) return {backends_.errors().front()};
   // An explicit --nnodes or --node-rank is the manual multi-node form: the flags say where this node stands, so
   // no backend is detected from the environment (stray RANK/WORLD_SIZE/PET_* of an outer launcher's worker
   // would otherwise outrank them). Which backend would have claimed the environment becomes a note.
   const bool manual = flags.nnodes.has_value() || flags.node_rank.has_value();
   if (backend_ == "auto" && !flags.standalone) {
-    BackendChoice choice = backends_.detect(host_, manual);
-    passed_over = choice.passed_over;
-    if (!choice.error.empty()) return choice.error;
-    r.plugin = choice.plugin;
-    r.detection = choice.detection;
+    const Checked<BackendChoice> choice = backends_.detect(host_, manual);
+    if (!choice.ok()) return {choice.error};
+    passed_over = choice.value.passed_over;
+    r.plugin = choice.value.plugin;
+    r.detection = choice.value.detection;
   } else if (backend_ != "auto" && backend_ != "local") {
-    if (!backend_loaded_) return backends_.errors().front();  // not reached: load() failed with an error
+    if (!backend_loaded_) return {backends_.errors().front()};  // not reached: load() failed with an error
     r.plugin = &backends_.plugins().front();
   }
-  return "";
+  return {};
 }
 
-std::string Cli::backendRequest(const po::variables_map& vm, ResolvedLaunch& r) const {
+Status Cli::backendRequest(const po::variables_map& vm, ResolvedLaunch& r) const {
   // Backend options belong to their backend only.
   for (const auto& [name, owners] : backends_.optionOwners()) {
     if (!vm.count(name)) continue;
     const bool mine = r.plugin && std::find(owners.begin(), owners.end(), r.plugin->name) != owners.end();
     if (!mine) {
-      return "--" + name + " is an option of backend " + joinNames(owners) + ", but the backend in use is " +
-             (r.plugin ? r.plugin->name : std::string("local")) + "; add --backend " + owners.front();
+      return {"--" + name + " is an option of backend " + joinNames(owners) + ", but the backend in use is " +
+              (r.plugin ? r.plugin->name : std::string("local")) + "; add --backend " + owners.front()};
     }
     if (vm[name].value().type() == typeid(std::vector<std::string>)) {
       r.request.options[name] = vm[name].as<std::vector<std::string>>();
@@ -328,24 +329,24 @@ std::string Cli::backendRequest(const po::variables_map& vm, ResolvedLaunch& r) 
       r.request.options[name] = {"true"};
     }
   }
-  return "";
+  return {};
 }
 
-std::string Cli::planNode(const LaunchFlags& flags, bool plan_when_taken_over, ResolvedLaunch& r) const {
+Status Cli::planNode(const LaunchFlags& flags, bool plan_when_taken_over, ResolvedLaunch& r) const {
   PlanResult plan;
   const std::string backend_name = r.plugin ? r.plugin->name : "local";
   if (r.plugin) {
     r.backend_takes_over = r.plugin->backend->takesOverLaunch(host_, r.request);
     // The backend starts the job elsewhere; the nodes' own taehv-run resolve their plans there.
-    if (r.backend_takes_over && !plan_when_taken_over) return "";
+    if (r.backend_takes_over && !plan_when_taken_over) return {};
     plan = r.plugin->backend->plan(host_, r.request);
-    if (!plan.ok()) return "backend " + backend_name + ": " + plan.error;
+    if (!plan.ok()) return {"backend " + backend_name + ": " + plan.error};
   }
   auto node = resolveNode(flags, r.plugin ? &plan.value : nullptr, backend_name, env_, hostName(),
                           availableCpuCores(), freeTcpPort);
-  if (!node.ok()) return node.error;
+  if (!node.ok()) return {node.error};
   r.node = std::move(node.value);
-  return "";
+  return {};
 }
 
 int Cli::run() {

@@ -1,30 +1,84 @@
 #include "taehv/descriptor.h"
 
-#include <cerrno>
-#include <climits>
-#include <cstdlib>
 #include <random>
 #include <sstream>
+#include <string_view>
+#include <utility>
 
+#include "taehv/env.h"
 #include "taehv/worker_env.h"
 
 namespace taehv {
 namespace {
 
-/// Reads PET_<name> from `env` as an int. Sets `error` when present but not a number.
-std::optional<int> petInt(const Env& env, const std::string& name, std::string& error) {
-  auto it = env.find("PET_" + name);
-  if (it == env.end()) return std::nullopt;
-  std::string text = it->second;
-  auto v = parseInt(text);
-  if (!v) error = "env PET_" + name + "='" + text + "' is not a whole number; fix or unset it";
-  return v;
+/// PET_<name> as an int (torchrun's flags as environment variables); an empty value is text, and refused.
+Checked<std::optional<int>> petInt(const Env& env, const std::string& name) {
+  auto read = readEnv(env, "PET_" + name, [](std::string_view text) { return parseInt(text); },
+                      "a whole number; fix or unset it", EmptyEnv::kText);
+  if (!read.ok()) read.error = "env " + read.error;
+  return read;
 }
 
-std::optional<std::string> petString(const Env& env, const std::string& name) {
-  auto it = env.find("PET_" + name);
-  if (it == env.end() || it->second.empty()) return std::nullopt;
-  return it->second;
+/// torchrun's PET_* variables as the flags they stand for, read whole before anything is picked: a malformed one
+/// is an error even where a flag or the plan wins.
+Checked<LaunchFlags> readPetVariables(const Env& env) {
+  Checked<LaunchFlags> out;
+  LaunchFlags& pet = out.value;
+  if (const std::string* nnodes = findEnv(env, "PET_NNODES")) {
+    if (Status s = parseNnodes(*nnodes, "env PET_NNODES", pet); !s.ok()) return {s.error};
+  }
+  for (auto [name, field] : {std::pair{"NODE_RANK", &pet.node_rank}, std::pair{"NPROC_PER_NODE", &pet.nproc_per_node},
+                             std::pair{"MASTER_PORT", &pet.master_port},
+                             std::pair{"MAX_RESTARTS", &pet.max_restarts}}) {
+    Checked<std::optional<int>> value = petInt(env, name);
+    if (!value.ok()) return {value.error};
+    *field = value.value;
+  }
+  pet.master_addr = envValue(env, "PET_MASTER_ADDR");
+  pet.run_id = envValue(env, "PET_RDZV_ID");
+  return out;
+}
+
+/// The user's flags, and the name each is reported under ("flag --" + name): --standalone fills the ones not given.
+struct NamedFlags {
+  LaunchFlags flags;
+  std::string nnodes = "nnodes", node_rank = "node-rank", master_addr = "master-addr", master_port = "master-port",
+              run_id = "run-id";
+};
+
+std::string randomRunId() {
+  std::random_device rd;
+  std::ostringstream out;
+  out << std::hex;
+  for (int i = 0; i < 4; ++i) out << rd();
+  return out.str().substr(0, 16);
+}
+
+/// torchrun --standalone: one node, master on this machine, a free port, a fresh run id (what the flags leave open).
+Checked<NamedFlags> withStandalone(const LaunchFlags& given, const std::function<int()>& free_port) {
+  Checked<NamedFlags> out{"", {given}};
+  NamedFlags& f = out.value;
+  LaunchFlags& flags = f.flags;
+  if (!flags.standalone) return out;
+  if (flags.nnodes && (*flags.nnodes != 1 || flags.min_nnodes.value_or(1) != 1)) {
+    return {"--standalone runs one node, but --nnodes " +
+            (flags.min_nnodes && *flags.min_nnodes != *flags.nnodes ? std::to_string(*flags.min_nnodes) + ":" : "") +
+            std::to_string(*flags.nnodes) + " was given; drop one of them"};
+  }
+  if (flags.node_rank && *flags.node_rank != 0) {
+    return {"--standalone runs node 0 only, but --node-rank " + std::to_string(*flags.node_rank) +
+            " was given; drop one of them"};
+  }
+  if (!flags.nnodes) flags.nnodes = 1, f.nnodes = "standalone";
+  if (!flags.node_rank) flags.node_rank = 0, f.node_rank = "standalone";
+  if (!flags.master_addr) flags.master_addr = kLoopbackAddr, f.master_addr = "standalone";
+  if (!flags.run_id) flags.run_id = randomRunId(), f.run_id = "standalone (random)";
+  if (!flags.master_port) {
+    const int port = free_port ? free_port() : 0;
+    if (port <= 0) return {"--standalone could not find a free TCP port on 127.0.0.1; pass --master-port"};
+    flags.master_port = port, f.master_port = "standalone (free port)";
+  }
+  return out;
 }
 
 /// Fills `out` by precedence: flag > backend plan > PET_* > default.
@@ -44,12 +98,78 @@ void pick(Sourced<T>& out, const std::optional<T>& flag, const std::string& flag
   }
 }
 
-std::string randomRunId() {
-  std::random_device rd;
-  std::ostringstream out;
-  out << std::hex;
-  for (int i = 0; i < 4; ++i) out << rd();
-  return out.str().substr(0, 16);
+/// Every field the flags, the plan (nullptr: none) and PET_* can give, each by precedence.
+void pickFields(NodeDescriptor& node, const NamedFlags& named, const NodePlan* plan, const LaunchFlags& pet) {
+  const LaunchFlags& f = named.flags;
+  pick<int>(node.nnodes, f.nnodes, named.nnodes, plan ? &plan->nnodes : nullptr, pet.nnodes, "NNODES", 1);
+  // MIN comes with the count it was given with: a flag's or PET_NNODES' range; a backend's count is fixed.
+  node.min_nnodes = node.nnodes;
+  if (node.nnodes.origin == Origin::kFlag && f.min_nnodes) node.min_nnodes.value = *f.min_nnodes;
+  if (node.nnodes.origin == Origin::kPetEnv && pet.min_nnodes) node.min_nnodes.value = *pet.min_nnodes;
+  pick<int>(node.node_rank, f.node_rank, named.node_rank, plan ? &plan->node_rank : nullptr, pet.node_rank,
+            "NODE_RANK", 0);
+  pick<int>(node.nproc_per_node, f.nproc_per_node, "nproc-per-node", plan ? &plan->nproc_per_node : nullptr,
+            pet.nproc_per_node, "NPROC_PER_NODE", 1);
+  pick<std::string>(node.master_addr, f.master_addr, named.master_addr, plan ? &plan->master_addr : nullptr,
+                    pet.master_addr, "MASTER_ADDR", std::string(kLoopbackAddr));
+  pick<int>(node.master_port, f.master_port, named.master_port, plan ? &plan->master_port : nullptr,
+            pet.master_port, "MASTER_PORT", kDefaultMasterPort);
+  pick<std::string>(node.run_id, f.run_id, named.run_id, plan ? &plan->run_id : nullptr, pet.run_id, "RDZV_ID",
+                    std::string(kDefaultRunId));
+  pick<int>(node.max_restarts, f.max_restarts, "max-restarts", nullptr, pet.max_restarts, "MAX_RESTARTS", 0);
+  pick<int>(node.restart_count, f.restart_count, "restart-count", plan ? &plan->restart_count : nullptr, std::nullopt,
+            "", 0);
+  node.restarts_by_outer_launcher = f.restart_count.has_value();
+  pick<int>(node.master_wait_seconds, std::nullopt, "", plan ? &plan->master_wait_seconds : nullptr, std::nullopt,
+            "", 0);
+  pick<bool>(node.single_worker, std::nullopt, "", plan ? &plan->single_worker : nullptr, std::nullopt, "", false);
+}
+
+/// Elastic re-formation is the per-node launchers' own (through the node group): a backend or an outer launcher
+/// that fixes the node count and restarts the job itself leaves it nothing to decide.
+Status checkElasticOwner(const NodeDescriptor& node, const NodePlan* plan, const std::string& backend) {
+  if (!node.elastic() || (!plan && !node.restarts_by_outer_launcher)) return {};
+  return {"--nnodes " + node.nnodesText() + " (elastic, from " + node.nnodes.source + ") needs each node's " +
+          "own taehv-run in manual mode (--nnodes/--node-rank/--master-addr, node group on), but " +
+          (plan ? "backend '" + backend + "' fixes the node count"
+                : std::string("--restart-count says an outer launcher restarts the job")) +
+          "; give a fixed count (e.g. --nnodes " + std::to_string(*node.nnodes.value) + ")"};
+}
+
+/// What only the plan knows: every node's count, the GPUs, a single worker's ranks, extra variables and notes.
+void takePlanFacts(NodeDescriptor& node, const NodePlan& plan) {
+  if (plan.node_nprocs.has()) {
+    node.node_nprocs = plan.node_nprocs;
+    node.node_nprocs.origin = Origin::kBackend;
+  }
+  if (plan.gpus_on_node.has()) node.gpus_on_node = plan.gpus_on_node;
+  if (plan.gpu_indices.has()) {
+    node.gpu_indices = plan.gpu_indices;
+    node.gpu_indices.origin = Origin::kBackend;
+  }
+  if (plan.rank.has()) node.rank = plan.rank;
+  if (plan.local_rank.has()) node.local_rank = plan.local_rank;
+  node.extra_env = plan.extra_env;
+  node.notes = plan.notes;
+}
+
+/// One process = one worker (e.g. one SLURM task or one MPI rank per GPU): the rank comes from the platform, or
+/// from the rules when the plan leaves it to them.
+Status applySingleWorkerRule(NodeDescriptor& node, const std::string& backend) {
+  if (!*node.single_worker.value) return {};
+  if (!node.local_rank.has() && *node.nproc_per_node.value == 1) {
+    node.local_rank.set(0, "rule: one worker per node", Origin::kRule);
+  }
+  if (!node.rank.has() && node.local_rank.has() && node.node_rank.has()) {
+    const Sourced<int> offset = node.rankOffset();
+    node.rank.set(*offset.value + *node.local_rank.value,
+                  "rule: rank_offset+local_rank (rank_offset: " + offset.source + ")", Origin::kRule);
+  }
+  if (!node.rank.has() || !node.local_rank.has()) {
+    return {"backend '" + backend +
+            "' asked for single-worker mode but gave no rank/local rank; this is a bug in the plugin"};
+  }
+  return {};
 }
 
 template <typename T>
@@ -60,79 +180,86 @@ std::string describeValue(const Sourced<T>& v) {
   return out.str();
 }
 
+/// Where the default loopback master cannot be right, say so rather than let workers hang.
+Status checkMasterGiven(const NodeDescriptor& node) {
+  if (*node.nnodes.value < 2 || node.master_addr.origin != Origin::kDefault) return {};
+  return {"nnodes is " + describeValue(node.nnodes) +
+          " but no master address was given; pass --master-addr HOST (node 0's address) or set PET_MASTER_ADDR"};
+}
+
 /// The plan's per-node counts: one per node, each 1..kMaxNprocPerNode, this node's equal to nproc_per_node, the sum
 /// at most kMaxWorldSize (in 64 bits).
-std::string validateNodeCounts(const NodeDescriptor& node) {
+Status validateNodeCounts(const NodeDescriptor& node) {
   const std::vector<int>& counts = *node.node_nprocs.value;
   const std::string where = formatCounts(counts) + " (from " + node.node_nprocs.source + ")";
   if (static_cast<long long>(counts.size()) != *node.nnodes.value)
-    return "per-node process counts " + where + " list " + std::to_string(counts.size()) + " node(s) but nnodes is " +
-           describeValue(node.nnodes) + "; give one count per node";
+    return {"per-node process counts " + where + " list " + std::to_string(counts.size()) +
+            " node(s) but nnodes is " + describeValue(node.nnodes) + "; give one count per node"};
   long long world = 0;
   for (std::size_t k = 0; k < counts.size(); ++k) {
     if (counts[k] < 1 || counts[k] > kMaxNprocPerNode)
-      return "per-node process counts " + where + ": node " + std::to_string(k) + " has " +
-             std::to_string(counts[k]) + "; every node runs 1.." + std::to_string(kMaxNprocPerNode) + " processes";
+      return {"per-node process counts " + where + ": node " + std::to_string(k) + " has " +
+              std::to_string(counts[k]) + "; every node runs 1.." + std::to_string(kMaxNprocPerNode) + " processes"};
     world += counts[k];
   }
   if (world > kMaxWorldSize)
-    return "world size " + std::to_string(world) + " (the sum of " + where + ") is more than the " +
-           std::to_string(kMaxWorldSize) + " processes taehv-run starts (limits: see the README)";
+    return {"world size " + std::to_string(world) + " (the sum of " + where + ") is more than the " +
+            std::to_string(kMaxWorldSize) + " processes taehv-run starts (limits: see the README)"};
   const int here = counts[static_cast<std::size_t>(*node.node_rank.value)];
   if (here != *node.nproc_per_node.value)
-    return "processes per node " + describeValue(node.nproc_per_node) + " contradicts the per-node counts " + where +
-           ", which give node " + std::to_string(*node.node_rank.value) + " " + std::to_string(here) +
-           "; drop --nproc-per-node or make them agree";
-  return "";
+    return {"processes per node " + describeValue(node.nproc_per_node) + " contradicts the per-node counts " + where +
+            ", which give node " + std::to_string(*node.node_rank.value) + " " + std::to_string(here) +
+            "; drop --nproc-per-node or make them agree"};
+  return {};
 }
 
 /// The counts every rank and size is computed from: each in range, their product (the world size) too, computed
 /// in 64 bits. Checked before any product is taken.
-std::string validateCounts(const NodeDescriptor& node) {
+Status validateCounts(const NodeDescriptor& node) {
   const int nnodes = *node.nnodes.value;
   const int node_rank = *node.node_rank.value;
   const int nproc = *node.nproc_per_node.value;
-  if (nnodes < 1) return "node count must be at least 1, got " + describeValue(node.nnodes) + "; fix --nnodes";
+  if (nnodes < 1) return {"node count must be at least 1, got " + describeValue(node.nnodes) + "; fix --nnodes"};
   if (nnodes > kMaxNodes)
-    return "node count must be at most " + std::to_string(kMaxNodes) + ", got " + describeValue(node.nnodes) +
-           "; fix --nnodes (limits: see the README)";
+    return {"node count must be at most " + std::to_string(kMaxNodes) + ", got " + describeValue(node.nnodes) +
+            "; fix --nnodes (limits: see the README)"};
   if (nproc < 1)
-    return "processes per node must be at least 1, got " + describeValue(node.nproc_per_node) +
-           "; fix --nproc-per-node";
+    return {"processes per node must be at least 1, got " + describeValue(node.nproc_per_node) +
+            "; fix --nproc-per-node"};
   if (nproc > kMaxNprocPerNode)
-    return "processes per node must be at most " + std::to_string(kMaxNprocPerNode) + ", got " +
-           describeValue(node.nproc_per_node) + "; fix --nproc-per-node (limits: see the README)";
+    return {"processes per node must be at most " + std::to_string(kMaxNprocPerNode) + ", got " +
+            describeValue(node.nproc_per_node) + "; fix --nproc-per-node (limits: see the README)"};
   if (node.min_nnodes.has() && (*node.min_nnodes.value < 1 || *node.min_nnodes.value > nnodes))
-    return "--nnodes " + node.nnodesText() + " (from " + node.nnodes.source + "): MIN must be in 1..MAX";
+    return {"--nnodes " + node.nnodesText() + " (from " + node.nnodes.source + "): MIN must be in 1..MAX"};
   if (node_rank < 0 || node_rank >= nnodes)
-    return "node rank must be in 0.." + std::to_string(nnodes - 1) + " (nnodes " + node.nnodesText() +
-           "), got " + describeValue(node.node_rank) + "; fix --node-rank or --nnodes";
+    return {"node rank must be in 0.." + std::to_string(nnodes - 1) + " (nnodes " + node.nnodesText() +
+            "), got " + describeValue(node.node_rank) + "; fix --node-rank or --nnodes"};
   if (node.node_nprocs.has()) {
-    if (std::string e = validateNodeCounts(node); !e.empty()) return e;
+    if (Status s = validateNodeCounts(node); !s.ok()) return s;
   } else {
     const long long world = static_cast<long long>(nnodes) * nproc;
     if (world > kMaxWorldSize)
-      return "world size nnodes*nproc_per_node = " + std::to_string(nnodes) + "*" + std::to_string(nproc) + " = " +
-             std::to_string(world) + " is more than the " + std::to_string(kMaxWorldSize) +
-             " processes taehv-run starts; fix --nnodes or --nproc-per-node (limits: see the README)";
+      return {"world size nnodes*nproc_per_node = " + std::to_string(nnodes) + "*" + std::to_string(nproc) + " = " +
+              std::to_string(world) + " is more than the " + std::to_string(kMaxWorldSize) +
+              " processes taehv-run starts; fix --nnodes or --nproc-per-node (limits: see the README)"};
   }
   if (*node.max_restarts.value < 0 || *node.max_restarts.value > kMaxRestarts)
-    return "max restarts must be in 0.." + std::to_string(kMaxRestarts) + ", got " + describeValue(node.max_restarts) +
-           "; fix --max-restarts";
+    return {"max restarts must be in 0.." + std::to_string(kMaxRestarts) + ", got " +
+            describeValue(node.max_restarts) + "; fix --max-restarts"};
   if (*node.restart_count.value < 0 || *node.restart_count.value > kMaxRestarts)
-    return "restart count must be in 0.." + std::to_string(kMaxRestarts) + ", got " +
-           describeValue(node.restart_count);
-  return "";
+    return {"restart count must be in 0.." + std::to_string(kMaxRestarts) + ", got " +
+            describeValue(node.restart_count)};
+  return {};
 }
 
 }  // namespace
 
-std::string parseNnodes(const std::string& text, const std::string& where, LaunchFlags& flags) {
+Status parseNnodes(const std::string& text, const std::string& where, LaunchFlags& flags) {
   // The limit (kMaxNodes) is validateCounts' to report, with where the count came from.
   if (const auto range = parseNodeRange(text)) {
     flags.min_nnodes = range->first;
     flags.nnodes = range->second;
-    return "";
+    return {};
   }
   std::string why = "not a node count";
   const auto colon = text.find(':');
@@ -143,162 +270,55 @@ std::string parseNnodes(const std::string& text, const std::string& where, Launc
     else if (*lo > *hi) why = "MIN " + std::to_string(*lo) + " is more than MAX " + std::to_string(*hi);
     else why = "more than " + std::to_string(kMaxNodes) + " nodes (limits: see the README)";
   }
-  return where + " '" + text + "': " + why + "; give N (a fixed count) or MIN:MAX (elastic, torchrun's form) with " +
-         "1 <= MIN <= MAX <= " + std::to_string(kMaxNodes) + ", e.g. 2 or 1:4";
+  return {where + " '" + text + "': " + why + "; give N (a fixed count) or MIN:MAX (elastic, torchrun's form) with " +
+          "1 <= MIN <= MAX <= " + std::to_string(kMaxNodes) + ", e.g. 2 or 1:4"};
 }
 
 Checked<NodeDescriptor> resolveNode(const LaunchFlags& flags, const NodePlan* plan, const std::string& backend,
                                     const Env& env, const std::string& host, int cpu_cores,
                                     const std::function<int()>& free_port) {
+  const Checked<LaunchFlags> pet = readPetVariables(env);
+  if (!pet.ok()) return {pet.error};
+  const Checked<NamedFlags> named = withStandalone(flags, free_port);
+  if (!named.ok()) return {named.error};
+
   Checked<NodeDescriptor> result;
   NodeDescriptor& node = result.value;
   node.backend = backend;
   node.host = host;
   node.cpu_cores.set(cpu_cores < 1 ? 1 : cpu_cores, "sched_getaffinity");
-
-  std::string pet_error;
-  LaunchFlags pet_range;
-  if (auto it = env.find("PET_NNODES"); it != env.end()) pet_error = parseNnodes(it->second, "env PET_NNODES", pet_range);
-  const std::optional<int> pet_nnodes = pet_range.nnodes;
-  auto pet_node_rank = petInt(env, "NODE_RANK", pet_error);
-  auto pet_nproc = petInt(env, "NPROC_PER_NODE", pet_error);
-  auto pet_port = petInt(env, "MASTER_PORT", pet_error);
-  auto pet_restarts = petInt(env, "MAX_RESTARTS", pet_error);
-  if (!pet_error.empty()) {
-    result.error = pet_error;
-    return result;
-  }
-
-  LaunchFlags f = flags;
-  std::string nnodes_flag = "nnodes", node_rank_flag = "node-rank", addr_flag = "master-addr",
-              port_flag = "master-port", run_id_flag = "run-id";
-  if (f.standalone) {
-    // torchrun --standalone: one node, master on this machine, a free port, a fresh run id.
-    if (f.nnodes && (*f.nnodes != 1 || f.min_nnodes.value_or(1) != 1)) {
-      result.error = "--standalone runs one node, but --nnodes " +
-                     (f.min_nnodes && *f.min_nnodes != *f.nnodes ? std::to_string(*f.min_nnodes) + ":" : "") +
-                     std::to_string(*f.nnodes) + " was given; drop one of them";
-      return result;
-    }
-    if (f.node_rank && *f.node_rank != 0) {
-      result.error = "--standalone runs node 0 only, but --node-rank " + std::to_string(*f.node_rank) +
-                     " was given; drop one of them";
-      return result;
-    }
-    if (!f.nnodes) f.nnodes = 1, nnodes_flag = "standalone";
-    if (!f.node_rank) f.node_rank = 0, node_rank_flag = "standalone";
-    if (!f.master_addr) f.master_addr = kLoopbackAddr, addr_flag = "standalone";
-    if (!f.run_id) f.run_id = randomRunId(), run_id_flag = "standalone (random)";
-    if (!f.master_port) {
-      int port = free_port ? free_port() : 0;
-      if (port <= 0) {
-        result.error = "--standalone could not find a free TCP port on 127.0.0.1; pass --master-port";
-        return result;
-      }
-      f.master_port = port, port_flag = "standalone (free port)";
-    }
-  }
-
-  pick<int>(node.nnodes, f.nnodes, nnodes_flag, plan ? &plan->nnodes : nullptr, pet_nnodes, "NNODES", 1);
-  // MIN comes with the count it was given with: a flag's or PET_NNODES' range; a backend's count is fixed.
-  node.min_nnodes = node.nnodes;
-  if (node.nnodes.origin == Origin::kFlag && f.min_nnodes) node.min_nnodes.value = *f.min_nnodes;
-  if (node.nnodes.origin == Origin::kPetEnv && pet_range.min_nnodes) node.min_nnodes.value = *pet_range.min_nnodes;
-  pick<int>(node.node_rank, f.node_rank, node_rank_flag, plan ? &plan->node_rank : nullptr, pet_node_rank,
-            "NODE_RANK", 0);
-  pick<int>(node.nproc_per_node, f.nproc_per_node, "nproc-per-node", plan ? &plan->nproc_per_node : nullptr,
-            pet_nproc, "NPROC_PER_NODE", 1);
-  pick<std::string>(node.master_addr, f.master_addr, addr_flag, plan ? &plan->master_addr : nullptr,
-                    petString(env, "MASTER_ADDR"), "MASTER_ADDR", std::string(kLoopbackAddr));
-  pick<int>(node.master_port, f.master_port, port_flag, plan ? &plan->master_port : nullptr, pet_port,
-            "MASTER_PORT", kDefaultMasterPort);
-  pick<std::string>(node.run_id, f.run_id, run_id_flag, plan ? &plan->run_id : nullptr, petString(env, "RDZV_ID"),
-                    "RDZV_ID", std::string(kDefaultRunId));
-  pick<int>(node.max_restarts, f.max_restarts, "max-restarts", nullptr, pet_restarts, "MAX_RESTARTS", 0);
-  pick<int>(node.restart_count, f.restart_count, "restart-count", plan ? &plan->restart_count : nullptr, std::nullopt,
-            "", 0);
-  node.restarts_by_outer_launcher = f.restart_count.has_value();
-  if (node.elastic() && (plan || node.restarts_by_outer_launcher)) {
-    // Elastic re-formation is the per-node launchers' own (through the node group): a backend or an outer launcher
-    // that fixes the node count and restarts the job itself leaves it nothing to decide.
-    result.error = "--nnodes " + node.nnodesText() + " (elastic, from " + node.nnodes.source + ") needs each node's " +
-                   "own taehv-run in manual mode (--nnodes/--node-rank/--master-addr, node group on), but " +
-                   (plan ? "backend '" + backend + "' fixes the node count"
-                         : std::string("--restart-count says an outer launcher restarts the job")) +
-                   "; give a fixed count (e.g. --nnodes " + std::to_string(*node.nnodes.value) + ")";
-    return result;
-  }
-  pick<int>(node.master_wait_seconds, std::nullopt, "", plan ? &plan->master_wait_seconds : nullptr, std::nullopt,
-            "", 0);
-  pick<bool>(node.single_worker, std::nullopt, "", plan ? &plan->single_worker : nullptr, std::nullopt, "", false);
-  if (plan) {
-    if (plan->node_nprocs.has()) {
-      node.node_nprocs = plan->node_nprocs;
-      node.node_nprocs.origin = Origin::kBackend;
-    }
-    if (plan->gpus_on_node.has()) node.gpus_on_node = plan->gpus_on_node;
-    if (plan->gpu_indices.has()) {
-      node.gpu_indices = plan->gpu_indices;
-      node.gpu_indices.origin = Origin::kBackend;
-    }
-    if (plan->rank.has()) node.rank = plan->rank;
-    if (plan->local_rank.has()) node.local_rank = plan->local_rank;
-    node.extra_env = plan->extra_env;
-    node.notes = plan->notes;
-  }
-
-  if (std::string counts = validateCounts(node); !counts.empty()) {
-    result.error = counts;  // before the rank rule below multiplies them
-    return result;
-  }
-  if (*node.single_worker.value) {
-    // One process = one worker (e.g. one SLURM task or one MPI rank per GPU): the rank comes from the platform.
-    if (!node.local_rank.has() && *node.nproc_per_node.value == 1) {
-      node.local_rank.set(0, "rule: one worker per node", Origin::kRule);
-    }
-    if (!node.rank.has() && node.local_rank.has() && node.node_rank.has()) {
-      const Sourced<int> offset = node.rankOffset();
-      node.rank.set(*offset.value + *node.local_rank.value, "rule: rank_offset+local_rank (rank_offset: " +
-                                                                offset.source + ")", Origin::kRule);
-    }
-    if (!node.rank.has() || !node.local_rank.has()) {
-      result.error = "backend '" + backend +
-                     "' asked for single-worker mode but gave no rank/local rank; this is a bug in the plugin";
-      return result;
-    }
-  }
-
-  // Where the default loopback master cannot be right, say so rather than let workers hang.
-  if (*node.nnodes.value > 1 && node.master_addr.origin == Origin::kDefault) {
-    result.error = "nnodes is " + describeValue(node.nnodes) +
-                   " but no master address was given; pass --master-addr HOST (node 0's address) or set PET_MASTER_ADDR";
-    return result;
-  }
-  result.error = validateNode(node);
+  pickFields(node, named.value, plan, pet.value);
+  if (Status s = checkElasticOwner(node, plan, backend); !s.ok()) return {s.error};
+  if (plan) takePlanFacts(node, *plan);
+  // The counts first: the single-worker rule below multiplies them.
+  if (Status s = validateCounts(node); !s.ok()) return {s.error};
+  if (Status s = applySingleWorkerRule(node, backend); !s.ok()) return {s.error};
+  if (Status s = checkMasterGiven(node); !s.ok()) return {s.error};
+  result.error = validateNode(node).error;
   return result;
 }
 
-std::string validateNode(const NodeDescriptor& node) {
-  if (std::string counts = validateCounts(node); !counts.empty()) return counts;
+Status validateNode(const NodeDescriptor& node) {
+  if (Status s = validateCounts(node); !s.ok()) return s;
   const int nproc = *node.nproc_per_node.value;
   const int port = *node.master_port.value;
   if (node.master_addr.value->empty())
-    return "master address is empty (from " + node.master_addr.source + "); pass --master-addr HOST";
+    return {"master address is empty (from " + node.master_addr.source + "); pass --master-addr HOST"};
   if (port < 1 || port > 65535)
-    return "master port must be in 1..65535, got " + describeValue(node.master_port) + "; fix --master-port";
+    return {"master port must be in 1..65535, got " + describeValue(node.master_port) + "; fix --master-port"};
   if (*node.master_wait_seconds.value < 0)
-    return "master wait must be >= 0 seconds, got " + describeValue(node.master_wait_seconds);
-  if (node.run_id.value->empty()) return "run id is empty (from " + node.run_id.source + "); pass --run-id ID";
+    return {"master wait must be >= 0 seconds, got " + describeValue(node.master_wait_seconds)};
+  if (node.run_id.value->empty()) return {"run id is empty (from " + node.run_id.source + "); pass --run-id ID"};
   if (*node.single_worker.value) {
     const int world = node.worldSize();
     if (*node.rank.value < 0 || *node.rank.value >= world)
-      return "rank must be in 0.." + std::to_string(world - 1) + " (world size " + std::to_string(world) +
-             "), got " + describeValue(node.rank);
+      return {"rank must be in 0.." + std::to_string(world - 1) + " (world size " + std::to_string(world) +
+              "), got " + describeValue(node.rank)};
     if (*node.local_rank.value < 0 || *node.local_rank.value >= nproc)
-      return "local rank must be in 0.." + std::to_string(nproc - 1) + " (nproc per node " + std::to_string(nproc) +
-             "), got " + describeValue(node.local_rank);
+      return {"local rank must be in 0.." + std::to_string(nproc - 1) + " (nproc per node " + std::to_string(nproc) +
+              "), got " + describeValue(node.local_rank)};
   }
-  return "";
+  return {};
 }
 
 std::vector<int> NodeDescriptor::localRanks() const {
@@ -398,26 +418,26 @@ std::string NodeDescriptor::nnodesText() const {
   return elastic() ? std::to_string(*min_nnodes.value) + ":" + max : max;
 }
 
-std::string applyAgreedLayout(NodeDescriptor& node, const RankLayout& layout) {
+Status applyAgreedLayout(NodeDescriptor& node, const RankLayout& layout) {
   const int nproc = *node.nproc_per_node.value;
   if (layout.world_size < 1 || layout.world_size > kMaxWorldSize)
-    return "the node group's world size " + std::to_string(layout.world_size) + " is outside 1.." +
-           std::to_string(kMaxWorldSize) + " (limits: see the README); lower --nproc-per-node on some nodes";
+    return {"the node group's world size " + std::to_string(layout.world_size) + " is outside 1.." +
+            std::to_string(kMaxWorldSize) + " (limits: see the README); lower --nproc-per-node on some nodes"};
   if (layout.first_rank < 0 || static_cast<long long>(layout.first_rank) + nproc > layout.world_size)
-    return "the node group gave this node ranks " + std::to_string(layout.first_rank) + ".." +
-           std::to_string(static_cast<long long>(layout.first_rank) + nproc - 1) + ", outside the world size " +
-           std::to_string(layout.world_size);
+    return {"the node group gave this node ranks " + std::to_string(layout.first_rank) + ".." +
+            std::to_string(static_cast<long long>(layout.first_rank) + nproc - 1) + ", outside the world size " +
+            std::to_string(layout.world_size)};
   if (node.node_nprocs.has()) {
     NodeDescriptor planned = node;
     planned.agreed.reset();
     if (*planned.rankOffset().value != layout.first_rank || planned.worldSize() != layout.world_size)
-      return "the node group's ranks (first " + std::to_string(layout.first_rank) + ", world size " +
-             std::to_string(layout.world_size) + ") contradict the plan's per-node counts " +
-             formatCounts(*node.node_nprocs.value) + " (" + node.node_nprocs.source +
-             "); check --nproc-per-node on every node";
+      return {"the node group's ranks (first " + std::to_string(layout.first_rank) + ", world size " +
+              std::to_string(layout.world_size) + ") contradict the plan's per-node counts " +
+              formatCounts(*node.node_nprocs.value) + " (" + node.node_nprocs.source +
+              "); check --nproc-per-node on every node"};
   }
   node.agreed = layout;
-  return "";
+  return {};
 }
 
 }  // namespace taehv

@@ -50,39 +50,42 @@ constexpr unsigned char kHostData = ELFDATA2MSB;
 
 }  // namespace
 
-std::string checkElfSharedObject(const std::string& path) {
+Status checkElfSharedObject(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::string("cannot open it (") + std::strerror(errno) + ")";
+  if (fd < 0) return {std::string("cannot open it (") + std::strerror(errno) + ")"};
   FdCloser closer{fd};
   struct stat st {};
-  if (::fstat(fd, &st) != 0) return std::string("cannot stat it (") + std::strerror(errno) + ")";
-  if (!S_ISREG(st.st_mode)) return "not a regular file";
+  if (::fstat(fd, &st) != 0) return {std::string("cannot stat it (") + std::strerror(errno) + ")"};
+  if (!S_ISREG(st.st_mode)) return {"not a regular file"};
   const auto file_size = static_cast<std::uint64_t>(st.st_size);
   const std::string size_text = std::to_string(file_size) + " bytes";
 
   ElfW(Ehdr) ehdr{};
   if (file_size < sizeof ehdr || !readAt(fd, &ehdr, sizeof ehdr, 0)) {
     if (file_size >= SELFMAG && readAt(fd, &ehdr, SELFMAG, 0) && std::memcmp(ehdr.e_ident, ELFMAG, SELFMAG) == 0) {
-      return "cut short: the ELF header needs " + std::to_string(sizeof ehdr) + " bytes but the file has " + size_text;
+      return {"cut short: the ELF header needs " + std::to_string(sizeof ehdr) + " bytes but the file has " +
+              size_text};
     }
-    return "no ELF header";
+    return {"no ELF header"};
   }
-  if (std::memcmp(ehdr.e_ident, ELFMAG, SELFMAG) != 0) return "no ELF header";
+  if (std::memcmp(ehdr.e_ident, ELFMAG, SELFMAG) != 0) return {"no ELF header"};
   if (ehdr.e_ident[EI_CLASS] != kHostClass) {
-    return std::string("an ELF file of the other class (") + (ehdr.e_ident[EI_CLASS] == ELFCLASS32 ? "32" : "64") +
-           "-bit or unknown) than this " + std::to_string(sizeof(void*) * 8) + "-bit taehv-run";
+    return {std::string("an ELF file of the other class (") + (ehdr.e_ident[EI_CLASS] == ELFCLASS32 ? "32" : "64") +
+            "-bit or unknown) than this " + std::to_string(sizeof(void*) * 8) + "-bit taehv-run"};
   }
-  if (ehdr.e_ident[EI_DATA] != kHostData) return "an ELF file of the other byte order than this machine";
-  if (ehdr.e_type != ET_DYN) return "an ELF file but not a shared library (e_type " + std::to_string(ehdr.e_type) + ")";
+  if (ehdr.e_ident[EI_DATA] != kHostData) return {"an ELF file of the other byte order than this machine"};
+  if (ehdr.e_type != ET_DYN) {
+    return {"an ELF file but not a shared library (e_type " + std::to_string(ehdr.e_type) + ")"};
+  }
   if (ehdr.e_phnum == 0 || ehdr.e_phentsize != sizeof(ElfW(Phdr))) {
-    return "corrupted: the ELF header's program header table is invalid";
+    return {"corrupted: the ELF header's program header table is invalid"};
   }
   if (!fits(ehdr.e_phoff, ehdr.e_phnum, sizeof(ElfW(Phdr)), file_size)) {
-    return "cut short or corrupted: the program headers end past the end of the file (" + size_text + ")";
+    return {"cut short or corrupted: the program headers end past the end of the file (" + size_text + ")"};
   }
   std::vector<ElfW(Phdr)> phdrs(ehdr.e_phnum);
   if (!readAt(fd, phdrs.data(), phdrs.size() * sizeof(ElfW(Phdr)), ehdr.e_phoff)) {
-    return "cannot read its program headers";
+    return {"cannot read its program headers"};
   }
   bool loadable = false;
   for (std::size_t i = 0; i < phdrs.size(); ++i) {
@@ -94,21 +97,21 @@ std::string checkElfSharedObject(const std::string& path) {
     }
     loadable = loadable || ph.p_type == PT_LOAD;
     if (ph.p_type == PT_LOAD && ph.p_filesz > ph.p_memsz) {
-      return "corrupted: segment " + std::to_string(i) + " is larger in the file than in memory";
+      return {"corrupted: segment " + std::to_string(i) + " is larger in the file than in memory"};
     }
     if (!fits(ph.p_offset, 1, ph.p_filesz, file_size)) {
-      return "cut short: segment " + std::to_string(i) + " ends at byte " +
-             std::to_string(static_cast<std::uint64_t>(ph.p_offset) + ph.p_filesz) + " but the file has " +
-             size_text;
+      return {"cut short: segment " + std::to_string(i) + " ends at byte " +
+              std::to_string(static_cast<std::uint64_t>(ph.p_offset) + ph.p_filesz) + " but the file has " +
+              size_text};
     }
   }
-  if (!loadable) return "corrupted: no loadable segment";
+  if (!loadable) return {"corrupted: no loadable segment"};
   // Section headers are not mapped by dlopen, but a table past the end is the surest sign of a file cut short.
   if (ehdr.e_shnum != 0 &&
       (ehdr.e_shentsize != sizeof(ElfW(Shdr)) || !fits(ehdr.e_shoff, ehdr.e_shnum, sizeof(ElfW(Shdr)), file_size))) {
-    return "cut short or corrupted: the section headers end past the end of the file (" + size_text + ")";
+    return {"cut short or corrupted: the section headers end past the end of the file (" + size_text + ")"};
   }
-  return "";
+  return {};
 }
 
 }  // namespace taehv

@@ -1,16 +1,10 @@
 #include "taehv/group_plan.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <sstream>
 
+#include "taehv/env.h"
 #include "taehv/group/tcp_node_group.h"
 #include "taehv/parse.h"
 
@@ -50,13 +44,10 @@ Checked<GroupPlan> planGroup(const NodeDescriptor& node, const GroupFlags& flags
       return out;
     }
     plan.port.set(*flags.port, "flag --group-port");
-  } else if (auto it = env.find(kGroupPortEnv); it != env.end() && !it->second.empty()) {
-    const auto port = parsePort(it->second);
-    if (!port) {
-      out.error = std::string("env ") + kGroupPortEnv + "='" + it->second + "' is not a TCP port (1..65535)";
-      return out;
-    }
-    plan.port.set(*port, std::string("env ") + kGroupPortEnv);
+  } else if (auto port = readSourcedEnv(env, kGroupPortEnv, parsePort, "a TCP port (1..65535)"); !port.ok()) {
+    return {"env " + port.error};
+  } else if (port.value.has()) {
+    plan.port = port.value;
   } else {
     const int master = *node.master_port.value;
     plan.port.set(group::defaultGroupPort(master),
@@ -84,25 +75,10 @@ Checked<GroupPlan> planGroup(const NodeDescriptor& node, const GroupFlags& flags
   }
 
   group::JobFacts facts{*node.run_id.value, *node.master_addr.value, *node.master_port.value, *node.nnodes.value};
-  if (std::string e = group::resolveJobToken(env, flags.token_file, facts, &plan.token); !e.empty()) {
-    out.error = e;
-  }
+  Checked<group::JobToken> token = group::resolveJobToken(env, flags.token_file, facts);
+  if (!token.ok()) return {token.error};
+  plan.token = std::move(token.value);
   return out;
-}
-
-std::string groupPortFree(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return std::string("socket: ") + std::strerror(errno);
-  const int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // as the listener does
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_ANY);
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  std::string why;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) why = std::strerror(errno);
-  ::close(fd);
-  return why;
 }
 
 std::string describeGroup(const GroupPlan& plan) {

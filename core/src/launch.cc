@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "taehv/env.h"
 #include "taehv/group/session.h"
 #include "taehv/group/tcp_node_group.h"
 #include "taehv/process/run.h"
@@ -29,14 +30,14 @@ namespace {
 constexpr std::chrono::milliseconds kConnectAttemptTimeout{1000};
 constexpr std::chrono::milliseconds kMasterRetryDelay{500};
 
-/// One connect attempt to any address of addr:port. Returns "" on success or the error.
-std::string tryConnect(const std::string& addr, int port) {
+/// One connect attempt to any address of addr:port; fails with the resolver's or the last connect's error.
+Status tryConnect(const std::string& addr, int port) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   int rc = ::getaddrinfo(addr.c_str(), std::to_string(port).c_str(), &hints, &found);
-  if (rc != 0) return "cannot resolve '" + addr + "': " + ::gai_strerror(rc);
+  if (rc != 0) return {"cannot resolve '" + addr + "': " + ::gai_strerror(rc)};
   std::string error = "no address";
   for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
     int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
@@ -57,24 +58,22 @@ std::string tryConnect(const std::string& addr, int port) {
     if (rc == 0) {
       ::close(fd);
       ::freeaddrinfo(found);
-      return "";
+      return {};
     }
     error = std::strerror(errno);
     ::close(fd);
   }
   ::freeaddrinfo(found);
-  return error;
+  return {error};
 }
 
 }  // namespace
 
-std::string waitForMaster(const std::string& addr, int port, std::chrono::milliseconds timeout) {
+Status waitForMaster(const std::string& addr, int port, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::string last;
   while (true) {
-    last = tryConnect(addr, port);
-    if (last.empty()) return "";
-    if (std::chrono::steady_clock::now() + kMasterRetryDelay >= deadline) return last;
+    Status last = tryConnect(addr, port);
+    if (last.ok() || std::chrono::steady_clock::now() + kMasterRetryDelay >= deadline) return last;
     std::this_thread::sleep_for(kMasterRetryDelay);
   }
 }
@@ -109,8 +108,9 @@ std::string hostName() {
   return buf;
 }
 
-std::vector<int> parseRankList(const std::string& text, std::string& error) {
-  std::vector<int> out;
+Checked<std::vector<int>> parseRankList(const std::string& text) {
+  Checked<std::vector<int>> result;
+  std::vector<int>& out = result.value;
   std::stringstream in(text);
   std::string part;
   while (std::getline(in, part, ',')) {
@@ -123,13 +123,12 @@ std::vector<int> parseRankList(const std::string& text, std::string& error) {
       hi = parseInt(part.substr(dash + 1));
     }
     if (!lo || !hi || *lo < 0 || *hi < *lo) {
-      error = "--local-ranks-filter '" + text + "': expected local ranks like 0 or 0,2 or 0-3";
-      return {};
+      return {"--local-ranks-filter '" + text + "': expected local ranks like 0 or 0,2 or 0-3"};
     }
     for (int r = *lo; r <= *hi; ++r) out.push_back(r);
   }
-  if (out.empty()) error = "--local-ranks-filter is empty; give local ranks like 0 or 0,2";
-  return out;
+  if (out.empty()) return {"--local-ranks-filter is empty; give local ranks like 0 or 0,2"};
+  return result;
 }
 
 namespace {
@@ -160,8 +159,8 @@ std::unique_ptr<group::NodeGroup> formGroup(const NodeDescriptor& node, const Gr
   options.node_timeout = plan.node_timeout;
   options.log = log;
   auto g = std::make_unique<group::TcpNodeGroup>(options);
-  if (std::string e = g->start(); !e.empty()) {
-    log(LogLevel::kError, e);
+  if (Status s = g->start(); !s.ok()) {
+    log(LogLevel::kError, s.error);
     return nullptr;
   }
   const int wait_s = *node.master_wait_seconds.value;
@@ -176,8 +175,9 @@ std::unique_ptr<group::NodeGroup> formGroup(const NodeDescriptor& node, const Gr
                            formatSeconds(plan.node_timeout) + "; job token: " +
                            (plan.token.source == group::TokenSource::kDerived ? "none given (derived, weaker)"
                                                                               : plan.token.description));
-  if (std::string e = g->form(std::chrono::steady_clock::now() + wait); !e.empty()) {
+  if (Status formed = g->form(std::chrono::steady_clock::now() + wait); !formed.ok()) {
     leader_lost = g->leaderLost();
+    const std::string& e = formed.error;
     log(LogLevel::kError, e + " (master " + *node.master_addr.value + ":" + std::to_string(*node.master_port.value) +
                               ", address from " + node.master_addr.source + "; waited " + std::to_string(wait.count()) +
                               " s)");
@@ -203,12 +203,11 @@ process::SupervisorResult runWorkers(const NodeDescriptor& node, const LaunchSet
   options.shutdown_grace = settings.shutdown_grace;
   options.max_restarts = max_restarts;
   options.prefix_output = settings.prefix_output;
-  auto error_file = inherited.find("TORCHELASTIC_ERROR_FILE");
   // As torchrun does, each worker gets its own TORCHELASTIC_ERROR_FILE (where torch's @record writes its
   // exception); the supervisor folds the failing worker's file into ours. They live in a private temp folder.
   std::string worker_error_dir;
-  if (error_file != inherited.end() && !error_file->second.empty()) {
-    options.error_file = error_file->second;
+  if (const auto error_file = envValue(inherited, "TORCHELASTIC_ERROR_FILE")) {
+    options.error_file = *error_file;
     std::string pattern = (std::filesystem::temp_directory_path() / "taehv-run-errors-XXXXXX").string();
     if (::mkdtemp(pattern.data()) != nullptr) worker_error_dir = pattern;
   }
@@ -278,9 +277,9 @@ int runWithGroup(const NodeDescriptor& planned, const LaunchSettings& settings, 
     RankLayout layout{agreed.first_rank, agreed.world_size,
                       leader ? "node group: per-node counts " + agreed.counts
                              : std::string("node group: node 0's answer to the counts")};
-    if (std::string e = applyAgreedLayout(node, layout); !e.empty()) {
-      log(LogLevel::kError, e);
-      node_group->requestStop(e);
+    if (Status s = applyAgreedLayout(node, layout); !s.ok()) {
+      log(LogLevel::kError, s.error);
+      node_group->requestStop(s.error);
       node_group->finish(false);
       return 2;
     }
@@ -306,7 +305,7 @@ int runWithGroup(const NodeDescriptor& planned, const LaunchSettings& settings, 
                                   : "its workers ended with exit code " + std::to_string(result.exit_code));
     }
     leader_lost = node_group->leaderLost();
-    const std::string reason = node_group->finish(ok);
+    const std::string reason = node_group->finish(ok).error;
     if (ok && reason.empty()) return 0;
     const int code = ok ? process::kExternalStopExit : result.exit_code;
     if (ok) log(LogLevel::kError, "this node's workers finished, but the job did not: " + reason);
@@ -348,11 +347,11 @@ int launchNode(const NodeDescriptor& planned, const LaunchSettings& settings, co
     const int port = *node.master_port.value;
     log(LogLevel::kInfo, "waiting up to " + std::to_string(wait_s) + " s for master " + addr + ":" +
                              std::to_string(port));
-    std::string why = waitForMaster(addr, port, std::chrono::seconds(wait_s));
-    if (!why.empty()) {
+    const Status reached = waitForMaster(addr, port, std::chrono::seconds(wait_s));
+    if (!reached.ok()) {
       log(LogLevel::kError, "master " + addr + ":" + std::to_string(port) + " (address from " +
                                 node.master_addr.source + ") did not accept a connection within " +
-                                std::to_string(wait_s) + " s (last error: " + why +
+                                std::to_string(wait_s) + " s (last error: " + reached.error +
                                 "); check that node 0 is running and reachable from this node");
       return 1;
     }

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "taehv/elf_check.h"
+#include "taehv/env.h"
 
 namespace taehv {
 namespace fs = std::filesystem;
@@ -84,9 +85,8 @@ std::vector<PluginDir> pluginSearchPath(const std::string& self_path, const std:
                                         const Env& env) {
   std::vector<PluginDir> dirs;
   for (const auto& d : flag_dirs) dirs.push_back({d, "--plugin-dir", true});
-  auto it = env.find("TAEHV_PLUGIN_PATH");
-  if (it != env.end()) {
-    std::stringstream in(it->second);
+  if (const std::string* path = findEnv(env, "TAEHV_PLUGIN_PATH")) {
+    std::stringstream in(*path);
     std::string part;
     while (std::getline(in, part, ':')) {
       if (!part.empty()) dirs.push_back({part, "TAEHV_PLUGIN_PATH", false});
@@ -152,8 +152,8 @@ Checked<LoadedPlugin> loadPlugin(const std::string& path) {
   // Before dlopen maps anything: a file cut short would otherwise end the process with SIGBUS (elf_check.h).
   // A file truncated between this check and dlopen is not covered; the folder and file checks above keep
   // others from doing that, and a plugin is not rewritten while taehv-run starts.
-  if (std::string why = checkElfSharedObject(path); !why.empty()) {
-    result.error = path + ": not a shared library taehv-run can load (" + why +
+  if (Status elf = checkElfSharedObject(path); !elf.ok()) {
+    result.error = path + ": not a shared library taehv-run can load (" + elf.error +
                    "); remove it from the plugin folder or rebuild the plugin with taehv_add_plugin()";
     return result;
   }

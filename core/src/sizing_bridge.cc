@@ -21,56 +21,47 @@ namespace {
 constexpr const char* kConfigEnv = "TAEHV_CONFIG";
 constexpr const char* kConfigSetEnv = "TAEHV_CONFIG_SET";  // "key=value;key=value"
 
-}  // namespace
-
-/// --gpu-binding, --collective-timeout, --nccl-buffsize from `vm`. Sets `error` on bad values.
-bool sizingPolicy(const po::variables_map& vm, sizing::GpuBinding& binding, sizing::TuningPolicy& policy,
-                  std::string& error) {
+/// --gpu-binding, --collective-timeout, --nccl-buffsize from `vm` into `in` (binding, policy).
+Status addSizingFlags(const po::variables_map& vm, sizing::NodeSizingInput& in) {
   const std::string mode = vm.count("gpu-binding") ? vm["gpu-binding"].as<std::string>() : "local-rank";
   auto parsed = sizing::parseGpuBinding(mode);
   if (!parsed) {
-    error = "--gpu-binding '" + mode +
+    return {"--gpu-binding '" + mode +
             "': use local-rank (cuda:LOCAL_RANK, torchrun's way), visible-devices "
-            "(CUDA_VISIBLE_DEVICES = the worker's GPU only) or none";
-    return false;
+            "(CUDA_VISIBLE_DEVICES = the worker's GPU only) or none"};
   }
-  binding = *parsed;
+  in.binding = *parsed;
   if (vm.count("collective-timeout")) {
     const double s = vm["collective-timeout"].as<double>();
-    if (!(s >= 1) || s > 7 * 86400) {
-      error = "--collective-timeout must be 1..604800 seconds, got " + std::to_string(s);
-      return false;
-    }
-    policy.collective_timeout.set(std::chrono::seconds(std::llround(s)), "flag --collective-timeout");
+    if (!(s >= 1) || s > 7 * 86400) return {"--collective-timeout must be 1..604800 seconds, got " + std::to_string(s)};
+    in.policy.collective_timeout.set(std::chrono::seconds(std::llround(s)), "flag --collective-timeout");
   }
   if (vm.count("nccl-buffsize")) {
     const std::string text = vm["nccl-buffsize"].as<std::string>();
     auto bytes = sizing::parseByteSize(text);
-    if (!bytes) {
-      error = "--nccl-buffsize '" + text + "': give bytes with an optional unit, e.g. 16M or 33554432";
-      return false;
-    }
-    policy.nccl_buffsize_bytes.set(*bytes, "flag --nccl-buffsize");
+    if (!bytes) return {"--nccl-buffsize '" + text + "': give bytes with an optional unit, e.g. 16M or 33554432"};
+    in.policy.nccl_buffsize_bytes.set(*bytes, "flag --nccl-buffsize");
   }
-  return true;
+  return {};
 }
 
-/// The --config profile for `node` into its extra_env and notes. Returns "" or the error.
-std::string applyProfile(const std::string& config, NodeDescriptor& node, sizing::TrainProfile* chosen) {
+}  // namespace
+
+Status applyProfile(const std::string& config, NodeDescriptor& node, sizing::TrainProfile* chosen) {
   std::error_code ec;
   if (fs::is_regular_file(config, ec)) {
     node.extra_env[kConfigEnv].set(config, "flag --config (a file: given to the trainer as it is)", Origin::kFlag);
     node.profile = {config, {}, ""};
-    return "";
+    return {};
   }
   if (!fs::is_directory(config, ec)) {
-    return "--config " + config +
-           ": no such file or folder; give a trainer config file or a folder of "
-           "profiles such as examples/configs";
+    return {"--config " + config +
+            ": no such file or folder; give a trainer config file or a folder of "
+            "profiles such as examples/configs"};
   }
   const Checked<sizing::ProfileChoice> chosen_profile =
       sizing::chooseProfile(config, *node.nnodes.value, *node.nproc_per_node.value);
-  if (!chosen_profile.ok()) return chosen_profile.error;
+  if (!chosen_profile.ok()) return {chosen_profile.error};
   const sizing::ProfileChoice& c = chosen_profile.value;
   node.extra_env[kConfigEnv].set(c.config_path, "flag --config " + config + ": " + c.reason, Origin::kProfile);
   node.profile = {c.config_path, {}, c.reason};
@@ -84,7 +75,7 @@ std::string applyProfile(const std::string& config, NodeDescriptor& node, sizing
   }
   node.notes.push_back("profile: " + c.reason);
   if (chosen != nullptr) *chosen = c.profile;
-  return "";
+  return {};
 }
 
 void addSizingOptions(po::options_description& desc) {
@@ -107,13 +98,14 @@ void addSizingOptions(po::options_description& desc) {
   // clang-format on
 }
 
-std::string nodeSizingInput(const po::variables_map& vm, const Env& env, const NodeDescriptor* node,
-                            sizing::NodeSizingInput& in) {
+Checked<sizing::NodeSizingInput> nodeSizingInput(const po::variables_map& vm, const Env& env,
+                                                 const NodeDescriptor* node) {
+  Checked<sizing::NodeSizingInput> result;
+  sizing::NodeSizingInput& in = result.value;
   in.env = env;
-  std::string error;
-  if (!sizingPolicy(vm, in.binding, in.policy, error)) return error;
+  if (Status s = addSizingFlags(vm, in); !s.ok()) return {s.error};
   in.oversubscribe = vm.count("oversubscribe") > 0;
-  if (node == nullptr) return "";
+  if (node == nullptr) return result;
   in.single_worker = node->single_worker.has() && *node->single_worker.value;
   // auto: nothing (flag, backend plan, PET_NPROC_PER_NODE) gave a number.
   if (node->nproc_per_node.origin != Origin::kDefault || in.single_worker) in.nproc_requested = node->nproc_per_node;
@@ -122,15 +114,15 @@ std::string nodeSizingInput(const po::variables_map& vm, const Env& env, const N
   in.scheduler_gpu_indices = node->gpu_indices;
   in.cpu_cores = *node->cpu_cores.value;
   in.master_addr = *node->master_addr.value;
-  return "";
+  return result;
 }
 
-std::string applySizing(const po::variables_map& vm, const Env& env, NodeDescriptor& node) {
-  sizing::NodeSizingInput in;
-  if (std::string error = nodeSizingInput(vm, env, &node, in); !error.empty()) return error;
-  const bool auto_nproc = !in.nproc_requested.has();
-  sizing::NodeSizing s = sizing::sizeNode(in);
-  if (!s.ok()) return s.error();
+Status applySizing(const po::variables_map& vm, const Env& env, NodeDescriptor& node) {
+  const Checked<sizing::NodeSizingInput> in = nodeSizingInput(vm, env, &node);
+  if (!in.ok()) return {in.error};
+  const bool auto_nproc = !in.value.nproc_requested.has();
+  sizing::NodeSizing s = sizing::sizeNode(in.value);
+  if (!s.ok()) return {s.error()};
 
   if (auto_nproc) node.nproc_per_node = s.nproc.nproc_per_node;
   if (!node.gpus_on_node.has() && s.nproc.use_gpus) {
@@ -144,7 +136,7 @@ std::string applySizing(const po::variables_map& vm, const Env& env, NodeDescrip
   for (const auto& n : s.notes()) node.notes.push_back("sizing: " + n);
 
   if (vm.count("config")) {
-    if (std::string e = applyProfile(vm["config"].as<std::string>(), node, nullptr); !e.empty()) return e;
+    if (Status applied = applyProfile(vm["config"].as<std::string>(), node, nullptr); !applied.ok()) return applied;
   }
   return validateNode(node);
 }

@@ -10,17 +10,13 @@
 
 namespace taehv {
 
-/// --gpu-binding, --collective-timeout, --nccl-buffsize from `vm`. Sets `error` on bad values.
-bool sizingPolicy(const boost::program_options::variables_map& vm, sizing::GpuBinding& binding,
-                  sizing::TuningPolicy& policy, std::string& error);
+/// Sizing's input for `node`, the one place a resolved node becomes it: the sizing flags (--gpu-binding,
+/// --collective-timeout, --nccl-buffsize), the environment and, when `node` is not null, its counts, cores, master
+/// and the platform's GPUs (nproc_requested stays unset when nothing gave a count: auto). Fails on a bad sizing flag.
+Checked<sizing::NodeSizingInput> nodeSizingInput(const boost::program_options::variables_map& vm, const Env& env,
+                                                 const NodeDescriptor* node);
 
-/// Sizing's input for `node`, the one place a resolved node becomes it: the sizing flags, the environment and,
-/// when `node` is not null, its counts, cores, master and the platform's GPUs (nproc_requested stays unset when
-/// nothing gave a count: auto). Returns "" or the error of a bad sizing flag.
-std::string nodeSizingInput(const boost::program_options::variables_map& vm, const Env& env, const NodeDescriptor* node,
-                            sizing::NodeSizingInput& in);
-
-/// The --config profile for `node` into its extra_env and notes. Returns "" or the error.
-std::string applyProfile(const std::string& config, NodeDescriptor& node, sizing::TrainProfile* chosen);
+/// The --config profile for `node` into its extra_env and notes (and into `chosen` when not null).
+Status applyProfile(const std::string& config, NodeDescriptor& node, sizing::TrainProfile* chosen);
 
 }  // namespace taehv

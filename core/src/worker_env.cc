@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "taehv/env.h"
+
 namespace taehv {
 namespace {
 
@@ -43,9 +45,8 @@ void buildWorkerEnvironment(const NodeDescriptor& node, WorkerDescriptor& w, con
   env["TORCHELASTIC_RESTART_COUNT"] = fromField(w.restart_count, "restart_count");
   env["TORCHELASTIC_MAX_RESTARTS"] = fromField(node.max_restarts, "max_restarts");
   env["TORCHELASTIC_RUN_ID"] = fromField(w.run_id, "run_id");
-  auto omp = inherited.find("OMP_NUM_THREADS");
-  if (omp != inherited.end() && !omp->second.empty()) {
-    env["OMP_NUM_THREADS"] = literal(omp->second, "env OMP_NUM_THREADS (inherited)");
+  if (const auto omp = envValue(inherited, "OMP_NUM_THREADS")) {
+    env["OMP_NUM_THREADS"] = literal(*omp, "env OMP_NUM_THREADS (inherited)");
   } else {
     const int cores = *node.cpu_cores.value;
     const int local = *node.nproc_per_node.value;

@@ -108,14 +108,14 @@ TEST(Descriptor, NnodesMinMaxIsElasticAndNnNIsFixed) {
   EXPECT_TRUE(r.value.elastic());
   EXPECT_EQ(r.value.nnodesText(), "1:4");
   LaunchFlags flags;
-  ASSERT_EQ(parseNnodes("3:3", "--nnodes", flags), "");
+  ASSERT_EQ(parseNnodes("3:3", "--nnodes", flags).error, "");
   flags.master_addr = "m";
   r = resolve(flags, nullptr, {});
   ASSERT_TRUE(r.ok()) << r.error;
   EXPECT_FALSE(r.value.elastic());
   EXPECT_EQ(r.value.nnodesText(), "3");
   // A backend fixes the node count: elastic is refused, not ignored.
-  ASSERT_EQ(parseNnodes("1:2", "--nnodes", flags), "");
+  ASSERT_EQ(parseNnodes("1:2", "--nnodes", flags).error, "");
   NodePlan plan;
   r = resolve(flags, &plan, {});
   EXPECT_NE(r.error.find("--nnodes 1:2 (elastic, from flag --nnodes) needs each node's own taehv-run"),
@@ -124,12 +124,12 @@ TEST(Descriptor, NnodesMinMaxIsElasticAndNnNIsFixed) {
            {"2:1", "MIN 2 is more than MAX 1"}, {"0", "a job needs at least 1 node"}, {"0:2", "a job needs at least 1 node"},
            {"x", "not a node count"}, {"1:", "not a node count"}, {"1:2:3", "not a node count"}}) {
     LaunchFlags f;
-    const std::string e = parseNnodes(text, "--nnodes", f);
+    const std::string e = parseNnodes(text, "--nnodes", f).error;
     EXPECT_NE(e.find("--nnodes '" + text + "': " + why), std::string::npos) << text << ": " << e;
     EXPECT_NE(e.find("give N (a fixed count) or MIN:MAX"), std::string::npos) << e;
   }
   LaunchFlags big;
-  ASSERT_EQ(parseNnodes("1:65537", "--nnodes", big), "");
+  ASSERT_EQ(parseNnodes("1:65537", "--nnodes", big).error, "");
   big.master_addr = "m";
   EXPECT_NE(resolve(big, nullptr, {}).error.find("node count must be at most 65536, got 65537 (from flag --nnodes)"),
             std::string::npos);
@@ -217,15 +217,15 @@ TEST(Descriptor, TheNodeGroupsAnswerReplacesTheUniformRule) {
   ASSERT_TRUE(r.ok()) << r.error;
   NodeDescriptor node = r.value;
   EXPECT_EQ(*node.rankOffset().value, 1);  // before the group: as if every node ran 1
-  EXPECT_EQ(applyAgreedLayout(node, {2, 3, "node group: test"}), "");
+  EXPECT_EQ(applyAgreedLayout(node, {2, 3, "node group: test"}).error, "");
   auto workers = expandWorkers(node, {});
   ASSERT_EQ(workers.size(), 1u);
   EXPECT_EQ(*workers[0].rank.value, 2);
   EXPECT_EQ(*workers[0].world_size.value, 3);
   EXPECT_EQ(workers[0].world_size.source, "node group: test");
   NodeDescriptor other = r.value;
-  EXPECT_NE(applyAgreedLayout(other, {3, 3, "x"}).find("ranks 3..3, outside the world size 3"), std::string::npos);
-  EXPECT_NE(applyAgreedLayout(other, {0, kMaxWorldSize + 1, "x"}).find("outside 1..1048576"), std::string::npos);
+  EXPECT_NE(applyAgreedLayout(other, {3, 3, "x"}).error.find("ranks 3..3, outside the world size 3"), std::string::npos);
+  EXPECT_NE(applyAgreedLayout(other, {0, kMaxWorldSize + 1, "x"}).error.find("outside 1..1048576"), std::string::npos);
 }
 
 TEST(Descriptor, ValidationErrorsNameTheFieldAndItsSource) {

@@ -16,7 +16,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   static const int fd = memfd_create("plugin", 0);
   if (fd < 0 || ftruncate(fd, 0) != 0 || pwrite(fd, data, size, 0) != static_cast<ssize_t>(size)) std::abort();
-  const std::string why = taehv::checkElfSharedObject("/proc/self/fd/" + std::to_string(fd));
+  const std::string why = taehv::checkElfSharedObject("/proc/self/fd/" + std::to_string(fd)).error;
   if (why.empty()) {
     if (size < sizeof(ElfW(Ehdr))) std::abort();
     ElfW(Ehdr) h;

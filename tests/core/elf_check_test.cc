@@ -40,7 +40,7 @@ class HostileElfCheck : public ::testing::Test {
 
   std::string check(const std::string& content) {
     std::ofstream(path_, std::ios::binary | std::ios::trunc) << content;
-    return checkElfSharedObject(path_);
+    return checkElfSharedObject(path_).error;
   }
   ElfW(Ehdr) header() const { return *reinterpret_cast<const ElfW(Ehdr)*>(bytes_.data()); }
   std::string withHeader(const ElfW(Ehdr)& h, std::size_t size) const {

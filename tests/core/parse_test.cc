@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 namespace taehv {
 namespace {
 
@@ -47,6 +49,36 @@ TEST(ParseSeconds, IsWholeSecondsWithinTheRange) {
   EXPECT_FALSE(parseSeconds("100000", 1, 99999));
   EXPECT_FALSE(parseSeconds("1.5"));
   EXPECT_FALSE(parseSeconds("10s"));
+}
+
+TEST(ParseHex, TakesHexDigitsOnlyWithinTheRange) {
+  EXPECT_EQ(parseHex("FF"), 255u);
+  EXPECT_EQ(parseHex("0100A8C0"), 0x0100A8C0u);  // /proc/net/route's 192.168.0.1 on a little-endian host
+  EXPECT_EQ(parseHex("ffffffff"), 0xffffffffu);
+  EXPECT_EQ(parseHex<std::uint8_t>("ff"), 255u);
+  EXPECT_FALSE(parseHex<std::uint8_t>("100"));  // above the type
+  EXPECT_FALSE(parseHex<unsigned>("1F", 30u));  // above max
+  for (const char* bad : {"", "0x10", "-1", "+1", " 1", "1 ", "g", "1.5"}) EXPECT_FALSE(parseHex(bad)) << bad;
+}
+
+TEST(ParseDouble, TakesFiniteDecimalNumbersOnly) {
+  EXPECT_EQ(parseDouble("2"), 2.0);
+  EXPECT_EQ(parseDouble("-0.5"), -0.5);
+  EXPECT_EQ(parseDouble("+7.5"), 7.5);
+  EXPECT_EQ(parseDouble("1e-3"), 1e-3);
+  EXPECT_EQ(parseDouble("0.0003"), 0.0003);  // what formatLr prints reads back exactly
+  for (const char* bad : {"", "+", "-", "++1", "+-1", "-+1", " 1", "1 ", "1x", ".", "0x10", "inf", "-inf", "nan",
+                          "1e999", "1,5"}) {
+    EXPECT_FALSE(parseDouble(bad)) << bad;
+  }
+}
+
+// SLURM's compressed per-node counts, as every message and `describe` writes them (the inverse of the SLURM plugin's
+// expandTasksPerNode).
+TEST(FormatCounts, WritesRunsOfEqualCountsAsNxK) {
+  EXPECT_EQ(formatCounts({2, 2, 2, 1}), "2(x3),1");
+  EXPECT_EQ(formatCounts({1, 1, 8, 2}), "1(x2),8,2");
+  EXPECT_EQ(formatCounts({}), "");
 }
 
 }  // namespace

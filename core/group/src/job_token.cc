@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "taehv/env.h"
 #include "taehv/group/session.h"
 
 namespace taehv::group {
@@ -25,43 +26,44 @@ std::string tooShort(const std::string& where, std::size_t n) {
 
 }  // namespace
 
-std::string resolveJobToken(const std::map<std::string, std::string>& env, const std::string& token_file,
-                            const JobFacts& facts, JobToken* out) {
+Checked<JobToken> resolveJobToken(const Env& env, const std::string& token_file, const JobFacts& facts) {
+  Checked<JobToken> result;
+  JobToken& token = result.value;
   if (!token_file.empty()) {
     std::ifstream in(token_file);
     if (!in) {
-      return "--job-token-file " + token_file + ": cannot read it (" + std::strerror(errno) +
-             "); give a file whose first line is the job's secret";
+      return {"--job-token-file " + token_file + ": cannot read it (" + std::strerror(errno) +
+              "); give a file whose first line is the job's secret"};
     }
     std::string line;
     std::getline(in, line);
     line = trim(line);
-    if (line.size() < kMinTokenChars) return tooShort("--job-token-file " + token_file, line.size());
-    out->source = TokenSource::kFile;
-    out->secret = line;
-    out->description = "--job-token-file " + token_file;
+    if (line.size() < kMinTokenChars) return {tooShort("--job-token-file " + token_file, line.size())};
+    token.source = TokenSource::kFile;
+    token.secret = line;
+    token.description = "--job-token-file " + token_file;
     struct stat st {};
     if (::stat(token_file.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
-      out->description += " (warning: readable by group/others; chmod 600 it)";
+      token.description += " (warning: readable by group/others; chmod 600 it)";
     }
-    return "";
+    return result;
   }
-  if (auto it = env.find(kJobTokenEnv); it != env.end() && !it->second.empty()) {
-    const std::string token = trim(it->second);
-    if (token.size() < kMinTokenChars) return tooShort(std::string("env ") + kJobTokenEnv, token.size());
-    out->source = TokenSource::kEnv;
-    out->secret = token;
-    out->description = std::string("env ") + kJobTokenEnv;
-    return "";
+  if (const auto given = envValue(env, kJobTokenEnv)) {
+    const std::string secret = trim(*given);
+    if (secret.size() < kMinTokenChars) return {tooShort(std::string("env ") + kJobTokenEnv, secret.size())};
+    token.source = TokenSource::kEnv;
+    token.secret = secret;
+    token.description = std::string("env ") + kJobTokenEnv;
+    return result;
   }
-  out->source = TokenSource::kDerived;
-  out->secret = "derived|" + facts.run_id + "|" + facts.master_addr + "|" + std::to_string(facts.master_port) + "|" +
-                std::to_string(facts.nnodes);
-  out->description = std::string("none given: derived from the run id, master address/port and node count, which "
+  token.source = TokenSource::kDerived;
+  token.secret = "derived|" + facts.run_id + "|" + facts.master_addr + "|" + std::to_string(facts.master_port) + "|" +
+                 std::to_string(facts.nnodes);
+  token.description = std::string("none given: derived from the run id, master address/port and node count, which "
                                   "anyone who sees the job's command line knows (keeps jobs apart, does not keep "
                                   "strangers out); set ") +
                       kJobTokenEnv + " or --job-token-file";
-  return "";
+  return result;
 }
 
 std::string generateJobToken() {

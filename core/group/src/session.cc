@@ -79,24 +79,27 @@ Opened Session::open(std::string_view payload) {
   }
   const std::string_view body = payload.substr(0, payload.size() - kMacBytes);
   const std::string_view mac = payload.substr(payload.size() - kMacBytes);
-  auto message = decodeBody(body, &result.error);
-  if (!message) return result;
+  Checked<Message> message = decodeBody(body);
+  if (!message.ok()) {
+    result.error = message.error;
+    return result;
+  }
   const Direction incoming = outgoing_ == Direction::kToLeader ? Direction::kToMember : Direction::kToLeader;
   const std::string expected =
-      hmacSha256(established_ ? session_key_ : job_key_, context(incoming, message->type).append(body));
+      hmacSha256(established_ ? session_key_ : job_key_, context(incoming, message.value.type).append(body));
   if (CRYPTO_memcmp(expected.data(), mac.data(), kMacBytes) != 0) {
     result.verdict = Verdict::kBadMac;
     return result;
   }
   const std::uint64_t want = established_ ? received_ + 1 : 0;
-  if (message->counter != want) {
+  if (message.value.counter != want) {
     result.verdict = Verdict::kReplay;
-    result.error = "counter " + std::to_string(message->counter) + ", expected " + std::to_string(want);
+    result.error = "counter " + std::to_string(message.value.counter) + ", expected " + std::to_string(want);
     return result;
   }
   if (established_) received_ = want;
   result.verdict = Verdict::kOk;
-  result.message = std::move(*message);
+  result.message = std::move(message.value);
   return result;
 }
 

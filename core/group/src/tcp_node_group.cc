@@ -8,21 +8,21 @@ namespace taehv::group {
 
 int defaultGroupPort(int master_port) { return master_port < 65535 ? master_port + 1 : master_port - 1; }
 
-std::string TcpNodeGroup::Impl::start() {
-  if (stop_pipe_[0] < 0) return "node group: cannot create its stop pipe";
+Status TcpNodeGroup::Impl::start() {
+  if (stop_pipe_[0] < 0) return {"node group: cannot create its stop pipe"};
   if (leader_) {
     raiseDescriptorLimit();
     boost::system::error_code ec;
     const auto address = asio::ip::make_address(o_.bind_addr, ec);
-    if (ec) return "node group: bad listen address '" + o_.bind_addr + "': " + ec.message();
+    if (ec) return {"node group: bad listen address '" + o_.bind_addr + "': " + ec.message()};
     const tcp::endpoint endpoint(address, static_cast<unsigned short>(o_.port));
     acceptor_.open(endpoint.protocol(), ec);
     if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
     if (!ec) acceptor_.bind(endpoint, ec);
     if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
     if (ec) {
-      return "node group: cannot listen on " + o_.bind_addr + ":" + std::to_string(o_.port) + " (" + ec.message() +
-             "); another job may hold it: pick a free one with --group-port or TAEHV_GROUP_PORT on every node";
+      return {"node group: cannot listen on " + o_.bind_addr + ":" + std::to_string(o_.port) + " (" + ec.message() +
+              "); another job may hold it: pick a free one with --group-port or TAEHV_GROUP_PORT on every node"};
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -34,10 +34,10 @@ std::string TcpNodeGroup::Impl::start() {
   if (leader_ && elastic() && o_.min_nnodes <= 1) last_call_at_ = Clock::now() + kLastCall;
   scheduleTick();
   thread_ = std::thread([this] { io_.run(); });
-  return "";
+  return {};
 }
 
-std::string TcpNodeGroup::Impl::form(Clock::time_point deadline) {
+Status TcpNodeGroup::Impl::form(Clock::time_point deadline) {
   if (!leader_) {
     asio::post(io_, [this, deadline] {
       join_deadline_ = deadline;
@@ -47,30 +47,30 @@ std::string TcpNodeGroup::Impl::form(Clock::time_point deadline) {
   }
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait_until(lock, deadline, [this] { return formed_ || !stop_reason_.empty() || !join_error_.empty(); });
-  if (!stop_reason_.empty()) return stop_reason_;
-  if (!join_error_.empty()) return join_error_;
-  if (formed_) return "";
+  if (!stop_reason_.empty()) return {stop_reason_};
+  if (!join_error_.empty()) return {join_error_};
+  if (formed_) return {};
   if (leader_) {
     std::string missing;
     if (elastic()) {
-      return "node group: " + std::to_string(present_.size() + 1) + " node(s) joined node 0's group on port " +
-             std::to_string(bound_port_) + " in time, fewer than the " + std::to_string(o_.min_nnodes) +
-             " the job needs (--nnodes " + std::to_string(o_.min_nnodes) + ":" + std::to_string(o_.nnodes) + ")";
+      return {"node group: " + std::to_string(present_.size() + 1) + " node(s) joined node 0's group on port " +
+              std::to_string(bound_port_) + " in time, fewer than the " + std::to_string(o_.min_nnodes) +
+              " the job needs (--nnodes " + std::to_string(o_.min_nnodes) + ":" + std::to_string(o_.nnodes) + ")"};
     }
     for (int r = 1; r < o_.nnodes; ++r) {
       if (!present_.count(r)) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
     }
-    return "node group: node(s) " + missing + " did not join node 0's group on port " + std::to_string(bound_port_) +
-           " in time; check that taehv-run runs there with the same --master-addr, --master-port, --nnodes and "
-           "job token";
+    return {"node group: node(s) " + missing + " did not join node 0's group on port " + std::to_string(bound_port_) +
+            " in time; check that taehv-run runs there with the same --master-addr, --master-port, --nnodes and "
+            "job token"};
   }
   const std::string at = "node 0's group port " + o_.leader_addr + ":" + std::to_string(o_.port);
   if (!ever_connected_) {
-    return "node group: " + at + " did not accept a connection in time (last error: " + join_hint_ +
-           "); check that node 0's taehv-run is running and reachable from this node";
+    return {"node group: " + at + " did not accept a connection in time (last error: " + join_hint_ +
+            "); check that node 0's taehv-run is running and reachable from this node"};
   }
-  return "node group: " + at + " accepted connections but did not admit this node in time (" + join_hint_ +
-         "); check that every node has the same job token and a node rank of its own";
+  return {"node group: " + at + " accepted connections but did not admit this node in time (" + join_hint_ +
+          "); check that every node has the same job token and a node rank of its own"};
 }
 
 std::string TcpNodeGroup::Impl::stopReason() const {
@@ -90,8 +90,8 @@ void TcpNodeGroup::Impl::requestStop(const std::string& reason) {
   });
 }
 
-std::string TcpNodeGroup::Impl::finish(bool success) {
-  if (!thread_.joinable()) return stopReason();
+Status TcpNodeGroup::Impl::finish(bool success) {
+  if (!thread_.joinable()) return {stopReason()};
   {
     // Stopped by another node's STOP: let that node (and, for a member, the leader relaying it) end first.
     std::unique_lock<std::mutex> lock(mu_);
@@ -116,7 +116,7 @@ std::string TcpNodeGroup::Impl::finish(bool success) {
     cv_.wait_for(lock, kFlushTimeout, [this] { return flushed_; });
   }
   shutdown();
-  return stopReason();
+  return {stopReason()};
 }
 
 AgreedRanks TcpNodeGroup::Impl::agreedRanks() const {
@@ -234,19 +234,17 @@ void TcpNodeGroup::Impl::doRead(const ConnPtr& c) {
       return;
     }
     c->reader.feed(c->buffer.data(), n);
-    std::string payload;
-    std::string error;
     for (;;) {
-      const auto status = c->reader.next(&payload, &error);
-      if (status == FrameReader::Status::kNeedMore) break;
-      if (status == FrameReader::Status::kBad) {
-        onBadFrame(c, Attempt::kGarbage, error);
+      const Checked<std::optional<std::string>> frame = c->reader.next();
+      if (!frame.ok()) {
+        onBadFrame(c, Attempt::kGarbage, frame.error);
         return;
       }
+      if (!frame.value) break;  // the rest has not arrived yet
       if (leader_) {
-        leaderFrame(c, payload);
+        leaderFrame(c, *frame.value);
       } else {
-        memberFrame(c, payload);
+        memberFrame(c, *frame.value);
       }
       if (c->closed) return;
     }
@@ -357,13 +355,13 @@ std::string TcpNodeGroup::Impl::stopReasonLocked() const {
 
 TcpNodeGroup::TcpNodeGroup(GroupOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 TcpNodeGroup::~TcpNodeGroup() = default;
-std::string TcpNodeGroup::start() { return impl_->start(); }
-std::string TcpNodeGroup::form(std::chrono::steady_clock::time_point deadline) { return impl_->form(deadline); }
+Status TcpNodeGroup::start() { return impl_->start(); }
+Status TcpNodeGroup::form(std::chrono::steady_clock::time_point deadline) { return impl_->form(deadline); }
 int TcpNodeGroup::stopFd() const { return impl_->stopFd(); }
 std::string TcpNodeGroup::stopReason() const { return impl_->stopReason(); }
 bool TcpNodeGroup::leaderLost() const { return impl_->leaderLost(); }
 void TcpNodeGroup::requestStop(const std::string& reason) { impl_->requestStop(reason); }
-std::string TcpNodeGroup::finish(bool success) { return impl_->finish(success); }
+Status TcpNodeGroup::finish(bool success) { return impl_->finish(success); }
 AgreedRanks TcpNodeGroup::agreedRanks() const { return impl_->agreedRanks(); }
 int TcpNodeGroup::boundPort() const { return impl_->boundPort(); }
 GroupStats TcpNodeGroup::stats() const { return impl_->stats(); }

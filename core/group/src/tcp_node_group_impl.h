@@ -114,15 +114,15 @@ class TcpNodeGroup::Impl {
     }
   }
 
-  std::string start();
-  std::string form(Clock::time_point deadline);
+  Status start();
+  Status form(Clock::time_point deadline);
 
   int stopFd() const { return stop_pipe_[0]; }
 
   std::string stopReason() const;
   bool leaderLost() const;
   void requestStop(const std::string& reason);
-  std::string finish(bool success);
+  Status finish(bool success);
   AgreedRanks agreedRanks() const;
   int boundPort() const;
   GroupStats stats() const;

@@ -61,35 +61,32 @@ std::string encodeBody(const Message& m) {
   return out;
 }
 
-std::optional<Message> decodeBody(std::string_view body, std::string* error) {
+Checked<Message> decodeBody(std::string_view body) {
   if (body.size() < kHeaderBytes + 4 + kTrailerBytes) {
-    *error = "message too short (" + std::to_string(body.size()) + " bytes)";
-    return std::nullopt;
+    return {"message too short (" + std::to_string(body.size()) + " bytes)"};
   }
   if (static_cast<unsigned char>(body[0]) != kWireVersion) {
-    *error = "unknown protocol version " + std::to_string(static_cast<unsigned char>(body[0]));
-    return std::nullopt;
+    return {"unknown protocol version " + std::to_string(static_cast<unsigned char>(body[0]))};
   }
   const auto type = static_cast<unsigned char>(body[1]);
   if (type < static_cast<unsigned char>(MessageType::kChallenge) || type > static_cast<unsigned char>(MessageType::kLeave)) {
-    *error = "unknown message type " + std::to_string(type);
-    return std::nullopt;
+    return {"unknown message type " + std::to_string(type)};
   }
-  Message m;
+  Checked<Message> result;
+  Message& m = result.value;
   m.type = static_cast<MessageType>(type);
   m.rank = static_cast<std::uint32_t>(getBE(body, 2, 4));
   m.counter = getBE(body, 6, 8);
   std::size_t at = kHeaderBytes;
   if (!getField(body, at, &m.nonce) || !getField(body, at, &m.text) || body.size() - at != kTrailerBytes) {
-    *error = "field lengths do not add up to the message length";
-    return std::nullopt;
+    return {"field lengths do not add up to the message length"};
   }
   m.procs = static_cast<std::uint32_t>(getBE(body, at, 4));
   m.first_rank = static_cast<std::uint32_t>(getBE(body, at + 4, 4));
   m.nnodes = static_cast<std::uint32_t>(getBE(body, at + 8, 4));
   m.node_rank = static_cast<std::uint32_t>(getBE(body, at + 12, 4));
   m.round = static_cast<std::uint32_t>(getBE(body, at + 16, 4));
-  return m;
+  return result;
 }
 
 std::string encodeFrame(std::string_view body, std::string_view mac) {
@@ -101,17 +98,16 @@ std::string encodeFrame(std::string_view body, std::string_view mac) {
   return out;
 }
 
-FrameReader::Status FrameReader::next(std::string* payload, std::string* error) {
+Checked<std::optional<std::string>> FrameReader::next() {
   const std::string_view held(buffer_.data() + offset_, buffer_.size() - offset_);
-  if (held.size() < 4) return Status::kNeedMore;
+  if (held.size() < 4) return {};
   const std::size_t length = getBE(held, 0, 4);
   if (length <= kMacBytes || length > kMaxFrameBytes) {
-    *error = "frame length " + std::to_string(length) + " out of range (" + std::to_string(kMacBytes + 1) + ".." +
-             std::to_string(kMaxFrameBytes) + ")";
-    return Status::kBad;
+    return {"frame length " + std::to_string(length) + " out of range (" + std::to_string(kMacBytes + 1) + ".." +
+            std::to_string(kMaxFrameBytes) + ")"};
   }
-  if (held.size() - 4 < length) return Status::kNeedMore;
-  payload->assign(held.substr(4, length));
+  if (held.size() - 4 < length) return {};
+  Checked<std::optional<std::string>> frame{"", std::string(held.substr(4, length))};
   offset_ += 4 + length;
   if (offset_ == buffer_.size()) {
     buffer_.clear();
@@ -120,7 +116,7 @@ FrameReader::Status FrameReader::next(std::string* payload, std::string* error) 
     buffer_.erase(0, offset_);
     offset_ = 0;
   }
-  return Status::kFrame;
+  return frame;
 }
 
 }  // namespace taehv::group

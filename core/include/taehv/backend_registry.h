@@ -17,7 +17,6 @@ struct BackendChoice {
   LoadedPlugin* plugin = nullptr;  ///< nullptr: no backend claims the environment (local mode)
   std::string detection;           ///< why detection chose `plugin`; "" when none was chosen
   std::string passed_over;         ///< the backend that was recognised but set aside by manual mode; "" if none
-  std::string error;               ///< two backends tie; "" when the choice stands
 };
 
 /// Loads plugins once and keeps them loaded for the life of the registry (and, as libraries are never
@@ -39,8 +38,9 @@ class BackendRegistry {
   const std::map<std::string, std::vector<std::string>>& optionOwners() const { return option_owners_; }
 
   /// Asks every loaded plugin whether it recognises the environment and picks the most confident one. With
-  /// `manual` (explicit --nnodes/--node-rank), the winner is only noted in `passed_over`, not chosen.
-  BackendChoice detect(const HostContext& host, bool manual);
+  /// `manual` (explicit --nnodes/--node-rank), the winner is only noted in `passed_over`, not chosen. Fails when
+  /// the two most confident backends tie.
+  Checked<BackendChoice> detect(const HostContext& host, bool manual);
 
   /// Every plugin on the search path, loaded once whatever load() chose (errors listed, not fatal). The
   /// pointers stay valid for the life of the registry.

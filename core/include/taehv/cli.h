@@ -67,8 +67,8 @@ class Cli {
   /// backend takes over the launch and `plan_when_taken_over` is false, stops before planning (node unset).
   Checked<ResolvedLaunch> resolve(const boost::program_options::variables_map& vm, bool plan_when_taken_over = true);
 
-  /// The worker command: what followed `--`, else taehv-train beside taehv-run. Sets `error` when neither.
-  std::vector<std::string> workerCommand(std::string& error) const;
+  /// The worker command: what followed `--`, else taehv-train beside taehv-run; fails when neither.
+  Checked<std::vector<std::string>> workerCommand() const;
 
   /// Every plugin on the search path, loaded (errors listed, not fatal).
   std::vector<LoadedPlugin*> allPlugins(std::vector<std::string>& errors);
@@ -81,10 +81,10 @@ class Cli {
   boost::program_options::options_description backendOptions() const;
   std::vector<std::string> knownOptionNames(const boost::program_options::options_description& all) const;
   int dispatch();
-  // The steps of resolve(); each returns "" or the error that ends it.
-  std::string chooseBackend(const LaunchFlags& flags, ResolvedLaunch& r, std::string& passed_over);
-  std::string backendRequest(const boost::program_options::variables_map& vm, ResolvedLaunch& r) const;
-  std::string planNode(const LaunchFlags& flags, bool plan_when_taken_over, ResolvedLaunch& r) const;
+  // The steps of resolve(); each fills its part of `r` or fails with the error that ends it.
+  Status chooseBackend(const LaunchFlags& flags, ResolvedLaunch& r, std::string& passed_over);
+  Status backendRequest(const boost::program_options::variables_map& vm, ResolvedLaunch& r) const;
+  Status planNode(const LaunchFlags& flags, bool plan_when_taken_over, ResolvedLaunch& r) const;
 
   std::vector<std::string> raw_args_;  // everything before `--`
   std::vector<std::string> args_;      // raw_args_ without the sub-command name

@@ -130,9 +130,9 @@ struct WorkerDescriptor {
 };
 
 /// Reads torchrun's `--nnodes` text ("N", "N:N" or "MIN:MAX"; kMaxNodes is checked with the node) into `flags`
-/// (nnodes = MAX, min_nnodes = MIN). `where` names it in the message ("--nnodes", "env PET_NNODES"). Returns "" or
+/// (nnodes = MAX, min_nnodes = MIN). `where` names it in the message ("--nnodes", "env PET_NNODES"). Fails with
 /// one line saying what is wrong and how to write it.
-std::string parseNnodes(const std::string& text, const std::string& where, LaunchFlags& flags);
+Status parseNnodes(const std::string& text, const std::string& where, LaunchFlags& flags);
 
 /// Resolves a node from flags, an optional backend plan (nullptr in local mode) and the environment `env`
 /// (read for PET_* variables only). `host` and `cpu_cores` are facts of this machine, passed in so tests can fix
@@ -143,16 +143,16 @@ Checked<NodeDescriptor> resolveNode(const LaunchFlags& flags, const NodePlan* pl
 
 /// Checks a resolved node: node count 1..kMaxNodes, node rank in range, 1..kMaxNprocPerNode processes, every
 /// node's count (when known) in range and this node's among them, world size at most kMaxWorldSize, non-empty master, port in 1..65535, restarts 0..kMaxRestarts, single-worker rank and
-/// local rank in range. Returns "" or one line naming the field, its value,
+/// local rank in range. Fails with one line naming the field, its value,
 /// where the value came from and how to fix it.
-std::string validateNode(const NodeDescriptor& node);
+Status validateNode(const NodeDescriptor& node);
 
 /// The workers this node starts (one when single_worker), in local-rank order, with `restart` restarts done by
 /// this taehv-run (added to the node's restart_count). Environments are built with buildWorkerEnvironment().
 std::vector<WorkerDescriptor> expandWorkers(const NodeDescriptor& node, const Env& inherited, int restart = 0);
 
-/// Takes the node group's answer (this node's first rank and the world size) into `node`. Returns "" or one line
+/// Takes the node group's answer (this node's first rank and the world size) into `node`. Fails with one line
 /// saying why it cannot be right (out of range, or contradicting the counts the plan gave).
-std::string applyAgreedLayout(NodeDescriptor& node, const RankLayout& layout);
+Status applyAgreedLayout(NodeDescriptor& node, const RankLayout& layout);
 
 }  // namespace taehv

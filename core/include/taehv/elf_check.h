@@ -11,11 +11,14 @@
 
 #include <string>
 
+#include "taehv/checked.h"
+
 namespace taehv {
 
-/// "" when the file at `path` is an ELF shared object of this process's class and byte order whose program
+/// Succeeds when the file at `path` is an ELF shared object of this process's class and byte order whose program
 /// headers, loadable segments and section headers all lie within the file (the machine is left to dlopen, which
-/// refuses another one cleanly); otherwise the reason, a few words without the path (e.g. "cut short: segment 2 ends at byte 16384 but the file has 10000 bytes").
-std::string checkElfSharedObject(const std::string& path);
+/// refuses another one cleanly); otherwise fails with the reason, a few words without the path (e.g. "cut short:
+/// segment 2 ends at byte 16384 but the file has 10000 bytes").
+Status checkElfSharedObject(const std::string& path);
 
 }  // namespace taehv

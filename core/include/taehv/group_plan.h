@@ -48,9 +48,6 @@ struct GroupPlan {
 /// value, where it came from and how to fix it.
 Checked<GroupPlan> planGroup(const NodeDescriptor& node, const GroupFlags& flags, const Env& env);
 
-/// Whether `port` can be bound on every address of this machine now (node 0's group listener). "" or why not.
-std::string groupPortFree(int port);
-
 /// The lines `describe` prints for the group.
 std::string describeGroup(const GroupPlan& plan);
 

@@ -37,8 +37,8 @@ struct LaunchSettings {
 int launchNode(const NodeDescriptor& node, const LaunchSettings& settings, const Env& inherited,
                const std::function<void(LogLevel, const std::string&)>& log);
 
-/// Waits up to `timeout` for `addr` to resolve and `port` to accept a TCP connection. Returns "" or why not.
-std::string waitForMaster(const std::string& addr, int port, std::chrono::milliseconds timeout);
+/// Waits up to `timeout` for `addr` to resolve and `port` to accept a TCP connection; fails with the last error.
+Status waitForMaster(const std::string& addr, int port, std::chrono::milliseconds timeout);
 
 /// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released), or 0.
 int freeTcpPort();
@@ -49,7 +49,7 @@ int availableCpuCores();
 /// This machine's host name.
 std::string hostName();
 
-/// Parses --local-ranks-filter ("0", "0,2", "0-3,5"). Sets `error` on bad syntax.
-std::vector<int> parseRankList(const std::string& text, std::string& error);
+/// Parses --local-ranks-filter ("0", "0,2", "0-3,5"); fails on bad syntax or an empty list.
+Checked<std::vector<int>> parseRankList(const std::string& text);
 
 }  // namespace taehv

@@ -17,8 +17,8 @@ void addSizingOptions(boost::program_options::options_description& desc);
 /// Sizes a resolved node in place, before any worker starts: --nproc-per-node auto (when no flag, plan or PET_*
 /// variable gave a number: one worker per visible GPU, else 1), the refusal of more workers than GPUs, the
 /// tuning variables (node.extra_env), each worker's device (node.local_env), the --config profile
-/// (TAEHV_CONFIG / TAEHV_CONFIG_SET in node.extra_env) and notes saying why. Returns "" or the one-line error.
-std::string applySizing(const boost::program_options::variables_map& vm, const Env& env, NodeDescriptor& node);
+/// (TAEHV_CONFIG / TAEHV_CONFIG_SET in node.extra_env) and notes saying why. Fails with a one-line error.
+Status applySizing(const boost::program_options::variables_map& vm, const Env& env, NodeDescriptor& node);
 
 /// The trainer arguments for the profile chosen by applySizing ("--config FILE" and "--set k=v"...), to append
 /// when the worker is the default trainer; empty when no --config was given.

@@ -61,7 +61,7 @@ std::string childErrorFileJson(const std::string& path, std::time_t not_before, 
   return doc.dump();
 }
 
-std::string writeFileAtomically(const std::string& path, const std::string& text) {
+Status writeFileAtomically(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::trunc);
@@ -69,15 +69,15 @@ std::string writeFileAtomically(const std::string& path, const std::string& text
     out.close();
     if (!out) {
       ::unlink(tmp.c_str());
-      return "cannot write error file '" + path + "': " + std::strerror(errno);
+      return {"cannot write error file '" + path + "': " + std::strerror(errno)};
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
-    return "cannot write error file '" + path + "': " + std::strerror(err);
+    return {"cannot write error file '" + path + "': " + std::strerror(err)};
   }
-  return "";
+  return {};
 }
 
 }  // namespace taehv::process

@@ -56,9 +56,6 @@ class LineBuffer {
     }
   }
 
-  /// Bytes held that do not yet form a line.
-  std::size_t pendingBytes() const { return pending_.size(); }
-
  private:
   std::size_t max_line_;
   std::string pending_;

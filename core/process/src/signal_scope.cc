@@ -26,9 +26,9 @@ extern "C" void onSignal(int sig) {
 
 }  // namespace
 
-std::string SignalScope::install() {
+Status SignalScope::install() {
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return std::string("cannot create pipe: ") + std::strerror(errno);
+  if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return {std::string("cannot create pipe: ") + std::strerror(errno)};
   wake_read_ = fds[0];
   g_wake_write = fds[1];
   for (auto& p : g_pending) p.store(0);
@@ -48,7 +48,7 @@ std::string SignalScope::install() {
   for (int sig : kForwardedSignals) sigaddset(&ours, sig);
   sigaddset(&ours, SIGCHLD);
   ::pthread_sigmask(SIG_UNBLOCK, &ours, &old_mask_);
-  return "";
+  return {};
 }
 
 SignalScope::~SignalScope() {

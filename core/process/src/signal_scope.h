@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <string>
 
+#include "taehv/checked.h"
+
 namespace taehv::process {
 
 /// Signals forwarded to every child's process group.
@@ -21,8 +23,8 @@ class SignalScope {
   SignalScope& operator=(const SignalScope&) = delete;
   ~SignalScope();
 
-  /// Creates the self-pipe and installs the handlers. Returns "" or why the pipe could not be created.
-  std::string install();
+  /// Creates the self-pipe and installs the handlers; fails with why the pipe could not be created.
+  Status install();
   /// The read end of the self-pipe: readable after any handled signal.
   int wakeFd() const { return wake_read_; }
   /// Empties the self-pipe.

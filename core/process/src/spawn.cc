@@ -13,6 +13,8 @@
 #include <cstring>
 #include <vector>
 
+#include "taehv/env.h"
+
 namespace taehv::process {
 namespace {
 
@@ -95,8 +97,8 @@ std::string findExecutable(const std::string& argv0, const std::string& path) {
 namespace {
 
 std::string searchPath(const std::map<std::string, std::string>& env) {
-  if (auto it = env.find("PATH"); it != env.end()) return it->second;
-  if (const char* ours = std::getenv("PATH")) return ours;
+  if (const std::string* path = findEnv(env, "PATH")) return *path;
+  if (const char* ours = std::getenv("PATH")) return ours;  // this process's own, for a caller without a snapshot
   return kDefaultPath;
 }
 

@@ -4,10 +4,12 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <string_view>
+
+#include "taehv/parse.h"
 
 namespace taehv::process {
 
@@ -16,15 +18,19 @@ std::set<pid_t> childrenOf(pid_t parent) {
   DIR* dir = ::opendir("/proc");
   if (dir == nullptr) return found;
   while (dirent* e = ::readdir(dir)) {
-    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
-    if (pid <= 0) continue;
+    const std::optional<pid_t> pid = parseCount<pid_t>(e->d_name, 1);
+    if (!pid) continue;  // not a process: ".", "self", "sys", ...
     std::ifstream in(std::string("/proc/") + e->d_name + "/stat");
     std::string stat;
     std::getline(in, stat);
     const std::size_t close = stat.rfind(')');  // the command name may hold spaces and parentheses
     if (close == std::string::npos || close + 2 >= stat.size()) continue;
-    long ppid = 0;
-    if (std::sscanf(stat.c_str() + close + 2, "%*c %ld", &ppid) == 1 && ppid == parent) found.insert(pid);
+    // After the name: "STATE PPID ...".
+    const std::string_view fields = std::string_view(stat).substr(close + 2);
+    const std::size_t ppid_at = fields.find(' ');
+    if (ppid_at == std::string_view::npos) continue;
+    const std::string_view ppid_text = fields.substr(ppid_at + 1, fields.find(' ', ppid_at + 1) - ppid_at - 1);
+    if (parseCount<pid_t>(ppid_text) == parent) found.insert(*pid);
   }
   ::closedir(dir);
   return found;

@@ -28,6 +28,7 @@
 #include "signal_scope.h"
 #include "spawn.h"
 #include "subreaper.h"
+#include "taehv/env.h"
 
 namespace taehv::process {
 namespace {
@@ -148,9 +149,7 @@ class Generation {
     if (first_failure_ >= 0) {
       const Child& c = children_[static_cast<std::size_t>(first_failure_)];
       outcome.first_failure = exitOf(c);
-      if (auto it = c.spec.env.find("TORCHELASTIC_ERROR_FILE"); it != c.spec.env.end()) {
-        outcome.child_error_file = it->second;
-      }
+      if (const std::string* file = findEnv(c.spec.env, "TORCHELASTIC_ERROR_FILE")) outcome.child_error_file = *file;
       outcome.failure_started = c.started_at;
     }
     return outcome;
@@ -491,8 +490,8 @@ SupervisorResult supervise(const std::function<std::vector<ChildSpec>(int restar
         "kill -9 of taehv-run\n");
   }
   SignalScope signals;
-  if (std::string error = signals.install(); !error.empty()) {
-    say("taehv-run: cannot install signal handlers: " + error + "\n");
+  if (Status installed = signals.install(); !installed.ok()) {
+    say("taehv-run: cannot install signal handlers: " + installed.error + "\n");
     result.exit_code = 1;
     return result;
   }
@@ -532,7 +531,9 @@ SupervisorResult supervise(const std::function<std::vector<ChildSpec>(int restar
       json = childErrorFileJson(last.child_error_file, last.failure_started, result.exit_code);
     }
     if (json.empty()) json = errorFileJson(result, std::time(nullptr));
-    if (std::string error = writeFileAtomically(options.error_file, json); !error.empty()) say("taehv-run: " + error + "\n");
+    if (Status written = writeFileAtomically(options.error_file, json); !written.ok()) {
+      say("taehv-run: " + written.error + "\n");
+    }
   }
   return result;
 }

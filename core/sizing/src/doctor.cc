@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "taehv/env.h"
 #include "text.h"
 
 namespace taehv::sizing {
@@ -115,13 +116,13 @@ CheckResult checkDescriptor(const DescriptorFacts& f) {
   }
   std::vector<std::string> stale;
   for (const char* var : {"WORLD_SIZE", "RANK", "LOCAL_WORLD_SIZE"}) {
-    auto it = f.env.find(var);
-    if (it == f.env.end()) continue;
+    const std::string* given = findEnv(f.env, var);
+    if (given == nullptr) continue;
     int v = 0;
-    bool bad = !parseTrimmedInt(it->second, v) || (std::string(var) == "WORLD_SIZE" && v != world) ||
+    bool bad = !parseTrimmedInt(*given, v) || (std::string(var) == "WORLD_SIZE" && v != world) ||
                (std::string(var) == "RANK" && (v < 0 || v >= world)) ||
                (std::string(var) == "LOCAL_WORLD_SIZE" && v != *f.nproc_per_node.value);
-    if (bad) stale.push_back(std::string(var) + "=" + it->second);
+    if (bad) stale.push_back(std::string(var) + "=" + *given);
   }
   if (!stale.empty()) {
     return row(name, CheckStatus::kWarn,
@@ -179,10 +180,10 @@ CheckResult checkMasterReachable(const std::string& addr, int port, bool this_no
 
 CheckResult checkMasterPortFree(int port) {
   const std::string name = "master port free";
-  std::string err = tcpPortBindError(port);
-  if (err.empty()) return row(name, CheckStatus::kPass, "port " + std::to_string(port) + " can be bound on this node");
+  const Status free = tcpPortFree(port);
+  if (free.ok()) return row(name, CheckStatus::kPass, "port " + std::to_string(port) + " can be bound on this node");
   return row(
-      name, CheckStatus::kFail, "port " + std::to_string(port) + " cannot be bound: " + err,
+      name, CheckStatus::kFail, "port " + std::to_string(port) + " cannot be bound: " + free.error,
       "stop what holds it (ss -ltnp 'sport = :" + std::to_string(port) + "' shows it) or choose another --master-port");
 }
 

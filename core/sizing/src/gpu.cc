@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "dl.h"
+#include "taehv/env.h"
 #include "text.h"
 
 namespace taehv::sizing {
@@ -242,10 +243,7 @@ GpuInventory FirstWorkingGpuProbe::probe() const {
 }
 
 std::unique_ptr<GpuProbe> makeSystemGpuProbe(const Env& env) {
-  auto pick = [&](const char* var, const char* fallback) {
-    auto it = env.find(var);
-    return it != env.end() && !it->second.empty() ? it->second : std::string(fallback);
-  };
+  auto pick = [&](const char* var, const char* fallback) { return envValue(env, var).value_or(fallback); };
   std::vector<std::unique_ptr<GpuProbe>> probes;
   probes.push_back(std::make_unique<NvmlGpuProbe>(pick(kNvmlLibraryEnv, kNvmlLibrary)));
   probes.push_back(std::make_unique<CudaDriverGpuProbe>(pick(kCudaDriverLibraryEnv, kCudaDriverLibrary)));
@@ -261,22 +259,22 @@ VisibleGpus visibleGpus(const GpuInventory& inventory, const Env& env,
   }
   const std::string over = " over " + inventory.source + " (" + std::to_string(inventory.gpus.size()) + " GPU" +
                            (inventory.gpus.size() == 1 ? "" : "s") + ")";
-  auto cvd = env.find("CUDA_VISIBLE_DEVICES");
+  const std::string* cvd = findEnv(env, "CUDA_VISIBLE_DEVICES");
 
   if (inventory.filtered_by_process_env) {
     // cuInit already applied this process's CUDA_VISIBLE_DEVICES: device i is the i-th entry of that list.
     out.gpus = inventory.gpus;
-    if (cvd != env.end()) {
-      std::vector<std::string> tokens = split(cvd->second, ',');
+    if (cvd != nullptr) {
+      std::vector<std::string> tokens = split(*cvd, ',');
       for (std::size_t i = 0; i < out.gpus.size() && i < tokens.size(); ++i) out.gpus[i].device_token = trim(tokens[i]);
-      out.source = "CUDA_VISIBLE_DEVICES=" + cvd->second + " (applied by the CUDA driver)" + over;
+      out.source = "CUDA_VISIBLE_DEVICES=" + *cvd + " (applied by the CUDA driver)" + over;
     } else {
       out.source = "all GPUs" + over;
     }
     return out;
   }
 
-  if (cvd == env.end() && scheduler_indices.has() && !trim(*scheduler_indices.value).empty()) {
+  if (cvd == nullptr && scheduler_indices.has() && !trim(*scheduler_indices.value).empty()) {
     // CUDA_VISIBLE_DEVICES unset: the scheduler's list when it has one, else every GPU.
     const std::string& list = *scheduler_indices.value;
     const std::string what = "the scheduler's GPU list " + list + " (" + scheduler_indices.source + ")";
@@ -299,7 +297,7 @@ VisibleGpus visibleGpus(const GpuInventory& inventory, const Env& env,
       return out;
     }
   }
-  if (cvd == env.end()) {
+  if (cvd == nullptr) {
     out.gpus = inventory.gpus;
     out.source = "all GPUs" + over;
     return out;
@@ -307,10 +305,10 @@ VisibleGpus visibleGpus(const GpuInventory& inventory, const Env& env,
 
   // CUDA's rules: comma-separated indices or UUIDs (a unique prefix suffices); the first entry that names no GPU
   // (or repeats one) ends the list and everything after it is ignored.
-  out.source = "CUDA_VISIBLE_DEVICES=" + cvd->second + over;
-  if (trim(cvd->second).empty()) return out;
+  out.source = "CUDA_VISIBLE_DEVICES=" + *cvd + over;
+  if (trim(*cvd).empty()) return out;
   std::set<std::string> seen;
-  std::vector<std::string> tokens = split(cvd->second, ',');
+  std::vector<std::string> tokens = split(*cvd, ',');
   for (std::size_t k = 0; k < tokens.size(); ++k) {
     const std::string token = trim(tokens[k]);
     std::string problem;

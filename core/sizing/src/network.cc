@@ -125,19 +125,16 @@ std::optional<std::string> routeInterfaceFromTable(const std::string& table, con
     std::string iface, dst_hex, gw_hex, flags_hex, refcnt, use, metric_text, mask_hex;
     if (!(fields >> iface >> dst_hex >> gw_hex >> flags_hex >> refcnt >> use >> metric_text >> mask_hex)) continue;
     // Values are the raw in_addr_t (network byte order) printed in hex by the kernel on this host.
-    unsigned long dst = 0, mask = 0, flags = 0;
-    long metric = 0;
-    try {
-      dst = std::stoul(dst_hex, nullptr, 16);
-      mask = std::stoul(mask_hex, nullptr, 16);
-      flags = std::stoul(flags_hex, nullptr, 16);
-      metric = std::stol(metric_text);
-    } catch (...) {
-      continue;
-    }
+    const std::optional<unsigned long> dst = parseHex(dst_hex);
+    const std::optional<unsigned long> mask_read = parseHex(mask_hex);
+    const std::optional<unsigned long> flags = parseHex(flags_hex);
+    const std::optional<long> metric_read = parseCount<long>(metric_text);
+    if (!dst || !mask_read || !flags || !metric_read) continue;
+    const unsigned long mask = *mask_read;
+    const long metric = *metric_read;
     constexpr unsigned long kRouteUp = 0x1;  // RTF_UP
-    if ((flags & kRouteUp) == 0) continue;
-    if ((dest.s_addr & mask) != (dst & mask)) continue;
+    if ((*flags & kRouteUp) == 0) continue;
+    if ((dest.s_addr & mask) != (*dst & mask)) continue;
     int bits = __builtin_popcountl(mask);
     if (bits > best_bits || (bits == best_bits && metric < best_metric)) {
       best = iface;
@@ -148,13 +145,13 @@ std::optional<std::string> routeInterfaceFromTable(const std::string& table, con
   return best;
 }
 
-RouteChoice interfaceForDestination(const std::string& host) {
-  RouteChoice choice;
+Checked<RouteChoice> interfaceForDestination(const std::string& host) {
+  Checked<RouteChoice> result;
+  RouteChoice& choice = result.value;
   AddrInfoList list;
   std::vector<const addrinfo*> ordered;
   if (int rc = lookup(host, SOCK_DGRAM, list, ordered); rc != 0 || ordered.empty()) {
-    choice.error = "cannot resolve '" + host + "': " + (rc != 0 ? ::gai_strerror(rc) : "no address");
-    return choice;
+    return {"cannot resolve '" + host + "': " + (rc != 0 ? ::gai_strerror(rc) : "no address")};
   }
   std::string last_error;
   for (const addrinfo* ai : ordered) {
@@ -192,7 +189,7 @@ RouteChoice interfaceForDestination(const std::string& host) {
     if (!choice.interface.empty()) {
       choice.how = "the route to " + host + (dest != host ? " (" + dest + ")" : std::string()) + " leaves from " +
                    local_text + " on " + choice.interface;
-      return choice;
+      return result;
     }
     if (ai->ai_family == AF_INET) {
       std::ifstream route("/proc/net/route");
@@ -201,13 +198,12 @@ RouteChoice interfaceForDestination(const std::string& host) {
       if (auto name = routeInterfaceFromTable(text.str(), dest)) {
         choice.interface = *name;
         choice.how = "/proc/net/route: the route to " + dest + " uses " + *name;
-        return choice;
+        return result;
       }
     }
     last_error = "source address " + local_text + " belongs to no interface";
   }
-  choice.error = "no interface routes to '" + host + "': " + last_error;
-  return choice;
+  return {"no interface routes to '" + host + "': " + last_error};
 }
 
 InterfaceState interfaceState(const std::string& name) {
@@ -295,9 +291,9 @@ ConnectResult probeTcpConnect(const std::string& host, int port, std::chrono::mi
   return result;
 }
 
-std::string tcpPortBindError(int port) {
+Status tcpPortFree(int port) {
   Fd sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (sock.get() < 0) return std::string("socket: ") + std::strerror(errno);
+  if (sock.get() < 0) return {std::string("socket: ") + std::strerror(errno)};
   int one = 1;
   // The TCP store sets SO_REUSEADDR too, so a port in TIME_WAIT counts as free, as it is for the store.
   ::setsockopt(sock.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -305,7 +301,7 @@ std::string tcpPortBindError(int port) {
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_ANY);
   addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  if (::bind(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return std::strerror(errno);
+  if (::bind(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return {std::strerror(errno)};
   return {};
 }
 

@@ -10,6 +10,8 @@
 #include <regex>
 #include <sstream>
 
+#include "taehv/parse.h"
+
 namespace taehv::sizing {
 namespace fs = std::filesystem;
 
@@ -27,7 +29,7 @@ std::string shape(int nodes, int per_node) { return std::to_string(nodes) + "x" 
 double roundLr(double value) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", value);
-  return std::strtod(buf, nullptr);
+  return parseDouble(buf).value_or(value);
 }
 
 }  // namespace
@@ -36,7 +38,7 @@ std::string formatLr(double value) {
   char buf[64];
   for (int digits = 1; digits <= 17; ++digits) {
     std::snprintf(buf, sizeof buf, "%.*g", digits, value);
-    if (std::strtod(buf, nullptr) == value) break;
+    if (parseDouble(buf) == value) break;
   }
   return buf;
 }
@@ -53,8 +55,9 @@ Checked<TrainProfile> loadProfile(const std::string& path) {
     return result;
   }
   p.name = fs::path(path).stem().string();
-  p.nodes = std::atoi(m[2].str().c_str());
-  p.gpus_per_node = std::atoi(m[3].str().c_str());
+  // Digits by the pattern; a count beyond an int reads as 0, which the check below refuses.
+  p.nodes = parseCount(m[2].str()).value_or(0);
+  p.gpus_per_node = parseCount(m[3].str()).value_or(0);
   if (p.nodes < 1 || p.gpus_per_node < 1) {
     error = path + ": the name says " + shape(p.nodes, p.gpus_per_node) + "; both counts must be at least 1";
     return result;

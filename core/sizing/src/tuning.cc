@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "taehv/env.h"
 #include "text.h"
 
 namespace taehv::sizing {
@@ -28,10 +29,9 @@ std::string tierRange(const std::vector<TuningTier>& tiers, std::size_t i) {
 
 // Sets `name` unless the user already did; either way the entry records why.
 void put(Tuning& t, const Env& env, const std::string& name, const std::string& value, const std::string& reason) {
-  auto it = env.find(name);
-  if (it != env.end()) {
-    t.env[name].set(it->second, "set in your environment, kept (taehv-run would use " +
-                                    (value.empty() ? std::string("nothing") : value) + ": " + reason + ")");
+  if (const std::string* given = findEnv(env, name)) {
+    t.env[name].set(*given, "set in your environment, kept (taehv-run would use " +
+                                (value.empty() ? std::string("nothing") : value) + ": " + reason + ")");
     return;
   }
   t.env[name].set(value, reason);
@@ -54,10 +54,11 @@ std::vector<TuningTier> defaultTuningTiers() {
 
 std::optional<std::uint64_t> parseByteSize(const std::string& raw) {
   std::string t = trim(raw);
-  std::size_t digits = 0;
-  while (digits < t.size() && std::isdigit(static_cast<unsigned char>(t[digits]))) ++digits;
-  if (digits == 0 || digits > 15) return std::nullopt;
-  std::uint64_t n = std::stoull(t.substr(0, digits));
+  const std::size_t digits = std::min(t.find_first_not_of("0123456789"), t.size());
+  if (digits > 15) return std::nullopt;  // so that n * 1 GiB stays inside 64 bits
+  const std::optional<std::uint64_t> count = parseCount<std::uint64_t>(std::string_view(t).substr(0, digits));
+  if (!count) return std::nullopt;
+  const std::uint64_t n = *count;
   std::string unit = trim(t.substr(digits));
   std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return std::tolower(c); });
   std::uint64_t scale = 0;
@@ -127,10 +128,12 @@ Tuning computeTuning(const TuningInput& in, const TuningPolicy& policy) {
   if (in.master_addr.empty()) {
     t.notes.push_back("master address not known: NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME left to the libraries");
   } else {
-    RouteChoice route = in.find_interface ? in.find_interface(in.master_addr) : interfaceForDestination(in.master_addr);
-    if (!route.ok()) {
-      t.notes.push_back("no socket interface chosen: " + route.error);
+    const Checked<RouteChoice> found =
+        in.find_interface ? in.find_interface(in.master_addr) : interfaceForDestination(in.master_addr);
+    if (!found.ok()) {
+      t.notes.push_back("no socket interface chosen: " + found.error);
     } else {
+      const RouteChoice& route = found.value;
       if (route.interface == "lo" && in.nnodes > 1) {
         t.notes.push_back("MASTER_ADDR " + in.master_addr + " routes through loopback but the job has " +
                           nodesText(in.nnodes) + ": other nodes cannot reach it; use an address they can reach");
@@ -156,19 +159,16 @@ Tuning computeTuning(const TuningInput& in, const TuningPolicy& policy) {
       put(t, env, "NCCL_IB_HCA", "=" + list,
           "HCAs with an ACTIVE port in " + (fs::path(in.sysfs_root) / "class/infiniband").string() +
               " ('=' = exact names)");
-    } else if (env.count("NCCL_IB_HCA") != 0) {
-      t.env["NCCL_IB_HCA"].set(env.at("NCCL_IB_HCA"), "set in your environment, kept (no ACTIVE HCA found here)");
+    } else if (const std::string* hca = findEnv(env, "NCCL_IB_HCA")) {
+      t.env["NCCL_IB_HCA"].set(*hca, "set in your environment, kept (no ACTIVE HCA found here)");
     } else if (in.nnodes > 1) {
       t.notes.push_back("no active InfiniBand HCA under " + (fs::path(in.sysfs_root) / "class/infiniband").string() +
                         ": NCCL talks TCP sockets between nodes");
     }
-    auto debug = env.find("NCCL_DEBUG");
-    if (debug != env.end()) {
-      t.env["NCCL_DEBUG"].set(debug->second, "set in your environment, passed through");
-    }
-    auto subsys = env.find("NCCL_DEBUG_SUBSYS");
-    if (subsys != env.end()) {
-      t.env["NCCL_DEBUG_SUBSYS"].set(subsys->second, "set in your environment, passed through");
+    for (const char* name : {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS"}) {
+      if (const std::string* given = findEnv(env, name)) {
+        t.env[name].set(*given, "set in your environment, passed through");
+      }
     }
   }
   return t;

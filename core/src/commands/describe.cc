@@ -22,8 +22,8 @@ int runDescribe(Cli& cli) {
     return kUsageError;
   }
   if (!resolved.value.backend_takes_over) {
-    if (std::string sized = applySizing(vm, cli.env(), resolved.value.node); !sized.empty()) {
-      cli.log(LogLevel::kError, sized);
+    if (Status sized = applySizing(vm, cli.env(), resolved.value.node); !sized.ok()) {
+      cli.log(LogLevel::kError, sized.error);
       return kUsageError;
     }
   }
@@ -37,9 +37,8 @@ int runDescribe(Cli& cli) {
   if (vm.count("json")) {
     std::cout << describeJson(node, workers, &group.value);
   } else {
-    std::string error;
-    std::vector<std::string> command = cli.workerCommand(error);
-    if (!error.empty()) command = {"<" + error + ">"};
+    Checked<std::vector<std::string>> worker = cli.workerCommand();
+    std::vector<std::string> command = worker.ok() ? worker.value : std::vector<std::string>{"<" + worker.error + ">"};
     insertProfileArgs(node, command);
     if (!resolved.value.detection.empty()) std::cout << "detected: " << resolved.value.detection << "\n";
     if (resolved.value.backend_takes_over) {

@@ -9,7 +9,9 @@
 #include "commands/commands.h"
 #include "sizing_bridge_detail.h"
 #include "taehv/default_worker.h"
+#include "taehv/env.h"
 #include "taehv/sizing/doctor.h"
+#include "taehv/sizing/network.h"
 #include "taehv/sizing/nccl.h"
 #include "taehv/sizing/profiles.h"
 #include "taehv/sizing/sizing.h"
@@ -50,17 +52,18 @@ std::vector<sizing::CheckResult> groupChecks(const NodeDescriptor& node, const G
   }
   const int p = *plan.port.value;
   if (*node.node_rank.value == 0) {
-    const std::string why = groupPortFree(p);
-    port.status = why.empty() ? sizing::CheckStatus::kPass : sizing::CheckStatus::kFail;
+    const Status free = sizing::tcpPortFree(p);
+    port.status = free.ok() ? sizing::CheckStatus::kPass : sizing::CheckStatus::kFail;
     port.detail = "port " + std::to_string(p) + " (" + plan.port.source + ") on this node (node 0): " +
-                  (why.empty() ? "free" : "cannot be bound: " + why);
-    if (!why.empty()) port.fix = "another job or service holds it: pick a free port with --group-port (or " +
+                  (free.ok() ? "free" : "cannot be bound: " + free.error);
+    if (!free.ok()) port.fix = "another job or service holds it: pick a free port with --group-port (or " +
                                  std::string(kGroupPortEnv) + ") on every node";
   } else {
-    const std::string why = waitForMaster(plan.leader_addr, p, timeout);
-    port.status = why.empty() ? sizing::CheckStatus::kPass : sizing::CheckStatus::kWarn;
-    port.detail = "node 0's group port " + plan.address() + ": " + (why.empty() ? "reachable" : "not reachable (" + why + ")");
-    if (!why.empty()) port.fix = "start node 0 first (its taehv-run listens there), and let TCP port " +
+    const Status reached = waitForMaster(plan.leader_addr, p, timeout);
+    port.status = reached.ok() ? sizing::CheckStatus::kPass : sizing::CheckStatus::kWarn;
+    port.detail = "node 0's group port " + plan.address() + ": " +
+                  (reached.ok() ? "reachable" : "not reachable (" + reached.error + ")");
+    if (!reached.ok()) port.fix = "start node 0 first (its taehv-run listens there), and let TCP port " +
                                  std::to_string(p) + " through any firewall between the nodes";
   }
   rows.push_back(port);
@@ -116,12 +119,13 @@ int runDoctor(Cli& cli) {
 
   sizing::TrainProfile profile;
   auto resolved = cli.resolve(vm);
-  sizing::NodeSizingInput sin;
-  if (std::string error = nodeSizingInput(vm, cli.env(), resolved.ok() ? &resolved.value.node : nullptr, sin);
-      !error.empty()) {
-    cli.log(LogLevel::kError, error);
+  const Checked<sizing::NodeSizingInput> sizing_input =
+      nodeSizingInput(vm, cli.env(), resolved.ok() ? &resolved.value.node : nullptr);
+  if (!sizing_input.ok()) {
+    cli.log(LogLevel::kError, sizing_input.error);
     return kUsageError;
   }
+  const sizing::NodeSizingInput& sin = sizing_input.value;
   if (resolved.ok()) {
     const NodeDescriptor& node = resolved.value.node;
     in.backend = resolved.value.plugin != nullptr ? resolved.value.plugin->name : "local";
@@ -148,13 +152,13 @@ int runDoctor(Cli& cli) {
   if (vm.count("config") && resolved.ok()) {
     NodeDescriptor node = resolved.value.node;
     if (s.ok()) node.nproc_per_node = in.descriptor.nproc_per_node;
-    std::string e = applyProfile(vm["config"].as<std::string>(), node, &profile);
-    if (!e.empty()) in.descriptor.error = e;
+    if (Status applied = applyProfile(vm["config"].as<std::string>(), node, &profile); !applied.ok()) {
+      in.descriptor.error = applied.error;
+    }
   }
 
   std::vector<std::string> candidates;
-  auto nccl_env = cli.env().find(sizing::kNcclLibraryEnv);
-  if (nccl_env != cli.env().end() && !nccl_env->second.empty()) candidates.push_back(nccl_env->second);
+  if (auto nccl = envValue(cli.env(), sizing::kNcclLibraryEnv)) candidates.push_back(*nccl);
   candidates.push_back(sizing::kNcclLibrary);
   in.nccl = sizing::probeNccl(candidates);
 

@@ -26,14 +26,14 @@ int runLaunch(Cli& cli) {
     return r.plugin->backend->launch(cli.host(), job);
   }
   // Checked after a take-over: a backend that starts the job elsewhere needs no local trainer.
-  std::string error;
-  std::vector<std::string> command = cli.workerCommand(error);
-  if (!error.empty()) {
-    cli.log(LogLevel::kError, error);
+  Checked<std::vector<std::string>> worker = cli.workerCommand();
+  if (!worker.ok()) {
+    cli.log(LogLevel::kError, worker.error);
     return kUsageError;
   }
-  if (std::string sized = applySizing(vm, cli.env(), r.node); !sized.empty()) {
-    cli.log(LogLevel::kError, sized);  // before anything starts
+  std::vector<std::string>& command = worker.value;
+  if (Status sized = applySizing(vm, cli.env(), r.node); !sized.ok()) {
+    cli.log(LogLevel::kError, sized.error);  // before anything starts
     return kUsageError;
   }
   if (!r.node.profile.reason.empty()) cli.log(LogLevel::kInfo, "profile: " + r.node.profile.reason);
@@ -49,17 +49,18 @@ int runLaunch(Cli& cli) {
   settings.prefix_output = !vm.count("no-prefix");
   if (vm.count("log-dir")) settings.log_dir = vm["log-dir"].as<std::string>();
   if (vm.count("local-ranks-filter")) {
-    settings.local_ranks = parseRankList(vm["local-ranks-filter"].as<std::string>(), error);
-    for (int local : settings.local_ranks) {
-      if (error.empty() && local >= *r.node.nproc_per_node.value) {
-        error = "--local-ranks-filter names local rank " + std::to_string(local) + " but this node runs " +
-                std::to_string(*r.node.nproc_per_node.value) + " worker(s)";
+    Checked<std::vector<int>> ranks = parseRankList(vm["local-ranks-filter"].as<std::string>());
+    for (int local : ranks.value) {
+      if (ranks.ok() && local >= *r.node.nproc_per_node.value) {
+        ranks.error = "--local-ranks-filter names local rank " + std::to_string(local) + " but this node runs " +
+                      std::to_string(*r.node.nproc_per_node.value) + " worker(s)";
       }
     }
-    if (!error.empty()) {
-      cli.log(LogLevel::kError, error);
+    if (!ranks.ok()) {
+      cli.log(LogLevel::kError, ranks.error);
       return kUsageError;
     }
+    settings.local_ranks = ranks.value;
   }
   auto group = planGroup(r.node, groupFlags(vm), cli.env());
   if (!group.ok()) {

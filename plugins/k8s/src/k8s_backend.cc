@@ -2,11 +2,12 @@
 // environments to a node plan (taehv/k8s/k8s_mapping.h), and renders/submits jobs (taehv/k8s/k8s_render.h).
 #include <cstdio>
 
+#include "taehv/env.h"
 #include "taehv/k8s/k8s_mapping.h"
 #include "taehv/k8s/k8s_render.h"
 #include "taehv/plugin_api.h"
 #include "taehv/process/run.h"
-#include "taehv/torch_env/env_reader.h"
+#include "taehv/torch_env/container_plan.h"
 
 namespace taehv::k8s {
 namespace {
@@ -56,7 +57,7 @@ class K8sBackend final : public Backend {
       return std::ferror(stdout) ? 1 : 0;
     }
     // Only the host's PATH is searched; an unset or empty one finds nothing (rather than guessing the current folder).
-    const auto path = torch_env::envValue(host.env, "PATH");
+    const auto path = envValue(host.env, "PATH");
     const std::string kubectl = path ? process::findExecutable("kubectl", *path) : "";
     if (kubectl.empty()) {
       logError(host,

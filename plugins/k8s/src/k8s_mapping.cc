@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <limits>
 
-#include "taehv/torch_env/env_reader.h"
+#include "taehv/env.h"
+#include "taehv/parse.h"
+#include "taehv/torch_env/container_plan.h"
 #include "taehv/torch_env/torch_style.h"
 
 namespace taehv::k8s {
@@ -18,56 +20,65 @@ bool hasAny(const Env& env, std::initializer_list<const char*> names) {
 
 std::string sourcedInt(const Sourced<int>& v) { return std::to_string(*v.value) + " (" + v.source + ")"; }
 
-/// Reads one value that the platform may give under two names (e.g. RANK and PET_NODE_RANK); they must agree.
-std::string readIntEither(const Env& env, const char* first, const char* second, int min_value, int max_value,
-                          Sourced<int>& out) {
-  Sourced<int> a, b;
-  if (auto e = readIntEnv(env, first, min_value, max_value, a); !e.empty()) return e;
-  if (auto e = readIntEnv(env, second, min_value, max_value, b); !e.empty()) return e;
-  if (a.has() && b.has() && *a.value != *b.value) {
-    return std::string(first) + "=" + std::to_string(*a.value) + " and " + second + "=" + std::to_string(*b.value) +
-           " disagree; the pod's environment is inconsistent";
-  }
-  out = a.has() ? a : b;
-  return "";
+/// Reads `name` into `field` when it is set (see readCountEnv).
+Status readCountInto(Sourced<int>& field, const Env& env, const std::string& name, int min_value, int max_value) {
+  const Checked<Sourced<int>> read = readCountEnv(env, name, min_value, max_value);
+  if (!read.ok()) return {read.error};
+  if (read.value.has()) field = read.value;
+  return {};
 }
 
-std::string readStringEither(const Env& env, const char* first, const char* second, Sourced<std::string>& out) {
+/// Reads one value that the platform may give under two names (e.g. RANK and PET_NODE_RANK); they must agree.
+Checked<Sourced<int>> readCountEither(const Env& env, const char* first, const char* second, int min_value,
+                                      int max_value) {
+  const Checked<Sourced<int>> a = readCountEnv(env, first, min_value, max_value);
+  if (!a.ok()) return a;
+  const Checked<Sourced<int>> b = readCountEnv(env, second, min_value, max_value);
+  if (!b.ok()) return b;
+  if (a.value.has() && b.value.has() && *a.value.value != *b.value.value) {
+    return {std::string(first) + "=" + std::to_string(*a.value.value) + " and " + second + "=" +
+            std::to_string(*b.value.value) + " disagree; the pod's environment is inconsistent"};
+  }
+  return a.value.has() ? a : b;
+}
+
+Checked<Sourced<std::string>> readStringEither(const Env& env, const char* first, const char* second) {
+  Checked<Sourced<std::string>> out;
   auto a = envValue(env, first);
   auto b = envValue(env, second);
   if (a && b && *a != *b) {
-    return std::string(first) + "=" + *a + " and " + second + "=" + *b +
-           " disagree; the pod's environment is "
-           "inconsistent";
+    return {std::string(first) + "=" + *a + " and " + second + "=" + *b +
+            " disagree; the pod's environment is "
+            "inconsistent"};
   }
   if (a)
-    out.set(*a, std::string("env ") + first);
+    out.value.set(*a, std::string("env ") + first);
   else if (b)
-    out.set(*b, std::string("env ") + second);
-  return "";
+    out.value.set(*b, std::string("env ") + second);
+  return out;
 }
 
 /// The restart attempt a JobSet passes in (JOBSET_RESTART_ATTEMPT, downward API), as the plan's restart count.
-std::string readRestartAttempt(const Env& env, NodePlan& p) {
+Status readRestartAttempt(const Env& env, NodePlan& p) {
   // Bounded again (and named) by the host's validation of restart counts.
-  return readIntEnv(env, kEnvJobSetRestartAttempt, 0, std::numeric_limits<int>::max(), p.restart_count);
+  return readCountInto(p.restart_count, env, kEnvJobSetRestartAttempt, 0, std::numeric_limits<int>::max());
 }
 
 /// JobSet: the master is pod 0 of Job 0 of the replicated Job, <jobset>-<replicatedJob>-0-0, under the headless
 /// Service JobSet names after itself (unless network.subdomain says otherwise: then TAEHV_K8S_MASTER_ADDR is needed).
-std::string jobSetMaster(const Env& env, NodePlan& p) {
-  if (p.master_addr.has()) return "";
+Status jobSetMaster(const Env& env, NodePlan& p) {
+  if (p.master_addr.has()) return {};
   auto jobset = envValue(env, kEnvJobSetName);
   auto rjob = envValue(env, kEnvJobSetReplicatedJob);
   if (!rjob) {
-    return std::string("JobSet ") + *jobset + ": no master: set " + kEnvK8sMasterAddr +
-           " (pod 0's name, e.g. <jobset>-<replicatedJob>-0-0.<jobset>) or pass " + kEnvJobSetReplicatedJob +
-           " from the label jobset.sigs.k8s.io/replicatedjob-name through the downward API";
+    return {std::string("JobSet ") + *jobset + ": no master: set " + kEnvK8sMasterAddr +
+            " (pod 0's name, e.g. <jobset>-<replicatedJob>-0-0.<jobset>) or pass " + kEnvJobSetReplicatedJob +
+            " from the label jobset.sigs.k8s.io/replicatedjob-name through the downward API"};
   }
   const std::string rule = std::string("rule: <") + kEnvJobSetName + ">-<" + kEnvJobSetReplicatedJob + ">-0-0.<" +
                            kEnvJobSetName + "> (pod 0 under JobSet's headless Service)";
   p.master_addr.set(*jobset + "-" + *rjob + "-0-0." + *jobset, rule);
-  return "";
+  return {};
 }
 
 /// Indexed Job (ours) and JobSet (ours or a user's): node rank = JOB_COMPLETION_INDEX, the rest from the TAEHV_K8S_*
@@ -77,22 +88,26 @@ PlanResult planIndexed(const Env& env, const PlanRequest& request, K8sFlavor fla
   const std::string platform = k8sFlavorName(flavor);
   PlanResult r;
   NodePlan& p = r.value;
-  if (auto e = readIntEnv(env, "JOB_COMPLETION_INDEX", 0, kMaxNodes - 1, p.node_rank); !e.empty()) return failedPlan(e);
+  if (Status s = readCountInto(p.node_rank, env, "JOB_COMPLETION_INDEX", 0, kMaxNodes - 1); !s.ok()) {
+    return failedPlan(s.error);
+  }
   if (jobset && !p.node_rank.has()) {
     return failedPlan(platform + " " + *envValue(env, kEnvJobSetName) +
                       ": JOB_COMPLETION_INDEX is not set; make the replicated Job Indexed (completionMode: Indexed)");
   }
   if (jobset) {
     Sourced<int> job_index;
-    if (auto e = readIntEnv(env, kEnvJobSetJobIndex, 0, kMaxNodes - 1, job_index); !e.empty()) return failedPlan(e);
+    if (Status s = readCountInto(job_index, env, kEnvJobSetJobIndex, 0, kMaxNodes - 1); !s.ok()) {
+      return failedPlan(s.error);
+    }
     if (job_index.has() && *job_index.value != 0) {
       return failedPlan(platform + ": " + kEnvJobSetJobIndex + "=" + std::to_string(*job_index.value) +
                         ": taehv-run maps one Indexed Job of N pods (replicas: 1, completions: N); give the "
                         "replicated Job replicas: 1 and completions = nodes");
     }
-    if (auto e = readRestartAttempt(env, p); !e.empty()) return failedPlan(e);
+    if (Status s = readRestartAttempt(env, p); !s.ok()) return failedPlan(s.error);
   }
-  if (auto e = readIntEnv(env, kEnvK8sNnodes, 1, kMaxNodes, p.nnodes); !e.empty()) return failedPlan(e);
+  if (Status s = readCountInto(p.nnodes, env, kEnvK8sNnodes, 1, kMaxNodes); !s.ok()) return failedPlan(s.error);
   if (!p.nnodes.has()) {
     const std::string render =
         jobset ? "`taehv-run --backend k8s render --flavor jobset`" : "`taehv-run --backend k8s render`";
@@ -104,14 +119,16 @@ PlanResult planIndexed(const Env& env, const PlanRequest& request, K8sFlavor fla
   }
   if (auto a = envValue(env, kEnvK8sMasterAddr)) p.master_addr.set(*a, std::string("env ") + kEnvK8sMasterAddr);
   if (jobset) {
-    if (auto e = jobSetMaster(env, p); !e.empty()) return failedPlan(e);
+    if (Status s = jobSetMaster(env, p); !s.ok()) return failedPlan(s.error);
   }
-  if (auto e = readPortEnv(env, kEnvK8sMasterPort, p.master_port); !e.empty()) return failedPlan(e);
+  if (Status s = readCountInto(p.master_port, env, kEnvK8sMasterPort, 1, 65535); !s.ok()) return failedPlan(s.error);
   if (jobset && !p.master_port.has()) {
     p.master_port.set(kDefaultMasterPort, std::string("default (") + kEnvK8sMasterPort + " not set)");
   }
-  if (auto e = readIntEnv(env, kEnvK8sNprocPerNode, 1, 1024, p.nproc_per_node); !e.empty()) return failedPlan(e);
-  if (auto e = readIntEnv(env, kEnvK8sGpusPerNode, 0, 1024, p.gpus_on_node); !e.empty()) return failedPlan(e);
+  if (Status s = readCountInto(p.nproc_per_node, env, kEnvK8sNprocPerNode, 1, 1024); !s.ok()) {
+    return failedPlan(s.error);
+  }
+  if (Status s = readCountInto(p.gpus_on_node, env, kEnvK8sGpusPerNode, 0, 1024); !s.ok()) return failedPlan(s.error);
   if (auto job = envValue(env, kEnvK8sJobName)) {
     p.run_id.set(*job, std::string("env ") + kEnvK8sJobName);
   } else if (jobset) {
@@ -155,20 +172,22 @@ PlanResult planPetVariables(const Env& env, const PlanRequest& request, K8sFlavo
   const std::string platform = k8sFlavorName(flavor);
   PlanResult r;
   NodePlan& p = r.value;
-  if (auto e = readIntEither(env, "PET_NODE_RANK", "RANK", 0, kMaxNodes - 1, p.node_rank); !e.empty()) {
-    return failedPlan(platform + ": " + e);
-  }
+  const Checked<Sourced<int>> node_rank = readCountEither(env, "PET_NODE_RANK", "RANK", 0, kMaxNodes - 1);
+  if (!node_rank.ok()) return failedPlan(platform + ": " + node_rank.error);
+  p.node_rank = node_rank.value;
   if (!p.node_rank.has()) return failedPlan(platform + ": neither RANK nor PET_NODE_RANK is set; no node rank");
   if (trainjob) {
     Sourced<int> index;
-    if (auto e = readIntEnv(env, "JOB_COMPLETION_INDEX", 0, kMaxNodes - 1, index); !e.empty()) return failedPlan(e);
+    if (Status s = readCountInto(index, env, "JOB_COMPLETION_INDEX", 0, kMaxNodes - 1); !s.ok()) {
+      return failedPlan(s.error);
+    }
     if (*index.value != *p.node_rank.value) {
       const char* rank_name = envValue(env, "PET_NODE_RANK") ? "PET_NODE_RANK" : "RANK";
       return failedPlan(platform + ": " + rank_name + "=" + std::to_string(*p.node_rank.value) +
                         " and JOB_COMPLETION_INDEX=" + std::to_string(*index.value) +
                         " disagree; the Trainer derives one from the other: the pod's environment is inconsistent");
     }
-    if (auto e = readRestartAttempt(env, p); !e.empty()) return failedPlan(e);
+    if (Status s = readRestartAttempt(env, p); !s.ok()) return failedPlan(s.error);
   }
 
   // PET_NPROC_PER_NODE: a number, or auto/cpu/gpu (torchrun decides); the operator then counts 1 per pod.
@@ -196,8 +215,8 @@ PlanResult planPetVariables(const Env& env, const PlanRequest& request, K8sFlavo
                         " is an elastic range; taehv-run needs a fixed node "
                         "count: remove elasticPolicy from the PyTorchJob (or set minReplicas = maxReplicas)");
     }
-    if (auto e = readIntEnv(env, "PET_NNODES", 1, kMaxNodes, p.nnodes); !e.empty()) {
-      return failedPlan(platform + ": " + e);
+    if (Status s = readCountInto(p.nnodes, env, "PET_NNODES", 1, kMaxNodes); !s.ok()) {
+      return failedPlan(platform + ": " + s.error);
     }
   }
 
@@ -243,12 +262,12 @@ PlanResult planPetVariables(const Env& env, const PlanRequest& request, K8sFlavo
     return failedPlan(platform + ": neither PET_NNODES nor WORLD_SIZE is set; no node count");
   }
 
-  if (auto e = readStringEither(env, "PET_MASTER_ADDR", "MASTER_ADDR", p.master_addr); !e.empty()) {
-    return failedPlan(platform + ": " + e);
-  }
-  if (auto e = readIntEither(env, "PET_MASTER_PORT", "MASTER_PORT", 1, 65535, p.master_port); !e.empty()) {
-    return failedPlan(platform + ": " + e);
-  }
+  const Checked<Sourced<std::string>> master_addr = readStringEither(env, "PET_MASTER_ADDR", "MASTER_ADDR");
+  if (!master_addr.ok()) return failedPlan(platform + ": " + master_addr.error);
+  p.master_addr = master_addr.value;
+  const Checked<Sourced<int>> master_port = readCountEither(env, "PET_MASTER_PORT", "MASTER_PORT", 1, 65535);
+  if (!master_port.ok()) return failedPlan(platform + ": " + master_port.error);
+  p.master_port = master_port.value;
   // The operator names the master pod <job>-master-0, the Trainer <trainjob>-node-0-0.<trainjob>: the job's name
   // is a stable run id for all pods.
   if (p.master_addr.has()) {

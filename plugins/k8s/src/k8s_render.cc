@@ -149,12 +149,12 @@ std::string readCountFlag(const std::string& flag, const std::string& text, int 
 
 }  // namespace
 
-std::string checkK8sJobName(const std::string& name, const std::string& flavor, int nodes) {
+Status checkK8sJobName(const std::string& name, const std::string& flavor, int nodes) {
   static const std::regex kDns1035(R"(^[a-z]([-a-z0-9]*[a-z0-9])?$)");
   if (!std::regex_match(name, kDns1035)) {
-    return "--name " + name +
-           " is not a valid Kubernetes name: lower-case letters, digits and '-', starting with "
-           "a letter and ending with a letter or digit (e.g. --name taehv-train)";
+    return {"--name " + name +
+            " is not a valid Kubernetes name: lower-case letters, digits and '-', starting with "
+            "a letter and ending with a letter or digit (e.g. --name taehv-train)"};
   }
   // Pod host names (<job>-<index>, <job>-worker-<index>, <job>-node-0-<index>) must stay DNS labels of at most 63
   // characters.
@@ -163,9 +163,9 @@ std::string checkK8sJobName(const std::string& name, const std::string& flavor, 
   if (flavor == "pytorchjob") longest_pod = name + "-worker-" + std::to_string(std::max(nodes - 2, 0));
   if (flavor == "jobset" || flavor == "trainjob") longest_pod = name + "-" + kReplicatedJob + "-0-" + last;
   if (longest_pod.size() > 63) {
-    return "--name " + name + " is too long: pod host name " + longest_pod + " would exceed 63 characters";
+    return {"--name " + name + " is too long: pod host name " + longest_pod + " would exceed 63 characters"};
   }
-  return "";
+  return {};
 }
 
 std::string k8sRenderUsage() {
@@ -261,7 +261,7 @@ std::string parseK8sRenderArgs(const std::vector<std::string>& args, K8sRenderOp
   if (out.nodes < 1) return "--nodes N is required (the number of pods, one per node)";
   if (!have_gpus) return "--gpus-per-node G is required (0 for CPU-only pods)";
   if (out.image.empty()) return "--image IMAGE is required (an image with taehv-run installed)";
-  if (std::string e = torch_env::imageReferenceError(out.image); !e.empty()) return e;
+  if (Status image = torch_env::checkImageReference(out.image); !image.ok()) return image.error;
   if (!out.namespace_name.empty()) {
     static const std::regex kDns1123(R"(^[a-z0-9]([-a-z0-9]*[a-z0-9])?$)");
     if (!std::regex_match(out.namespace_name, kDns1123) || out.namespace_name.size() > 63) {
@@ -274,7 +274,7 @@ std::string parseK8sRenderArgs(const std::vector<std::string>& args, K8sRenderOp
       return "--runtime " + out.runtime_name + " is not a valid Kubernetes name (lower-case letters, digits, '-')";
     }
   }
-  return checkK8sJobName(out.name, out.flavor, out.nodes);
+  return checkK8sJobName(out.name, out.flavor, out.nodes).error;
 }
 
 std::string renderK8s(const K8sRenderOptions& options) {

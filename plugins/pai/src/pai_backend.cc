@@ -2,10 +2,11 @@
 // (taehv/pai/pai_job.h).
 #include <cstdio>
 
+#include "taehv/env.h"
 #include "taehv/pai/pai_job.h"
 #include "taehv/plugin_api.h"
 #include "taehv/process/run.h"
-#include "taehv/torch_env/env_reader.h"
+#include "taehv/torch_env/container_plan.h"
 
 namespace taehv::pai {
 namespace {
@@ -53,7 +54,7 @@ class PaiBackend final : public Backend {
       return std::ferror(stdout) ? 1 : 0;
     }
     // Only the host's PATH is searched; an unset or empty one finds nothing (rather than guessing the current folder).
-    const auto path = torch_env::envValue(host.env, "PATH");
+    const auto path = envValue(host.env, "PATH");
     const std::string aliyun = path ? process::findExecutable("aliyun", *path) : "";
     if (aliyun.empty()) {
       logError(host,

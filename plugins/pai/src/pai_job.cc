@@ -4,8 +4,10 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "taehv/env.h"
+#include "taehv/parse.h"
 #include "taehv/torch_env/container_image.h"
-#include "taehv/torch_env/env_reader.h"
+#include "taehv/torch_env/container_plan.h"
 #include "taehv/torch_env/torch_style.h"
 
 namespace taehv::pai {
@@ -175,7 +177,7 @@ std::string parsePaiRenderArgs(const std::vector<std::string>& args, PaiRenderOp
   if (out.nodes < 1) return "--nodes N is required (the number of nodes: 1 Master + N-1 Workers)";
   if (!have_gpus) return "--gpus-per-node G is required (0 for CPU-only nodes)";
   if (out.image.empty()) return "--image IMAGE is required (an image with taehv-run installed)";
-  if (std::string e = imageReferenceError(out.image); !e.empty()) return e;
+  if (Status image = checkImageReference(out.image); !image.ok()) return image.error;
   static const std::regex kName(R"(^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$)");
   if (!std::regex_match(out.name, kName)) {
     return "--name " + out.name + " is not a valid DLC job name: letters, digits, '_' and '-', at most 128";

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
-
 #include <cstdint>
+#include <optional>
+
+#include "taehv/parse.h"
 
 namespace taehv::slurm {
 namespace {
@@ -40,49 +42,44 @@ void appendNumber(std::string& out, std::uint64_t n, int width) {
   while (len > 0) out.push_back(digits[--len]);
 }
 
-/// Parses a decimal number of at most kMaxDigits digits; false when `s` is empty or not all digits.
-bool parseNumber(std::string_view s, std::uint64_t& out) {
-  if (s.empty() || s.size() > kMaxDigits) return false;
-  std::uint64_t v = 0;
-  for (char c : s) {
-    if (!isDigit(c)) return false;
-    v = v * 10 + static_cast<std::uint64_t>(c - '0');
-  }
-  out = v;
-  return true;
+/// A decimal number of at most kMaxDigits digits (leading zeros count: they are the width); nullopt otherwise.
+std::optional<std::uint64_t> parseNumber(std::string_view s) {
+  if (s.size() > kMaxDigits) return std::nullopt;
+  return parseCount<std::uint64_t>(s);
 }
 
-/// Parses the inside of one bracket group ("1-3,7"); returns an error message or "".
-std::string parseGroup(std::string_view body, Group& group) {
-  if (body.empty()) return "empty brackets '[]': write at least one number or range, e.g. n[1-3]";
+/// Parses the inside of one bracket group ("1-3,7").
+Checked<Group> parseGroup(std::string_view body) {
+  Checked<Group> result;
+  Group& group = result.value;
+  if (body.empty()) return {"empty brackets '[]': write at least one number or range, e.g. n[1-3]"};
   std::size_t start = 0;
   while (start <= body.size()) {
     std::size_t comma = body.find(',', start);
     if (comma == std::string_view::npos) comma = body.size();
     std::string_view item = body.substr(start, comma - start);
-    if (item.empty()) return "empty range in " + quoted("[" + std::string(body) + "]") + " (stray comma)";
+    if (item.empty()) return {"empty range in " + quoted("[" + std::string(body) + "]") + " (stray comma)"};
     std::size_t dash = item.find('-');
     std::string_view lo_text = item.substr(0, dash);
     std::string_view hi_text = dash == std::string_view::npos ? lo_text : item.substr(dash + 1);
-    Range r;
-    if (!parseNumber(lo_text, r.lo) || !parseNumber(hi_text, r.hi)) {
-      return "range " + quoted(item) + " is not N or LO-HI with decimal numbers of at most 18 digits";
+    const std::optional<std::uint64_t> lo = parseNumber(lo_text);
+    const std::optional<std::uint64_t> hi = parseNumber(hi_text);
+    if (!lo || !hi) return {"range " + quoted(item) + " is not N or LO-HI with decimal numbers of at most 18 digits"};
+    if (*lo > *hi) return {"range " + quoted(item) + " goes backwards: write the low number first"};
+    if (*hi - *lo >= kMaxHostsPerRange) {
+      return {"range " + quoted(item) + " holds more than " + std::to_string(kMaxHostsPerRange) +
+              " hosts (SLURM's limit per range)"};
     }
-    if (r.lo > r.hi) return "range " + quoted(item) + " goes backwards: write the low number first";
-    if (r.hi - r.lo >= kMaxHostsPerRange) {
-      return "range " + quoted(item) + " holds more than " + std::to_string(kMaxHostsPerRange) +
-             " hosts (SLURM's limit per range)";
-    }
-    r.width = static_cast<int>(lo_text.size());
+    const Range r{*lo, *hi, static_cast<int>(lo_text.size())};
     group.ranges.push_back(r);
     group.count += static_cast<std::size_t>(r.hi - r.lo + 1);
     start = comma + 1;
   }
-  return "";
+  return result;
 }
 
-/// Expands one token (no separators outside brackets) and appends its hosts; returns an error or "".
-std::string expandToken(std::string_view token, std::vector<std::string>& hosts) {
+/// Expands one token (no separators outside brackets) and appends its hosts to `hosts`.
+Status expandToken(std::string_view token, std::vector<std::string>& hosts) {
   // Split into literal texts and groups: texts[0] group[0] texts[1] group[1] ... texts[n].
   std::vector<std::string_view> texts;
   std::vector<Group> groups;
@@ -90,42 +87,41 @@ std::string expandToken(std::string_view token, std::vector<std::string>& hosts)
   std::size_t text_start = 0;
   while (pos < token.size()) {
     char c = token[pos];
-    if (c == ']') return "']' without a matching '['";
+    if (c == ']') return {"']' without a matching '['"};
     if (c != '[') {
       ++pos;
       continue;
     }
     std::size_t close = token.find_first_of("[]", pos + 1);
     if (close == std::string_view::npos || token[close] == '[') {
-      if (close != std::string_view::npos) return "'[' inside brackets: groups cannot nest";
-      return "'[' is never closed: add the ']' (e.g. n[1-3])";
+      if (close != std::string_view::npos) return {"'[' inside brackets: groups cannot nest"};
+      return {"'[' is never closed: add the ']' (e.g. n[1-3])"};
     }
     texts.push_back(token.substr(text_start, pos - text_start));
-    Group g;
-    std::string err = parseGroup(token.substr(pos + 1, close - pos - 1), g);
-    if (!err.empty()) return err;
-    groups.push_back(std::move(g));
+    Checked<Group> group = parseGroup(token.substr(pos + 1, close - pos - 1));
+    if (!group.ok()) return {group.error};
+    groups.push_back(std::move(group.value));
     pos = close + 1;
     text_start = pos;
   }
   texts.push_back(token.substr(text_start));
   if (groups.empty()) {
     hosts.emplace_back(token);
-    return "";
+    return {};
   }
   if (!texts.back().empty()) {
-    return "text " + quoted(texts.back()) +
-           " after the last ']': SLURM allows a bracket group only at the end of a name or before another group";
+    return {"text " + quoted(texts.back()) +
+            " after the last ']': SLURM allows a bracket group only at the end of a name or before another group"};
   }
   std::size_t total = 1;
   for (const Group& g : groups) {
     if (total > kMaxHostsPerList / g.count) {
-      return "expands to more than " + std::to_string(kMaxHostsPerList) + " hosts";
+      return {"expands to more than " + std::to_string(kMaxHostsPerList) + " hosts"};
     }
     total *= g.count;
   }
   if (hosts.size() + total > kMaxHostsPerList) {
-    return "expands to more than " + std::to_string(kMaxHostsPerList) + " hosts";
+    return {"expands to more than " + std::to_string(kMaxHostsPerList) + " hosts"};
   }
   // SLURM's order (hostlist.c, _push_range_list): the last group varies fastest; the others are expanded
   // right to left by recursion, so the second-to-last group varies slowest and the first one next to the
@@ -156,7 +152,7 @@ std::string expandToken(std::string_view token, std::vector<std::string>& hosts)
       if (ri != 0) break;  // this group moved on; the slower ones stay
     }
   }
-  return "";
+  return {};
 }
 
 // ---- compression: SLURM's hostrange merging (hostlist.c: hostlist_push_range, _width_equiv) ----
@@ -176,14 +172,14 @@ HostRange splitHost(const std::string& host) {
   std::size_t end = host.size();
   std::size_t start = end;
   while (start > 0 && isDigit(host[start - 1])) --start;
-  std::uint64_t num = 0;
-  if (start == end || !parseNumber(std::string_view(host).substr(start), num)) {
+  const std::optional<std::uint64_t> num = parseNumber(std::string_view(host).substr(start));
+  if (!num) {
     r.prefix = host;
     return r;
   }
   r.prefix = host.substr(0, start);
   r.numbered = true;
-  r.lo = r.hi = num;
+  r.lo = r.hi = *num;
   r.width = static_cast<int>(end - start);
   return r;
 }
@@ -249,8 +245,7 @@ HostlistResult expandHostlist(std::string_view list) {
       }
     }
     while (pos < list.size() && !isSeparator(list[pos])) ++pos;  // after a nested '[': keep the whole token
-    std::string err = expandToken(list.substr(start, pos - start), result.value);
-    if (!err.empty()) return fail(err);
+    if (Status s = expandToken(list.substr(start, pos - start), result.value); !s.ok()) return fail(s.error);
   }
   if (result.value.empty()) return fail("no host names: give e.g. n[1-4] or n1,n2");
   for (const std::string& host : result.value) {

@@ -135,8 +135,9 @@ std::string parseSubmitArgs(const std::vector<std::string>& args, SubmitOptions&
     } else if (arg == "--node-nprocs") {
       err = text(scratch);
       if (err.empty()) {
-        out.node_nprocs = expandTasksPerNode(scratch, err);
-        if (!err.empty()) err = "--node-nprocs: " + err;
+        Checked<std::vector<int>> counts = expandTasksPerNode(scratch);
+        out.node_nprocs = counts.value;
+        if (!counts.ok()) err = "--node-nprocs: " + counts.error;
         for (std::size_t k = 0; err.empty() && k < out.node_nprocs.size(); ++k) {
           if (out.node_nprocs[k] < 1 || out.node_nprocs[k] > 1024) {
             err = "--node-nprocs " + scratch + ": node " + std::to_string(k) + " has " +

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "taehv/env.h"
 #include "taehv/plugin_api.h"
 #include "taehv/process/run.h"
 #include "taehv/slurm/hostlist.h"
@@ -64,14 +65,14 @@ int runHostnames(const HostContext& host, const std::vector<std::string>& args, 
   }
   std::string list = joinArgs(args);
   if (args.empty()) {
-    auto it = host.env.find("SLURM_JOB_NODELIST");
-    if (it == host.env.end()) {
+    const std::string* nodelist = findEnv(host.env, "SLURM_JOB_NODELIST");
+    if (nodelist == nullptr) {
       logTo(host, LogLevel::kError,
             std::string("usage: taehv-run --backend slurm ") + (compress ? "hostlist" : "hostnames") +
                 " LIST (e.g. n[1-4]); without LIST, SLURM_JOB_NODELIST is used but it is not set");
       return 2;
     }
-    list = it->second;
+    list = *nodelist;
   }
   HostlistResult hosts = expandHostlist(list);
   if (!hosts.ok()) {  // bad input, like every usage error: exit 2
@@ -119,8 +120,7 @@ int runSubmit(const HostContext& host, const std::vector<std::string>& args) {
   std::string file = opts.script_file;
   bool temporary = file.empty();
   if (temporary) {
-    std::string tmpdir = "/tmp";
-    if (auto it = host.env.find("TMPDIR"); it != host.env.end() && !it->second.empty()) tmpdir = it->second;
+    const std::string tmpdir = envValue(host.env, "TMPDIR").value_or("/tmp");
     std::string pattern = tmpdir + "/taehv-sbatch-XXXXXX";
     int fd = mkstemp(pattern.data());
     if (fd < 0) {

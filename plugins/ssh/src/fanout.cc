@@ -226,7 +226,7 @@ std::map<std::string, std::string> forwardedEnv(const std::map<std::string, std:
   return out;
 }
 
-std::string parseEnvFile(const std::string& text, const std::string& origin, std::map<std::string, std::string>* out) {
+Status parseEnvFile(const std::string& text, const std::string& origin, std::map<std::string, std::string>* out) {
   std::istringstream in(text);
   std::string line;
   int line_no = 0;
@@ -237,25 +237,23 @@ std::string parseEnvFile(const std::string& text, const std::string& origin, std
     while (b < line.size() && std::isspace(static_cast<unsigned char>(line[b]))) ++b;
     if (b == line.size() || line[b] == '#') continue;
     const auto eq = line.find('=');
-    if (eq == std::string::npos) {
-      return origin + ":" + std::to_string(line_no) + ": expected KEY=VALUE";
-    }
+    if (eq == std::string::npos) return {origin + ":" + std::to_string(line_no) + ": expected KEY=VALUE"};
     const std::string name = line.substr(b, eq - b);
     if (!isValidEnvName(name)) {
-      return origin + ":" + std::to_string(line_no) + ": '" + name +
-             "' is not a valid variable name (letters, digits, '_'; not starting with a digit)";
+      return {origin + ":" + std::to_string(line_no) + ": '" + name +
+              "' is not a valid variable name (letters, digits, '_'; not starting with a digit)"};
     }
     (*out)[name] = line.substr(eq + 1);
   }
   return {};
 }
 
-std::string parseEnvAssignment(const std::string& kv, std::map<std::string, std::string>* out) {
+Status parseEnvAssignment(const std::string& kv, std::map<std::string, std::string>* out) {
   const auto eq = kv.find('=');
-  if (eq == std::string::npos) return "--env '" + kv + "': expected NAME=VALUE";
+  if (eq == std::string::npos) return {"--env '" + kv + "': expected NAME=VALUE"};
   const std::string name = kv.substr(0, eq);
   if (!isValidEnvName(name)) {
-    return "--env: '" + name + "' is not a valid variable name (letters, digits, '_'; not starting with a digit)";
+    return {"--env: '" + name + "' is not a valid variable name (letters, digits, '_'; not starting with a digit)"};
   }
   (*out)[name] = kv.substr(eq + 1);
   return {};

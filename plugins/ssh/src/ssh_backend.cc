@@ -22,6 +22,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "taehv/env.h"
 #include "taehv/group/job_token.h"
 #include "taehv/group/node_group.h"
 #include "taehv/parse.h"
@@ -99,16 +100,12 @@ std::string lastOption(const Options& options, const std::string& name) {
   return it->second.back();
 }
 
-bool readFile(const std::string& path, std::string* text, std::string* error) {
+Checked<std::string> readFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    *error = "cannot read " + path + ": " + std::strerror(errno);
-    return false;
-  }
+  if (!in) return {"cannot read " + path + ": " + std::strerror(errno)};
   std::ostringstream s;
   s << in.rdbuf();
-  *text = s.str();
-  return true;
+  return {"", s.str()};
 }
 
 std::string currentDirectory() {
@@ -118,28 +115,27 @@ std::string currentDirectory() {
 
 /// The job's hosts and shape from --hostfile, --include/--exclude, `nproc` and `nnodes` (flag texts, empty =
 /// unset), or why there are none.
-std::string loadJobShape(const Options& opts, const std::string& nproc, const std::string& nnodes, JobShape* shape) {
+Checked<JobShape> loadJobShape(const Options& opts, const std::string& nproc, const std::string& nnodes) {
   const std::string hostfile = lastOption(opts, "hostfile");
-  if (hostfile.empty()) return "--hostfile needs a file name";
-  std::string text;
-  std::string error;
-  if (!readFile(hostfile, &text, &error)) return error;
-  HostsResult parsed = parseHostfile(text, hostfile);
-  if (!parsed.ok()) return parsed.error;
+  if (hostfile.empty()) return {"--hostfile needs a file name"};
+  const Checked<std::string> text = readFile(hostfile);
+  if (!text.ok()) return {text.error};
+  HostsResult parsed = parseHostfile(text.value, hostfile);
+  if (!parsed.ok()) return {parsed.error};
   HostsResult filtered = filterHosts(parsed.value, lastOption(opts, "include"), lastOption(opts, "exclude"));
-  if (!filtered.ok()) return filtered.error;
-  *shape = shapeJob(filtered.value, nnodes, nproc);
-  return shape->error;
+  if (!filtered.ok()) return {filtered.error};
+  JobShape shape = shapeJob(filtered.value, nnodes, nproc);
+  return {shape.error, std::move(shape)};
 }
 
-/// "" when the fan-out can take `hosts` hosts (warning beyond kTestedHosts); else why not. Raises the soft limit
-/// on open files to the hard one when the job's ssh clients need more descriptors than the soft one allows.
+/// Whether the fan-out can take `hosts` hosts (warning beyond kTestedHosts); fails with why not. Raises the soft
+/// limit on open files to the hard one when the job's ssh clients need more descriptors than the soft one allows.
 template <typename Log>
-std::string checkHostCount(std::size_t hosts, const Log& log) {
+Status checkHostCount(std::size_t hosts, const Log& log) {
   if (hosts > kMaxHosts) {
-    return std::to_string(hosts) + " hosts: the ssh backend starts one ssh client per host on this host for the "
-           "whole job and takes at most " + std::to_string(kMaxHosts) +
-           "; use --nnodes N or --include to run fewer, or a scheduler (--backend slurm) for a job this large";
+    return {std::to_string(hosts) + " hosts: the ssh backend starts one ssh client per host on this host for the "
+            "whole job and takes at most " + std::to_string(kMaxHosts) +
+            "; use --nnodes N or --include to run fewer, or a scheduler (--backend slurm) for a job this large"};
   }
   if (hosts > kTestedHosts) {
     log(LogLevel::kWarn, std::to_string(hosts) + " hosts: the ssh backend has been tested with up to " +
@@ -151,14 +147,15 @@ std::string checkHostCount(std::size_t hosts, const Log& log) {
   if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY && files.rlim_cur < needed) {
     if (files.rlim_max == RLIM_INFINITY || files.rlim_max >= needed) {
       files.rlim_cur = needed;
-      if (::setrlimit(RLIMIT_NOFILE, &files) == 0) return "";
+      if (::setrlimit(RLIMIT_NOFILE, &files) == 0) return {};
     }
-    return std::to_string(hosts) + " hosts need about " + std::to_string(needed) +
-           " open files here (three pipes per ssh client) but the limit is " + std::to_string(files.rlim_cur) +
-           " (hard limit " + (files.rlim_max == RLIM_INFINITY ? std::string("unlimited") : std::to_string(files.rlim_max)) +
-           "); raise it (ulimit -n) or run fewer hosts";
+    return {std::to_string(hosts) + " hosts need about " + std::to_string(needed) +
+            " open files here (three pipes per ssh client) but the limit is " + std::to_string(files.rlim_cur) +
+            " (hard limit " +
+            (files.rlim_max == RLIM_INFINITY ? std::string("unlimited") : std::to_string(files.rlim_max)) +
+            "); raise it (ulimit -n) or run fewer hosts"};
   }
-  return "";
+  return {};
 }
 
 class SshBackend final : public Backend {
@@ -177,11 +174,9 @@ class SshBackend final : public Backend {
       return result;
     }
     const std::string nproc = request.nproc_per_node ? std::to_string(*request.nproc_per_node) : std::string();
-    JobShape shape;
-    if (std::string error = loadJobShape(request.options, nproc, "", &shape); !error.empty()) {
-      result.error = error;
-      return result;
-    }
+    const Checked<JobShape> loaded = loadJobShape(request.options, nproc, "");
+    if (!loaded.ok()) return {loaded.error};
+    const JobShape& shape = loaded.value;
     NodePlan& plan = result.value;
     const std::string from = "hostfile " + hostfile;
     plan.nnodes.set(static_cast<int>(shape.hosts.size()), from + " (" + std::to_string(shape.hosts.size()) + " hosts)");
@@ -238,11 +233,11 @@ class SshBackend final : public Backend {
     const std::string nproc = !args.nproc_per_node.empty() ? args.nproc_per_node
                               : job.request.nproc_per_node ? std::to_string(*job.request.nproc_per_node)
                                                            : std::string();
-    JobShape shape;
-    std::string error;
-    if (error = loadJobShape(opts, nproc, args.nnodes, &shape); !error.empty()) return fail(error);
+    Checked<JobShape> loaded = loadJobShape(opts, nproc, args.nnodes);
+    if (!loaded.ok()) return fail(loaded.error);
+    JobShape& shape = loaded.value;
     for (const auto& note : shape.notes) log(LogLevel::kInfo, note);
-    if (const std::string why = checkHostCount(shape.hosts.size(), log); !why.empty()) return fail(why);
+    if (Status s = checkHostCount(shape.hosts.size(), log); !s.ok()) return fail(s.error);
     if (shape.nproc_per_node == 0 &&
         std::find(args.forwarded.begin(), args.forwarded.end(), "--no-node-group") != args.forwarded.end()) {
       return fail("hosts run different numbers of processes (" + formatCounts(shape.nprocs) +
@@ -309,24 +304,21 @@ class SshBackend final : public Backend {
     // Environment: NCCL_* GLOO_* TAEHV_* TORCH_* < ~/.taehv_env < ./.taehv_env < --env.
     std::map<std::string, std::string> env = forwardedEnv(host.env);
     std::vector<std::string> env_files;
-    if (const auto home = host.env.find("HOME"); home != host.env.end() && !home->second.empty()) {
-      env_files.push_back(home->second + "/.taehv_env");
-    }
+    if (const auto home = envValue(host.env, "HOME")) env_files.push_back(*home + "/.taehv_env");
     const std::string here = currentDirectory();
     if (!here.empty() && (env_files.empty() || here + "/.taehv_env" != env_files[0])) {
       env_files.push_back(here + "/.taehv_env");
     }
     for (const auto& file : env_files) {
-      std::string content;
-      std::string ignored;
       if (::access(file.c_str(), F_OK) != 0) continue;
-      if (!readFile(file, &content, &error)) return fail(error);
-      if (const std::string why = parseEnvFile(content, file, &env); !why.empty()) return fail(why);
+      const Checked<std::string> content = readFile(file);
+      if (!content.ok()) return fail(content.error);
+      if (Status s = parseEnvFile(content.value, file, &env); !s.ok()) return fail(s.error);
       log(LogLevel::kDebug, "forwarding the variables of " + file);
     }
     if (const auto it = opts.find("env"); it != opts.end()) {
       for (const auto& kv : it->second) {
-        if (const std::string why = parseEnvAssignment(kv, &env); !why.empty()) return fail(why);
+        if (Status s = parseEnvAssignment(kv, &env); !s.ok()) return fail(s.error);
       }
     }
 
@@ -415,7 +407,7 @@ class SshBackend final : public Backend {
     // The node group's secret (core/group/PROTOCOL.md): the user's TAEHV_JOB_TOKEN, else a new one for this job;
     // handed to each host on ssh's stdin, never in a command line or the forwarded environment.
     std::string token;
-    if (const auto it = env.find(group::kJobTokenEnv); it != env.end() && !it->second.empty()) token = it->second;
+    if (const auto given = envValue(env, group::kJobTokenEnv)) token = *given;
     env.erase(group::kJobTokenEnv);
     if (token.empty()) token = group::generateJobToken();
     const auto make_children = [&](int restart) {

@@ -157,11 +157,9 @@ TEST(GroupSession, HostileRandomInputNeverVerifiesNorCrashes) {
                            static_cast<char>(len)} + bytes(len) + stream;
     }
     reader.feed(stream.data(), stream.size());
-    std::string payload;
-    std::string error;
-    while (reader.next(&payload, &error) == FrameReader::Status::kFrame) {
+    for (auto frame = reader.next(); frame.ok() && frame.value; frame = reader.next()) {
       ++frames;
-      EXPECT_NE(p.leader.open(payload).verdict, Verdict::kOk);
+      EXPECT_NE(p.leader.open(*frame.value).verdict, Verdict::kOk);
     }
     std::string mutated = real;
     for (int k = 0, flips = 1 + static_cast<int>(rng() % 4); k < flips; ++k) {

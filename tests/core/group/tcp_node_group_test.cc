@@ -58,19 +58,19 @@ bool readable(int fd) {
 struct Job {
   explicit Job(int nnodes, std::chrono::milliseconds timeout = 5s) {
     leader = std::make_unique<TcpNodeGroup>(optionsFor(0, nnodes, 0, timeout));
-    EXPECT_EQ(leader->start(), "");
+    EXPECT_EQ(leader->start().error, "");
     port = leader->boundPort();
     for (int r = 1; r < nnodes; ++r) {
       members.push_back(std::make_unique<TcpNodeGroup>(optionsFor(r, nnodes, port, timeout)));
-      EXPECT_EQ(members.back()->start(), "");
+      EXPECT_EQ(members.back()->start().error, "");
     }
   }
   void form() {
-    std::vector<std::future<std::string>> formed;
+    std::vector<std::future<Status>> formed;
     const auto deadline = Clock::now() + 10s;
     formed.push_back(std::async(std::launch::async, [&] { return leader->form(deadline); }));
     for (auto& m : members) formed.push_back(std::async(std::launch::async, [&m, deadline] { return m->form(deadline); }));
-    for (auto& f : formed) ASSERT_EQ(f.get(), "");
+    for (auto& f : formed) ASSERT_EQ(f.get().error, "");
   }
   std::unique_ptr<TcpNodeGroup> leader;
   std::vector<std::unique_ptr<TcpNodeGroup>> members;
@@ -96,10 +96,8 @@ class RawClient {
   /// The next frame's payload, or "" when the peer closed or nothing came within `limit`.
   std::string readFrame(std::chrono::milliseconds limit = 3s) {
     const auto end = Clock::now() + limit;
-    std::string payload;
-    std::string error;
     while (Clock::now() < end) {
-      if (reader_.next(&payload, &error) == FrameReader::Status::kFrame) return payload;
+      if (auto frame = reader_.next(); frame.ok() && frame.value) return *frame.value;
       pollfd p{fd_, POLLIN, 0};
       if (::poll(&p, 1, 50) <= 0) continue;
       char buf[4096];
@@ -186,11 +184,11 @@ TEST(GroupTcp, AMemberWhoseProcessDiesIsLostAtOnceAndNamed) {
 TEST(GroupTcp, ASilentMemberIsLostAfterTheNodeTimeout) {
   const auto timeout = 1500ms;
   TcpNodeGroup leader(optionsFor(0, 2, 0, timeout));
-  ASSERT_EQ(leader.start(), "");
+  ASSERT_EQ(leader.start().error, "");
   RawClient raw(leader.boundPort());
   Session session(jobKey(kToken, "run"), Direction::kToLeader);
   ASSERT_TRUE(raw.join(session, 1));
-  ASSERT_EQ(leader.form(Clock::now() + 5s), "");
+  ASSERT_EQ(leader.form(Clock::now() + 5s).error, "");
   const auto joined = Clock::now();  // the member says nothing from here on
   ASSERT_TRUE(eventually([&] { return readable(leader.stopFd()); }, 5s));
   const auto detected = Clock::now() - joined;
@@ -213,27 +211,27 @@ TEST(GroupTcp, MembersStopWhenTheLeaderIsLost) {
 TEST(GroupTcp, MembersThatLeaveAreNotLostAndTheLeaderFinishes) {
   Job job(3);
   job.form();
-  EXPECT_EQ(job.members[0]->finish(true), "");
-  EXPECT_EQ(job.members[1]->finish(true), "");
-  EXPECT_EQ(job.leader->finish(true), "");
+  EXPECT_EQ(job.members[0]->finish(true).error, "");
+  EXPECT_EQ(job.members[1]->finish(true).error, "");
+  EXPECT_EQ(job.leader->finish(true).error, "");
 }
 
 TEST(GroupTcp, AWrongTokenCannotJoinAndSaysWhy) {
   TcpNodeGroup leader(optionsFor(0, 2, 0));
-  ASSERT_EQ(leader.start(), "");
+  ASSERT_EQ(leader.start().error, "");
   GroupOptions o = optionsFor(1, 2, leader.boundPort());
   o.job_key = jobKey("another-token-00000000000", "run");
   TcpNodeGroup member(o);
-  ASSERT_EQ(member.start(), "");
-  const std::string why = member.form(Clock::now() + 3s);
+  ASSERT_EQ(member.start().error, "");
+  const std::string why = member.form(Clock::now() + 3s).error;
   EXPECT_NE(why.find("job token differs"), std::string::npos) << why;
-  EXPECT_EQ(leader.form(Clock::now() + 100ms).find("node(s) 1 did not join"), std::string("node group: ").size());
+  EXPECT_EQ(leader.form(Clock::now() + 100ms).error.find("node(s) 1 did not join"), std::string("node group: ").size());
   EXPECT_EQ(leader.stopReason(), "");
 }
 
 TEST(GroupTcp, StrangersCanNeitherJoinStopNorCrashTheGroup) {
   TcpNodeGroup leader(optionsFor(0, 3, 0, 30s));
-  ASSERT_EQ(leader.start(), "");
+  ASSERT_EQ(leader.start().error, "");
   const int port = leader.boundPort();
 
   // A stranger's flood before the job forms: 1,000 connections, a third send garbage, a third close at once, a
@@ -256,13 +254,13 @@ TEST(GroupTcp, StrangersCanNeitherJoinStopNorCrashTheGroup) {
 
   // The real nodes still get in: one through TcpNodeGroup, one by hand (its frames are "captured").
   TcpNodeGroup member(optionsFor(1, 3, port, 30s));
-  ASSERT_EQ(member.start(), "");
+  ASSERT_EQ(member.start().error, "");
   auto member_formed = std::async(std::launch::async, [&] { return member.form(Clock::now() + 10s); });
   RawClient real(port);
   Session real_session(jobKey(kToken, "run"), Direction::kToLeader);
   ASSERT_TRUE(real.join(real_session, 2));
-  ASSERT_EQ(leader.form(Clock::now() + 10s), "");
-  ASSERT_EQ(member_formed.get(), "");
+  ASSERT_EQ(leader.form(Clock::now() + 10s).error, "");
+  ASSERT_EQ(member_formed.get().error, "");
   real.readFrame();  // FORMED
   real.sendSealed(real_session, Message{MessageType::kHeartbeat, 2, 0, {}, {}});
   const std::string captured_stop = real_session.seal(Message{MessageType::kStop, 2, 0, {}, "captured"});

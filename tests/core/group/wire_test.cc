@@ -10,14 +10,13 @@ namespace {
 
 TEST(GroupWire, BodyRoundTrips) {
   Message m{MessageType::kStop, 7, 123456789012345ULL, std::string(kNonceBytes, '\x01'), "node 7 lost"};
-  std::string error;
-  auto back = decodeBody(encodeBody(m), &error);
-  ASSERT_TRUE(back) << error;
-  EXPECT_EQ(back->type, MessageType::kStop);
-  EXPECT_EQ(back->rank, 7u);
-  EXPECT_EQ(back->counter, 123456789012345ULL);
-  EXPECT_EQ(back->nonce, m.nonce);
-  EXPECT_EQ(back->text, "node 7 lost");
+  auto back = decodeBody(encodeBody(m));
+  ASSERT_TRUE(back.ok()) << back.error;
+  EXPECT_EQ(back.value.type, MessageType::kStop);
+  EXPECT_EQ(back.value.rank, 7u);
+  EXPECT_EQ(back.value.counter, 123456789012345ULL);
+  EXPECT_EQ(back.value.nonce, m.nonce);
+  EXPECT_EQ(back.value.text, "node 7 lost");
 }
 
 TEST(GroupWire, JoinAndFormedCarryTheProcessCounts) {
@@ -29,25 +28,24 @@ TEST(GroupWire, JoinAndFormedCarryTheProcessCounts) {
   formed.nnodes = 3;       // v3: the formation's node count, the member's node rank in it, the formation's number
   formed.node_rank = 2;
   formed.round = 4000000001u;
-  std::string error;
-  auto j = decodeBody(encodeBody(join), &error);
-  ASSERT_TRUE(j) << error;
-  EXPECT_EQ(j->procs, 3u);
-  EXPECT_EQ(j->first_rank, 0u);
-  EXPECT_EQ(j->text, "host-b");
-  auto f = decodeBody(encodeBody(formed), &error);
-  ASSERT_TRUE(f) << error;
-  EXPECT_EQ(f->procs, 4000000000u);
-  EXPECT_EQ(f->first_rank, 70000u);
-  EXPECT_EQ(f->nnodes, 3u);
-  EXPECT_EQ(f->node_rank, 2u);
-  EXPECT_EQ(f->round, 4000000001u);
-  EXPECT_EQ(j->round, 0u);
+  auto j = decodeBody(encodeBody(join));
+  ASSERT_TRUE(j.ok()) << j.error;
+  EXPECT_EQ(j.value.procs, 3u);
+  EXPECT_EQ(j.value.first_rank, 0u);
+  EXPECT_EQ(j.value.text, "host-b");
+  auto f = decodeBody(encodeBody(formed));
+  ASSERT_TRUE(f.ok()) << f.error;
+  EXPECT_EQ(f.value.procs, 4000000000u);
+  EXPECT_EQ(f.value.first_rank, 70000u);
+  EXPECT_EQ(f.value.nnodes, 3u);
+  EXPECT_EQ(f.value.node_rank, 2u);
+  EXPECT_EQ(f.value.round, 4000000001u);
+  EXPECT_EQ(j.value.round, 0u);
   // An older body is refused by its version, not misread.
   for (char old : {'\x01', '\x02'}) {
     std::string v = encodeBody(join);
     v[0] = old;
-    EXPECT_FALSE(decodeBody(v, &error));
+    const std::string error = decodeBody(v).error;
     EXPECT_NE(error.find("unknown protocol version " + std::to_string(static_cast<int>(old))), std::string::npos)
         << error;
   }
@@ -55,27 +53,22 @@ TEST(GroupWire, JoinAndFormedCarryTheProcessCounts) {
 
 TEST(GroupWire, TextIsCutToTheLimit) {
   Message m{MessageType::kStop, 1, 1, {}, std::string(kMaxTextBytes + 100, 'x')};
-  std::string error;
-  auto back = decodeBody(encodeBody(m), &error);
-  ASSERT_TRUE(back) << error;
-  EXPECT_EQ(back->text.size(), kMaxTextBytes);
+  auto back = decodeBody(encodeBody(m));
+  ASSERT_TRUE(back.ok()) << back.error;
+  EXPECT_EQ(back.value.text.size(), kMaxTextBytes);
 }
 
 TEST(GroupWire, MalformedBodiesAreRefusedWithAReason) {
-  std::string error;
-  EXPECT_FALSE(decodeBody("", &error));
-  EXPECT_NE(error.find("too short"), std::string::npos);
+  EXPECT_NE(decodeBody("").error.find("too short"), std::string::npos);
   std::string body = encodeBody(Message{MessageType::kHeartbeat, 1, 1, {}, {}});
   std::string wrong_version = body;
   wrong_version[0] = 9;
-  EXPECT_FALSE(decodeBody(wrong_version, &error));
-  EXPECT_NE(error.find("version"), std::string::npos);
+  EXPECT_NE(decodeBody(wrong_version).error.find("version"), std::string::npos);
   std::string wrong_type = body;
   wrong_type[1] = 99;
-  EXPECT_FALSE(decodeBody(wrong_type, &error));
-  EXPECT_NE(error.find("type"), std::string::npos);
-  EXPECT_FALSE(decodeBody(body + "x", &error));  // trailing byte: lengths do not add up
-  EXPECT_FALSE(decodeBody(body.substr(0, body.size() - 1), &error));
+  EXPECT_NE(decodeBody(wrong_type).error.find("type"), std::string::npos);
+  EXPECT_FALSE(decodeBody(body + "x").ok());  // trailing byte: lengths do not add up
+  EXPECT_FALSE(decodeBody(body.substr(0, body.size() - 1)).ok());
 }
 
 TEST(GroupWire, ReaderCutsAStreamFedByteByByte) {
@@ -85,32 +78,27 @@ TEST(GroupWire, ReaderCutsAStreamFedByteByByte) {
   const std::string stream = a + b;
   FrameReader reader;
   std::vector<std::string> frames;
-  std::string payload;
-  std::string error;
   for (char c : stream) {
     reader.feed(&c, 1);
     while (true) {
-      auto status = reader.next(&payload, &error);
-      ASSERT_NE(status, FrameReader::Status::kBad) << error;
-      if (status == FrameReader::Status::kNeedMore) break;
-      frames.push_back(payload);
+      auto frame = reader.next();
+      ASSERT_TRUE(frame.ok()) << frame.error;
+      if (!frame.value) break;
+      frames.push_back(*frame.value);
     }
   }
   ASSERT_EQ(frames.size(), 2u);
   EXPECT_EQ(frames[0], a.substr(4));
   EXPECT_EQ(frames[1], b.substr(4));
-  EXPECT_EQ(reader.buffered(), 0u);
+  EXPECT_FALSE(reader.next().value);  // nothing left over
 }
 
 TEST(GroupWire, ReaderRefusesLengthsOutOfRange) {
-  std::string error;
-  std::string payload;
   for (const std::string& header : {std::string("\x00\x00\x00\x00", 4), std::string("\x00\x00\x00\x10", 4),
                                     std::string("\x7f\xff\xff\xff", 4), std::string("\x00\x00\x10\x01", 4)}) {
     FrameReader reader;
     reader.feed(header.data(), header.size());
-    EXPECT_EQ(reader.next(&payload, &error), FrameReader::Status::kBad);
-    EXPECT_NE(error.find("out of range"), std::string::npos);
+    EXPECT_NE(reader.next().error.find("out of range"), std::string::npos);
   }
 }
 

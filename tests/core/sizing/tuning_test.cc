@@ -15,11 +15,11 @@ namespace taehv::sizing {
 namespace {
 namespace fs = std::filesystem;
 
-RouteChoice fakeRoute(const std::string& iface) {
-  RouteChoice r;
-  r.interface = iface;
-  r.local_address = "10.0.0.5";
-  r.how = "fake route via " + iface;
+Checked<RouteChoice> fakeRoute(const std::string& iface) {
+  Checked<RouteChoice> r;
+  r.value.interface = iface;
+  r.value.local_address = "10.0.0.5";
+  r.value.how = "fake route via " + iface;
   return r;
 }
 
@@ -212,9 +212,9 @@ TEST(SizingRouteTable, KernelAndTableAgreeOnThisMachine) {
   text << f.rdbuf();
   auto via_table = routeInterfaceFromTable(text.str(), "203.0.113.7");  // TEST-NET-3: only a default route fits
   if (!via_table) GTEST_SKIP() << "no default route here";
-  RouteChoice r = interfaceForDestination("203.0.113.7");  // no packet is sent
+  Checked<RouteChoice> r = interfaceForDestination("203.0.113.7");  // no packet is sent
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(r.interface, *via_table);
+  EXPECT_EQ(r.value.interface, *via_table);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "child_process.h"
+#include "infra/built_programs.h"
 #include "plugin_host.h"
 #include "pod_env.h"
 #include "pod_network.h"
@@ -28,10 +29,7 @@ using Json = nlohmann::json;
 using namespace std::chrono_literals;
 using testing::ChildProcess;
 
-std::string binDir() {
-  const char* dir = std::getenv("TAEHV_BIN_DIR");
-  return dir ? std::string(dir) : testing::buildDir() + "/bin";
-}
+std::string binDir() { return taehv::testing::builtBinDir(); }
 
 std::string taehvRun() { return binDir() + "/taehv-run"; }
 
@@ -420,9 +418,9 @@ void expectTrainedByTwoRanks(const std::string& out, const std::string& log) {
 }
 
 // The real job: TAEHV trained to completion by two pods (one worker each, c10d Gloo over loopback), the worker
-// pod started first. Needs taehv-train (the trainer build, TAEHV_WITH_TRAINER=ON); skipped where it is not built.
+// pod started first. Needs taehv-train (the trainer build, TAEHV_WITH_TRAINER=ON); skipped in a build without it.
 TEST_F(K8sPods, TwoPodIndexedJobTrainsTaehv) {
-  if (!fs::exists(binDir() + "/taehv-train")) GTEST_SKIP() << "taehv-train is not built (TAEHV_WITH_TRAINER=OFF)";
+  SKIP_WITHOUT_TRAINER_OR_ASSERT_BUILT();
   const std::string out = dir_ + "/train";
   std::vector<std::string> args = {"--nodes", "2", "--gpus-per-node", "0", "--image", "img", "--name", "sim", "--"};
   for (const auto& a : trainCommand(out)) args.push_back(a);
@@ -478,9 +476,10 @@ class K8sClusterPods : public K8sCli {
 // Two pods of `render --flavor trainjob` with what the Trainer gives them: PET_MASTER_ADDR sim-node-0-0.sim,
 // PET_MASTER_PORT 29500, PET_NODE_RANK = JOB_COMPLETION_INDEX, and the TrainJob's env (token, sizing's values).
 TEST_F(K8sClusterPods, TwoPodTrainJobTrainsTaehv) {
-  if (!fs::exists(binDir() + "/taehv-train")) GTEST_SKIP() << "taehv-train is not built (TAEHV_WITH_TRAINER=OFF)";
+  SKIP_WITHOUT_TRAINER_OR_ASSERT_BUILT();
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root for a private network namespace (unshare --net)";
   testing::PodNetwork net(dir_, {"sim-node-0-0.sim"});
-  if (!net.ok()) GTEST_SKIP() << net.error();
+  ASSERT_TRUE(net.ok()) << net.error();
   const std::string out = dir_ + "/train";
   std::vector<std::string> args = {"--flavor", "trainjob", "--nodes", "2", "--gpus-per-node", "0", "--image", "img",
                                    "--name", "sim", "--max-restarts", "1", "--"};
@@ -497,9 +496,10 @@ TEST_F(K8sClusterPods, TwoPodTrainJobTrainsTaehv) {
 
 // Two pods of `render --flavor jobset`: the JobSet's labels through the downward API, master sim-node-0-0.sim:29500.
 TEST_F(K8sClusterPods, TwoPodJobSetTrainsTaehv) {
-  if (!fs::exists(binDir() + "/taehv-train")) GTEST_SKIP() << "taehv-train is not built (TAEHV_WITH_TRAINER=OFF)";
+  SKIP_WITHOUT_TRAINER_OR_ASSERT_BUILT();
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root for a private network namespace (unshare --net)";
   testing::PodNetwork net(dir_, {"sim-node-0-0.sim"});
-  if (!net.ok()) GTEST_SKIP() << net.error();
+  ASSERT_TRUE(net.ok()) << net.error();
   const std::string out = dir_ + "/train";
   std::vector<std::string> args = {"--flavor", "jobset", "--nodes", "2", "--gpus-per-node", "0", "--image", "img",
                                    "--name", "sim", "--"};
@@ -516,8 +516,9 @@ TEST_F(K8sClusterPods, TwoPodJobSetTrainsTaehv) {
 // `doctor` in a TrainJob pod names the flavour and checks that the master's DNS name resolves: inside the pod
 // network it does (nothing listens yet: a warning, not a failure); outside it does not, and doctor says so.
 TEST_F(K8sClusterPods, DoctorNamesTheFlavourAndResolvesTheMaster) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root for a private network namespace (unshare --net)";
   testing::PodNetwork net(dir_, {"sim-node-0-0.sim"});
-  if (!net.ok()) GTEST_SKIP() << net.error();
+  ASSERT_TRUE(net.ok()) << net.error();
   auto docs = renderDocs({"--flavor", "trainjob", "--nodes", "2", "--gpus-per-node", "0", "--image", "img", "--name",
                           "sim", "--nproc-per-node", "1"});
   ASSERT_FALSE(docs.empty());

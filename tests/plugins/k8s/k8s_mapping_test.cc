@@ -28,7 +28,7 @@
 
 #include "taehv/pai/pai_job.h"
 #include "taehv/slurm/slurm_env.h"
-#include "taehv/torch_env/env_reader.h"
+#include "taehv/torch_env/container_plan.h"
 
 namespace taehv::k8s {
 namespace {
@@ -312,12 +312,12 @@ TEST(K8sMapping, GarbageNumbersAreErrorsNamingTheVariable) {
   env["WORLD_SIZE"] = "4x";
   auto r = plan(env);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error.find("WORLD_SIZE=4x"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("WORLD_SIZE='4x'"), std::string::npos) << r.error;
   env = kubeBrain(1);
   env["MASTER_PORT"] = "70000";
   r = plan(env);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error.find("MASTER_PORT=70000"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("MASTER_PORT='70000'"), std::string::npos) << r.error;
 }
 
 TEST(K8sMapping, NothingToReadIsAClearError) {
@@ -390,7 +390,7 @@ TEST(K8sMapping, TrainJobContradictionsAreErrors) {
       {"PET_NNODES", "1", "node rank 1"},                   // PET_NODE_RANK=1 not below the node count
       {"PET_NNODES", "1:4", "elastic"},                     // the Trainer does not make these, a user might
       {"PET_NPROC_PER_NODE", "eight", "PET_NPROC_PER_NODE=eight"},
-      {"PET_MASTER_PORT", "70000", "PET_MASTER_PORT=70000"},
+      {"PET_MASTER_PORT", "70000", "PET_MASTER_PORT='70000'"},
       {"RANK", "0", "disagree"},                            // RANK added by hand must agree with PET_NODE_RANK
   };
   for (const auto& c : cases) {
@@ -465,7 +465,7 @@ TEST(K8sMapping, JobSetContradictionsAreErrors) {
                         {no_rjob, "JOBSET_REPLICATED_JOB"},
                         {no_index, "completionMode: Indexed"},
                         {bad_ws, "WORLD_SIZE=5 matches neither"},
-                        {bad_restart, "JOBSET_RESTART_ATTEMPT=-1"}};
+                        {bad_restart, "JOBSET_RESTART_ATTEMPT='-1'"}};
   for (const auto& c : cases) {
     auto r = plan(c.env);
     ASSERT_FALSE(r.ok()) << c.expect;

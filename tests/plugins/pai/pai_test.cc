@@ -17,7 +17,7 @@
 
 #include "../k8s/plugin_host.h"
 #include "taehv/k8s/k8s_mapping.h"
-#include "taehv/torch_env/env_reader.h"
+#include "taehv/torch_env/container_plan.h"
 #include "taehv/pai/pai_job.h"
 
 namespace taehv::pai {
@@ -86,7 +86,7 @@ TEST(PaiMapping, ContradictionsAreErrors) {
   env["NPROC_PER_NODE"] = "eight";
   r = planPai(env, {});
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error.find("NPROC_PER_NODE=eight"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("NPROC_PER_NODE='eight'"), std::string::npos) << r.error;
   env = dlc();
   env.erase("WORLD_SIZE");
   r = planPai(env, {});

@@ -26,6 +26,8 @@
 #include <thread>
 #include <vector>
 
+#include "infra/built_programs.h"
+
 namespace {
 
 std::string envOr(const char* name, const std::string& fallback) {
@@ -350,7 +352,8 @@ void releaseRequeueHold(const std::string& env, const std::string& id) {
 }
 
 TEST_F(SlurmCluster, TrainingTwoByTwoViaSrunBothLayoutsAndSbatch) {
-  if (access(trainBin().c_str(), X_OK) != 0) GTEST_SKIP() << "taehv-train was not built (" << trainBin() << ")";
+  if (getenv("TAEHV_TRAIN_BIN") == nullptr) SKIP_WITHOUT_TRAINER_OR_ASSERT_BUILT();
+  ASSERT_PROGRAM_BUILT(trainBin());
   start(2);
   // Each worker logs its descriptor (worker.sh) and then execs the real trainer.
   std::ofstream(dir_ + "/train.sh") << "#!/bin/bash\n" << dir_ << "/worker.sh\nexec \"$@\"\n";

@@ -85,18 +85,15 @@ void expectError(const Env& env, const std::string& part, Layout layout = Layout
 }
 
 TEST(SlurmTasksPerNode, ExpandsAndCompressesSlurmsForm) {
-  std::string err;
-  EXPECT_EQ(expandTasksPerNode("2(x3),1", err), (std::vector<int>{2, 2, 2, 1}));
-  EXPECT_TRUE(err.empty());
-  EXPECT_EQ(expandTasksPerNode("4", err), (std::vector<int>{4}));
-  EXPECT_EQ(expandTasksPerNode("3,1", err), (std::vector<int>{3, 1}));
-  EXPECT_EQ(expandTasksPerNode("1(x2),8(x1),2", err), (std::vector<int>{1, 1, 8, 2}));
-  EXPECT_EQ(compressTasksPerNode({2, 2, 2, 1}), "2(x3),1");
-  EXPECT_EQ(compressTasksPerNode({1, 1, 8, 2}), "1(x2),8,2");
+  EXPECT_EQ(expandTasksPerNode("2(x3),1").value, (std::vector<int>{2, 2, 2, 1}));
+  EXPECT_TRUE(expandTasksPerNode("2(x3),1").ok());
+  EXPECT_EQ(expandTasksPerNode("4").value, (std::vector<int>{4}));
+  EXPECT_EQ(expandTasksPerNode("3,1").value, (std::vector<int>{3, 1}));
+  EXPECT_EQ(expandTasksPerNode("1(x2),8(x1),2").value, (std::vector<int>{1, 1, 8, 2}));
   for (const char* bad : {"", "2(x3", "2(3)", "x,1", "2(x0)", "2(xa)", "2,,1", "-1", "2(x3)1"}) {
-    err.clear();
-    EXPECT_TRUE(expandTasksPerNode(bad, err).empty()) << bad;
-    EXPECT_NE(err.find("tasks per node"), std::string::npos) << bad << ": " << err;
+    const Checked<std::vector<int>> counts = expandTasksPerNode(bad);
+    EXPECT_TRUE(counts.value.empty()) << bad;
+    EXPECT_NE(counts.error.find("tasks per node"), std::string::npos) << bad << ": " << counts.error;
   }
 }
 

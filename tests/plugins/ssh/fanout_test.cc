@@ -126,19 +126,19 @@ TEST(SshEnv, ForwardsOnlyKnownPrefixes) {
 
 TEST(SshEnv, EnvFileLikeDeepSpeedEnv) {
   std::map<std::string, std::string> env{{"A", "old"}};
-  EXPECT_EQ(parseEnvFile("# comment\n\nA=new=value\nB= spaced \r\n", "f", &env), "");
+  EXPECT_EQ(parseEnvFile("# comment\n\nA=new=value\nB= spaced \r\n", "f", &env).error, "");
   EXPECT_EQ(env["A"], "new=value");
   EXPECT_EQ(env["B"], " spaced ");
-  EXPECT_EQ(parseEnvFile("A=1\nnovalue\n", "f", &env), "f:2: expected KEY=VALUE");
-  EXPECT_NE(parseEnvFile("1A=1\n", "f", &env).find("f:1: '1A' is not a valid variable name"), std::string::npos);
+  EXPECT_EQ(parseEnvFile("A=1\nnovalue\n", "f", &env).error, "f:2: expected KEY=VALUE");
+  EXPECT_NE(parseEnvFile("1A=1\n", "f", &env).error.find("f:1: '1A' is not a valid variable name"), std::string::npos);
 }
 
 TEST(SshEnv, EnvFlag) {
   std::map<std::string, std::string> env;
-  EXPECT_EQ(parseEnvAssignment("K=a;b $(id)", &env), "");
+  EXPECT_EQ(parseEnvAssignment("K=a;b $(id)", &env).error, "");
   EXPECT_EQ(env["K"], "a;b $(id)");
-  EXPECT_NE(parseEnvAssignment("K", &env).find("expected NAME=VALUE"), std::string::npos);
-  EXPECT_NE(parseEnvAssignment("A;B=1", &env).find("not a valid variable name"), std::string::npos);
+  EXPECT_NE(parseEnvAssignment("K", &env).error.find("expected NAME=VALUE"), std::string::npos);
+  EXPECT_NE(parseEnvAssignment("A;B=1", &env).error.find("not a valid variable name"), std::string::npos);
 }
 
 }  // namespace

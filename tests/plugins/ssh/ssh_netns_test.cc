@@ -16,6 +16,7 @@
 #include <regex>
 #include <thread>
 
+#include "infra/built_programs.h"
 #include "netns_hosts.h"
 #include "proc_marker.h"
 
@@ -37,8 +38,8 @@ std::string env(const char* name) {
 class SshHosts : public ::testing::Test {
  protected:
   void SetUp() override {
-    bin_ = env("TAEHV_BIN_DIR") + "/taehv-run";
-    if (::access(bin_.c_str(), X_OK) != 0) GTEST_SKIP() << "taehv-run not built at " << bin_;
+    bin_ = taehv::testing::builtProgram("taehv-run");
+    ASSERT_PROGRAM_BUILT(bin_);
     char tmpl[] = "/tmp/taehv-ssh-test-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
@@ -142,8 +143,8 @@ TEST_F(SshHosts, TwoHostsRunWithRanksPrefixedOutputAndForwardedEnvironment) {
 }
 
 TEST_F(SshHosts, TwoHostTaehvTrainingOverGlooAcrossTheNamespaces) {
-  const std::string train = env("TAEHV_BIN_DIR") + "/taehv-train";
-  if (::access(train.c_str(), X_OK) != 0) GTEST_SKIP() << "taehv-train not built (TAEHV_WITH_TRAINER=OFF)";
+  SKIP_WITHOUT_TRAINER_OR_ASSERT_BUILT();
+  const std::string train = taehv::testing::builtProgram("taehv-train");
   startHosts(2);
   const std::string out_dir = dir_ + "/train";
   // Gloo binds the interface of the namespace's address (10.77.0.x), not its loopback.
@@ -188,8 +189,8 @@ TEST_F(SshHosts, UnevenSlotsTwoAndOneGiveContiguousRanksAndTrain) {
   }
 
   // A real training over Gloo across the namespaces with 2 + 1 workers.
-  const std::string train = env("TAEHV_BIN_DIR") + "/taehv-train";
-  if (::access(train.c_str(), X_OK) != 0) GTEST_SKIP() << "taehv-train not built (TAEHV_WITH_TRAINER=OFF)";
+  SKIP_WITHOUT_TRAINER_OR_ASSERT_BUILT();
+  const std::string train = taehv::testing::builtProgram("taehv-train");
   const std::string out_dir = dir_ + "/train";
   start("h1 slots=2\nh2 slots=1\n", {"--env", "GLOO_SOCKET_IFNAME=eth0"},
         {train, "--set", "train.steps=2", "--set", "train.batch_per_rank=1", "--set", "data.frames=4", "--set",

@@ -16,4 +16,16 @@ struct Checked {
   bool ok() const { return error.empty(); }
 };
 
+/// Checked<void>: the result of a step that yields no value (a check, a write, an update of its argument): `error`
+/// empty on success, else one line as above. Added beside Checked<T>, whose layout it leaves as it is.
+template <>
+struct Checked<void> {
+  std::string error;
+  bool ok() const { return error.empty(); }
+};
+
+/// The value-less result. `return {};` succeeds; `return {message};` fails, and so does `return {status.error};`
+/// from a function returning any Checked<T> (aggregate initialization: the value stays default).
+using Status = Checked<void>;
+
 }  // namespace taehv

@@ -6,8 +6,10 @@
 // [min, max] is no value. Callers turn nullopt into a message that names the variable or flag and its text.
 #pragma once
 
+#include <charconv>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <string>
@@ -45,6 +47,44 @@ inline std::optional<int> parseInt(std::string_view text, int min = INT_MIN, int
   const long long value = negative ? -*magnitude : *magnitude;
   if (value < min || value > max) return std::nullopt;
   return static_cast<int>(value);
+}
+
+/// Hexadecimal digits only (0-9, a-f, A-F; no "0x", no sign, no spaces), with a value in [0, max]; nullopt
+/// otherwise. For the kernel's tables (/proc/net/route prints addresses as "0100A8C0"): "FF" -> 255.
+template <typename T = unsigned long>
+std::optional<T> parseHex(std::string_view text, T max = std::numeric_limits<T>::max()) {
+  static_assert(std::is_integral_v<T> && std::is_unsigned_v<T>, "parseHex parses unsigned integers");
+  if (text.empty()) return std::nullopt;
+  T value = 0;
+  for (char c : text) {
+    T digit = 0;
+    if (c >= '0' && c <= '9') {
+      digit = static_cast<T>(c - '0');
+    } else if (c >= 'a' && c <= 'f') {
+      digit = static_cast<T>(c - 'a' + 10);
+    } else if (c >= 'A' && c <= 'F') {
+      digit = static_cast<T>(c - 'A' + 10);
+    } else {
+      return std::nullopt;
+    }
+    if (value > (max - digit) / 16) return std::nullopt;  // above max
+    value = static_cast<T>(value * 16 + digit);
+  }
+  return value;
+}
+
+/// A finite decimal number: an optional sign, digits with an optional fraction, an optional exponent ("2", "-0.5",
+/// "+7.5", "1e-3"); nullopt for anything else ("", " 1", "1x", ".", "0x10", "inf", "nan", out of double's range).
+/// Locale-independent.
+inline std::optional<double> parseDouble(std::string_view text) {
+  if (!text.empty() && text.front() == '+') {
+    text.remove_prefix(1);  // std::from_chars takes '-' only
+    if (!text.empty() && (text.front() == '+' || text.front() == '-')) return std::nullopt;
+  }
+  double value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(value)) return std::nullopt;
+  return value;
 }
 
 /// A TCP port: digits, 1..65535.

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "checkpoint_weights.h"
+#include "infra/built_programs.h"
 #include "netns_harness.h"
 
 namespace {
@@ -29,7 +30,7 @@ constexpr int kCutAfterStep = 4;
 /// taehv-train on tiny clips with plain SGD (the update is proportional to the averaged gradient, so a wrong
 /// batch or accumulation shows in the weights), a checkpoint every step, resuming whatever is there.
 std::vector<std::string> trainer(const std::string& out) {
-  std::vector<std::string> argv = {env("TAEHV_BIN_DIR") + "/taehv-train"};
+  std::vector<std::string> argv = {taehv::testing::builtBinDir() + "/taehv-train"};
   const std::vector<std::string> sets = {
       "data.size=32", "data.frames=4", "train.threads=1", "log.every=1", "log.preview_every=0",
       "checkpoint.export_safetensors=false", "train.steps=" + std::to_string(kSteps), "output.dir=" + out,
@@ -53,7 +54,7 @@ class ElasticNetns : public ::testing::Test {
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces)";
     if (sh("command -v ip >/dev/null && command -v nsenter >/dev/null") != 0) GTEST_SKIP() << "needs iproute2, nsenter";
-    if (::access((env("TAEHV_BIN_DIR") + "/taehv-train").c_str(), X_OK) != 0) GTEST_SKIP() << "taehv-train not built";
+    SKIP_WITHOUT_TRAINER_OR_ASSERT_BUILT();
     char tmpl[] = "/tmp/taehv-elastic-netns-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
@@ -68,7 +69,7 @@ class ElasticNetns : public ::testing::Test {
 
   /// Node `id` (namespace ri-h<id+1>): 2 ranks of the elastic job.
   void startNode(int id, int port) {
-    std::vector<std::string> argv = {env("TAEHV_BIN_DIR") + "/taehv-run", "--backend", "local", "--nnodes", "1:2",
+    std::vector<std::string> argv = {taehv::testing::builtBinDir() + "/taehv-run", "--backend", "local", "--nnodes", "1:2",
                                      "--node-rank", std::to_string(id), "--master-addr", "10.77.0.2",
                                      "--master-port", std::to_string(port), "--nproc-per-node", "2",
                                      "--node-timeout", std::to_string(kNodeTimeoutS), "--shutdown-grace",
@@ -111,7 +112,7 @@ class ElasticNetns : public ::testing::Test {
 TEST_F(ElasticNetns, OneOfTwoNodesCutTheOtherFinishesWithTheUninterruptedWeights) {
   // The reference: the same job on 4 ranks of one node, never interrupted (loopback, outside the namespaces).
   const std::string ref = dir_ + "/reference";
-  std::string command = env("TAEHV_BIN_DIR") + "/taehv-run --standalone --nproc-per-node 4 --";
+  std::string command = taehv::testing::builtBinDir() + "/taehv-run --standalone --nproc-per-node 4 --";
   for (const auto& a : trainer(ref)) command += " '" + a + "'";
   const auto r0 = Clock::now();
   ASSERT_EQ(sh(command + " > " + dir_ + "/reference.log 2>&1"), 0) << readFile(dir_ + "/reference.log");

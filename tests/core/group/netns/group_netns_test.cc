@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "infra/built_programs.h"
 #include "netns_harness.h"
 
 namespace {
@@ -34,7 +35,7 @@ constexpr auto kSlack = 4s;
 /// One node's taehv-run inside namespace ri-h<rank+1>, output to a file.
 struct Node : NodeProcess {
   void start(int rank, const std::string& dir, int master_port, int node_timeout_s = kNodeTimeoutS) {
-    const std::string bin = env("TAEHV_BIN_DIR");
+    const std::string bin = taehv::testing::builtBinDir();
     std::vector<std::string> argv = {bin + "/taehv-run", "--backend", "local", "--nnodes", std::to_string(kNodes),
                                      "--node-rank", std::to_string(rank), "--master-addr", "10.77.0.2",
                                      "--master-port", std::to_string(master_port), "--nproc-per-node", "1",
@@ -52,7 +53,7 @@ class GroupNetns : public ::testing::Test {
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces)";
     if (sh("command -v ip >/dev/null && command -v nsenter >/dev/null") != 0) GTEST_SKIP() << "needs iproute2, nsenter";
-    if (::access((env("TAEHV_BIN_DIR") + "/taehv-train").c_str(), X_OK) != 0) GTEST_SKIP() << "taehv-train not built";
+    SKIP_WITHOUT_TRAINER_OR_ASSERT_BUILT();
     char tmpl[] = "/tmp/taehv-group-netns-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;

@@ -2,8 +2,9 @@
 // the job key made from it.
 #pragma once
 
-#include <map>
 #include <string>
+
+#include "taehv/plugin_api.h"
 
 namespace taehv::group {
 
@@ -34,9 +35,8 @@ struct JobFacts {
 };
 
 /// The token: `token_file` (first line) if given, else TAEHV_JOB_TOKEN of `env`, else derived from `facts`.
-/// Returns "" or one line saying what is wrong (unreadable file, token shorter than kMinTokenChars) and how to fix it.
-std::string resolveJobToken(const std::map<std::string, std::string>& env, const std::string& token_file,
-                            const JobFacts& facts, JobToken* out);
+/// Fails with one line saying what is wrong (unreadable file, token shorter than kMinTokenChars) and how to fix it.
+Checked<JobToken> resolveJobToken(const Env& env, const std::string& token_file, const JobFacts& facts);
 
 /// A new random token (64 hex characters, 32 bytes from OpenSSL's CSPRNG) for a job taehv-run starts.
 std::string generateJobToken();

@@ -79,14 +79,14 @@ class NodeGroup {
  public:
   virtual ~NodeGroup() = default;
 
-  /// Leader: binds the group port; members: nothing yet. Starts the detection thread. Returns "" or why not.
-  virtual std::string start() = 0;
+  /// Leader: binds the group port; members: nothing yet. Starts the detection thread. Fails with why not.
+  virtual Status start() = 0;
 
-  /// Blocks until the group has formed (every node joined) or `deadline`, or it stopped. Returns "" or why not
+  /// Blocks until the group has formed (every node joined) or `deadline`, or it stopped. Fails with why not
   /// (naming the nodes missing, or the stop reason).
-  virtual std::string form(std::chrono::steady_clock::time_point deadline) = 0;
+  virtual Status form(std::chrono::steady_clock::time_point deadline) = 0;
 
-  /// What the group agreed on; valid once form() returned "".
+  /// What the group agreed on; valid once form() succeeded.
   virtual AgreedRanks agreedRanks() const = 0;
 
   /// Readable once the group decided to stop. Owned by the group.
@@ -104,8 +104,8 @@ class NodeGroup {
 
   /// The local workers have ended (`success`: all exited 0). A member leaves (LEAVE) or flushes its STOP; the
   /// leader, on success, waits until every member has left or been lost. Stopped by another node's STOP, it first
-  /// waits (at most kOriginLinger) for that node to end. Returns stopReason() at the end.
-  virtual std::string finish(bool success) = 0;
+  /// waits (at most kOriginLinger) for that node to end. Fails with stopReason() when the group stopped the job.
+  virtual Status finish(bool success) = 0;
 };
 
 }  // namespace taehv::group

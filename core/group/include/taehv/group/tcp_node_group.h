@@ -21,14 +21,14 @@ class TcpNodeGroup : public NodeGroup {
   TcpNodeGroup(const TcpNodeGroup&) = delete;
   TcpNodeGroup& operator=(const TcpNodeGroup&) = delete;
 
-  std::string start() override;
-  std::string form(std::chrono::steady_clock::time_point deadline) override;
+  Status start() override;
+  Status form(std::chrono::steady_clock::time_point deadline) override;
   AgreedRanks agreedRanks() const override;
   int stopFd() const override;
   std::string stopReason() const override;
   bool leaderLost() const override;
   void requestStop(const std::string& reason) override;
-  std::string finish(bool success) override;
+  Status finish(bool success) override;
 
   /// The port the leader listens on (useful with port 0 in tests); 0 on a member.
   int boundPort() const;

@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "taehv/checked.h"
+
 namespace taehv::group {
 
 /// What a message says. The numbers are on the wire: never renumber.
@@ -49,8 +51,8 @@ struct Message {
 /// The body of `m` (everything the MAC covers, without the length and the MAC). Text is cut to kMaxTextBytes.
 std::string encodeBody(const Message& m);
 
-/// Parses a body (without MAC). nullopt with `error` set when it is malformed (version, type, lengths).
-std::optional<Message> decodeBody(std::string_view body, std::string* error);
+/// Parses a body (without MAC); fails when it is malformed (version, type, lengths).
+Checked<Message> decodeBody(std::string_view body);
 
 /// The frame on the wire: length, body, mac.
 std::string encodeFrame(std::string_view body, std::string_view mac);
@@ -58,17 +60,12 @@ std::string encodeFrame(std::string_view body, std::string_view mac);
 /// Cuts a byte stream into frames. Not thread-safe; one per connection.
 class FrameReader {
  public:
-  enum class Status { kNeedMore, kFrame, kBad };
-
   /// Appends received bytes.
   void feed(const char* data, std::size_t size) { buffer_.append(data, size); }
 
-  /// The next complete frame's payload (body + mac) into `payload`, kNeedMore when it has not fully arrived, or
-  /// kBad (with `error`) when the length is out of range: the stream cannot be resynchronised, close it.
-  Status next(std::string* payload, std::string* error);
-
-  /// Bytes held that are not yet a whole frame.
-  std::size_t buffered() const { return buffer_.size() - offset_; }
+  /// The next complete frame's payload (body + mac), nullopt when it has not fully arrived; fails when the length
+  /// is out of range: the stream cannot be resynchronised, close it.
+  Checked<std::optional<std::string>> next();
 
  private:
   std::string buffer_;

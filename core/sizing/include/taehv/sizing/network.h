@@ -21,13 +21,12 @@ struct RouteChoice {
   std::string interface;      ///< e.g. "eth0", "ib0", "lo"
   std::string local_address;  ///< the source address the kernel picked
   std::string how;            ///< one line: how it was found
-  std::string error;          ///< empty on success
-  bool ok() const { return error.empty(); }
 };
 
 /// Asks the kernel: a UDP socket connect()ed to `host` (no packet is sent) gets the source address the route
-/// uses; getifaddrs() maps that address to its interface. Falls back to /proc/net/route for IPv4.
-RouteChoice interfaceForDestination(const std::string& host);
+/// uses; getifaddrs() maps that address to its interface. Falls back to /proc/net/route for IPv4. Fails when
+/// `host` does not resolve or no interface routes to it.
+Checked<RouteChoice> interfaceForDestination(const std::string& host);
 
 /// Longest-prefix match of `ipv4` (dotted quad) in the text of /proc/net/route; nullopt when no route matches or
 /// the text cannot be parsed. Exposed for tests with fabricated tables.
@@ -59,8 +58,8 @@ struct ConnectResult {
 /// Connects to host:port with a deadline (non-blocking connect + poll), trying each resolved address.
 ConnectResult probeTcpConnect(const std::string& host, int port, std::chrono::milliseconds timeout);
 
-/// Whether this machine can listen on `port` on all interfaces now (what rank 0's TCP store will do).
-/// Empty string = free; else the bind error ("Address already in use").
-std::string tcpPortBindError(int port);
+/// Whether this machine can listen on `port` on all interfaces now, with SO_REUSEADDR as rank 0's TCP store and node
+/// 0's group listener do; fails with the bind error ("Address already in use").
+Status tcpPortFree(int port);
 
 }  // namespace taehv::sizing

@@ -46,7 +46,7 @@ struct TuningInput {
   Env env;                          ///< the environment the workers inherit (the user's settings win)
   std::string sysfs_root = "/sys";  ///< /sys/class/infiniband is read below it (tests pass a fake tree)
   /// Finds the interface that routes to the master; interfaceForDestination by default.
-  std::function<RouteChoice(const std::string&)> find_interface;
+  std::function<Checked<RouteChoice>(const std::string&)> find_interface;
 };
 
 /// The environment additions and what else is worth saying.

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "taehv/checked.h"
+
 namespace taehv::k8s {
 
 /// What `taehv-run --backend k8s render|submit` was asked for.
@@ -38,8 +40,8 @@ std::string k8sRenderUsage();
 /// Not deterministic for jobset and trainjob unless `job_token` is set: each render makes a new token.
 std::string renderK8s(const K8sRenderOptions& options);
 
-/// Checks `name` as a Kubernetes object name usable for this job (DNS-1035 label, room for pod suffixes).
-/// Returns "" or an error line.
-std::string checkK8sJobName(const std::string& name, const std::string& flavor, int nodes);
+/// Checks `name` as a Kubernetes object name usable for this job (DNS-1035 label, room for pod suffixes); fails
+/// with an error line.
+Status checkK8sJobName(const std::string& name, const std::string& flavor, int nodes);
 
 }  // namespace taehv::k8s

@@ -38,11 +38,9 @@ inline constexpr int kPortBase = 10000;
 inline constexpr int kPortJobSlots = 5000;
 inline constexpr int kPortStepSlots = 4;
 
-/// Expands SLURM's compressed counts: "2(x3),1" -> {2, 2, 2, 1}. Sets `error` on malformed text.
-std::vector<int> expandTasksPerNode(std::string_view text, std::string& error);
-
-/// The inverse of expandTasksPerNode: {2, 2, 2, 1} -> "2(x3),1".
-std::string compressTasksPerNode(const std::vector<int>& counts);
+/// Expands SLURM's compressed counts: "2(x3),1" -> {2, 2, 2, 1}; fails on malformed text (taehv::formatCounts
+/// writes the compressed form).
+Checked<std::vector<int>> expandTasksPerNode(std::string_view text);
 
 /// The master port derived from a job and step ID when MASTER_PORT is not set (rule above).
 int derivedMasterPort(std::uint64_t job_id, std::uint64_t step_id);

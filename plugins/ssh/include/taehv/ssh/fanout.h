@@ -82,10 +82,10 @@ inline const std::vector<std::string> kForwardedPrefixes = {"NCCL_", "GLOO_", "T
 std::map<std::string, std::string> forwardedEnv(const std::map<std::string, std::string>& env);
 
 /// Parses a .taehv_env file (KEY=VALUE per line, '#' comment lines and blank lines skipped, the value is
-/// everything after the first '=') into `out`, later files overriding. Returns an error naming ORIGIN:LINE.
-std::string parseEnvFile(const std::string& text, const std::string& origin, std::map<std::string, std::string>* out);
+/// everything after the first '=') into `out`, later files overriding. Fails with an error naming ORIGIN:LINE.
+Status parseEnvFile(const std::string& text, const std::string& origin, std::map<std::string, std::string>* out);
 
-/// Parses one --env K=V into `out`; returns an error for a missing '=' or an invalid name.
-std::string parseEnvAssignment(const std::string& kv, std::map<std::string, std::string>* out);
+/// Parses one --env K=V into `out`; fails for a missing '=' or an invalid name.
+Status parseEnvAssignment(const std::string& kv, std::map<std::string, std::string>* out);
 
 }  // namespace taehv::ssh

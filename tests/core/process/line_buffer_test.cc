@@ -19,9 +19,8 @@ std::vector<std::string> feedAll(LineBuffer& b, const std::vector<std::string>& 
 TEST(LineBuffer, JoinsLinesSplitAcrossReads) {
   LineBuffer b;
   EXPECT_EQ(feedAll(b, {"ab", "c\nde", "f\n\ng"}, false), (std::vector<std::string>{"abc", "def", ""}));
-  EXPECT_EQ(b.pendingBytes(), 1u);
   EXPECT_EQ(feedAll(b, {}, true), (std::vector<std::string>{"g"}));
-  EXPECT_EQ(b.pendingBytes(), 0u);
+  EXPECT_EQ(feedAll(b, {}, true), (std::vector<std::string>{}));  // the flush emptied it
 }
 
 TEST(LineBuffer, FlushWithoutPendingGivesNothing) {

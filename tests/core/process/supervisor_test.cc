@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "infra/built_programs.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -613,14 +615,11 @@ TEST(Supervisor, InterruptWritesASignalExceptionErrorFile) {
 
 // ---- the same guarantees through the product: taehv-run --standalone ----------------------------------
 
-std::string taehvRun() {
-  const char* dir = std::getenv("TAEHV_BIN_DIR");
-  return dir ? std::string(dir) + "/taehv-run" : std::string();
-}
+std::string taehvRun() { return taehv::testing::builtProgram("taehv-run"); }
 
 TEST(TaehvRunSupervision, Kill9OfTaehvRunLeavesNoWorker) {
   const std::string run = taehvRun();
-  if (run.empty() || ::access(run.c_str(), X_OK) != 0) GTEST_SKIP() << "taehv-run not built";
+  ASSERT_PROGRAM_BUILT(run);
   TempDir dir;
   const std::string marker = uniqueMarker();
   Driver d(dir, {"--standalone", "--nproc-per-node", "2", "--", kChild, "tree", marker, "60"}, {}, run);
@@ -634,7 +633,7 @@ TEST(TaehvRunSupervision, Kill9OfTaehvRunLeavesNoWorker) {
 
 TEST(HostileOrphans, TaehvRunLeavesNoDaemonOfAWorker) {
   const std::string run = taehvRun();
-  if (run.empty() || ::access(run.c_str(), X_OK) != 0) GTEST_SKIP() << "taehv-run not built";
+  ASSERT_PROGRAM_BUILT(run);
   TempDir dir;
   const std::string marker = uniqueMarker();
   Driver d(dir, {"--standalone", "--nproc-per-node", "2", "--", kChild, "escape", marker, "60", "300"}, {}, run);
@@ -646,7 +645,7 @@ TEST(HostileOrphans, TaehvRunLeavesNoDaemonOfAWorker) {
 
 TEST(TaehvRunSupervision, FailFastAndSignalForwarding) {
   const std::string run = taehvRun();
-  if (run.empty() || ::access(run.c_str(), X_OK) != 0) GTEST_SKIP() << "taehv-run not built";
+  ASSERT_PROGRAM_BUILT(run);
   TempDir dir;
   {
     Driver d(dir, cat({"--standalone", "--nproc-per-node", "3", "--shutdown-grace", "10", "--"},
