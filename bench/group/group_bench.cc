@@ -65,9 +65,8 @@ struct Member : std::enable_shared_from_this<Member> {
     socket.async_read_some(asio::buffer(buf), [self](boost::system::error_code ec, std::size_t n) {
       if (ec) return;
       self->reader.feed(self->buf.data(), n);
-      std::string payload, error;
-      while (self->reader.next(&payload, &error) == FrameReader::Status::kFrame) {
-        Opened in = self->session.open(payload);
+      for (auto frame = self->reader.next(); frame.ok() && frame.value; frame = self->reader.next()) {
+        Opened in = self->session.open(*frame.value);
         if (in.verdict != Verdict::kOk) return;
         if (in.message.type == MessageType::kChallenge) {
           self->session.setServerNonce(in.message.nonce);
@@ -149,7 +148,7 @@ Run runOnce(int n, std::chrono::milliseconds timeout, char how, double* idle_cpu
   o.node_timeout = timeout;
   TcpNodeGroup leader(o);
   Run run;
-  if (!leader.start().empty()) return run;
+  if (!leader.start().ok()) return run;
   int control[2];
   if (::pipe(control) != 0) return run;
   const auto t0 = Clock::now();
@@ -160,7 +159,7 @@ Run runOnce(int n, std::chrono::milliseconds timeout, char how, double* idle_cpu
     ::_exit(0);
   }
   ::close(control[0]);
-  if (leader.form(t0 + std::chrono::seconds(120)).empty()) {
+  if (leader.form(t0 + std::chrono::seconds(120)).ok()) {
     run.form_s = std::chrono::duration<double>(Clock::now() - t0).count();
     if (idle_cpu_pct != nullptr) {  // node 0 watching n members, nothing else happening
       const double c0 = cpuSeconds();

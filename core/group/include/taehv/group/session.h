@@ -53,6 +53,7 @@ class Session {
 
   /// After WELCOME on both sides: switch to the session key S = HMAC(K, "session" || Ns || Nc), counters restart.
   void establish();
+  bool established() const { return established_; }
 
   /// The frame for `m`: sets its counter (0 before establish(), then 1, 2, ...), MACs it.
   std::string seal(Message m);
