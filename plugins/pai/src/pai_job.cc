@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "taehv/shell_quote.h"
 #include "taehv/torch_env/container_image.h"
 #include "taehv/torch_env/env_reader.h"
 #include "taehv/torch_env/torch_style.h"
@@ -13,14 +14,6 @@ namespace taehv::pai {
 using namespace torch_env;  // the container backends' shared reads and checks (this file only)
 
 namespace {
-
-std::string shellQuote(const std::string& s) {
-  static const std::regex kSafe(R"(^[A-Za-z0-9_@%+=:,./-]+$)");
-  if (std::regex_match(s, kSafe)) return s;
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 bool takeValue(const std::vector<std::string>& args, size_t& i, std::string& value, std::string& error) {
   const std::string& a = args[i];

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "taehv/parse.h"
+#include "taehv/shell_quote.h"
 #include "taehv/slurm/slurm_env.h"
 
 namespace taehv::slurm {
@@ -36,22 +37,6 @@ bool isSlurmTime(const std::string& text) {
 }
 
 }  // namespace
-
-std::string shellQuote(const std::string& word) {
-  if (!word.empty() && word.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-                                              "_-+=./:,@%") == std::string::npos) {
-    return word;
-  }
-  std::string out = "'";
-  for (char c : word) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out + "'";
-}
 
 std::string submitUsage() {
   return "usage: taehv-run --backend slurm submit --nodes N [--gpus-per-node G] [--nproc-per-node K]\n"

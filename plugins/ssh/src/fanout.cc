@@ -5,8 +5,8 @@
 #include <cctype>
 #include <sstream>
 
-#include "taehv/ssh/shell_quote.h"
 #include "taehv/parse.h"
+#include "taehv/shell_quote.h"
 
 namespace taehv::ssh {
 namespace {
@@ -217,7 +217,7 @@ std::map<std::string, std::string> forwardedEnv(const std::map<std::string, std:
   std::map<std::string, std::string> out;
   for (const auto& [name, value] : env) {
     for (const auto& prefix : kForwardedPrefixes) {
-      if (name.rfind(prefix, 0) == 0 && isValidEnvName(name)) {
+      if (name.rfind(prefix, 0) == 0 && isShellName(name)) {
         out[name] = value;
         break;
       }
@@ -241,7 +241,7 @@ std::string parseEnvFile(const std::string& text, const std::string& origin, std
       return origin + ":" + std::to_string(line_no) + ": expected KEY=VALUE";
     }
     const std::string name = line.substr(b, eq - b);
-    if (!isValidEnvName(name)) {
+    if (!isShellName(name)) {
       return origin + ":" + std::to_string(line_no) + ": '" + name +
              "' is not a valid variable name (letters, digits, '_'; not starting with a digit)";
     }
@@ -254,7 +254,7 @@ std::string parseEnvAssignment(const std::string& kv, std::map<std::string, std:
   const auto eq = kv.find('=');
   if (eq == std::string::npos) return "--env '" + kv + "': expected NAME=VALUE";
   const std::string name = kv.substr(0, eq);
-  if (!isValidEnvName(name)) {
+  if (!isShellName(name)) {
     return "--env: '" + name + "' is not a valid variable name (letters, digits, '_'; not starting with a digit)";
   }
   (*out)[name] = kv.substr(eq + 1);

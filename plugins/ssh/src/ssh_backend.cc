@@ -31,7 +31,7 @@
 #include "taehv/ssh/fanout.h"
 #include "taehv/ssh/hostfile.h"
 #include "taehv/ssh/preflight.h"
-#include "taehv/ssh/shell_quote.h"
+#include "taehv/ssh/shell_words.h"
 
 namespace taehv::ssh {
 namespace {

@@ -141,13 +141,6 @@ TEST(SlurmSubmitScript, OneTaskPerGpuScriptWithoutGpus) {
   EXPECT_TRUE(contains(s, "--ntasks-per-node=2 \\\n  \"$TAEHV_RUN\" --backend slurm --slurm-layout task \"${"));
 }
 
-TEST(SlurmSubmitScript, ShellQuoting) {
-  EXPECT_EQ(shellQuote("plain-word_1.2=x"), "plain-word_1.2=x");
-  EXPECT_EQ(shellQuote(""), "''");
-  EXPECT_EQ(shellQuote("a b"), "'a b'");
-  EXPECT_EQ(shellQuote("it's $HOME"), "'it'\\''s $HOME'");
-}
-
 /// Writes `text` to `path` as an executable script.
 void writeExecutable(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;

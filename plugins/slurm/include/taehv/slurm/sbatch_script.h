@@ -39,9 +39,6 @@ std::string parseSubmitArgs(const std::vector<std::string>& args, SubmitOptions&
 /// The usage text of `submit`.
 std::string submitUsage();
 
-/// Quotes `word` for bash (single quotes unless it is plainly safe).
-std::string shellQuote(const std::string& word);
-
 /// The sbatch script for `opts`; `taehv_run` is the absolute path of taehv-run on the cluster,
 /// `version` goes into the header comment.
 std::string renderSbatchScript(const SubmitOptions& opts, const std::string& taehv_run, const std::string& version);
