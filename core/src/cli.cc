@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <boost/dll/runtime_symbol_info.hpp>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <set>
@@ -20,9 +21,11 @@ namespace taehv {
 namespace po = boost::program_options;
 namespace {
 
-/// Launch options forwarded to a remote taehv-run by a backend that takes over the launch.
+/// Launch options forwarded as typed to every node's taehv-run by a backend that takes over the launch
+/// (JobRequest::launcher_args). Not those that place a node in the job (--nnodes, --node-rank, --nproc-per-node,
+/// --master-addr, --master-port, --standalone, --restart-count): the backend gets them typed (JobFlags) and sets them
+/// per node.
 const std::set<std::string> kForwardedOptions = {
-    "nnodes",  "node-rank",    "master-addr", "master-port", "nproc-per-node",     "standalone",
     "run-id",  "max-restarts", "shutdown-grace", "log-dir",  "local-ranks-filter", "no-prefix",
     // sizing (taehv/sizing_bridge.h): each node sizes itself
     "gpu-binding", "collective-timeout", "nccl-buffsize", "oversubscribe", "config",
@@ -61,6 +64,13 @@ std::vector<std::string> scanOption(const std::vector<std::string>& tokens, cons
   return values;
 }
 
+/// "" or why `value` of --`flag` is outside [min, max].
+std::string checkRange(const std::optional<int>& value, const char* flag, int min, int max) {
+  if (!value || (*value >= min && *value <= max)) return "";
+  return std::string("--") + flag + " must be in " + std::to_string(min) + ".." + std::to_string(max) + ", got " +
+         std::to_string(*value);
+}
+
 std::string joinNames(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
@@ -86,6 +96,7 @@ std::string launchFlags(const po::variables_map& vm, LaunchFlags& flags) {
   if (vm.count("max-restarts")) flags.max_restarts = vm["max-restarts"].as<int>();
   if (vm.count("restart-count")) flags.restart_count = vm["restart-count"].as<int>();
   flags.standalone = vm.count("standalone") > 0;
+  flags.no_node_group = vm.count("no-node-group") > 0;
   return "";
 }
 
@@ -100,6 +111,17 @@ Env environmentSnapshot() {
 }
 
 }  // namespace
+
+Checked<std::chrono::milliseconds> shutdownGrace(const po::variables_map& vm) {
+  Checked<std::chrono::milliseconds> result;
+  const double grace = vm["shutdown-grace"].as<double>();
+  if (!(grace >= 0) || grace > 86400) {
+    result.error = "--shutdown-grace must be 0..86400 seconds, got " + std::to_string(grace);
+    return result;
+  }
+  result.value = std::chrono::milliseconds(static_cast<long long>(std::llround(grace * 1000)));
+  return result;
+}
 
 const std::vector<SubCommand>& subCommands() {
   static const std::vector<SubCommand> table = {
@@ -197,27 +219,14 @@ po::options_description Cli::backendOptions() const {
   std::set<std::string> added;
   const auto generic = launchOptions();
   for (const auto& plugin : backends_.plugins()) {
-    for (const OptionSpec& spec : plugin.backend->options()) {
-      if (generic.find_nothrow(spec.name, false) != nullptr || !added.insert(spec.name).second) continue;
-      std::string help = spec.help + " [" + plugin.name + "]";
-      if (spec.value_name.empty()) {
-        desc.add_options()(spec.name.c_str(), help.c_str());
-      } else if (spec.repeatable) {
-        desc.add_options()(spec.name.c_str(),
-                           po::value<std::vector<std::string>>()->composing()->value_name(spec.value_name),
-                           help.c_str());
-      } else {
-        desc.add_options()(spec.name.c_str(), po::value<std::string>()->value_name(spec.value_name), help.c_str());
-      }
+    std::vector<OptionSpec> specs;
+    for (OptionSpec& spec : plugin.backend->options()) {
+      spec.short_name = 0;  // one-letter names are the launcher's own (-v, -h)
+      if (generic.find_nothrow(spec.name, false) == nullptr && added.insert(spec.name).second) specs.push_back(spec);
     }
+    addOptionSpecs(desc, specs, " [" + plugin.name + "]");
   }
   return desc;
-}
-
-std::vector<std::string> Cli::knownOptionNames(const po::options_description& all) const {
-  std::vector<std::string> names;
-  for (const auto& d : all.options()) names.push_back("--" + d->long_name());
-  return names;
 }
 
 std::vector<LoadedPlugin*> Cli::allPlugins(std::vector<std::string>& errors) {
@@ -237,8 +246,7 @@ std::optional<int> Cli::parse(const po::options_description& extra, po::variable
   std::vector<std::string> tokens;
   for (const auto& t : args_) tokens.push_back(normalizeOption(t));
   try {
-    const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
-    po::parsed_options parsed = po::command_line_parser(tokens).options(all).style(style).run();
+    po::parsed_options parsed = po::command_line_parser(tokens).options(all).style(commandLineStyle()).run();
     for (const auto& option : parsed.options) {
       if (option.position_key >= 0 || option.string_key.empty()) {
         const std::string token = option.original_tokens.empty() ? "" : option.original_tokens.front();
@@ -256,9 +264,7 @@ std::optional<int> Cli::parse(const po::options_description& extra, po::variable
       }
     }
   } catch (const po::unknown_option& e) {
-    std::string name = e.get_option_name();
-    log(LogLevel::kError, "unknown option '" + name + "'" + didYouMean(name, knownOptionNames(all)) +
-                              "; see taehv-run --help");
+    log(LogLevel::kError, unknownOption(e.get_option_name(), all) + "; see taehv-run --help");
     return kUsageError;
   } catch (const po::error& e) {
     log(LogLevel::kError, std::string(e.what()) + "; see taehv-run --help");
@@ -312,6 +318,7 @@ std::string Cli::chooseBackend(const LaunchFlags& flags, ResolvedLaunch& r, std:
 }
 
 std::string Cli::backendRequest(const po::variables_map& vm, ResolvedLaunch& r) const {
+  const po::options_description declared = backendOptions();
   // Backend options belong to their backend only.
   for (const auto& [name, owners] : backends_.optionOwners()) {
     if (!vm.count(name)) continue;
@@ -320,15 +327,29 @@ std::string Cli::backendRequest(const po::variables_map& vm, ResolvedLaunch& r) 
       return "--" + name + " is an option of backend " + joinNames(owners) + ", but the backend in use is " +
              (r.plugin ? r.plugin->name : std::string("local")) + "; add --backend " + owners.front();
     }
-    if (vm[name].value().type() == typeid(std::vector<std::string>)) {
-      r.request.options[name] = vm[name].as<std::vector<std::string>>();
-    } else if (vm[name].value().type() == typeid(std::string)) {
-      r.request.options[name] = {vm[name].as<std::string>()};
-    } else {
-      r.request.options[name] = {"true"};
-    }
+    r.request.options[name] = optionTexts(vm[name], !takesValue(declared, name));
   }
   return "";
+}
+
+Checked<JobFlags> Cli::jobFlags(const po::variables_map& vm) const {
+  Checked<JobFlags> result;
+  LaunchFlags flags;
+  if (result.error = launchFlags(vm, flags); !result.error.empty()) return result;
+  if (!vm["shutdown-grace"].defaulted()) {
+    const Checked<std::chrono::milliseconds> grace = shutdownGrace(vm);
+    if (result.error = grace.error; !grace.ok()) return result;
+    flags.shutdown_grace = grace.value;
+  }
+  for (const std::string& error :
+       {checkRange(flags.nnodes, "nnodes", 1, kMaxNodes), checkRange(flags.node_rank, "node-rank", 0, kMaxNodes - 1),
+        checkRange(flags.master_port, "master-port", 1, 65535),
+        checkRange(flags.max_restarts, "max-restarts", 0, kMaxRestarts),
+        checkRange(flags.restart_count, "restart-count", 0, kMaxRestarts)}) {
+    if (result.error = error; !error.empty()) return result;
+  }
+  result.value = static_cast<const JobFlags&>(flags);  // what a backend gets of them
+  return result;
 }
 
 std::string Cli::planNode(const LaunchFlags& flags, bool plan_when_taken_over, ResolvedLaunch& r) const {
@@ -383,9 +404,7 @@ int Cli::dispatch() {
                                                                                      : t.find('=') - 2)
                                       : t.substr(0, 2);
       if (all.find_nothrow(key, false, false, false) == nullptr) {
-        log(LogLevel::kError, "unknown option '" + raw_args_[i] + "'" + didYouMean(t.substr(0, t.find('=')),
-                                                                                  knownOptionNames(all)) +
-                                  "; see taehv-run --help");
+        log(LogLevel::kError, unknownOption(t, all) + "; see taehv-run --help");
         return kUsageError;
       }
       if (is_long && t.find('=') == std::string::npos && takesValue(all, key)) ++i;
@@ -427,7 +446,7 @@ int Cli::dispatch() {
     sub_command_ = &c;
     return c.run(*this);
   }
-  // A backend's own sub-command gets every argument after its name, untouched.
+  // A backend's own sub-command: the arguments after its name, parsed by its declaration (CommandSpec).
   std::vector<std::string> names;
   for (const auto& c : subCommands()) names.push_back(c.name);
   if (backend_ != "auto" && backend_ != "local") {
@@ -444,7 +463,7 @@ int Cli::dispatch() {
         command_args.push_back("--");
         command_args.insert(command_args.end(), command_.begin(), command_.end());
       }
-      return plugin.backend->runCommand(host_, name, command_args);
+      return runBackendCommand(*plugin.backend, plugin.name, c, host_, command_args);
     }
   } else {
     for (const auto& p : backends_.plugins()) {

@@ -17,4 +17,12 @@ std::string imageReferenceError(const std::string& image) {
   return "";
 }
 
+std::vector<OptionSpec> renderJobOptions(const std::string& nodes_help, const std::string& gpus_help,
+                                         const std::string& name_help) {
+  return {{"nodes", "N", nodes_help + " (required)"},
+          {"gpus-per-node", "G", gpus_help + " (required)"},
+          {"image", "IMAGE", "container image with taehv-run installed (required)"},
+          {"name", "NAME", name_help + " (default taehv-train)"}};
+}
+
 }  // namespace taehv::torch_env
