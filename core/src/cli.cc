@@ -404,7 +404,7 @@ int Cli::dispatch() {
                                                                                      : t.find('=') - 2)
                                       : t.substr(0, 2);
       if (all.find_nothrow(key, false, false, false) == nullptr) {
-        log(LogLevel::kError, unknownOption(t, all) + "; see taehv-run --help");
+        log(LogLevel::kError, unknownOption(raw_args_[i], all) + "; see taehv-run --help");
         return kUsageError;
       }
       if (is_long && t.find('=') == std::string::npos && takesValue(all, key)) ++i;
