@@ -185,20 +185,15 @@ std::string parseK8sRenderArgs(const CommandArgs& args, K8sRenderOptions& out) {
     const std::string* v = optionValue(given, name);
     return v ? readCountFlag("--" + name, *v, min_value, max_value, target) : "";
   };
-  const auto text = [&](const std::string& name, std::string& target) {
-    if (const std::string* v = optionValue(given, name)) target = *v;
-  };
-  for (const std::string& e : {count("nodes", 1, 100000, out.nodes), count("gpus-per-node", 0, 1024, out.gpus_per_node),
-                               count("nproc-per-node", 1, 1024, out.nproc_per_node), count("port", 1, 65535, out.port),
-                               count("max-restarts", 0, kMaxJobRestarts, out.max_restarts)}) {
+  for (const std::string& e :
+       {count("nodes", 1, 100000, out.nodes), count("gpus-per-node", 0, 1024, out.gpus_per_node),
+        count("nproc-per-node", 1, 1024, out.nproc_per_node), count("port", 1, 65535, out.port),
+        count("max-restarts", 0, kMaxJobRestarts, out.max_restarts)}) {
     if (!e.empty()) return e;
   }
-  for (const auto& [name, target] : {std::pair<const char*, std::string*>{"image", &out.image}, {"name", &out.name},
-                                     {"namespace", &out.namespace_name}, {"flavor", &out.flavor},
-                                     {"shm-size", &out.shm_size}, {"runtime-kind", &out.runtime_kind},
-                                     {"runtime", &out.runtime_name}}) {
-    text(name, *target);
-  }
+  torch_env::readTextOptions(given, {{"image", &out.image}, {"name", &out.name}, {"namespace", &out.namespace_name},
+                                     {"flavor", &out.flavor}, {"shm-size", &out.shm_size},
+                                     {"runtime-kind", &out.runtime_kind}, {"runtime", &out.runtime_name}});
   out.command = args.command;
   if (out.flavor != "indexed-job" && out.flavor != "pytorchjob" && out.flavor != "jobset" && out.flavor != "trainjob") {
     return "--flavor " + out.flavor + " is unknown: use trainjob, jobset, indexed-job or pytorchjob";

@@ -123,11 +123,9 @@ std::string parsePaiRenderArgs(const CommandArgs& args, PaiRenderOptions& out) {
     }
     *target = *v;
   }
-  for (const auto& [name, target] : {std::pair<const char*, std::string*>{"image", &out.image}, {"name", &out.name},
-                                     {"ecs-spec", &out.ecs_spec}, {"resource-id", &out.resource_id},
-                                     {"workspace-id", &out.workspace_id}, {"cpu", &out.cpu}, {"memory", &out.memory}}) {
-    if (const std::string* value = optionValue(given, name)) *target = *value;
-  }
+  readTextOptions(given, {{"image", &out.image}, {"name", &out.name}, {"ecs-spec", &out.ecs_spec},
+                          {"resource-id", &out.resource_id}, {"workspace-id", &out.workspace_id}, {"cpu", &out.cpu},
+                          {"memory", &out.memory}});
   out.command = args.command;
   if (given.count("cpu") && !parseCount(out.cpu, 1, kMaxCpusPerNode)) {
     return "--cpu " + out.cpu + " is not a whole number of CPU cores from 1 to " + std::to_string(kMaxCpusPerNode);

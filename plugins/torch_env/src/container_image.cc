@@ -25,4 +25,10 @@ std::vector<OptionSpec> renderJobOptions(const std::string& nodes_help, const st
           {"name", "NAME", name_help + " (default taehv-train)"}};
 }
 
+void readTextOptions(const OptionValues& given, std::initializer_list<std::pair<const char*, std::string*>> targets) {
+  for (const auto& [name, target] : targets) {
+    if (const std::string* value = optionValue(given, name)) *target = *value;
+  }
+}
+
 }  // namespace taehv::torch_env

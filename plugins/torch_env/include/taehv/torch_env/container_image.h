@@ -2,7 +2,9 @@
 // container image a rendered job runs before it reaches a pod spec.
 #pragma once
 
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "taehv/plugin_api.h"
@@ -20,5 +22,9 @@ std::string imageReferenceError(const std::string& image);
 /// renderer appends its own.
 std::vector<OptionSpec> renderJobOptions(const std::string& nodes_help, const std::string& gpus_help,
                                          const std::string& name_help);
+
+/// Sets each target to the value of its option in `given`, for the options given (text taken as it is; the renderer
+/// checks it after).
+void readTextOptions(const OptionValues& given, std::initializer_list<std::pair<const char*, std::string*>> targets);
 
 }  // namespace taehv::torch_env
