@@ -1,7 +1,7 @@
 # Install: taehv-run (+ taehv-train) into bin/, plugins into lib/taehv/plugins, the plugin API headers
-# (taehv/plugin_api.h, taehv/checked.h, taehv/parse.h, taehv/env.h) into include/taehv/, and a CMake package: find_package(taehv) gives the
-# imported target taehv::plugin_api and the function taehv_add_plugin() (cmake/TaehvPlugin.cmake, the same file
-# the build tree uses) for out-of-tree backends.
+# (taehv/plugin_api.h, taehv/checked.h, taehv/parse.h, taehv/env.h, taehv/shell_quote.h) into include/taehv/, and a
+# CMake package: find_package(taehv) gives the imported target taehv::plugin_api and the function taehv_add_plugin()
+# (cmake/TaehvPlugin.cmake, the same file the build tree uses) for out-of-tree backends.
 include(CMakePackageConfigHelpers)
 install(TARGETS taehv-run RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 if(TARGET taehv-train)
@@ -10,6 +10,7 @@ endif()
 install(TARGETS taehv_plugin_api EXPORT taehvTargets)
 install(FILES core/plugin_api/include/taehv/plugin_api.h core/plugin_api/include/taehv/parse.h
   core/plugin_api/include/taehv/checked.h core/plugin_api/include/taehv/env.h
+  core/plugin_api/include/taehv/shell_quote.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/taehv)
 set(TAEHV_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/taehv)
 install(EXPORT taehvTargets NAMESPACE taehv:: DESTINATION ${TAEHV_CMAKE_DIR})

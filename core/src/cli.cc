@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <boost/dll/runtime_symbol_info.hpp>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <set>
@@ -20,9 +21,11 @@ namespace taehv {
 namespace po = boost::program_options;
 namespace {
 
-/// Launch options forwarded to a remote taehv-run by a backend that takes over the launch.
+/// Launch options forwarded as typed to every node's taehv-run by a backend that takes over the launch
+/// (JobRequest::launcher_args). Not those that place a node in the job (--nnodes, --node-rank, --nproc-per-node,
+/// --master-addr, --master-port, --standalone, --restart-count): the backend gets them typed (JobFlags) and sets them
+/// per node.
 const std::set<std::string> kForwardedOptions = {
-    "nnodes",  "node-rank",    "master-addr", "master-port", "nproc-per-node",     "standalone",
     "run-id",  "max-restarts", "shutdown-grace", "log-dir",  "local-ranks-filter", "no-prefix",
     // sizing (taehv/sizing_bridge.h): each node sizes itself
     "gpu-binding", "collective-timeout", "nccl-buffsize", "oversubscribe", "config",
@@ -61,6 +64,13 @@ std::vector<std::string> scanOption(const std::vector<std::string>& tokens, cons
   return values;
 }
 
+/// Fails with why `value` of --`flag` is outside [min, max].
+Status checkRange(const std::optional<int>& value, const char* flag, int min, int max) {
+  if (!value || (*value >= min && *value <= max)) return {};
+  return {std::string("--") + flag + " must be in " + std::to_string(min) + ".." + std::to_string(max) + ", got " +
+          std::to_string(*value)};
+}
+
 std::string joinNames(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
@@ -88,6 +98,7 @@ Checked<LaunchFlags> launchFlags(const po::variables_map& vm) {
   if (vm.count("max-restarts")) flags.max_restarts = vm["max-restarts"].as<int>();
   if (vm.count("restart-count")) flags.restart_count = vm["restart-count"].as<int>();
   flags.standalone = vm.count("standalone") > 0;
+  flags.no_node_group = vm.count("no-node-group") > 0;
   return out;
 }
 
@@ -102,6 +113,12 @@ Env environmentSnapshot() {
 }
 
 }  // namespace
+
+Checked<std::chrono::milliseconds> shutdownGrace(const po::variables_map& vm) {
+  const double grace = vm["shutdown-grace"].as<double>();
+  if (!(grace >= 0) || grace > 86400) return {"--shutdown-grace must be 0..86400 seconds, got " + std::to_string(grace)};
+  return {"", std::chrono::milliseconds(static_cast<long long>(std::llround(grace * 1000)))};
+}
 
 const std::vector<SubCommand>& subCommands() {
   static const std::vector<SubCommand> table = {
@@ -199,27 +216,14 @@ po::options_description Cli::backendOptions() const {
   std::set<std::string> added;
   const auto generic = launchOptions();
   for (const auto& plugin : backends_.plugins()) {
-    for (const OptionSpec& spec : plugin.backend->options()) {
-      if (generic.find_nothrow(spec.name, false) != nullptr || !added.insert(spec.name).second) continue;
-      std::string help = spec.help + " [" + plugin.name + "]";
-      if (spec.value_name.empty()) {
-        desc.add_options()(spec.name.c_str(), help.c_str());
-      } else if (spec.repeatable) {
-        desc.add_options()(spec.name.c_str(),
-                           po::value<std::vector<std::string>>()->composing()->value_name(spec.value_name),
-                           help.c_str());
-      } else {
-        desc.add_options()(spec.name.c_str(), po::value<std::string>()->value_name(spec.value_name), help.c_str());
-      }
+    std::vector<OptionSpec> specs;
+    for (OptionSpec& spec : plugin.backend->options()) {
+      spec.short_name = 0;  // one-letter names are the launcher's own (-v, -h)
+      if (generic.find_nothrow(spec.name, false) == nullptr && added.insert(spec.name).second) specs.push_back(spec);
     }
+    addOptionSpecs(desc, specs, " [" + plugin.name + "]");
   }
   return desc;
-}
-
-std::vector<std::string> Cli::knownOptionNames(const po::options_description& all) const {
-  std::vector<std::string> names;
-  for (const auto& d : all.options()) names.push_back("--" + d->long_name());
-  return names;
 }
 
 std::vector<LoadedPlugin*> Cli::allPlugins(std::vector<std::string>& errors) {
@@ -239,8 +243,7 @@ std::optional<int> Cli::parse(const po::options_description& extra, po::variable
   std::vector<std::string> tokens;
   for (const auto& t : args_) tokens.push_back(normalizeOption(t));
   try {
-    const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
-    po::parsed_options parsed = po::command_line_parser(tokens).options(all).style(style).run();
+    po::parsed_options parsed = po::command_line_parser(tokens).options(all).style(commandLineStyle()).run();
     for (const auto& option : parsed.options) {
       if (option.position_key >= 0 || option.string_key.empty()) {
         const std::string token = option.original_tokens.empty() ? "" : option.original_tokens.front();
@@ -258,9 +261,7 @@ std::optional<int> Cli::parse(const po::options_description& extra, po::variable
       }
     }
   } catch (const po::unknown_option& e) {
-    std::string name = e.get_option_name();
-    log(LogLevel::kError, "unknown option '" + name + "'" + didYouMean(name, knownOptionNames(all)) +
-                              "; see taehv-run --help");
+    log(LogLevel::kError, unknownOption(e.get_option_name(), all) + "; see taehv-run --help");
     return kUsageError;
   } catch (const po::error& e) {
     log(LogLevel::kError, std::string(e.what()) + "; see taehv-run --help");
@@ -313,6 +314,7 @@ Status Cli::chooseBackend(const LaunchFlags& flags, ResolvedLaunch& r, std::stri
 }
 
 Status Cli::backendRequest(const po::variables_map& vm, ResolvedLaunch& r) const {
+  const po::options_description declared = backendOptions();
   // Backend options belong to their backend only.
   for (const auto& [name, owners] : backends_.optionOwners()) {
     if (!vm.count(name)) continue;
@@ -321,15 +323,27 @@ Status Cli::backendRequest(const po::variables_map& vm, ResolvedLaunch& r) const
       return {"--" + name + " is an option of backend " + joinNames(owners) + ", but the backend in use is " +
               (r.plugin ? r.plugin->name : std::string("local")) + "; add --backend " + owners.front()};
     }
-    if (vm[name].value().type() == typeid(std::vector<std::string>)) {
-      r.request.options[name] = vm[name].as<std::vector<std::string>>();
-    } else if (vm[name].value().type() == typeid(std::string)) {
-      r.request.options[name] = {vm[name].as<std::string>()};
-    } else {
-      r.request.options[name] = {"true"};
-    }
+    r.request.options[name] = optionTexts(vm[name], !takesValue(declared, name));
   }
   return {};
+}
+
+Checked<JobFlags> Cli::jobFlags(const po::variables_map& vm) const {
+  Checked<LaunchFlags> flags = launchFlags(vm);
+  if (!flags.ok()) return {flags.error};
+  if (!vm["shutdown-grace"].defaulted()) {
+    const Checked<std::chrono::milliseconds> grace = shutdownGrace(vm);
+    if (!grace.ok()) return {grace.error};
+    flags.value.shutdown_grace = grace.value;
+  }
+  const LaunchFlags& f = flags.value;
+  for (const Status& range :
+       {checkRange(f.nnodes, "nnodes", 1, kMaxNodes), checkRange(f.node_rank, "node-rank", 0, kMaxNodes - 1),
+        checkRange(f.master_port, "master-port", 1, 65535), checkRange(f.max_restarts, "max-restarts", 0, kMaxRestarts),
+        checkRange(f.restart_count, "restart-count", 0, kMaxRestarts)}) {
+    if (!range.ok()) return {range.error};
+  }
+  return {"", static_cast<const JobFlags&>(f)};  // what a backend gets of them
 }
 
 Status Cli::planNode(const LaunchFlags& flags, bool plan_when_taken_over, ResolvedLaunch& r) const {
@@ -384,9 +398,7 @@ int Cli::dispatch() {
                                                                                      : t.find('=') - 2)
                                       : t.substr(0, 2);
       if (all.find_nothrow(key, false, false, false) == nullptr) {
-        log(LogLevel::kError, "unknown option '" + raw_args_[i] + "'" + didYouMean(t.substr(0, t.find('=')),
-                                                                                  knownOptionNames(all)) +
-                                  "; see taehv-run --help");
+        log(LogLevel::kError, unknownOption(raw_args_[i], all) + "; see taehv-run --help");
         return kUsageError;
       }
       if (is_long && t.find('=') == std::string::npos && takesValue(all, key)) ++i;
@@ -428,7 +440,7 @@ int Cli::dispatch() {
     sub_command_ = &c;
     return c.run(*this);
   }
-  // A backend's own sub-command gets every argument after its name, untouched.
+  // A backend's own sub-command: the arguments after its name, parsed by its declaration (CommandSpec).
   std::vector<std::string> names;
   for (const auto& c : subCommands()) names.push_back(c.name);
   if (backend_ != "auto" && backend_ != "local") {
@@ -445,7 +457,7 @@ int Cli::dispatch() {
         command_args.push_back("--");
         command_args.insert(command_args.end(), command_.begin(), command_.end());
       }
-      return plugin.backend->runCommand(host_, name, command_args);
+      return runBackendCommand(*plugin.backend, plugin.name, c, host_, command_args);
     }
   } else {
     for (const auto& p : backends_.plugins()) {

@@ -55,7 +55,7 @@ class HostGuardedBackend final : public Backend {
   std::vector<CommandSpec> commands() const override {
     return guardPluginCall([&] { return plugin_->commands(); }, fault<std::vector<CommandSpec>>("commands"));
   }
-  int runCommand(const HostContext& host, const std::string& name, const std::vector<std::string>& args) override {
+  int runCommand(const HostContext& host, const std::string& name, const CommandArgs& args) override {
     return guardPluginCall([&] { return plugin_->runCommand(host, name, args); }, fault<int>("runCommand"));
   }
   bool takesOverLaunch(const HostContext& host, const PlanRequest& request) const override {

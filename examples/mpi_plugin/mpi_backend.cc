@@ -7,11 +7,17 @@
 // The node rank follows from mpirun's default block mapping (--map-by slot/core): rank = node*local_size+local.
 // mpirun does not provide a rendezvous address: MASTER_ADDR / MASTER_PORT come from the environment
 // (`mpirun -x MASTER_ADDR -x MASTER_PORT`) or taehv-run's --master-addr / --master-port flags.
+//
+// Its sub-command `taehv-run --backend mpi mpirun --np N --master-addr HOST [...] [-- COMMAND]` prints the mpirun
+// command line that starts such a job: the options are declared (CommandSpec) and parsed by taehv-run.
+#include <cstdio>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "taehv/parse.h"
 #include "taehv/plugin_api.h"
+#include "taehv/shell_quote.h"
 
 namespace {
 
@@ -86,6 +92,48 @@ class MpiBackend final : public taehv::Backend {
       p.notes.push_back("mpirun gives no master address: pass -x MASTER_ADDR to mpirun or --master-addr");
     }
     return r;
+  }
+
+  std::vector<taehv::CommandSpec> commands() const override {
+    return {{"mpirun",
+             "print the mpirun command line that starts a job with this backend",
+             {{"np", "N", "MPI processes in all, one worker each (required)"},
+              {"master-addr", "HOST", "address of the host of rank 0 (required)"},
+              {"master-port", "PORT",
+               "its rendezvous port (default " + std::to_string(taehv::kDefaultMasterPort) + ")"},
+              {"host", "LIST", "mpirun --host: the hosts and their slots, e.g. a:4,b:4"},
+              {"export", "NAME", "also hand variable NAME to every rank (mpirun -x NAME; repeatable)", true}},
+             taehv::Operands::kCommand,
+             "",
+             "Every rank runs taehv-run (this one's path), which runs COMMAND (default: its trainer).\n"}};
+  }
+
+  int runCommand(const taehv::HostContext& host, const std::string& name, const taehv::CommandArgs& args) override {
+    const auto fail = [&](const std::string& message) {
+      if (host.log) host.log(taehv::LogLevel::kError, "mpi " + name + ": " + message);
+      return 2;
+    };
+    const std::string* np = taehv::optionValue(args.options, "np");
+    const std::string* addr = taehv::optionValue(args.options, "master-addr");
+    const std::string* port_text = taehv::optionValue(args.options, "master-port");
+    const std::string* hosts = taehv::optionValue(args.options, "host");
+    if (!np || !taehv::parseCount(*np, 1)) return fail("--np N is required: the number of MPI processes, at least 1");
+    if (!addr) return fail("--master-addr HOST is required: where rank 0 runs");
+    const std::optional<int> port = port_text ? taehv::parsePort(*port_text) : taehv::kDefaultMasterPort;
+    if (!port) return fail("--master-port '" + *port_text + "' is not a port number (1-65535)");
+    std::vector<std::string> argv = {"mpirun", "-np", *np};
+    if (hosts) argv.insert(argv.end(), {"--host", *hosts});
+    argv.insert(argv.end(), {"-x", "MASTER_ADDR=" + *addr, "-x", "MASTER_PORT=" + std::to_string(*port)});
+    if (const auto it = args.options.find("export"); it != args.options.end()) {
+      for (const std::string& variable : it->second) argv.insert(argv.end(), {"-x", variable});
+    }
+    argv.push_back(host.self_path);
+    if (!args.command.empty()) {
+      argv.push_back("--");
+      argv.insert(argv.end(), args.command.begin(), args.command.end());
+    }
+    const std::string line = taehv::shellJoin(argv) + "\n";
+    return std::fputs(line.c_str(), stdout) < 0 ? 1 : 0;
   }
 };
 

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
 
 #include "run_process.h"
 
@@ -48,7 +49,7 @@ void expectUsageError(const ProcessResult& r, const std::vector<std::string>& wa
 TEST(Cli, VersionNamesThePluginApi) {
   auto r = taehv({"--version"});
   EXPECT_EQ(r.exit_code, 0);
-  EXPECT_EQ(r.out, "taehv-run 0.1.0 (plugin API 2)\n");
+  EXPECT_EQ(r.out, "taehv-run 0.1.0 (plugin API 3)\n");
 }
 
 TEST(Cli, PluginsListsThePlatformBackendsAndExtraFolders) {
@@ -58,7 +59,7 @@ TEST(Cli, PluginsListsThePlatformBackendsAndExtraFolders) {
   for (const auto& p : Json::parse(r.out)) by_name[p["name"]] = p;
   for (const char* name : {"slurm", "k8s", "pai", "ssh", "alpha", "beta"}) EXPECT_TRUE(by_name.count(name)) << name;
   EXPECT_EQ(by_name["alpha"]["plugin_version"], "9.8.7");
-  EXPECT_EQ(by_name["alpha"]["api_version"], 2);
+  EXPECT_EQ(by_name["alpha"]["api_version"], 3);
   EXPECT_EQ(by_name["alpha"]["path"], pluginDir("alpha") + "/taehv_plugin_alpha.so");
   EXPECT_EQ(by_name["slurm"]["path"],
             fs::path(std::getenv("TAEHV_PLUGIN_DIR")).lexically_normal().string() + "/taehv_plugin_slurm.so");
@@ -67,14 +68,22 @@ TEST(Cli, PluginsListsThePlatformBackendsAndExtraFolders) {
 TEST(Cli, WrongApiVersionIsRefusedBeforeTheFactoryRuns) {
   // The plugin's factory calls abort(): exit code 2 (not 134) proves the loader never called it.
   auto r = taehv({"--plugin-dir", pluginDir("wrong_api"), "--backend", "future", "describe"});
-  expectUsageError(r, {pluginDir("wrong_api") + "/taehv_plugin_future.so", "found 99, supported 2", "rebuild"});
+  expectUsageError(r, {pluginDir("wrong_api") + "/taehv_plugin_future.so", "found 99, supported 3", "rebuild"});
   r = taehv({"--plugin-dir", pluginDir("wrong_api"), "describe"});  // auto-detection loads every plugin
-  expectUsageError(r, {"found 99, supported 2"});
+  expectUsageError(r, {"found 99, supported 3"});
+}
+
+// A plugin built against the previous ABI (version 2: sub-commands parsed their own argv) is refused by its info
+// before its factory (taehv_plugin_create_v2, which aborts) is looked at.
+TEST(Cli, APluginOfTheLastApiVersionIsRefusedAndNamed) {
+  auto r = taehv({"--plugin-dir", pluginDir("api_v2"), "--backend", "oldapi", "describe"});
+  expectUsageError(r, {pluginDir("api_v2") + "/taehv_plugin_oldapi.so", "found 2, supported 3",
+                       "rebuild the plugin against this taehv-run's taehv/plugin_api.h"});
 }
 
 TEST(Cli, MissingSymbolsNameTheSymbolAndTheFile) {
   auto r = taehv({"--plugin-dir", pluginDir("no_factory"), "--backend", "nofactory", "describe"});
-  expectUsageError(r, {"taehv_plugin_nofactory.so", "missing symbol 'taehv_plugin_create_v2'"});
+  expectUsageError(r, {"taehv_plugin_nofactory.so", "missing symbol 'taehv_plugin_create_v3'"});
   r = taehv({"--plugin-dir", pluginDir("no_info"), "--backend", "noinfo", "describe"});
   expectUsageError(r, {"taehv_plugin_noinfo.so", "missing symbol 'taehv_plugin_info'"});
   r = taehv({"--plugin-dir", pluginDir("null_factory"), "--backend", "nullfactory", "describe"});
@@ -472,27 +481,96 @@ TEST(Cli, BackendOptionsReachTheBackend) {
   expectUsageError(r, {"--flavor is an option of backend alpha", "--backend alpha"});
 }
 
-TEST(Cli, BackendSubCommandsGetTheirArgumentsUntouched) {
-  auto r = taehv({"--backend", "alpha", "--plugin-dir", pluginDir("alpha"), "hello", "x", "--weird", "-z", "--",
-                  "python", "t.py"});
+// A backend declares its sub-commands' options (CommandSpec); the host parses them by its own rules and hands the
+// backend the values.
+TEST(Cli, BackendSubCommandsGetTheirDeclaredOptionsParsed) {
+  const std::vector<std::string> alpha = {"--backend", "alpha", "--plugin-dir", pluginDir("alpha")};
+  const auto hello = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), alpha.begin(), alpha.end());
+    return taehv(args);
+  };
+  auto r = hello({"hello", "--greeting=hi", "--loud", "--tag", "a", "--tag=b", "-n", "3", "--", "python", "t.py"});
   EXPECT_EQ(r.exit_code, 5) << r.err;
-  EXPECT_EQ(r.out, "hello from alpha: [x] [--weird] [-z] [--] [python] [t.py]\n");
+  EXPECT_EQ(r.out, "hello from alpha: --count [3] --greeting [hi] --loud [true] --tag [a] [b] -- [python] [t.py]\n");
   EXPECT_NE(r.err.find("hello ran"), std::string::npos) << "plugin logs go through the host: " << r.err;
+  r = hello({"hello", "--count=4", "--greeting", "--hi"});  // a value may start with dashes
+  EXPECT_EQ(r.out, "hello from alpha: --count [4] --greeting [--hi]\n") << r.err;
+  r = hello({"words", "a", "b,c"});
+  EXPECT_EQ(r.out, "words from alpha: word [a] word [b,c]\n") << r.err;
+  // Parse errors are one line naming the command, and the backend never runs.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
+      {{"hello", "--greeting", "hi", "--greeting", "ho"}, "alpha hello: option '--greeting' cannot be specified more "
+                                                          "than once; see taehv-run --backend alpha hello --help"},
+      {{"hello", "--loud", "--loud"}, "option '--loud' cannot be specified more than once"},
+      {{"hello", "--greting", "hi"}, "unknown option '--greting' (did you mean '--greeting'?)"},
+      {{"hello", "--gree", "hi"}, "unknown option '--gree' (did you mean '--greeting'?)"},  // no abbreviations
+      {{"hello", "--greeting"}, "the required argument for option '--greeting' is missing"},
+      {{"hello", "--loud=yes"}, "option '--loud' does not take any arguments"},
+      {{"hello", "stray"}, "unexpected argument 'stray'; put the worker command after --"},
+      {{"hello", "--"}, "nothing after `--`: give the worker command or drop the `--`"},
+      {{"words", "a", "-x"}, "alpha words: unknown option '-x'"},
+      {{"words", "a", "--", "cmd"}, "alpha words: takes no command after --"},
+  };
+  for (const auto& [args, want] : refused) {
+    r = hello(args);
+    expectUsageError(r, {want});
+    EXPECT_EQ(r.out, "") << r.out;
+  }
   r = taehv({"--plugin-dir", pluginDir("alpha"), "hello"});
   expectUsageError(r, {"sub-command of backend alpha", "--backend alpha hello"});
 }
 
+TEST(Cli, BackendSubCommandHelpComesFromItsDeclaration) {
+  for (const char* help : {"--help", "-h"}) {
+    auto r = taehv({"--backend", "alpha", "--plugin-dir", pluginDir("alpha"), "hello", "--loud", help, "--bad"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out.rfind("usage: taehv-run --backend alpha hello [options] [-- COMMAND...]\n\n"
+                          "print its options and command.\n",
+                          0),
+              0u)
+        << r.out;
+    for (const char* want : {"--greeting TEXT", "what to say", "--loud", "-n [ --count ] N", "--tag TAG",
+                             "-h [ --help ]", "Prints what the host parsed.\n"}) {
+      EXPECT_NE(r.out.find(want), std::string::npos) << want << " not in:\n" << r.out;
+    }
+    EXPECT_EQ(r.out.find("hello from"), std::string::npos) << "help does not run the command: " << r.out;
+  }
+  auto r = taehv({"--backend", "alpha", "--plugin-dir", pluginDir("alpha"), "words", "--help"});
+  EXPECT_EQ(r.out.rfind("usage: taehv-run --backend alpha words [WORD...]\n", 0), 0u) << r.out;
+}
+
+// The launch flags reach a backend that takes over typed and checked (JobFlags); the options that place a node in
+// the job are not among the arguments it forwards.
 TEST(Cli, ABackendThatTakesOverGetsTheLaunchOptionsAndCommand) {
   // TEST_ALPHA_FAIL makes plan() fail: a backend that takes over is not asked for this node's plan.
   auto r = taehv({"--backend", "alpha", "--plugin-dir", pluginDir("alpha"), "--takeover", "--nproc-per-node", "2",
-                  "--max-restarts=1", "--flavor", "x", "--", "/bin/echo", "hi"},
+                  "--max-restarts=1", "--shutdown-grace", "7.5", "--flavor", "x", "--", "/bin/echo", "hi"},
                  {{"TEST_ALPHA_FAIL", "not on this machine"}});
   EXPECT_EQ(r.exit_code, 7) << r.err;
-  EXPECT_EQ(r.out, "launcher_args: [--nproc-per-node] [2] [--max-restarts=1]\ncommand: [/bin/echo] [hi]\n");
+  EXPECT_EQ(r.out,
+            "launcher_args: [--max-restarts=1] [--shutdown-grace] [7.5]\n"
+            "flags: max_restarts=1 shutdown_grace_ms=7500 nproc_per_node=2\n"
+            "command: [/bin/echo] [hi]\n");
   // No command: the remote side runs its default trainer, so none is needed here either.
-  r = taehv({"--backend", "alpha", "--plugin-dir", pluginDir("alpha"), "--takeover", "--nnodes", "3"});
+  r = taehv({"--backend", "alpha", "--plugin-dir", pluginDir("alpha"), "--takeover", "--nnodes", "2:3",
+             "--master-addr", "h0", "--master-port", "1234", "--node-rank", "1", "--restart-count", "2",
+             "--no-node-group", "--log-dir", "/x"});
   EXPECT_EQ(r.exit_code, 7) << r.err;
-  EXPECT_EQ(r.out, "launcher_args: [--nnodes] [3]\ncommand:\n");
+  EXPECT_EQ(r.out,
+            "launcher_args: [--no-node-group] [--log-dir] [/x]\n"
+            "flags: nnodes=3 min_nnodes=2 node_rank=1 master_addr=h0 master_port=1234 restart_count=2 "
+            "no_node_group\n"
+            "command:\n");
+  // Checked as for a launch on this node, before the backend is called.
+  for (const auto& [flag, value, want] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"--shutdown-grace", "-1", "--shutdown-grace must be 0..86400 seconds, got -1"},
+           {"--max-restarts", "-1", "--max-restarts must be in 0..1000000, got -1"},
+           {"--master-port", "70000", "--master-port must be in 1..65535, got 70000"},
+           {"--nnodes", "0", "--nnodes '0': a job needs at least 1 node"}}) {
+    r = taehv({"--backend", "alpha", "--plugin-dir", pluginDir("alpha"), "--takeover", flag, value});
+    expectUsageError(r, {want});
+    EXPECT_EQ(r.out, "") << "the backend must not run: " << r.out;
+  }
 }
 
 TEST(Cli, DescribeTextShowsWhereEachValueCameFrom) {

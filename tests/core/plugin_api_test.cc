@@ -16,7 +16,7 @@ class Broken final : public Backend {
   PlanResult plan(const HostContext&, const PlanRequest&) const override { throw std::out_of_range("stoi"); }
   std::vector<OptionSpec> options() const override { throw std::runtime_error("no options"); }
   std::vector<CommandSpec> commands() const override { throw 7; }
-  int runCommand(const HostContext&, const std::string&, const std::vector<std::string>&) override {
+  int runCommand(const HostContext&, const std::string&, const CommandArgs&) override {
     throw std::runtime_error("disk full");
   }
   bool takesOverLaunch(const HostContext&, const PlanRequest&) const override { throw std::runtime_error("?"); }
@@ -31,8 +31,8 @@ class Working final : public Backend {
     r.value.nnodes.set(3, "env N");
     return r;
   }
-  int runCommand(const HostContext&, const std::string&, const std::vector<std::string>& args) override {
-    return static_cast<int>(args.size());
+  int runCommand(const HostContext&, const std::string&, const CommandArgs& args) override {
+    return static_cast<int>(args.words.size());
   }
 };
 
@@ -60,7 +60,7 @@ TEST(GuardedBackend, PassesAnswersThrough) {
   HostContext host;
   EXPECT_EQ(backend.detect(host).confidence, 70);
   EXPECT_EQ(backend.plan(host, {}).value.nnodes.value, 3);
-  EXPECT_EQ(backend.runCommand(host, "x", {"a", "b"}), 2);
+  EXPECT_EQ(backend.runCommand(host, "x", CommandArgs{{}, {"a", "b"}, {}}), 2);
   EXPECT_EQ(backend.launch(host, {}), 2);  // Backend's default: "cannot launch jobs itself"
 }
 

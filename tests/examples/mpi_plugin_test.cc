@@ -56,7 +56,9 @@ class MpiPluginTest : public ::testing::Test {
 
 TEST_F(MpiPluginTest, TheInstallHasRunnerPluginsHeaderAndPackage) {
   EXPECT_TRUE(fs::exists(prefix_ + "/bin/taehv-run"));
-  EXPECT_TRUE(fs::exists(prefix_ + "/include/taehv/plugin_api.h"));
+  for (const char* header : {"plugin_api.h", "checked.h", "parse.h", "shell_quote.h"}) {
+    EXPECT_TRUE(fs::exists(prefix_ + "/include/taehv/" + header)) << header;
+  }
   EXPECT_TRUE(fs::exists(prefix_ + "/" + TEST_PLUGIN_SUBDIR + "/taehv_plugin_slurm.so"));
   EXPECT_TRUE(fs::exists(prefix_ + "/" + TEST_PLUGIN_SUBDIR + "/taehv_plugin_mpi.so"));
 }
@@ -69,7 +71,7 @@ TEST_F(MpiPluginTest, InstalledRunnerListsTheThirdPartyPlugin) {
     if (p["name"] != "mpi") continue;
     found = true;
     EXPECT_EQ(p["plugin_version"], "1.0.0");
-    EXPECT_EQ(p["api_version"], 2);
+    EXPECT_EQ(p["api_version"], 3);
     EXPECT_EQ(p["path"], prefix_ + "/" + TEST_PLUGIN_SUBDIR + "/taehv_plugin_mpi.so");
   }
   EXPECT_TRUE(found) << r.out;
@@ -112,6 +114,35 @@ TEST_F(MpiPluginTest, BadLayoutsAreClearErrors) {
   r = installed({"describe"}, ompi(2, 4, 0, 2));  // two nodes, no master anywhere
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--master-addr"), std::string::npos) << r.err;
+}
+
+// The example's sub-command declares its options; the installed taehv-run parses them and answers --help.
+TEST_F(MpiPluginTest, ItsSubCommandIsDeclaredAndParsedByTheHost) {
+  const std::string self = prefix_ + "/bin/taehv-run";
+  auto r = installed({"--backend", "mpi", "mpirun", "--np", "8", "--master-addr=node0", "--host", "node0:4,node1:4",
+                      "--export", "NCCL_DEBUG", "--export=HF_HOME", "--", "python", "my train.py"},
+                     {});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "mpirun -np 8 --host node0:4,node1:4 -x 'MASTER_ADDR=node0' -x 'MASTER_PORT=29500' -x NCCL_DEBUG "
+                   "-x HF_HOME " + self + " -- python 'my train.py'\n");
+  r = installed({"--backend", "mpi", "mpirun", "--help"}, {});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("usage: taehv-run --backend mpi mpirun [options] [-- COMMAND...]\n", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("--np N"), std::string::npos) << r.out;
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
+      {{"--np", "2", "--np", "3", "--master-addr", "a"}, "option '--np' cannot be specified more than once"},
+      {{"--npp", "2", "--master-addr", "a"}, "unknown option '--npp' (did you mean '--np'?)"},
+      {{"--np", "two", "--master-addr", "a"}, "mpi mpirun: --np N is required"},
+      {{"--np", "2"}, "mpi mpirun: --master-addr HOST is required"},
+  };
+  for (const auto& [args, want] : refused) {
+    std::vector<std::string> argv = {"--backend", "mpi", "mpirun"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    r = installed(argv, {});
+    EXPECT_EQ(r.exit_code, 2) << want;
+    EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <boost/program_options.hpp>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -20,15 +21,13 @@
 #include <vector>
 
 #include "taehv/backend_registry.h"
+#include "taehv/command_line.h"
 #include "taehv/descriptor.h"
 #include "taehv/launch.h"
 #include "taehv/plugin_api.h"
 #include "taehv/plugin_loader.h"
 
 namespace taehv {
-
-/// Exit code for usage, configuration and plugin errors.
-inline constexpr int kUsageError = 2;
 
 /// A node ready to run: the chosen backend (nullptr = local mode) and the resolved descriptor.
 struct ResolvedLaunch {
@@ -73,13 +72,16 @@ class Cli {
   /// Every plugin on the search path, loaded (errors listed, not fatal).
   std::vector<LoadedPlugin*> allPlugins(std::vector<std::string>& errors);
 
-  /// Launch options from `vm` as the user typed them, for a remote taehv-run (JobRequest::launcher_args).
+  /// Launch options from `vm` as the user typed them, for every node's taehv-run (JobRequest::launcher_args):
+  /// those that place a node in the job excepted.
   std::vector<std::string> launcherArgs() const { return launcher_args_; }
+
+  /// The launch flags of `vm`, typed and checked, for a backend that takes over the launch (JobRequest::flags).
+  Checked<JobFlags> jobFlags(const boost::program_options::variables_map& vm) const;
 
  private:
   boost::program_options::options_description launchOptions() const;
   boost::program_options::options_description backendOptions() const;
-  std::vector<std::string> knownOptionNames(const boost::program_options::options_description& all) const;
   int dispatch();
   // The steps of resolve(); each fills its part of `r` or fails with the error that ends it.
   Status chooseBackend(const LaunchFlags& flags, ResolvedLaunch& r, std::string& passed_over);
@@ -107,6 +109,9 @@ struct SubCommand {
   std::string summary;
   std::function<int(Cli&)> run;
 };
+
+/// --shutdown-grace from `vm` (its default when not given), or why it is refused (outside 0..86400 seconds).
+Checked<std::chrono::milliseconds> shutdownGrace(const boost::program_options::variables_map& vm);
 
 /// The built-in sub-commands, in help order.
 const std::vector<SubCommand>& subCommands();

@@ -34,17 +34,11 @@ inline constexpr int kMaxWorldSize = 1 << 20;    ///< processes over all nodes (
 inline constexpr int kMaxRestarts = 1000000;     ///< --max-restarts and restarts already made (--restart-count)
 
 /// The launch options as the user typed them (flags only; unset = not given). Values are not validated here.
-struct LaunchFlags {
-  std::optional<int> nnodes;      ///< --nnodes N, or MAX of --nnodes MIN:MAX
-  std::optional<int> min_nnodes;  ///< MIN of --nnodes (N when a single count was given)
-  std::optional<int> node_rank;
+/// JobFlags (taehv/plugin_api.h) holds those a backend that takes over the launch gets too (--nnodes, --node-rank,
+/// --master-addr/-port, --max-restarts, --restart-count: an outer launcher restarts the whole job itself, ...).
+struct LaunchFlags : JobFlags {
   std::optional<int> nproc_per_node;
-  std::optional<std::string> master_addr;
-  std::optional<int> master_port;
   std::optional<std::string> run_id;
-  std::optional<int> max_restarts;
-  std::optional<int> restart_count;  ///< --restart-count: an outer launcher restarts the whole job itself
-  bool standalone = false;
 };
 
 /// Where this node's ranks sit in the job, as the node group agreed (PROTOCOL.md, "Formation").

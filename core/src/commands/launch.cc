@@ -1,5 +1,4 @@
 // The default command: start this node's workers, or hand the whole job to a backend that takes it over.
-#include <cmath>
 #include <string>
 #include <vector>
 
@@ -12,6 +11,12 @@ namespace po = boost::program_options;
 int runLaunch(Cli& cli) {
   po::variables_map vm;
   if (auto done = cli.parse(po::options_description(), vm)) return *done;
+  // Before anything else, and whoever starts the workers (this node, or a backend that takes over).
+  const Checked<std::chrono::milliseconds> grace = shutdownGrace(vm);
+  if (!grace.ok()) {
+    cli.log(LogLevel::kError, grace.error);
+    return kUsageError;
+  }
   auto resolved = cli.resolve(vm, /*plan_when_taken_over=*/false);
   if (!resolved.ok()) {
     cli.log(LogLevel::kError, resolved.error);
@@ -19,8 +24,14 @@ int runLaunch(Cli& cli) {
   }
   ResolvedLaunch& r = resolved.value;
   if (r.backend_takes_over) {
+    Checked<JobFlags> flags = cli.jobFlags(vm);
+    if (!flags.ok()) {
+      cli.log(LogLevel::kError, flags.error);
+      return kUsageError;
+    }
     JobRequest job;
     job.request = r.request;
+    job.flags = flags.value;
     job.launcher_args = cli.launcherArgs();
     job.command = cli.command();
     return r.plugin->backend->launch(cli.host(), job);
@@ -40,12 +51,7 @@ int runLaunch(Cli& cli) {
   insertProfileArgs(r.node, command);
   LaunchSettings settings;
   settings.command = command;
-  const double grace = vm["shutdown-grace"].as<double>();
-  if (!(grace >= 0) || grace > 86400) {
-    cli.log(LogLevel::kError, "--shutdown-grace must be 0..86400 seconds, got " + std::to_string(grace));
-    return kUsageError;
-  }
-  settings.shutdown_grace = std::chrono::milliseconds(static_cast<long long>(std::llround(grace * 1000)));
+  settings.shutdown_grace = grace.value;
   settings.prefix_output = !vm.count("no-prefix");
   if (vm.count("log-dir")) settings.log_dir = vm["log-dir"].as<std::string>();
   if (vm.count("local-ranks-filter")) {

@@ -29,25 +29,20 @@ class K8sBackend final : public Backend {
   std::vector<CommandSpec> commands() const override {
     return {{"render",
              "print a Kubeflow Trainer v2 TrainJob + runtime, a JobSet, an Indexed Job + headless Service or a "
-             "Kubeflow PyTorchJob (v1) as YAML"},
-            {"submit", "render the job and pipe it to `kubectl apply -f -`"}};
+             "Kubeflow PyTorchJob (v1) as YAML",
+             k8sRenderOptions(), Operands::kCommand, "", k8sRenderHelp()},
+            {"submit", "render the job and pipe it to `kubectl apply -f -`", k8sRenderOptions(), Operands::kCommand, "",
+             k8sRenderHelp()}};
   }
 
-  int runCommand(const HostContext& host, const std::string& name, const std::vector<std::string>& args) override {
+  int runCommand(const HostContext& host, const std::string& name, const CommandArgs& args) override {
     if (name != "render" && name != "submit") {
       logError(host, "unknown k8s command '" + name + "' (commands: render, submit)");
       return 2;
     }
-    for (const auto& a : args) {
-      if (a == "--") break;
-      if (a == "--help" || a == "-h") {
-        std::fputs(k8sRenderUsage().c_str(), stdout);
-        return 0;
-      }
-    }
     K8sRenderOptions options;
     if (auto e = parseK8sRenderArgs(args, options); !e.empty()) {
-      logError(host, "k8s " + name + ": " + e + "\n" + k8sRenderUsage());
+      logError(host, "k8s " + name + ": " + e + "; see taehv-run --backend k8s " + name + " --help");
       return 2;
     }
     const std::string yaml = renderK8s(options);

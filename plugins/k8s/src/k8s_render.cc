@@ -121,21 +121,6 @@ std::string renderPyTorchJob(const K8sRenderOptions& o) {
   return std::string(out.c_str()) + "\n";
 }
 
-bool takeValue(const std::vector<std::string>& args, size_t& i, std::string& value, std::string& error) {
-  const std::string& a = args[i];
-  auto eq = a.find('=');
-  if (eq != std::string::npos) {
-    value = a.substr(eq + 1);
-    return true;
-  }
-  if (i + 1 >= args.size()) {
-    error = a + " needs a value";
-    return false;
-  }
-  value = args[++i];
-  return true;
-}
-
 std::string readCountFlag(const std::string& flag, const std::string& text, int min_value, int max_value,
                           int& out) {
   auto v = parseCount(text);
@@ -168,12 +153,23 @@ Status checkK8sJobName(const std::string& name, const std::string& flavor, int n
   return {};
 }
 
-std::string k8sRenderUsage() {
-  return "usage: taehv-run --backend k8s render|submit --nodes N --gpus-per-node G --image IMAGE\n"
-         "         [--name NAME] [--namespace NS] [--flavor trainjob|jobset|indexed-job|pytorchjob]\n"
-         "         [--nproc-per-node P] [--port PORT] [--shm-size SIZE] [--max-restarts N]\n"
-         "         [--runtime-kind TrainingRuntime|ClusterTrainingRuntime] [--runtime NAME] [-- COMMAND...]\n"
-         "  render prints the manifest (YAML); submit pipes it to `kubectl apply -f -`.\n"
+std::vector<OptionSpec> k8sRenderOptions() {
+  std::vector<OptionSpec> options = torch_env::renderJobOptions(
+      "pods, one per node", "nvidia.com/gpu limit per pod; 0 for CPU-only pods", "the job's name, a DNS-1035 label");
+  options.insert(options.end(),
+                 {{"namespace", "NS", "namespace (default: kubectl's current one)"},
+                  {"flavor", "trainjob|jobset|indexed-job|pytorchjob", "the kind of job (default indexed-job)"},
+                  {"nproc-per-node", "P", "workers per pod (default G, or 1 without GPUs)"},
+                  {"port", "PORT", "master port (default 29500; PyTorchJob: the operator's 23456)"},
+                  {"shm-size", "SIZE", "size limit of the pods' /dev/shm, e.g. 16Gi (default none)"},
+                  {"max-restarts", "N", "jobset, trainjob: restart the whole job up to N times"},
+                  {"runtime-kind", "TrainingRuntime|ClusterTrainingRuntime", "trainjob: the kind of runtime"},
+                  {"runtime", "NAME", "trainjob: the runtime's name (default the job's name)"}});
+  return options;
+}
+
+std::string k8sRenderHelp() {
+  return "render prints the manifest (YAML); submit pipes it to `kubectl apply -f -`.\n"
          "  trainjob: a Kubeflow Trainer v2 TrainJob plus the TrainingRuntime (or ClusterTrainingRuntime) it uses;\n"
          "  jobset: a JobSet (needs the JobSet controller); both restart the whole job up to --max-restarts times\n"
          "  and carry a Secret with the job's token (env TAEHV_JOB_TOKEN);\n"
@@ -182,74 +178,36 @@ std::string k8sRenderUsage() {
          "  Pods run `taehv-run [-- COMMAND]`.\n";
 }
 
-std::string parseK8sRenderArgs(const std::vector<std::string>& args, K8sRenderOptions& out) {
-  bool have_gpus = false, have_restarts = false, have_runtime = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--") {
-      out.command.assign(args.begin() + static_cast<long>(i) + 1, args.end());
-      if (out.command.empty()) return "nothing after `--`: give the worker command or drop the `--`";
-      break;
-    }
-    const std::string flag = a.substr(0, a.find('='));
-    std::string value, error;
-    auto need = [&]() { return takeValue(args, i, value, error); };
-    if (flag == "--nodes") {
-      if (!need()) return error;
-      if (auto e = readCountFlag(flag, value, 1, 100000, out.nodes); !e.empty()) return e;
-    } else if (flag == "--gpus-per-node") {
-      if (!need()) return error;
-      if (auto e = readCountFlag(flag, value, 0, 1024, out.gpus_per_node); !e.empty()) return e;
-      have_gpus = true;
-    } else if (flag == "--nproc-per-node") {
-      if (!need()) return error;
-      if (auto e = readCountFlag(flag, value, 1, 1024, out.nproc_per_node); !e.empty()) return e;
-    } else if (flag == "--port") {
-      if (!need()) return error;
-      if (auto e = readCountFlag(flag, value, 1, 65535, out.port); !e.empty()) return e;
-    } else if (flag == "--image") {
-      if (!need()) return error;
-      out.image = value;
-    } else if (flag == "--name") {
-      if (!need()) return error;
-      out.name = value;
-    } else if (flag == "--namespace") {
-      if (!need()) return error;
-      out.namespace_name = value;
-    } else if (flag == "--flavor") {
-      if (!need()) return error;
-      if (value != "indexed-job" && value != "pytorchjob" && value != "jobset" && value != "trainjob") {
-        return "--flavor " + value + " is unknown: use trainjob, jobset, indexed-job or pytorchjob";
-      }
-      out.flavor = value;
-    } else if (flag == "--shm-size") {
-      if (!need()) return error;
-      static const std::regex kQuantity(R"(^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$)");
-      if (!std::regex_match(value, kQuantity)) return "--shm-size " + value + " is not a size like 16Gi or 512Mi";
-      out.shm_size = value;
-    } else if (flag == "--max-restarts") {
-      if (!need()) return error;
-      if (auto e = readCountFlag(flag, value, 0, kMaxJobRestarts, out.max_restarts); !e.empty()) return e;
-      have_restarts = true;
-    } else if (flag == "--runtime-kind") {
-      if (!need()) return error;
-      if (value != "TrainingRuntime" && value != "ClusterTrainingRuntime") {
-        return "--runtime-kind " + value + " is unknown: use TrainingRuntime or ClusterTrainingRuntime";
-      }
-      out.runtime_kind = value;
-      have_runtime = true;
-    } else if (flag == "--runtime") {
-      if (!need()) return error;
-      out.runtime_name = value;
-      have_runtime = true;
-    } else {
-      return "unknown option " + a +
-             " (options: --nodes --gpus-per-node --image --name --namespace --flavor "
-             "--nproc-per-node --port --shm-size --max-restarts --runtime-kind --runtime, then -- COMMAND)";
-    }
+std::string parseK8sRenderArgs(const CommandArgs& args, K8sRenderOptions& out) {
+  const OptionValues& given = args.options;
+  // Reads option NAME into `target` when it was given; "" or what is wrong with its value.
+  const auto count = [&](const std::string& name, int min_value, int max_value, int& target) -> std::string {
+    const std::string* v = optionValue(given, name);
+    return v ? readCountFlag("--" + name, *v, min_value, max_value, target) : "";
+  };
+  for (const std::string& e :
+       {count("nodes", 1, 100000, out.nodes), count("gpus-per-node", 0, 1024, out.gpus_per_node),
+        count("nproc-per-node", 1, 1024, out.nproc_per_node), count("port", 1, 65535, out.port),
+        count("max-restarts", 0, kMaxJobRestarts, out.max_restarts)}) {
+    if (!e.empty()) return e;
   }
+  torch_env::readTextOptions(given, {{"image", &out.image}, {"name", &out.name}, {"namespace", &out.namespace_name},
+                                     {"flavor", &out.flavor}, {"shm-size", &out.shm_size},
+                                     {"runtime-kind", &out.runtime_kind}, {"runtime", &out.runtime_name}});
+  out.command = args.command;
+  if (out.flavor != "indexed-job" && out.flavor != "pytorchjob" && out.flavor != "jobset" && out.flavor != "trainjob") {
+    return "--flavor " + out.flavor + " is unknown: use trainjob, jobset, indexed-job or pytorchjob";
+  }
+  static const std::regex kQuantity(R"(^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$)");
+  if (given.count("shm-size") && !std::regex_match(out.shm_size, kQuantity)) {
+    return "--shm-size " + out.shm_size + " is not a size like 16Gi or 512Mi";
+  }
+  if (out.runtime_kind != "TrainingRuntime" && out.runtime_kind != "ClusterTrainingRuntime") {
+    return "--runtime-kind " + out.runtime_kind + " is unknown: use TrainingRuntime or ClusterTrainingRuntime";
+  }
+  const bool have_runtime = given.count("runtime-kind") || given.count("runtime");
   const bool jobset_like = out.flavor == "jobset" || out.flavor == "trainjob";
-  if (have_restarts && !jobset_like) {
+  if (given.count("max-restarts") && !jobset_like) {
     return "--max-restarts applies to --flavor jobset and trainjob (restarts of the whole job); with " + out.flavor +
            " give it to taehv-run in the pod instead (-- after the image's command is the worker's)";
   }
@@ -259,7 +217,7 @@ std::string parseK8sRenderArgs(const std::vector<std::string>& args, K8sRenderOp
            std::to_string(kDefaultMasterPort) + "; drop --port with --flavor trainjob";
   }
   if (out.nodes < 1) return "--nodes N is required (the number of pods, one per node)";
-  if (!have_gpus) return "--gpus-per-node G is required (0 for CPU-only pods)";
+  if (!given.count("gpus-per-node")) return "--gpus-per-node G is required (0 for CPU-only pods)";
   if (out.image.empty()) return "--image IMAGE is required (an image with taehv-run installed)";
   if (Status image = torch_env::checkImageReference(out.image); !image.ok()) return image.error;
   if (!out.namespace_name.empty()) {

@@ -26,25 +26,20 @@ class PaiBackend final : public Backend {
   std::vector<OptionSpec> options() const override { return {torch_env::masterWaitOption()}; }
 
   std::vector<CommandSpec> commands() const override {
-    return {{"render", "print a PAI-DLC CreateJob request (JSON) for a PyTorchJob running taehv-run"},
-            {"submit", "render the job and send it with `aliyun pai-dlc POST /api/v1/jobs`"}};
+    return {{"render", "print a PAI-DLC CreateJob request (JSON) for a PyTorchJob running taehv-run",
+             paiRenderOptions(), Operands::kCommand, "", paiRenderHelp()},
+            {"submit", "render the job and send it with `aliyun pai-dlc POST /api/v1/jobs`", paiRenderOptions(),
+             Operands::kCommand, "", paiRenderHelp()}};
   }
 
-  int runCommand(const HostContext& host, const std::string& name, const std::vector<std::string>& args) override {
+  int runCommand(const HostContext& host, const std::string& name, const CommandArgs& args) override {
     if (name != "render" && name != "submit") {
       logError(host, "unknown pai command '" + name + "' (commands: render, submit)");
       return 2;
     }
-    for (const auto& a : args) {
-      if (a == "--") break;
-      if (a == "--help" || a == "-h") {
-        std::fputs(paiRenderUsage().c_str(), stdout);
-        return 0;
-      }
-    }
     PaiRenderOptions options;
     if (auto e = parsePaiRenderArgs(args, options); !e.empty()) {
-      logError(host, "pai " + name + ": " + e + "\n" + paiRenderUsage());
+      logError(host, "pai " + name + ": " + e + "; see taehv-run --backend pai " + name + " --help");
       return 2;
     }
     const std::string body = renderPai(options);

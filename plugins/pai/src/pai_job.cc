@@ -6,6 +6,7 @@
 
 #include "taehv/env.h"
 #include "taehv/parse.h"
+#include "taehv/shell_quote.h"
 #include "taehv/torch_env/container_image.h"
 #include "taehv/torch_env/container_plan.h"
 #include "taehv/torch_env/torch_style.h"
@@ -15,29 +16,6 @@ namespace taehv::pai {
 using namespace torch_env;  // the container backends' shared reads and checks (this file only)
 
 namespace {
-
-std::string shellQuote(const std::string& s) {
-  static const std::regex kSafe(R"(^[A-Za-z0-9_@%+=:,./-]+$)");
-  if (std::regex_match(s, kSafe)) return s;
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-bool takeValue(const std::vector<std::string>& args, size_t& i, std::string& value, std::string& error) {
-  const std::string& a = args[i];
-  auto eq = a.find('=');
-  if (eq != std::string::npos) {
-    value = a.substr(eq + 1);
-    return true;
-  }
-  if (i + 1 >= args.size()) {
-    error = a + " needs a value";
-    return false;
-  }
-  value = args[++i];
-  return true;
-}
 
 /// GPUs one DLC node may ask for. No GPU instance has more than 16 today; 64 leaves room for one without letting
 /// a typo (99999) through to the platform.
@@ -114,68 +92,52 @@ std::string paiUserCommand(const std::vector<std::string>& command) {
   return line;
 }
 
-std::string paiRenderUsage() {
-  return "usage: taehv-run --backend pai render|submit --nodes N --gpus-per-node G --image IMAGE\n"
-         "         (--ecs-spec TYPE | --resource-id QUOTA [--cpu N] [--memory SIZE]) [--name NAME]\n"
-         "         [--workspace-id ID] [-- COMMAND...]\n"
-         "  render prints a PAI-DLC CreateJob request body (JSON, PyTorchJob: 1 Master + N-1 Workers);\n"
-         "  submit sends it with `aliyun pai-dlc POST /api/v1/jobs --body ...`. Every node runs `taehv-run`.\n";
+std::vector<OptionSpec> paiRenderOptions() {
+  std::vector<OptionSpec> options = renderJobOptions("nodes: 1 Master + N-1 Workers",
+                                                     "GPUs per node; 0 for CPU-only nodes", "the job's display name");
+  options.insert(options.end(),
+                 {{"ecs-spec", "TYPE", "public resources: the instance type, e.g. ecs.gn7i-c8g1.2xlarge"},
+                  {"resource-id", "QUOTA", "a resource quota (then GPUs come from --gpus-per-node)"},
+                  {"workspace-id", "ID", "the PAI workspace"},
+                  {"cpu", "N", "with --resource-id: CPU cores per node"},
+                  {"memory", "SIZE", "with --resource-id: memory per node, e.g. 256Gi"}});
+  return options;
 }
 
-std::string parsePaiRenderArgs(const std::vector<std::string>& args, PaiRenderOptions& out) {
-  bool have_gpus = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--") {
-      out.command.assign(args.begin() + static_cast<long>(i) + 1, args.end());
-      if (out.command.empty()) return "nothing after `--`: give the worker command or drop the `--`";
-      break;
+std::string paiRenderHelp() {
+  return "render prints a PAI-DLC CreateJob request body (JSON, PyTorchJob: 1 Master + N-1 Workers); submit sends\n"
+         "it with `aliyun pai-dlc POST /api/v1/jobs --body ...`. Every node runs `taehv-run`. Give exactly one of\n"
+         "--ecs-spec and --resource-id.\n";
+}
+
+std::string parsePaiRenderArgs(const CommandArgs& args, PaiRenderOptions& out) {
+  const OptionValues& given = args.options;
+  for (const auto& [name, target] :
+       {std::pair<std::string, int*>{"nodes", &out.nodes}, {"gpus-per-node", &out.gpus_per_node}}) {
+    const std::string* value = optionValue(given, name);
+    if (!value) continue;
+    const int min_value = name == "nodes" ? 1 : 0;
+    const std::optional<int> v = parseCount(*value, min_value, 100000);
+    if (!v) return "--" + name + " " + *value + " is not a whole number >= " + std::to_string(min_value);
+    if (name == "gpus-per-node" && *v > kMaxGpusPerNode) {
+      return "--gpus-per-node " + *value + " is more than any DLC node has (at most " +
+             std::to_string(kMaxGpusPerNode) + "); give the GPUs of one node, not of the job";
     }
-    const std::string flag = a.substr(0, a.find('='));
-    std::string value, error;
-    static const std::vector<std::string> kKnown = {"--nodes",        "--gpus-per-node", "--image",
-                                                    "--name",         "--ecs-spec",      "--resource-id",
-                                                    "--workspace-id", "--cpu",           "--memory"};
-    if (std::find(kKnown.begin(), kKnown.end(), flag) == kKnown.end()) {
-      return "unknown option " + a +
-             " (options: --nodes --gpus-per-node --image --name --ecs-spec --resource-id "
-             "--workspace-id --cpu --memory, then -- COMMAND)";
-    }
-    if (!takeValue(args, i, value, error)) return error;
-    if (flag == "--nodes" || flag == "--gpus-per-node") {
-      auto v = parseCount(value);
-      const int min_value = flag == "--nodes" ? 1 : 0;
-      if (!v || *v < min_value || *v > 100000)
-        return flag + " " + value + " is not a whole number >= " + std::to_string(min_value);
-      if (flag == "--gpus-per-node" && *v > kMaxGpusPerNode) {
-        return "--gpus-per-node " + value + " is more than any DLC node has (at most " +
-               std::to_string(kMaxGpusPerNode) + "); give the GPUs of one node, not of the job";
-      }
-      (flag == "--nodes" ? out.nodes : out.gpus_per_node) = *v;
-      if (flag == "--gpus-per-node") have_gpus = true;
-    } else if (flag == "--image") {
-      out.image = value;
-    } else if (flag == "--name") {
-      out.name = value;
-    } else if (flag == "--ecs-spec") {
-      out.ecs_spec = value;
-    } else if (flag == "--resource-id") {
-      out.resource_id = value;
-    } else if (flag == "--workspace-id") {
-      out.workspace_id = value;
-    } else if (flag == "--cpu") {
-      if (!parseCount(value, 1, kMaxCpusPerNode)) {
-        return "--cpu " + value + " is not a whole number of CPU cores from 1 to " + std::to_string(kMaxCpusPerNode);
-      }
-      out.cpu = value;
-    } else if (flag == "--memory") {
-      static const std::regex kQuantity(R"(^[1-9][0-9]{0,5}(Ki|Mi|Gi|Ti)?$)");
-      if (!std::regex_match(value, kQuantity)) return "--memory " + value + " is not a size like 256Gi or 512Mi";
-      out.memory = value;
-    }
+    *target = *v;
+  }
+  readTextOptions(given, {{"image", &out.image}, {"name", &out.name}, {"ecs-spec", &out.ecs_spec},
+                          {"resource-id", &out.resource_id}, {"workspace-id", &out.workspace_id}, {"cpu", &out.cpu},
+                          {"memory", &out.memory}});
+  out.command = args.command;
+  if (given.count("cpu") && !parseCount(out.cpu, 1, kMaxCpusPerNode)) {
+    return "--cpu " + out.cpu + " is not a whole number of CPU cores from 1 to " + std::to_string(kMaxCpusPerNode);
+  }
+  static const std::regex kQuantity(R"(^[1-9][0-9]{0,5}(Ki|Mi|Gi|Ti)?$)");
+  if (given.count("memory") && !std::regex_match(out.memory, kQuantity)) {
+    return "--memory " + out.memory + " is not a size like 256Gi or 512Mi";
   }
   if (out.nodes < 1) return "--nodes N is required (the number of nodes: 1 Master + N-1 Workers)";
-  if (!have_gpus) return "--gpus-per-node G is required (0 for CPU-only nodes)";
+  if (!given.count("gpus-per-node")) return "--gpus-per-node G is required (0 for CPU-only nodes)";
   if (out.image.empty()) return "--image IMAGE is required (an image with taehv-run installed)";
   if (Status image = checkImageReference(out.image); !image.ok()) return image.error;
   static const std::regex kName(R"(^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$)");

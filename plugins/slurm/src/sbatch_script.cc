@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "taehv/parse.h"
+#include "taehv/shell_quote.h"
 #include "taehv/slurm/slurm_env.h"
 
 namespace taehv::slurm {
@@ -37,161 +38,119 @@ bool isSlurmTime(const std::string& text) {
 
 }  // namespace
 
-std::string shellQuote(const std::string& word) {
-  if (!word.empty() && word.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-                                              "_-+=./:,@%") == std::string::npos) {
-    return word;
-  }
-  std::string out = "'";
-  for (char c : word) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out.push_back(c);
+CommandSpec submitCommand() {
+  return {"submit",
+          "render an sbatch script for a multi-node training and submit it (--dry-run prints it)",
+          {{"nodes", "N", "nodes of the job (required)", false, 'N'},
+           {"gpus-per-node", "G", "GPUs to request per node (default none: CPU/Gloo)"},
+           {"nproc-per-node", "K", "workers per node (default G, or 1 without GPUs)"},
+           {"node-nprocs", "LIST", "workers of each node when they differ, e.g. 3,1 or 2(x3),1 (one per node)"},
+           {"time", "T", "time limit, in a form sbatch takes (default 01:00:00)", false, 't'},
+           {"partition", "P", "partition (default: the cluster's)", false, 'p'},
+           {"job-name", "J", "job name (default taehv)", false, 'J'},
+           {"max-restarts", "R", "after a failure, requeue the job up to R times (SLURM_RESTART_COUNT counts)"},
+           {"layout", "node|task",
+            "node (default): one SLURM task per node, taehv-run starts its K workers; task: one SLURM task per "
+            "worker (K tasks per node), each task is one worker"},
+           {"output", "FILE", "the job's output file (default <job-name>-%j.out)", false, 'o'},
+           {"checkpoint-dir", "DIR", "on a requeued run, TAEHV_RESUME_FROM = the newest DIR/PATTERN (by time)"},
+           {"checkpoint-pattern", "PATTERN",
+            "checkpoints in --checkpoint-dir (default checkpoint-*, taehv-train's checkpoint-STEP folders)"},
+           {"resume-arg", "ARG",
+            "appended to COMMAND on a resumed run, {ckpt} replaced by that path (repeatable; taehv-train: "
+            "--resume-arg=--resume --resume-arg={ckpt})",
+            true},
+           {"sbatch-arg", "ARG", "an extra #SBATCH line (repeatable)", true},
+           {"launch-arg", "ARG", "an extra taehv-run launch option for every task (repeatable)", true},
+           {"srun-wait", "S", "seconds the other tasks may run on after one ends cleanly (srun --wait, default 60)"},
+           {"script", "FILE", "also write the script to FILE"},
+           {"dry-run", "", "print the script instead of submitting it"}},
+          Operands::kCommand,
+          "",
+          "Renders an sbatch script that runs COMMAND (default: taehv-run's trainer) on N nodes with srun,\n"
+          "submits it with sbatch and prints the job ID (--dry-run prints the script instead).\n"};
+}
+
+std::string parseSubmitArgs(const CommandArgs& args, SubmitOptions& out) {
+  const OptionValues& given = args.options;
+  // Each reads option NAME into its target when it was given; "" or what is wrong with its value.
+  const auto number = [&](const std::string& name, int min, int max, int& target) -> std::string {
+    const std::string* v = optionValue(given, name);
+    if (!v) return "";
+    const std::optional<int> n = parseCount(*v, min, max);
+    if (!n) {
+      return "--" + name + " '" + *v + "': expected a whole number from " + std::to_string(min) + " to " +
+             std::to_string(max);
     }
-  }
-  return out + "'";
-}
-
-std::string submitUsage() {
-  return "usage: taehv-run --backend slurm submit --nodes N [--gpus-per-node G] [--nproc-per-node K]\n"
-         "         [--time T] [--partition P] [--job-name J] [--max-restarts R] [--layout node|task]\n"
-         "         [--output FILE] [--checkpoint-dir DIR] [--checkpoint-pattern GLOB] [--resume-arg ARG]...\n"
-         "         [--sbatch-arg ARG]...\n"
-         "         [--launch-arg ARG]... [--srun-wait S] [--script FILE] [--dry-run] [-- COMMAND...]\n"
-         "Renders an sbatch script that runs COMMAND (default: taehv-run's trainer) on N nodes with srun,\n"
-         "submits it with sbatch and prints the job ID (--dry-run prints the script instead).\n"
-         "  --nproc-per-node K  workers per node (default G, or 1 without GPUs)\n"
-         "  --node-nprocs LIST  workers of each node when they differ, e.g. 3,1 or 2(x3),1 (one per node)\n"
-         "  --layout node       one SLURM task per node; taehv-run starts its K workers (default)\n"
-         "  --layout task       one SLURM task per worker (K tasks per node); each task is one worker\n"
-         "  --max-restarts R    after a failure, requeue the job up to R times (SLURM_RESTART_COUNT counts)\n"
-         "  --checkpoint-dir D  on a requeued run, TAEHV_RESUME_FROM = the newest D/PATTERN (by time),\n"
-         "  --checkpoint-pattern PATTERN   default checkpoint-* (taehv-train's checkpoint-STEP folders)\n"
-         "  --resume-arg ARG    appended to COMMAND on a resumed run, {ckpt} replaced by that path\n"
-         "                      (taehv-train: --resume-arg=--resume --resume-arg={ckpt})\n";
-}
-
-std::string parseSubmitArgs(const std::vector<std::string>& args, SubmitOptions& out) {
-  bool have_nodes = false;
+    target = *n;
+    return "";
+  };
+  const auto line = [&](const std::string& name, const std::string& v) -> std::string {
+    return safeDirective(v) ? "" : "--" + name + " must be a non-empty single line";
+  };
+  const auto text = [&](const std::string& name, std::string& target) -> std::string {
+    const std::string* v = optionValue(given, name);
+    if (!v) return "";
+    target = *v;
+    return line(name, *v);
+  };
+  const auto texts = [&](const std::string& name, std::vector<std::string>& target) -> std::string {
+    const auto it = given.find(name);
+    if (it == given.end()) return "";
+    for (const std::string& v : it->second) {
+      if (std::string e = line(name, v); !e.empty()) return e;
+    }
+    target = it->second;
+    return "";
+  };
+  // A value that becomes an "#SBATCH --opt=VALUE" line: no blanks (sbatch would split it).
+  const auto directive = [&](const std::string& name, std::string& target) -> std::string {
+    std::string e = text(name, target);
+    if (e.empty() && given.count(name) && target.find_first_of(" \t") != std::string::npos) {
+      return "--" + name + " '" + target + "': no spaces allowed (it becomes an #SBATCH line)";
+    }
+    return e;
+  };
+  if (!given.count("nodes")) return "--nodes N is required";
+  std::string node_nprocs, layout;
   std::vector<std::string> resume_args;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string arg = args[i];
-    if (arg == "--") {
-      out.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
-      break;
-    }
-    std::optional<std::string> inline_value;
-    if (arg.rfind("--", 0) == 0) {
-      if (std::size_t eq = arg.find('='); eq != std::string::npos) {
-        inline_value = arg.substr(eq + 1);
-        arg = arg.substr(0, eq);
-      }
-    }
-    if (arg == "--dry-run") {
-      if (inline_value) return "--dry-run takes no value";
-      out.dry_run = true;
-      continue;
-    }
-    auto value = [&]() -> std::optional<std::string> {
-      if (inline_value) return inline_value;
-      if (i + 1 < args.size()) return args[++i];
-      return std::nullopt;
-    };
-    auto number = [&](int min, int max, int& target) -> std::string {
-      std::optional<std::string> v = value();
-      if (!v) return arg + " needs a value";
-      std::optional<int> n = parseCount(*v, min, max);
-      if (!n)
-        return arg + " '" + *v + "': expected a whole number from " + std::to_string(min) + " to " +
-               std::to_string(max);
-      target = *n;
-      return "";
-    };
-    auto text = [&](std::string& target) -> std::string {
-      std::optional<std::string> v = value();
-      if (!v) return arg + " needs a value";
-      if (!safeDirective(*v)) return arg + " must be a non-empty single line";
-      target = *v;
-      return "";
-    };
-    // A value that becomes an "#SBATCH --opt=VALUE" line: no blanks (sbatch would split it).
-    auto directive = [&](std::string& target) -> std::string {
-      std::string e = text(target);
-      if (e.empty() && target.find_first_of(" \t") != std::string::npos) {
-        return arg + " '" + target + "': no spaces allowed (it becomes an #SBATCH line)";
-      }
-      return e;
-    };
-    std::string err;
-    std::string scratch;
-    if (arg == "--nodes" || arg == "-N") {
-      err = number(1, 100000, out.nodes);
-      have_nodes = true;
-    } else if (arg == "--gpus-per-node") {
-      err = number(0, 1024, out.gpus_per_node);
-    } else if (arg == "--nproc-per-node") {
-      err = number(1, 1024, out.nproc_per_node);
-    } else if (arg == "--node-nprocs") {
-      err = text(scratch);
-      if (err.empty()) {
-        Checked<std::vector<int>> counts = expandTasksPerNode(scratch);
-        out.node_nprocs = counts.value;
-        if (!counts.ok()) err = "--node-nprocs: " + counts.error;
-        for (std::size_t k = 0; err.empty() && k < out.node_nprocs.size(); ++k) {
-          if (out.node_nprocs[k] < 1 || out.node_nprocs[k] > 1024) {
-            err = "--node-nprocs " + scratch + ": node " + std::to_string(k) + " has " +
-                  std::to_string(out.node_nprocs[k]) + " workers; each node runs 1..1024";
-          }
-        }
-      }
-    } else if (arg == "--time" || arg == "-t") {
-      err = directive(out.time);
-      if (err.empty() && !isSlurmTime(out.time)) {
-        err = arg + " '" + out.time + "': not a SLURM time limit; use MINUTES, HOURS:MINUTES:SECONDS, " +
-              "DAYS-HOURS[:MINUTES[:SECONDS]] or UNLIMITED, e.g. 4:00:00 or 2-00:00:00";
-      }
-    } else if (arg == "--partition" || arg == "-p") {
-      err = directive(out.partition);
-    } else if (arg == "--job-name" || arg == "-J") {
-      err = directive(out.job_name);
-    } else if (arg == "--max-restarts") {
-      err = number(0, 1000, out.max_restarts);
-    } else if (arg == "--srun-wait") {
-      err = number(0, 86400, out.srun_wait_s);
-    } else if (arg == "--output" || arg == "-o") {
-      err = directive(out.output);
-    } else if (arg == "--checkpoint-dir") {
-      err = text(out.checkpoint_dir);
-    } else if (arg == "--checkpoint-pattern") {
-      err = text(out.checkpoint_pattern);
-      if (err.empty() && out.checkpoint_pattern.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                                                  "0123456789_.-*?") != std::string::npos) {
-        err = "--checkpoint-pattern '" + out.checkpoint_pattern + "': use letters, digits, _ . - and the wildcards * ?";
-      }
-    } else if (arg == "--script") {
-      err = text(out.script_file);
-    } else if (arg == "--layout") {
-      err = text(scratch);
-      if (err.empty() && scratch != "node" && scratch != "task") {
-        err = "--layout '" + scratch + "': expected node (one task per node) or task (one task per worker)";
-      }
-      out.task_per_gpu = scratch == "task";
-    } else if (arg == "--sbatch-arg") {
-      err = text(scratch);
-      out.sbatch_args.push_back(scratch);
-    } else if (arg == "--launch-arg") {
-      err = text(scratch);
-      out.launch_args.push_back(scratch);
-    } else if (arg == "--resume-arg") {
-      err = text(scratch);
-      resume_args.push_back(scratch);
-    } else {
-      err = "unknown option '" + args[i] + "' (put the command after --)";
-    }
-    if (!err.empty()) return err;
+  // Read in this order (a braced list is evaluated left to right); the first error is the answer.
+  for (const std::string& e :
+       {number("nodes", 1, 100000, out.nodes), number("gpus-per-node", 0, 1024, out.gpus_per_node),
+        number("nproc-per-node", 1, 1024, out.nproc_per_node), text("node-nprocs", node_nprocs),
+        directive("time", out.time), directive("partition", out.partition), directive("job-name", out.job_name),
+        number("max-restarts", 0, 1000, out.max_restarts), number("srun-wait", 0, 86400, out.srun_wait_s),
+        directive("output", out.output), text("checkpoint-dir", out.checkpoint_dir),
+        text("checkpoint-pattern", out.checkpoint_pattern), text("script", out.script_file), text("layout", layout),
+        texts("sbatch-arg", out.sbatch_args), texts("launch-arg", out.launch_args),
+        texts("resume-arg", resume_args)}) {
+    if (!e.empty()) return e;
   }
-  if (!have_nodes) return "--nodes N is required";
+  out.dry_run = given.count("dry-run") > 0;
+  out.command = args.command;
+  if (given.count("time") && !isSlurmTime(out.time)) {
+    return "--time '" + out.time + "': not a SLURM time limit; use MINUTES, HOURS:MINUTES:SECONDS, " +
+           "DAYS-HOURS[:MINUTES[:SECONDS]] or UNLIMITED, e.g. 4:00:00 or 2-00:00:00";
+  }
+  if (out.checkpoint_pattern.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                               "0123456789_.-*?") != std::string::npos) {
+    return "--checkpoint-pattern '" + out.checkpoint_pattern + "': use letters, digits, _ . - and the wildcards * ?";
+  }
+  if (given.count("layout") && layout != "node" && layout != "task") {
+    return "--layout '" + layout + "': expected node (one task per node) or task (one task per worker)";
+  }
+  out.task_per_gpu = layout == "task";
+  if (given.count("node-nprocs")) {
+    Checked<std::vector<int>> counts = expandTasksPerNode(node_nprocs);
+    if (!counts.ok()) return "--node-nprocs: " + counts.error;
+    out.node_nprocs = counts.value;
+    for (std::size_t k = 0; k < out.node_nprocs.size(); ++k) {
+      if (out.node_nprocs[k] < 1 || out.node_nprocs[k] > 1024) {
+        return "--node-nprocs " + node_nprocs + ": node " + std::to_string(k) + " has " +
+               std::to_string(out.node_nprocs[k]) + " workers; each node runs 1..1024";
+      }
+    }
+  }
   if (!out.node_nprocs.empty()) {
     if (static_cast<int>(out.node_nprocs.size()) != out.nodes) {
       return "--node-nprocs " + formatCounts(out.node_nprocs) + " lists " + std::to_string(out.node_nprocs.size()) +

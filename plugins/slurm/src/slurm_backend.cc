@@ -27,7 +27,7 @@ class SlurmBackend final : public Backend {
   PlanResult plan(const HostContext& host, const PlanRequest& request) const override;
   std::vector<OptionSpec> options() const override;
   std::vector<CommandSpec> commands() const override;
-  int runCommand(const HostContext& host, const std::string& name, const std::vector<std::string>& args) override;
+  int runCommand(const HostContext& host, const std::string& name, const CommandArgs& args) override;
 };
 
 void logTo(const HostContext& host, LogLevel level, const std::string& message) {
@@ -46,23 +46,9 @@ std::string trim(std::string s) {
   return s;
 }
 
+/// `hostnames` and `hostlist` (`compress`): `args` are the words the host parsed (a word starting with '-' is an
+/// unknown option to it, and no host name starts with '-').
 int runHostnames(const HostContext& host, const std::vector<std::string>& args, bool compress) {
-  const std::string usage =
-      std::string("usage: taehv-run --backend slurm ") + (compress ? "hostlist HOST..." : "hostnames [LIST...]") +
-      "\n" +
-      (compress ? "  compresses host names (n1 n2 n3 or n1,n2,n3) into one SLURM hostlist, e.g. n[1-3]\n"
-                : "  expands SLURM hostlists (e.g. n[1-4],gpu[01-02]) to one host per line; without LIST, "
-                  "SLURM_JOB_NODELIST\n");
-  for (const std::string& a : args) {
-    if (a == "--help" || a == "-h") {
-      std::cout << usage;
-      return std::cout ? 0 : 1;
-    }
-    if (!a.empty() && a[0] == '-') {  // no host name starts with '-'
-      logTo(host, LogLevel::kError, "unknown option '" + a + "'; " + usage.substr(0, usage.find('\n')));
-      return 2;
-    }
-  }
   std::string list = joinArgs(args);
   if (args.empty()) {
     const std::string* nodelist = findEnv(host.env, "SLURM_JOB_NODELIST");
@@ -90,17 +76,10 @@ int runHostnames(const HostContext& host, const std::vector<std::string>& args, 
   return std::cout ? 0 : 1;
 }
 
-int runSubmit(const HostContext& host, const std::vector<std::string>& args) {
+int runSubmit(const HostContext& host, const CommandArgs& args) {
   SubmitOptions opts;
-  for (const std::string& a : args) {
-    if (a == "--") break;
-    if (a == "--help" || a == "-h") {
-      std::cout << submitUsage();
-      return 0;
-    }
-  }
   if (std::string err = parseSubmitArgs(args, opts); !err.empty()) {
-    logTo(host, LogLevel::kError, "submit: " + err + "\n" + submitUsage());
+    logTo(host, LogLevel::kError, "submit: " + err + "; see taehv-run --backend slurm submit --help");
     return 2;
   }
   std::string script = renderSbatchScript(opts, host.self_path, host.version);
@@ -195,14 +174,18 @@ std::vector<OptionSpec> SlurmBackend::options() const {
 }
 
 std::vector<CommandSpec> SlurmBackend::commands() const {
-  return {{"hostnames", "expand a SLURM hostlist (default SLURM_JOB_NODELIST), one host per line"},
-          {"hostlist", "compress host names into a SLURM hostlist"},
-          {"submit", "render an sbatch script for a multi-node training and submit it (--dry-run prints it)"}};
+  return {{"hostnames", "expand a SLURM hostlist (default SLURM_JOB_NODELIST), one host per line", {},
+           Operands::kWords, "LIST...",
+           "Expands SLURM hostlists (e.g. n[1-4],gpu[01-02]) to one host per line; without LIST,\n"
+           "SLURM_JOB_NODELIST.\n"},
+          {"hostlist", "compress host names into a SLURM hostlist", {}, Operands::kWords, "HOST...",
+           "Compresses host names (n1 n2 n3 or n1,n2,n3) into one SLURM hostlist, e.g. n[1-3].\n"},
+          submitCommand()};
 }
 
-int SlurmBackend::runCommand(const HostContext& host, const std::string& name, const std::vector<std::string>& args) {
-  if (name == "hostnames") return runHostnames(host, args, false);
-  if (name == "hostlist") return runHostnames(host, args, true);
+int SlurmBackend::runCommand(const HostContext& host, const std::string& name, const CommandArgs& args) {
+  if (name == "hostnames") return runHostnames(host, args.words, false);
+  if (name == "hostlist") return runHostnames(host, args.words, true);
   if (name == "submit") return runSubmit(host, args);
   logTo(host, LogLevel::kError, "unknown slurm command '" + name + "': use hostnames, hostlist or submit");
   return 2;

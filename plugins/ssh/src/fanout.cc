@@ -1,129 +1,64 @@
 #include "taehv/ssh/fanout.h"
 
 #include <algorithm>
-
 #include <cctype>
 #include <sstream>
 
-#include "taehv/ssh/shell_quote.h"
-#include "taehv/parse.h"
+#include "taehv/shell_quote.h"
 
 namespace taehv::ssh {
-namespace {
 
-/// The largest --nnodes / --nproc-per-node taken (six digits).
-constexpr int kMaxCount = 999999;
-
-std::string normalizeFlag(std::string flag) {
-  for (char& c : flag) {
-    if (c == '_') c = '-';
+Status refusedFlags(const JobFlags& flags) {
+  if (flags.node_rank) return {"--node-rank is set for every host by the ssh backend (hostfile order); remove it"};
+  if (flags.standalone) {
+    return {"--standalone means one machine; with --hostfile the ssh backend sets nodes and master itself"};
   }
-  return flag;
+  if (flags.restart_count) {
+    return {"--restart-count is set for every host by the ssh backend (it restarts the whole job); remove it"};
+  }
+  return {};
 }
 
-}  // namespace
-
-LauncherArgs splitLauncherArgs(const std::vector<std::string>& args) {
-  LauncherArgs out;
-  const std::map<std::string, std::string*> taken = {
-      {"--nnodes", &out.nnodes},
-      {"--nproc-per-node", &out.nproc_per_node},
-      {"--master-addr", &out.master_addr},
-      {"--master-port", &out.master_port},
-  };
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    std::string name = arg;
-    std::string value;
-    bool has_value = false;
-    if (arg.rfind("--", 0) == 0) {
-      if (const auto eq = arg.find('='); eq != std::string::npos) {
-        name = arg.substr(0, eq);
-        value = arg.substr(eq + 1);
-        has_value = true;
-      }
-    }
-    const std::string flag = normalizeFlag(name);
-    if (flag == "--node-rank") {
-      out.error = "--node-rank is set for every host by the ssh backend (hostfile order); remove it";
-      return out;
-    }
-    if (flag == "--standalone") {
-      out.error = "--standalone means one machine; with --hostfile the ssh backend sets nodes and master itself";
-      return out;
-    }
-    if (flag == "--backend") {
-      out.error = "--backend must not appear among the forwarded launch options";
-      return out;
-    }
-    if (flag == "--shutdown-grace" || flag == "--max-restarts") {
-      // Forwarded unchanged and read here: the remote taehv-run applies the grace to its workers and the fan-out
-      // waits that long per host; the fan-out does the restarts (whole job), the remotes report the maximum.
-      std::string& field = flag == "--shutdown-grace" ? out.shutdown_grace : out.max_restarts;
-      out.forwarded.push_back(arg);
-      if (has_value) {
-        field = value;
-      } else if (i + 1 < args.size()) {
-        field = args[++i];
-        out.forwarded.push_back(field);
-      }
-      continue;
-    }
-    if (flag == "--restart-count") {
-      out.error = "--restart-count is set for every host by the ssh backend (it restarts the whole job); remove it";
-      return out;
-    }
-    const auto it = taken.find(flag);
-    if (it == taken.end()) {
-      out.forwarded.push_back(arg);
-      continue;
-    }
-    if (!has_value) {
-      if (i + 1 >= args.size()) {
-        out.error = flag + " needs a value";
-        return out;
-      }
-      value = args[++i];
-    }
-    *it->second = value;
-  }
-  return out;
+std::string nnodesText(const JobFlags& flags) {
+  if (!flags.nnodes) return "";
+  const int min_nodes = flags.min_nnodes.value_or(*flags.nnodes);
+  return min_nodes == *flags.nnodes ? std::to_string(min_nodes)
+                                    : std::to_string(min_nodes) + ":" + std::to_string(*flags.nnodes);
 }
 
-JobShape shapeJob(const std::vector<HostEntry>& hosts, const std::string& nnodes, const std::string& nproc_per_node) {
+int remoteGraceSeconds(std::optional<std::chrono::seconds> remote_grace,
+                       std::optional<std::chrono::milliseconds> shutdown_grace) {
+  if (remote_grace) return static_cast<int>(remote_grace->count());
+  if (shutdown_grace) return static_cast<int>(std::chrono::ceil<std::chrono::seconds>(*shutdown_grace).count()) + 2;
+  return kDefaultRemoteGraceSeconds;
+}
+
+JobShape shapeJob(const std::vector<HostEntry>& hosts, const JobFlags& flags, std::optional<int> nproc_per_node) {
   JobShape shape;
   shape.hosts = hosts;
   shape.min_nodes = static_cast<int>(hosts.size());
-  if (!nnodes.empty()) {
-    const auto parsed = parseNodeRange(nnodes, kMaxCount);
-    if (!parsed) {
-      shape.error = "--nnodes '" + nnodes + "' is not a node count N or MIN:MAX with 1 <= MIN <= MAX";
-      return shape;
-    }
-    const int n = std::min(parsed->second, static_cast<int>(hosts.size()));
-    shape.min_nodes = parsed->first;
-    if (parsed->first > static_cast<int>(hosts.size())) {
+  if (flags.nnodes) {
+    const std::string nnodes = nnodesText(flags);
+    const int min_nodes = flags.min_nnodes.value_or(*flags.nnodes);
+    const int n = std::min(*flags.nnodes, static_cast<int>(hosts.size()));
+    shape.min_nodes = min_nodes;
+    if (min_nodes > static_cast<int>(hosts.size())) {
       shape.error = "--nnodes " + nnodes + " but the hostfile has " + std::to_string(hosts.size()) +
                     " host(s) after --include/--exclude; add hosts or lower --nnodes";
       return shape;
     }
-    if (parsed->first == parsed->second) shape.min_nodes = n;
+    if (min_nodes == *flags.nnodes) shape.min_nodes = n;
     if (n < static_cast<int>(hosts.size())) {
       shape.notes.push_back("--nnodes " + nnodes + ": using the first " + std::to_string(n) + " of " +
                             std::to_string(hosts.size()) + " hosts");
       shape.hosts.resize(static_cast<std::size_t>(n));
     }
   }
-  if (!nproc_per_node.empty() && nproc_per_node != "auto") {
-    const std::optional<int> parsed = parseCount(nproc_per_node, 1, kMaxCount);
-    if (!parsed) {
-      shape.error = "--nproc-per-node '" + nproc_per_node + "' is not a positive whole number or 'auto'";
-      return shape;
-    }
-    const int n = *parsed;
+  if (nproc_per_node) {
+    const int n = *nproc_per_node;
     for (auto& h : shape.hosts) {
       if (static_cast<int>(h.slots.size()) < n) {
-        shape.error = "--nproc-per-node " + nproc_per_node + " but host '" + h.host + "' has " +
+        shape.error = "--nproc-per-node " + std::to_string(n) + " but host '" + h.host + "' has " +
                       std::to_string(h.slots.size()) + " slot(s); raise its slots= or lower --nproc-per-node";
         return shape;
       }
@@ -217,7 +152,7 @@ std::map<std::string, std::string> forwardedEnv(const std::map<std::string, std:
   std::map<std::string, std::string> out;
   for (const auto& [name, value] : env) {
     for (const auto& prefix : kForwardedPrefixes) {
-      if (name.rfind(prefix, 0) == 0 && isValidEnvName(name)) {
+      if (name.rfind(prefix, 0) == 0 && isShellName(name)) {
         out[name] = value;
         break;
       }
@@ -239,7 +174,7 @@ Status parseEnvFile(const std::string& text, const std::string& origin, std::map
     const auto eq = line.find('=');
     if (eq == std::string::npos) return {origin + ":" + std::to_string(line_no) + ": expected KEY=VALUE"};
     const std::string name = line.substr(b, eq - b);
-    if (!isValidEnvName(name)) {
+    if (!isShellName(name)) {
       return {origin + ":" + std::to_string(line_no) + ": '" + name +
               "' is not a valid variable name (letters, digits, '_'; not starting with a digit)"};
     }
@@ -252,7 +187,7 @@ Status parseEnvAssignment(const std::string& kv, std::map<std::string, std::stri
   const auto eq = kv.find('=');
   if (eq == std::string::npos) return {"--env '" + kv + "': expected NAME=VALUE"};
   const std::string name = kv.substr(0, eq);
-  if (!isValidEnvName(name)) {
+  if (!isShellName(name)) {
     return {"--env: '" + name + "' is not a valid variable name (letters, digits, '_'; not starting with a digit)"};
   }
   (*out)[name] = kv.substr(eq + 1);

@@ -6,7 +6,7 @@
 #include <set>
 #include <sstream>
 
-#include "taehv/ssh/shell_quote.h"
+#include "taehv/ssh/shell_words.h"
 #include "taehv/parse.h"
 
 namespace taehv::ssh {

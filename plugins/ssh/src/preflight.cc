@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "taehv/ssh/fanout.h"
-#include "taehv/ssh/shell_quote.h"
+#include "taehv/shell_quote.h"
 
 namespace taehv::ssh {
 namespace {

@@ -2,24 +2,23 @@
 // host of a DeepSpeed-style hostfile at once over the system OpenSSH client, streams their output back
 // prefixed "[host:node]", and takes every host down when one fails, on Ctrl-C, or when this launcher dies.
 //
-// Flow: hostfile -> --include/--exclude -> job shape (nodes x processes) -> environment to forward ->
-// preflight (all hosts in parallel, one deadline; any failure names the host and starts nothing) ->
-// one ssh client per host under taehv::process::supervise() (fail fast, signal forwarding). Each ssh client's
-// stdin is a pipe held by the supervisor; the remote wrapper (fanout.h remoteScript) kills its process group
-// when that pipe reaches EOF, so even `kill -9` of this launcher leaves nothing behind on any host.
+// Flow (FanOut::run, one step each): hostfile -> --include/--exclude -> job shape (nodes x processes) -> restarts
+// and ports -> the remote side -> environment to forward -> preflight (all hosts in parallel, one deadline; any
+// failure names the host and starts nothing) -> one ssh client per host under taehv::process::supervise() (fail
+// fast, signal forwarding). The launch flags come typed and checked from the host (JobRequest::flags). Each ssh
+// client's stdin is a pipe held by the supervisor; the remote wrapper (fanout.h remoteScript) kills its process
+// group when that pipe reaches EOF, so even `kill -9` of this launcher leaves nothing behind on any host.
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <climits>
-#include <cmath>
-#include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <set>
-#include <fstream>
 #include <sstream>
 
 #include "taehv/env.h"
@@ -32,17 +31,14 @@
 #include "taehv/ssh/fanout.h"
 #include "taehv/ssh/hostfile.h"
 #include "taehv/ssh/preflight.h"
-#include "taehv/ssh/shell_quote.h"
+#include "taehv/ssh/shell_words.h"
 
 namespace taehv::ssh {
 namespace {
 
 constexpr int kDefaultPreflightSeconds = 15;
-constexpr int kDefaultRemoteGraceSeconds = 10;
 /// The largest --preflight-timeout / --remote-grace taken (five digits).
 constexpr long long kMaxOptionSeconds = 99999;
-/// The largest --max-restarts taken.
-constexpr int kMaxRestarts = 1000000;
 /// Local SIGTERM -> SIGKILL delay for the ssh clients (they exit on SIGTERM at once; the remote grace is
 /// applied on the hosts by the wrapper).
 constexpr std::chrono::milliseconds kClientShutdownGrace{std::chrono::seconds(5)};
@@ -92,14 +88,6 @@ class ControlSockets {
   std::set<int> used_;
 };
 
-using Options = std::map<std::string, std::vector<std::string>>;
-
-std::string lastOption(const Options& options, const std::string& name) {
-  const auto it = options.find(name);
-  if (it == options.end() || it->second.empty()) return {};
-  return it->second.back();
-}
-
 Checked<std::string> readFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return {"cannot read " + path + ": " + std::strerror(errno)};
@@ -113,9 +101,15 @@ std::string currentDirectory() {
   return ::getcwd(buf, sizeof buf) ? std::string(buf) : std::string();
 }
 
-/// The job's hosts and shape from --hostfile, --include/--exclude, `nproc` and `nnodes` (flag texts, empty =
-/// unset), or why there are none.
-Checked<JobShape> loadJobShape(const Options& opts, const std::string& nproc, const std::string& nnodes) {
+/// The value of option `name`, or "" when it was not given.
+std::string lastOption(const OptionValues& options, const std::string& name) {
+  const std::string* value = optionValue(options, name);
+  return value ? *value : std::string();
+}
+
+/// The job's hosts and shape from --hostfile, --include/--exclude, --nnodes (`flags`) and --nproc-per-node (`nproc`,
+/// unset = the slots), or why there are none.
+Checked<JobShape> loadJobShape(const OptionValues& opts, const JobFlags& flags, std::optional<int> nproc) {
   const std::string hostfile = lastOption(opts, "hostfile");
   if (hostfile.empty()) return {"--hostfile needs a file name"};
   const Checked<std::string> text = readFile(hostfile);
@@ -124,7 +118,7 @@ Checked<JobShape> loadJobShape(const Options& opts, const std::string& nproc, co
   if (!parsed.ok()) return {parsed.error};
   HostsResult filtered = filterHosts(parsed.value, lastOption(opts, "include"), lastOption(opts, "exclude"));
   if (!filtered.ok()) return {filtered.error};
-  JobShape shape = shapeJob(filtered.value, nnodes, nproc);
+  JobShape shape = shapeJob(filtered.value, flags, nproc);
   return {shape.error, std::move(shape)};
 }
 
@@ -158,6 +152,330 @@ Status checkHostCount(std::size_t hosts, const Log& log) {
   return {};
 }
 
+/// One launch of the whole job on the hosts of a hostfile. First its settings are read and checked, nothing started
+/// (the read* steps); then every host is checked at once (preflight), the master chosen, and one ssh client per host
+/// runs under process::supervise() (fail fast, signal forwarding), restarted as a whole job up to --max-restarts
+/// times. Each step returns "" or the one line that ends the launch.
+class FanOut {
+ public:
+  FanOut(const HostContext& host, const JobRequest& job) : host_(host), job_(job), opts_(job.request.options) {}
+
+  /// The launch, step by step: the job's exit code, or kNotStarted when it never started.
+  int run() {
+    using Step = Status (FanOut::*)();
+    for (Step step : {&FanOut::readShape, &FanOut::readRestarts, &FanOut::readRemoteSide, &FanOut::readEnvironment,
+                      &FanOut::findSsh, &FanOut::checkHosts}) {
+      if (const Status status = (this->*step)(); !status.ok()) {
+        log(LogLevel::kError, status.error);
+        return kNotStarted;
+      }
+    }
+    log(LogLevel::kInfo, "starting " + std::to_string(alive_.size()) + " node(s) with " + formatCounts(shape_.nprocs) +
+                             " process(es), master " + master_addr_ + ":" + std::to_string(master_port_) +
+                             (max_restarts_ > 0 ? ", up to " + std::to_string(max_restarts_) +
+                                                      " restart(s) of the whole job"
+                                                : std::string()));
+    return elastic() ? superviseElastic() : superviseFixed();
+  }
+
+ private:
+  void log(LogLevel level, const std::string& message) const {
+    if (host_.log) host_.log(level, message);
+  }
+
+  /// `--nnodes MIN:MAX` with fewer than MAX of the hosts required: the job runs on the hosts that are ready.
+  bool elastic() const { return shape_.min_nodes < static_cast<int>(shape_.hosts.size()); }
+
+  /// Hosts, --include/--exclude, --nnodes and --nproc-per-node: which hosts run how many processes.
+  Status readShape() {
+    if (Status refused = refusedFlags(job_.flags); !refused.ok()) return refused;
+    Checked<JobShape> shape = loadJobShape(opts_, job_.flags, job_.request.nproc_per_node);
+    if (!shape.ok()) return {shape.error};
+    shape_ = std::move(shape.value);
+    for (const auto& note : shape_.notes) log(LogLevel::kInfo, note);
+    if (Status fits = checkHostCount(shape_.hosts.size(), [this](LogLevel l, const std::string& m) { log(l, m); });
+        !fits.ok()) {
+      return fits;
+    }
+    if (shape_.nproc_per_node == 0 && job_.flags.no_node_group) {
+      return {"hosts run different numbers of processes (" + formatCounts(shape_.nprocs) +
+             "), which the hosts' node group lays out into ranks}; drop --no-node-group, or make the slots "
+             "equal (slots=, --include HOST:0,1@HOST2:0,1, or --nproc-per-node N)";
+    }
+    return {};
+  }
+
+  /// Restarts are the whole job's: after a failure every host is torn down and started again (a host restarting its
+  /// workers alone would rendezvous with nobody while the others hang in their collectives). Restart R uses master
+  /// port P + R, so the new rendezvous never meets processes of the previous run still stopping.
+  Status readRestarts() {
+    max_restarts_ = job_.flags.max_restarts.value_or(0);
+    master_port_ = job_.flags.master_port.value_or(kDefaultMasterPort);
+    if (master_port_ + max_restarts_ > 65535) {
+      return {"--master-port " + std::to_string(master_port_) + " + --max-restarts " + std::to_string(max_restarts_) +
+             " exceeds 65535: restart R uses port P + R}; lower one of them";
+    }
+    return {};
+  }
+
+  /// Where and how taehv-run runs on the hosts: --remote-bin, --remote-cwd, --ssh-opts, the preflight's deadline
+  /// and width, the grace on teardown.
+  Status readRemoteSide() {
+    remote_bin_ = opts_.count("remote-bin") ? lastOption(opts_, "remote-bin") : host_.self_path;
+    if (remote_bin_.empty() || remote_bin_[0] != '/') {
+      return {"--remote-bin must be an absolute path, got '" + remote_bin_ + "'"};
+    }
+    cwd_ = opts_.count("remote-cwd") ? lastOption(opts_, "remote-cwd") : currentDirectory();
+    if (cwd_.empty() || cwd_[0] != '/') return {"--remote-cwd must be an absolute path, got '" + cwd_ + "'"};
+    if (const auto it = opts_.find("ssh-opts"); it != opts_.end()) {
+      for (const auto& o : it->second) {
+        SplitResult words = splitWords(o);
+        if (!words.error.empty()) return {"--ssh-opts: " + words.error};
+        ssh_opts_.insert(ssh_opts_.end(), words.value.begin(), words.value.end());
+      }
+    }
+    if (opts_.count("preflight-timeout")) {
+      const auto seconds = parseSeconds(lastOption(opts_, "preflight-timeout"), 1, kMaxOptionSeconds);
+      if (!seconds) return {"--preflight-timeout must be a whole number of seconds > 0"};
+      preflight_seconds_ = static_cast<int>(seconds->count());
+    }
+    if (opts_.count("ssh-parallel")) {
+      const auto n = parseCount<std::size_t>(lastOption(opts_, "ssh-parallel"), 1, kMaxSshParallel);
+      if (!n) {
+        return {"--ssh-parallel '" + lastOption(opts_, "ssh-parallel") + "' must be a whole number from 1 to " +
+               std::to_string(kMaxSshParallel)};
+      }
+      ssh_parallel_ = *n;
+    }
+    std::optional<std::chrono::seconds> remote_grace;
+    if (opts_.count("remote-grace")) {
+      remote_grace = parseSeconds(lastOption(opts_, "remote-grace"), 1, kMaxOptionSeconds);
+      if (!remote_grace) return {"--remote-grace must be a whole number of seconds > 0"};
+    }
+    grace_seconds_ = remoteGraceSeconds(remote_grace, job_.flags.shutdown_grace);
+    return {};
+  }
+
+  /// The job's environment: NCCL_* GLOO_* TAEHV_* TORCH_* < ~/.taehv_env < ./.taehv_env < --env; and the node group's
+  /// secret (core/group/PROTOCOL.md): the user's TAEHV_JOB_TOKEN, else a new one for this job, handed to each host
+  /// on ssh's stdin, never in a command line or the forwarded environment.
+  Status readEnvironment() {
+    env_ = forwardedEnv(host_.env);
+    std::vector<std::string> env_files;
+    if (const std::optional<std::string> home = envValue(host_.env, "HOME")) env_files.push_back(*home + "/.taehv_env");
+    const std::string here = currentDirectory();
+    if (!here.empty() && (env_files.empty() || here + "/.taehv_env" != env_files[0])) {
+      env_files.push_back(here + "/.taehv_env");
+    }
+    for (const auto& file : env_files) {
+      if (::access(file.c_str(), F_OK) != 0) continue;
+      const Checked<std::string> content = readFile(file);
+      if (!content.ok()) return {content.error};
+      if (Status parsed = parseEnvFile(content.value, file, &env_); !parsed.ok()) return parsed;
+      log(LogLevel::kDebug, "forwarding the variables of " + file);
+    }
+    if (const auto it = opts_.find("env"); it != opts_.end()) {
+      for (const auto& kv : it->second) {
+        if (Status parsed = parseEnvAssignment(kv, &env_); !parsed.ok()) return parsed;
+      }
+    }
+    if (const std::optional<std::string> token = envValue(env_, group::kJobTokenEnv)) token_ = *token;
+    env_.erase(group::kJobTokenEnv);
+    if (token_.empty()) token_ = group::generateJobToken();
+    return {};
+  }
+
+  Status findSsh() {
+    ssh_ = process::findProgram("ssh", host_.env);
+    if (ssh_.empty()) return {"no 'ssh' in PATH: install the OpenSSH client (Debian: openssh-client)"};
+    return {};
+  }
+
+  /// The preflight: every host at once, nothing starts unless every host is ready (elastic: at least MIN of them).
+  /// One TCP connection and key exchange per host, not two: the preflight's connection becomes a master that the
+  /// job's ssh client for that host reuses (OpenSSH multiplexing), then exits kMuxPersistSeconds after its last
+  /// session. One socket per hostfile entry (named by node rank: short, and entries never share a connection). The
+  /// user's own ControlMaster/ControlPath in --ssh-opts come first and win.
+  Status checkHosts() {
+    preflight_.ssh = ssh_;
+    for (std::size_t node = 0; node < shape_.hosts.size(); ++node) {
+      preflight_.host_opts.push_back({"-o", control_.option(static_cast<int>(node)), "-o", "ControlMaster=auto", "-o",
+                                      "ControlPersist=" + std::to_string(kMuxPersistSeconds)});
+    }
+    preflight_.ssh_opts = ssh_opts_;
+    for (const auto& h : shape_.hosts) preflight_.hosts.push_back(h.host);
+    preflight_.remote_bin = remote_bin_;
+    preflight_.cwd = cwd_;
+    preflight_.version = host_.version;
+    preflight_.timeout = std::chrono::seconds(preflight_seconds_);
+    preflight_.max_parallel = ssh_parallel_;
+    const PreflightReport report = runPreflight(runner_, host_.env, preflight_);
+    if (elastic()) alive_ = readyHosts(report);
+    const bool enough = elastic() && static_cast<int>(alive_.size()) >= shape_.min_nodes;
+    if (!enough && !report.ok()) {
+      int bad = 0;
+      for (const auto& check : report.hosts) {
+        if (check.error.empty()) continue;
+        if (++bad <= kMaxHostErrorLines) log(LogLevel::kError, "host " + check.host + ": " + check.error);
+      }
+      if (bad > kMaxHostErrorLines) {
+        log(LogLevel::kError, "... and " + std::to_string(bad - kMaxHostErrorLines) + " more host(s) not ready");
+      }
+      return {"preflight failed on " + std::to_string(bad) + " of " + std::to_string(report.hosts.size()) +
+             " host(s)}; nothing was started";
+    }
+    if (!elastic()) {
+      for (std::size_t i = 0; i < shape_.hosts.size(); ++i) alive_.push_back(static_cast<int>(i));
+    }
+    chooseMaster(report, /*announce=*/true);
+    return {};
+  }
+
+  /// Elastic (--nnodes MIN:MAX): the hosts that answered the preflight, by hostfile index. A host not ready is left
+  /// out (named) as long as MIN are ready, and checked again at every restart (it comes back when it is ready).
+  std::vector<int> readyHosts(const PreflightReport& report) const {
+    std::vector<int> up;
+    for (std::size_t i = 0; i < report.hosts.size(); ++i) {
+      if (report.hosts[i].error.empty()) up.push_back(static_cast<int>(i));
+    }
+    if (static_cast<int>(up.size()) < shape_.min_nodes) return up;
+    for (const auto& h : report.hosts) {
+      if (!h.error.empty()) {
+        log(LogLevel::kWarn, "host " + h.host + " left out (--nnodes " + nnodesText(job_.flags) + "): " + h.error);
+      }
+    }
+    return up;
+  }
+
+  /// --master-addr, else the first address of the first host that runs the job.
+  void chooseMaster(const PreflightReport& report, bool announce) {
+    if (job_.flags.master_addr) {
+      master_addr_ = *job_.flags.master_addr;
+      return;
+    }
+    const HostCheck& first = report.hosts[static_cast<std::size_t>(alive_.front())];
+    master_addr_ = first.addresses.empty() ? first.host : first.addresses.front();
+    if (!announce) return;
+    if (!first.addresses.empty()) {
+      log(LogLevel::kInfo, "master: " + master_addr_ + " (first address of `hostname -I` on " + first.host +
+                               ", the first host; --master-addr to change)");
+    } else {
+      log(LogLevel::kWarn, "master: " + master_addr_ + " (the first host's name: `hostname -I` printed nothing "
+                           "there; pass --master-addr if other hosts cannot resolve it)");
+    }
+  }
+
+  /// One ssh client per host that runs the job; restart R tells every remote taehv-run (TORCHELASTIC_RESTART_COUNT)
+  /// and uses master port P + R.
+  std::vector<process::ChildSpec> children(int restart) {
+    std::vector<process::ChildSpec> out;
+    std::vector<std::string> forwarded = job_.launcher_args;
+    if (max_restarts_ > 0) forwarded.insert(forwarded.end(), {"--restart-count", std::to_string(restart)});
+    const int nnodes = static_cast<int>(alive_.size());
+    int first_rank = 0;
+    for (int node = 0; node < nnodes; ++node) {
+      const int index = alive_[static_cast<std::size_t>(node)];  // the host's place in the hostfile
+      const HostEntry& h = shape_.hosts[static_cast<std::size_t>(index)];
+      const int nprocs = shape_.nprocs[static_cast<std::size_t>(index)];
+      RemoteJob remote;
+      remote.remote_bin = remote_bin_;
+      remote.cwd = cwd_;
+      remote.env = env_;
+      remote.grace_seconds = grace_seconds_;
+      remote.token_on_stdin = true;
+      bool identity = true;
+      for (std::size_t i = 0; i < h.slots.size(); ++i) identity = identity && h.slots[i] == static_cast<int>(i);
+      if (!identity) {
+        // A slot subset from --include/--exclude: like DeepSpeed, the slots are the devices this node may use.
+        std::string devices;
+        for (int s : h.slots) devices += (devices.empty() ? "" : ",") + std::to_string(s);
+        remote.env["CUDA_VISIBLE_DEVICES"] = devices;
+      }
+      remote.taehv_args =
+          remoteTaehvArgs(nnodes, node, nprocs, master_addr_, master_port_ + restart, forwarded, job_.command);
+      process::ChildSpec child;
+      std::vector<std::string> job_opts = ssh_opts_;
+      job_opts.insert(job_opts.end(), {"-o", control_.option(index), "-o", "ControlMaster=no"});
+      child.argv = sshArgv(ssh_, job_opts, h.host, remoteCommand(remoteScript(remote)));
+      child.env = host_.env;
+      child.label = h.host + ":" + std::to_string(node);
+      child.rank = first_rank;  // the node's first rank (slots of the hosts before it)
+      first_rank += nprocs;
+      child.host = h.host;
+      child.stdin_pipe = true;
+      child.stdin_data = token_ + "\n";
+      out.push_back(std::move(child));
+    }
+    return out;
+  }
+
+  process::SupervisorOptions supervisorOptions(int max_restarts) const {
+    process::SupervisorOptions sup;
+    sup.shutdown_grace = kClientShutdownGrace;
+    sup.max_restarts = max_restarts;
+    sup.prefix_output = true;
+    // A remote taehv-run stopped by its node group (another node failed or was lost) exits kExternalStopExit: name
+    // the node that caused it, which ends within its own grace plus the group's linger.
+    sup.consequence_exit_code = process::kExternalStopExit;
+    sup.consequence_window = std::chrono::seconds(grace_seconds_) + group::kOriginLinger;
+    return sup;
+  }
+
+  /// A fixed set of hosts: the supervisor restarts them all together.
+  int superviseFixed() {
+    return process::supervise([this](int restart) { return children(restart); }, supervisorOptions(max_restarts_))
+        .exit_code;
+  }
+
+  /// Elastic: every restart checks every host again and starts the job on those ready (a lost host left out, a
+  /// recovered one back, up to MAX), as long as MIN are; the remote taehv-runs then form a fixed-size group.
+  int superviseElastic() {
+    for (int restart = 0;; ++restart) {
+      if (restart > 0) {
+        const PreflightReport report = runPreflight(runner_, host_.env, preflight_);
+        alive_ = readyHosts(report);
+        if (static_cast<int>(alive_.size()) < shape_.min_nodes) {
+          for (const auto& h : report.hosts) {
+            if (!h.error.empty()) log(LogLevel::kError, "host " + h.host + ": " + h.error);
+          }
+          log(LogLevel::kError, "restart " + std::to_string(restart) + ": " + std::to_string(alive_.size()) +
+                                    " host(s) ready, fewer than the " + std::to_string(shape_.min_nodes) +
+                                    " --nnodes " + nnodesText(job_.flags) + " needs; the job ends");
+          return 1;
+        }
+        chooseMaster(report, /*announce=*/false);
+        log(LogLevel::kInfo, "restart " + std::to_string(restart) + " of " + std::to_string(max_restarts_) + ": " +
+                                 std::to_string(alive_.size()) + " host(s) ready, master " + master_addr_ + ":" +
+                                 std::to_string(master_port_ + restart));
+      }
+      const process::SupervisorResult result =
+          process::supervise([&](int) { return children(restart); }, supervisorOptions(0));
+      if (result.exit_code == 0 || result.interrupt_signal != 0 || restart >= max_restarts_) return result.exit_code;
+    }
+  }
+
+  const HostContext& host_;
+  const JobRequest& job_;
+  const OptionValues& opts_;
+  JobShape shape_;
+  int max_restarts_ = 0;
+  int master_port_ = kDefaultMasterPort;
+  std::string remote_bin_;
+  std::string cwd_;
+  std::vector<std::string> ssh_opts_;
+  int preflight_seconds_ = kDefaultPreflightSeconds;
+  std::size_t ssh_parallel_ = kDefaultSshParallel;
+  int grace_seconds_ = kDefaultRemoteGraceSeconds;
+  std::map<std::string, std::string> env_;  // exported on every host
+  std::string token_;
+  std::string ssh_;
+  ControlSockets control_;
+  PreflightRequest preflight_;
+  ProcessCommandRunner runner_;
+  std::vector<int> alive_;  // hostfile indices of the hosts the job runs on now (node rank = position)
+  std::string master_addr_;
+};
+
 class SshBackend final : public Backend {
  public:
   Detection detect(const HostContext&) const override {
@@ -173,9 +491,11 @@ class SshBackend final : public Backend {
       result.error = "the ssh backend starts whole jobs from one host: pass --hostfile FILE (lines 'HOST slots=N')";
       return result;
     }
-    const std::string nproc = request.nproc_per_node ? std::to_string(*request.nproc_per_node) : std::string();
-    const Checked<JobShape> loaded = loadJobShape(request.options, nproc, "");
-    if (!loaded.ok()) return {loaded.error};
+    const Checked<JobShape> loaded = loadJobShape(request.options, JobFlags(), request.nproc_per_node);
+    if (!loaded.ok()) {
+      result.error = loaded.error;
+      return result;
+    }
     const JobShape& shape = loaded.value;
     NodePlan& plan = result.value;
     const std::string from = "hostfile " + hostfile;
@@ -217,279 +537,7 @@ class SshBackend final : public Backend {
     return request.options.count("hostfile") > 0;
   }
 
-  int launch(const HostContext& host, const JobRequest& job) override {
-    const auto log = [&](LogLevel level, const std::string& message) {
-      if (host.log) host.log(level, message);
-    };
-    const auto fail = [&](const std::string& message) {
-      log(LogLevel::kError, message);
-      return kNotStarted;
-    };
-    const Options& opts = job.request.options;
-
-    // Hosts, shape and the options the fan-out sets itself.
-    const LauncherArgs args = splitLauncherArgs(job.launcher_args);
-    if (!args.error.empty()) return fail(args.error);
-    const std::string nproc = !args.nproc_per_node.empty() ? args.nproc_per_node
-                              : job.request.nproc_per_node ? std::to_string(*job.request.nproc_per_node)
-                                                           : std::string();
-    Checked<JobShape> loaded = loadJobShape(opts, nproc, args.nnodes);
-    if (!loaded.ok()) return fail(loaded.error);
-    JobShape& shape = loaded.value;
-    for (const auto& note : shape.notes) log(LogLevel::kInfo, note);
-    if (Status s = checkHostCount(shape.hosts.size(), log); !s.ok()) return fail(s.error);
-    if (shape.nproc_per_node == 0 &&
-        std::find(args.forwarded.begin(), args.forwarded.end(), "--no-node-group") != args.forwarded.end()) {
-      return fail("hosts run different numbers of processes (" + formatCounts(shape.nprocs) +
-                  "), which the hosts' node group lays out into ranks; drop --no-node-group, or make the slots "
-                  "equal (slots=, --include HOST:0,1@HOST2:0,1, or --nproc-per-node N)");
-    }
-    // Restarts are the whole job's: after a failure every host is torn down and started again (a host restarting
-    // its workers alone would rendezvous with nobody while the others hang in their collectives).
-    int max_restarts = 0;
-    if (!args.max_restarts.empty()) {
-      const std::optional<int> v = parseInt(args.max_restarts, 0, kMaxRestarts);
-      if (!v) return fail("--max-restarts '" + args.max_restarts + "' is not a whole number >= 0");
-      max_restarts = *v;
-    }
-    int master_port = kDefaultMasterPort;
-    if (!args.master_port.empty()) {
-      const std::optional<int> port = parsePort(args.master_port);
-      if (!port) return fail("--master-port '" + args.master_port + "' is not a port number (1-65535)");
-      master_port = *port;
-    }
-
-    // Remote side.
-    const std::string remote_bin = opts.count("remote-bin") ? lastOption(opts, "remote-bin") : host.self_path;
-    if (remote_bin.empty() || remote_bin[0] != '/') {
-      return fail("--remote-bin must be an absolute path, got '" + remote_bin + "'");
-    }
-    const std::string cwd = opts.count("remote-cwd") ? lastOption(opts, "remote-cwd") : currentDirectory();
-    if (cwd.empty() || cwd[0] != '/') return fail("--remote-cwd must be an absolute path, got '" + cwd + "'");
-    std::vector<std::string> ssh_opts;
-    if (const auto it = opts.find("ssh-opts"); it != opts.end()) {
-      for (const auto& o : it->second) {
-        SplitResult words = splitWords(o);
-        if (!words.error.empty()) return fail("--ssh-opts: " + words.error);
-        ssh_opts.insert(ssh_opts.end(), words.value.begin(), words.value.end());
-      }
-    }
-    int preflight_seconds = kDefaultPreflightSeconds;
-    if (opts.count("preflight-timeout")) {
-      const auto seconds = parseSeconds(lastOption(opts, "preflight-timeout"), 1, kMaxOptionSeconds);
-      if (!seconds) return fail("--preflight-timeout must be a whole number of seconds > 0");
-      preflight_seconds = static_cast<int>(seconds->count());
-    }
-    std::size_t ssh_parallel = kDefaultSshParallel;
-    if (opts.count("ssh-parallel")) {
-      const auto n = parseCount<std::size_t>(lastOption(opts, "ssh-parallel"), 1, kMaxSshParallel);
-      if (!n) {
-        return fail("--ssh-parallel '" + lastOption(opts, "ssh-parallel") + "' must be a whole number from 1 to " +
-                    std::to_string(kMaxSshParallel));
-      }
-      ssh_parallel = *n;
-    }
-    int grace_seconds = kDefaultRemoteGraceSeconds;
-    if (opts.count("remote-grace")) {
-      const auto seconds = parseSeconds(lastOption(opts, "remote-grace"), 1, kMaxOptionSeconds);
-      if (!seconds) return fail("--remote-grace must be a whole number of seconds > 0");
-      grace_seconds = static_cast<int>(seconds->count());
-    } else if (!args.shutdown_grace.empty()) {
-      // Give the remote taehv-run its whole --shutdown-grace to stop its workers before SIGKILL reaches it.
-      char* end = nullptr;
-      const double g = std::strtod(args.shutdown_grace.c_str(), &end);
-      if (end && *end == '\0' && g >= 0 && g <= 86400) grace_seconds = static_cast<int>(std::ceil(g)) + 2;
-    }
-
-    // Environment: NCCL_* GLOO_* TAEHV_* TORCH_* < ~/.taehv_env < ./.taehv_env < --env.
-    std::map<std::string, std::string> env = forwardedEnv(host.env);
-    std::vector<std::string> env_files;
-    if (const auto home = envValue(host.env, "HOME")) env_files.push_back(*home + "/.taehv_env");
-    const std::string here = currentDirectory();
-    if (!here.empty() && (env_files.empty() || here + "/.taehv_env" != env_files[0])) {
-      env_files.push_back(here + "/.taehv_env");
-    }
-    for (const auto& file : env_files) {
-      if (::access(file.c_str(), F_OK) != 0) continue;
-      const Checked<std::string> content = readFile(file);
-      if (!content.ok()) return fail(content.error);
-      if (Status s = parseEnvFile(content.value, file, &env); !s.ok()) return fail(s.error);
-      log(LogLevel::kDebug, "forwarding the variables of " + file);
-    }
-    if (const auto it = opts.find("env"); it != opts.end()) {
-      for (const auto& kv : it->second) {
-        if (Status s = parseEnvAssignment(kv, &env); !s.ok()) return fail(s.error);
-      }
-    }
-
-    const std::string ssh = process::findProgram("ssh", host.env);
-    if (ssh.empty()) return fail("no 'ssh' in PATH: install the OpenSSH client (Debian: openssh-client)");
-
-    // Preflight: all hosts at once, nothing starts unless every host is ready.
-    PreflightRequest pre;
-    pre.ssh = ssh;
-    // One TCP connection and key exchange per host, not two: the preflight's connection becomes a master that
-    // the job's ssh client for that host reuses (OpenSSH multiplexing), then exits kMuxPersistSeconds after its
-    // last session. One socket per hostfile entry (named by node rank: short, and entries never share a
-    // connection). The user's own ControlMaster/ControlPath in --ssh-opts come first and win.
-    ControlSockets control;
-    for (std::size_t node = 0; node < shape.hosts.size(); ++node) {
-      pre.host_opts.push_back({"-o", control.option(static_cast<int>(node)), "-o", "ControlMaster=auto", "-o",
-                               "ControlPersist=" + std::to_string(kMuxPersistSeconds)});
-    }
-    pre.ssh_opts = ssh_opts;
-    for (const auto& h : shape.hosts) pre.hosts.push_back(h.host);
-    pre.remote_bin = remote_bin;
-    pre.cwd = cwd;
-    pre.version = host.version;
-    pre.timeout = std::chrono::seconds(preflight_seconds);
-    pre.max_parallel = ssh_parallel;
-    ProcessCommandRunner runner;
-    PreflightReport report = runPreflight(runner, host.env, pre);
-    // Elastic (--nnodes MIN:MAX): the hosts that are ready now, by node index; a host not ready is left out
-    // (named) as long as MIN are ready, and checked again at every restart (it comes back when it is ready).
-    const bool elastic = shape.min_nodes < static_cast<int>(shape.hosts.size());
-    const auto ready = [&](const PreflightReport& r) {
-      std::vector<int> up;
-      for (std::size_t i = 0; i < r.hosts.size(); ++i) {
-        if (r.hosts[i].error.empty()) up.push_back(static_cast<int>(i));
-      }
-      if (static_cast<int>(up.size()) < shape.min_nodes) return up;
-      for (const auto& h : r.hosts) {
-        if (!h.error.empty()) log(LogLevel::kWarn, "host " + h.host + " left out (--nnodes " + args.nnodes + "): " + h.error);
-      }
-      return up;
-    };
-    std::vector<int> alive;
-    if (elastic) alive = ready(report);
-    const bool enough = elastic && static_cast<int>(alive.size()) >= shape.min_nodes;
-    if (!enough && !report.ok()) {
-      int bad = 0;
-      for (const auto& check : report.hosts) {
-        if (check.error.empty()) continue;
-        if (++bad <= kMaxHostErrorLines) log(LogLevel::kError, "host " + check.host + ": " + check.error);
-      }
-      if (bad > kMaxHostErrorLines) {
-        log(LogLevel::kError, "... and " + std::to_string(bad - kMaxHostErrorLines) + " more host(s) not ready");
-      }
-      return fail("preflight failed on " + std::to_string(bad) + " of " + std::to_string(report.hosts.size()) +
-                  " host(s); nothing was started");
-    }
-
-    if (!elastic) {
-      for (std::size_t i = 0; i < shape.hosts.size(); ++i) alive.push_back(static_cast<int>(i));
-    }
-    std::string master_addr = args.master_addr;
-    const auto masterOf = [&](const PreflightReport& r, const std::vector<int>& up) {
-      const HostCheck& first = r.hosts[static_cast<std::size_t>(up.front())];
-      return first.addresses.empty() ? first.host : first.addresses.front();
-    };
-    if (master_addr.empty()) {
-      const HostCheck& first = report.hosts[static_cast<std::size_t>(alive.front())];
-      if (!first.addresses.empty()) {
-        master_addr = first.addresses.front();
-        log(LogLevel::kInfo, "master: " + master_addr + " (first address of `hostname -I` on " + first.host +
-                                 ", the first host; --master-addr to change)");
-      } else {
-        master_addr = first.host;
-        log(LogLevel::kWarn, "master: " + master_addr + " (the first host's name: `hostname -I` printed nothing "
-                             "there; pass --master-addr if other hosts cannot resolve it)");
-      }
-    }
-
-    // Fan out: one ssh client per host; restart R tells every remote taehv-run (TORCHELASTIC_RESTART_COUNT) and
-    // uses master port P + R, so the new rendezvous never meets processes of the previous run still stopping.
-    if (master_port + max_restarts > 65535) {
-      return fail("--master-port " + std::to_string(master_port) + " + --max-restarts " + std::to_string(max_restarts) +
-                  " exceeds 65535: restart R uses port P + R; lower one of them");
-    }
-    int nnodes = static_cast<int>(alive.size());
-    // The node group's secret (core/group/PROTOCOL.md): the user's TAEHV_JOB_TOKEN, else a new one for this job;
-    // handed to each host on ssh's stdin, never in a command line or the forwarded environment.
-    std::string token;
-    if (const auto given = envValue(env, group::kJobTokenEnv)) token = *given;
-    env.erase(group::kJobTokenEnv);
-    if (token.empty()) token = group::generateJobToken();
-    const auto make_children = [&](int restart) {
-      std::vector<process::ChildSpec> children;
-      std::vector<std::string> forwarded = args.forwarded;
-      if (max_restarts > 0) forwarded.insert(forwarded.end(), {"--restart-count", std::to_string(restart)});
-      int first_rank = 0;
-      for (int node = 0; node < nnodes; ++node) {
-        const int index = alive[static_cast<std::size_t>(node)];  // the host's place in the hostfile
-        const HostEntry& h = shape.hosts[static_cast<std::size_t>(index)];
-        RemoteJob remote;
-        remote.remote_bin = remote_bin;
-        remote.cwd = cwd;
-        remote.env = env;
-        remote.grace_seconds = grace_seconds;
-        remote.token_on_stdin = true;
-        bool identity = true;
-        for (std::size_t i = 0; i < h.slots.size(); ++i) identity = identity && h.slots[i] == static_cast<int>(i);
-        if (!identity) {
-          // A slot subset from --include/--exclude: like DeepSpeed, the slots are the devices this node may use.
-          std::string devices;
-          for (int s : h.slots) devices += (devices.empty() ? "" : ",") + std::to_string(s);
-          remote.env["CUDA_VISIBLE_DEVICES"] = devices;
-        }
-        remote.taehv_args =
-            remoteTaehvArgs(nnodes, node, shape.nprocs[static_cast<std::size_t>(index)], master_addr,
-                            master_port + restart, forwarded, job.command);
-        process::ChildSpec child;
-        std::vector<std::string> job_opts = ssh_opts;
-        job_opts.insert(job_opts.end(), {"-o", control.option(index), "-o", "ControlMaster=no"});
-        child.argv = sshArgv(ssh, job_opts, h.host, remoteCommand(remoteScript(remote)));
-        child.env = host.env;
-        child.label = h.host + ":" + std::to_string(node);
-        child.rank = first_rank;  // the node's first rank (slots of the hosts before it)
-        first_rank += shape.nprocs[static_cast<std::size_t>(index)];
-        child.host = h.host;
-        child.stdin_pipe = true;
-        child.stdin_data = token + "\n";
-        children.push_back(std::move(child));
-      }
-      return children;
-    };
-    log(LogLevel::kInfo, "starting " + std::to_string(nnodes) + " node(s) with " + formatCounts(shape.nprocs) +
-                             " process(es), master " + master_addr + ":" +
-                             std::to_string(master_port) +
-                             (max_restarts > 0 ? ", up to " + std::to_string(max_restarts) + " restart(s) of the whole job"
-                                               : std::string()));
-    process::SupervisorOptions sup;
-    sup.shutdown_grace = kClientShutdownGrace;
-    sup.max_restarts = max_restarts;
-    sup.prefix_output = true;
-    // A remote taehv-run stopped by its node group (another node failed or was lost) exits kExternalStopExit: name
-    // the node that caused it, which ends within its own grace plus the group's linger.
-    sup.consequence_exit_code = process::kExternalStopExit;
-    sup.consequence_window = std::chrono::seconds(grace_seconds) + group::kOriginLinger;
-    if (!elastic) return process::supervise(make_children, sup).exit_code;
-    // Elastic: every restart checks every host again and starts the job on those ready (a lost host left out, a
-    // recovered one back, up to MAX), as long as MIN are; the remote taehv-runs then form a fixed-size group.
-    sup.max_restarts = 0;
-    for (int restart = 0;; ++restart) {
-      if (restart > 0) {
-        report = runPreflight(runner, host.env, pre);
-        alive = ready(report);
-        if (static_cast<int>(alive.size()) < shape.min_nodes) {
-          for (const auto& h : report.hosts) {
-            if (!h.error.empty()) log(LogLevel::kError, "host " + h.host + ": " + h.error);
-          }
-          log(LogLevel::kError, "restart " + std::to_string(restart) + ": " + std::to_string(alive.size()) +
-                                    " host(s) ready, fewer than the " + std::to_string(shape.min_nodes) +
-                                    " --nnodes " + args.nnodes + " needs; the job ends");
-          return 1;
-        }
-        nnodes = static_cast<int>(alive.size());
-        if (args.master_addr.empty()) master_addr = masterOf(report, alive);
-        log(LogLevel::kInfo, "restart " + std::to_string(restart) + " of " + std::to_string(max_restarts) + ": " +
-                                 std::to_string(nnodes) + " host(s) ready, master " + master_addr + ":" +
-                                 std::to_string(master_port + restart));
-      }
-      const process::SupervisorResult result = process::supervise([&](int) { return make_children(restart); }, sup);
-      if (result.exit_code == 0 || result.interrupt_signal != 0 || restart >= max_restarts) return result.exit_code;
-    }
-  }
+  int launch(const HostContext& host, const JobRequest& job) override { return FanOut(host, job).run(); }
 };
 
 }  // namespace

@@ -17,4 +17,18 @@ Status checkImageReference(const std::string& image) {
   return {};
 }
 
+std::vector<OptionSpec> renderJobOptions(const std::string& nodes_help, const std::string& gpus_help,
+                                         const std::string& name_help) {
+  return {{"nodes", "N", nodes_help + " (required)"},
+          {"gpus-per-node", "G", gpus_help + " (required)"},
+          {"image", "IMAGE", "container image with taehv-run installed (required)"},
+          {"name", "NAME", name_help + " (default taehv-train)"}};
+}
+
+void readTextOptions(const OptionValues& given, std::initializer_list<std::pair<const char*, std::string*>> targets) {
+  for (const auto& [name, target] : targets) {
+    if (const std::string* value = optionValue(given, name)) *target = *value;
+  }
+}
+
 }  // namespace taehv::torch_env

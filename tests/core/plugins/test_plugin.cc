@@ -8,6 +8,7 @@
 //   kind 5: a backend whose every method throws, with entry symbols written by hand (without
 //           TAEHV_DEFINE_PLUGIN's guard): the host's guard must catch each call.
 //   kind 6: a factory that throws.
+//   kind 7: a plugin built for API version 2 (info says 2, factory taehv_plugin_create_v2 aborts): refused.
 #include <cstdlib>
 #include <iostream>
 #include <stdexcept>
@@ -88,12 +89,28 @@ class TestBackend final : public taehv::Backend {
             {"takeover", "", "make the backend take over the launch", false}};
   }
 
-  std::vector<taehv::CommandSpec> commands() const override { return {{"hello", "print its arguments"}}; }
+  std::vector<taehv::CommandSpec> commands() const override {
+    return {{"hello",
+             "print its options and command",
+             {{"greeting", "TEXT", "what to say"},
+              {"loud", "", "say it loudly"},
+              {"tag", "TAG", "a repeatable option", true},
+              {"count", "N", "an option with a one-letter name", false, 'n'}},
+             taehv::Operands::kCommand,
+             "",
+             "Prints what the host parsed."},
+            {"words", "print its words", {}, taehv::Operands::kWords, "WORD..."}};
+  }
 
-  int runCommand(const taehv::HostContext& host, const std::string& name,
-                 const std::vector<std::string>& args) override {
+  int runCommand(const taehv::HostContext& host, const std::string& name, const taehv::CommandArgs& args) override {
     std::cout << name << " from " << TEST_PLUGIN_NAME << ":";
-    for (const auto& a : args) std::cout << " [" << a << "]";
+    for (const auto& [option, values] : args.options) {
+      std::cout << " --" << option;
+      for (const auto& v : values) std::cout << " [" << v << "]";
+    }
+    for (const auto& w : args.words) std::cout << " word [" << w << "]";
+    if (!args.command.empty()) std::cout << " --";
+    for (const auto& a : args.command) std::cout << " [" << a << "]";
     std::cout << "\n";
     host.log(taehv::LogLevel::kInfo, "hello ran");
     return 5;
@@ -106,6 +123,22 @@ class TestBackend final : public taehv::Backend {
   int launch(const taehv::HostContext&, const taehv::JobRequest& job) override {
     std::cout << "launcher_args:";
     for (const auto& a : job.launcher_args) std::cout << " [" << a << "]";
+    const taehv::JobFlags& f = job.flags;
+    std::cout << "\nflags:";
+    const auto number = [](const char* name, const auto& value) {
+      if (value) std::cout << " " << name << "=" << *value;
+    };
+    number("nnodes", f.nnodes);
+    number("min_nnodes", f.min_nnodes);
+    number("node_rank", f.node_rank);
+    number("master_addr", f.master_addr);
+    number("master_port", f.master_port);
+    number("max_restarts", f.max_restarts);
+    number("restart_count", f.restart_count);
+    if (f.shutdown_grace) std::cout << " shutdown_grace_ms=" << f.shutdown_grace->count();
+    if (f.standalone) std::cout << " standalone";
+    if (f.no_node_group) std::cout << " no_node_group";
+    number("nproc_per_node", job.request.nproc_per_node);
     std::cout << "\ncommand:";
     for (const auto& a : job.command) std::cout << " [" << a << "]";
     std::cout << "\n";
@@ -132,7 +165,7 @@ class ThrowingBackend final : public taehv::Backend {
     if (!spared("commands")) throw 42;  // not even a std::exception
     return {{"hello", "throws"}};
   }
-  int runCommand(const taehv::HostContext&, const std::string&, const std::vector<std::string>&) override {
+  int runCommand(const taehv::HostContext&, const std::string&, const taehv::CommandArgs&) override {
     throw std::runtime_error("runCommand broke");
   }
   bool takesOverLaunch(const taehv::HostContext&, const taehv::PlanRequest&) const override {
@@ -157,7 +190,7 @@ extern "C" TAEHV_PLUGIN_VISIBLE const taehv_plugin_info_t* taehv_plugin_info() {
   static const taehv_plugin_info_t info{99, TEST_PLUGIN_NAME, "1.0.0", "built for a future API"};
   return &info;
 }
-extern "C" TAEHV_PLUGIN_VISIBLE taehv::Backend* taehv_plugin_create_v2() { std::abort(); }
+extern "C" TAEHV_PLUGIN_VISIBLE taehv::Backend* taehv_plugin_create_v3() { std::abort(); }
 #elif TEST_PLUGIN_KIND == 2
 extern "C" TAEHV_PLUGIN_VISIBLE const taehv_plugin_info_t* taehv_plugin_info() {
   static const taehv_plugin_info_t info{taehv::kPluginApiVersion, TEST_PLUGIN_NAME, "1.0.0", "no factory"};
@@ -170,19 +203,25 @@ extern "C" TAEHV_PLUGIN_VISIBLE const taehv_plugin_info_t* taehv_plugin_info() {
   static const taehv_plugin_info_t info{taehv::kPluginApiVersion, TEST_PLUGIN_NAME, "1.0.0", "null factory"};
   return &info;
 }
-extern "C" TAEHV_PLUGIN_VISIBLE taehv::Backend* taehv_plugin_create_v2() { return nullptr; }
+extern "C" TAEHV_PLUGIN_VISIBLE taehv::Backend* taehv_plugin_create_v3() { return nullptr; }
 #elif TEST_PLUGIN_KIND == 5
 extern "C" TAEHV_PLUGIN_VISIBLE const taehv_plugin_info_t* taehv_plugin_info() {
   static const taehv_plugin_info_t info{taehv::kPluginApiVersion, TEST_PLUGIN_NAME, "1.0.0", "throws everywhere"};
   return &info;
 }
-extern "C" TAEHV_PLUGIN_VISIBLE taehv::Backend* taehv_plugin_create_v2() { return new ThrowingBackend(); }
+extern "C" TAEHV_PLUGIN_VISIBLE taehv::Backend* taehv_plugin_create_v3() { return new ThrowingBackend(); }
 #elif TEST_PLUGIN_KIND == 6
 extern "C" TAEHV_PLUGIN_VISIBLE const taehv_plugin_info_t* taehv_plugin_info() {
   static const taehv_plugin_info_t info{taehv::kPluginApiVersion, TEST_PLUGIN_NAME, "1.0.0", "factory throws"};
   return &info;
 }
-extern "C" TAEHV_PLUGIN_VISIBLE taehv::Backend* taehv_plugin_create_v2() {
+extern "C" TAEHV_PLUGIN_VISIBLE taehv::Backend* taehv_plugin_create_v3() {
   throw std::runtime_error("factory broke");
 }
+#elif TEST_PLUGIN_KIND == 7
+extern "C" TAEHV_PLUGIN_VISIBLE const taehv_plugin_info_t* taehv_plugin_info() {
+  static const taehv_plugin_info_t info{2, TEST_PLUGIN_NAME, "1.0.0", "built for API version 2"};
+  return &info;
+}
+extern "C" TAEHV_PLUGIN_VISIBLE taehv::Backend* taehv_plugin_create_v2() { std::abort(); }
 #endif

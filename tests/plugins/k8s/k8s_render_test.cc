@@ -77,7 +77,8 @@ TEST(K8sRender, MissingOrBadArgumentsAreUsageErrors) {
       {{"--nodes", "zero", "--gpus-per-node", "8", "--image", "img"}, "--nodes zero"},
       {{"--nodes", "2", "--gpus-per-node", "8", "--image", "img", "--flavor", "mpijob"}, "--flavor mpijob"},
       {{"--nodes", "2", "--gpus-per-node", "8", "--image", "img", "--name", "Bad_Name"}, "--name Bad_Name"},
-      {{"--nodes", "2", "--gpus-per-node", "8", "--image", "img", "--nodez", "2"}, "unknown option --nodez"},
+      {{"--nodes", "2", "--gpus-per-node", "8", "--image", "img", "--nodez", "2"},
+       "unknown option '--nodez' (did you mean '--nodes'?)"},
       {{"--nodes", "2", "--gpus-per-node", "8", "--image", "img", "--"}, "nothing after `--`"},
       {{"--nodes", "2", "--gpus-per-node", "8", "--image", "img", "--name", std::string(62, 'a')}, "too long"},
       // Pods of a JobSet/TrainJob are <name>-node-0-<index>: 55 + 9 > 63.

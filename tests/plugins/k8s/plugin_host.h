@@ -1,11 +1,13 @@
-// Test helper: loads a built backend plugin (.so) the way taehv-run does (dlopen, info first, then the v1
-// factory) and runs its commands with stdout captured. Shared by the k8s and pai plugin tests.
+// Test helper: loads a built backend plugin (.so) the way taehv-run does (dlopen, info first, then the factory of
+// this API version) and runs its commands as taehv-run does (arguments parsed by the command's declaration,
+// taehv/command_line.h) with stdout captured. Shared by the k8s and pai plugin tests.
 #pragma once
 
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -15,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "taehv/command_line.h"
 #include "taehv/plugin_api.h"
 
 namespace taehv::testing {
@@ -84,17 +87,24 @@ struct CommandOutput {
   std::vector<std::string> logs;  // what it logged through the host
 };
 
+/// The plugins loaded by sharedPlugin(), by name.
+inline std::map<std::string, LoadedPlugin>& sharedPlugins() {
+  static std::map<std::string, LoadedPlugin> plugins;
+  return plugins;
+}
+
 /// The plugin `name`, loaded once per test process; nullptr (and `error` set) when it cannot be loaded.
 inline Backend* sharedPlugin(const std::string& name, std::string* error = nullptr) {
-  static std::map<std::string, LoadedPlugin> plugins;
+  auto& plugins = sharedPlugins();
   auto it = plugins.find(name);
   if (it == plugins.end()) it = plugins.emplace(name, loadPlugin(name)).first;
   if (error) *error = it->second.error;
   return it->second.backend.get();
 }
 
-/// Runs backend->runCommand with stdout redirected to a temporary file. A null backend (plugin not loaded)
-/// gives rc -1 and a log line instead of a crash.
+/// Runs sub-command `command` of `backend` as taehv-run does (runBackendCommand; a name the backend does not
+/// declare goes to runCommand as it is) with stdout redirected to a temporary file. A null backend (plugin not
+/// loaded) gives rc -1 and a log line instead of a crash.
 inline CommandOutput runPluginCommand(Backend* backend, const Env& env, const std::string& command,
                                       const std::vector<std::string>& args) {
   CommandOutput result;
@@ -110,7 +120,14 @@ inline CommandOutput runPluginCommand(Backend* backend, const Env& env, const st
   std::fflush(stdout);
   int saved = dup(1);
   dup2(fd, 1);
-  result.rc = backend->runCommand(host, command, args);
+  std::string name = "plugin";  // as taehv-run names it in messages: the plugin's name
+  for (const auto& [loaded, plugin] : sharedPlugins()) {
+    if (plugin.backend.get() == backend) name = loaded;
+  }
+  const std::vector<CommandSpec> specs = backend->commands();
+  const auto spec = std::find_if(specs.begin(), specs.end(), [&](const CommandSpec& c) { return c.name == command; });
+  result.rc = spec != specs.end() ? runBackendCommand(*backend, name, *spec, host, args)
+                                  : backend->runCommand(host, command, CommandArgs());
   std::fflush(stdout);
   dup2(saved, 1);
   close(saved);

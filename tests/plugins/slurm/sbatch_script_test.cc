@@ -11,19 +11,27 @@
 #include <fstream>
 #include <sstream>
 
+#include "taehv/command_line.h"
+
 namespace taehv::slurm {
 namespace {
 
+/// `args` parsed as taehv-run parses them (by submitCommand()), then read by parseSubmitArgs: "" or the first error.
+std::string parseInto(const std::vector<std::string>& args, SubmitOptions& o) {
+  const Checked<ParsedCommand> parsed = parseCommandArgs(submitCommand(), args);
+  return parsed.ok() ? parseSubmitArgs(parsed.value.args, o) : parsed.error;
+}
+
 SubmitOptions parse(const std::vector<std::string>& args) {
   SubmitOptions o;
-  std::string err = parseSubmitArgs(args, o);
+  std::string err = parseInto(args, o);
   EXPECT_TRUE(err.empty()) << err;
   return o;
 }
 
 std::string parseError(const std::vector<std::string>& args) {
   SubmitOptions o;
-  return parseSubmitArgs(args, o);
+  return parseInto(args, o);
 }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
@@ -65,11 +73,23 @@ TEST(SlurmSubmitArgs, ParsesEveryOption) {
   EXPECT_EQ(o.resume_arg_count, 1u);
 }
 
+TEST(SlurmSubmitArgs, SbatchsOneLetterNamesWork) {
+  SubmitOptions o = parse({"-N", "3", "-t", "30", "-p", "gpu", "-J", "vae", "-o", "vae.log"});
+  EXPECT_EQ(o.nodes, 3);
+  EXPECT_EQ(o.time, "30");
+  EXPECT_EQ(o.partition, "gpu");
+  EXPECT_EQ(o.job_name, "vae");
+  EXPECT_EQ(o.output, "vae.log");
+}
+
 TEST(SlurmSubmitArgs, BadInputSaysWhatIsWrong) {
   EXPECT_EQ(parseError({}), "--nodes N is required");
   EXPECT_TRUE(contains(parseError({"--nodes", "0"}), "--nodes '0': expected a whole number from 1"));
   EXPECT_TRUE(contains(parseError({"--nodes", "two"}), "--nodes 'two'"));
-  EXPECT_EQ(parseError({"--nodes"}), "--nodes needs a value");
+  EXPECT_EQ(parseError({"--nodes"}), "the required argument for option '--nodes' is missing");
+  EXPECT_EQ(parseError({"--nodes", "2", "-N", "3"}), "option '--nodes' cannot be specified more than once");
+  EXPECT_EQ(parseError({"--nodes", "2", "--dry-run", "--dry-run"}),
+            "option '--dry-run' cannot be specified more than once");
   EXPECT_TRUE(contains(parseError({"--nodes", "2", "--frobnicate"}), "unknown option '--frobnicate'"));
   EXPECT_TRUE(contains(parseError({"--nodes", "2", "--layout", "gpus"}), "--layout 'gpus'"));
   EXPECT_TRUE(contains(parseError({"--nodes", "2", "--job-name", "a\nb"}), "single line"));
@@ -85,7 +105,7 @@ TEST(HostileSlurmSubmitArgs, TimeLimitsAreTheFormsSbatchTakes) {
                                                                            "': not a SLURM time limit"))
         << bad << ": " << parseError({"--nodes", "2", "--time", bad});
   }
-  EXPECT_TRUE(contains(parseError({"--nodes", "2", "-t", "forever"}), "-t 'forever'"));
+  EXPECT_TRUE(contains(parseError({"--nodes", "2", "-t", "forever"}), "--time 'forever'"));
   for (const char* good : {"30", "30:00", "4:00:00", "2-00", "2-12:30", "2-12:30:00", "UNLIMITED", "infinite"}) {
     EXPECT_EQ(parseError({"--nodes", "2", "--time", good}), "") << good;
   }
@@ -139,13 +159,6 @@ TEST(SlurmSubmitScript, OneTaskPerGpuScriptWithoutGpus) {
   EXPECT_FALSE(contains(s, "--partition"));
   EXPECT_TRUE(contains(s, "#SBATCH --no-requeue\n"));
   EXPECT_TRUE(contains(s, "--ntasks-per-node=2 \\\n  \"$TAEHV_RUN\" --backend slurm --slurm-layout task \"${"));
-}
-
-TEST(SlurmSubmitScript, ShellQuoting) {
-  EXPECT_EQ(shellQuote("plain-word_1.2=x"), "plain-word_1.2=x");
-  EXPECT_EQ(shellQuote(""), "''");
-  EXPECT_EQ(shellQuote("a b"), "'a b'");
-  EXPECT_EQ(shellQuote("it's $HOME"), "'it'\\''s $HOME'");
 }
 
 /// Writes `text` to `path` as an executable script.

@@ -9,92 +9,96 @@ namespace {
 
 using Strings = std::vector<std::string>;
 
-TEST(SshLauncherArgs, TakesOutWhatTheFanOutSetsInBothForms) {
-  const auto r = splitLauncherArgs({"--nproc-per-node", "2", "--max-restarts", "1", "--master_addr=10.0.0.1",
-                                    "--master-port=1234", "--nnodes", "3", "--log-dir", "/x"});
-  ASSERT_EQ(r.error, "");
-  EXPECT_EQ(r.nproc_per_node, "2");
-  EXPECT_EQ(r.master_addr, "10.0.0.1");
-  EXPECT_EQ(r.master_port, "1234");
-  EXPECT_EQ(r.nnodes, "3");
-  EXPECT_EQ(r.forwarded, (Strings{"--max-restarts", "1", "--log-dir", "/x"}));
-  EXPECT_EQ(r.max_restarts, "1");  // the fan-out restarts the whole job; the remotes report the maximum
+/// Launch flags as the host hands them over: --nnodes MIN:MAX (a single count when min == max).
+JobFlags nnodes(int min, int max) {
+  JobFlags flags;
+  flags.min_nnodes = min;
+  flags.nnodes = max;
+  return flags;
 }
 
-TEST(SshLauncherArgs, RefusesNodeRankAndMissingValues) {
-  EXPECT_NE(splitLauncherArgs({"--node-rank", "1"}).error.find("--node-rank is set for every host"),
-            std::string::npos);
-  EXPECT_NE(splitLauncherArgs({"--node_rank=1"}).error.find("--node-rank"), std::string::npos);
-  EXPECT_EQ(splitLauncherArgs({"--master-port"}).error, "--master-port needs a value");
-  EXPECT_NE(splitLauncherArgs({"--standalone"}).error.find("--standalone means one machine"), std::string::npos);
-  EXPECT_NE(splitLauncherArgs({"--restart-count", "1"}).error.find("--restart-count is set for every host"),
-            std::string::npos);
+TEST(SshLaunchFlags, RefusesWhatTheFanOutSetsForEveryHost) {
+  JobFlags flags;
+  EXPECT_EQ(refusedFlags(flags), "");
+  flags.node_rank = 1;
+  EXPECT_NE(refusedFlags(flags).find("--node-rank is set for every host"), std::string::npos);
+  flags = JobFlags();
+  flags.standalone = true;
+  EXPECT_NE(refusedFlags(flags).find("--standalone means one machine"), std::string::npos);
+  flags = JobFlags();
+  flags.restart_count = 1;
+  EXPECT_NE(refusedFlags(flags).find("--restart-count is set for every host"), std::string::npos);
+  flags = JobFlags();
+  flags.max_restarts = 2;  // the fan-out restarts the whole job
+  flags.shutdown_grace = std::chrono::milliseconds(7500);
+  EXPECT_EQ(refusedFlags(flags), "");
+  EXPECT_EQ(nnodesText(nnodes(2, 2)), "2");
+  EXPECT_EQ(nnodesText(nnodes(2, 3)), "2:3");
+  EXPECT_EQ(nnodesText(JobFlags()), "");
 }
 
-TEST(SshLauncherArgs, ShutdownGraceIsReadAndStillForwarded) {
-  auto r = splitLauncherArgs({"--shutdown-grace", "7.5", "--max-restarts=1"});
-  EXPECT_EQ(r.shutdown_grace, "7.5");
-  EXPECT_EQ(r.max_restarts, "1");
-  EXPECT_EQ(r.forwarded, (Strings{"--shutdown-grace", "7.5", "--max-restarts=1"}));
-  r = splitLauncherArgs({"--shutdown_grace=3"});
-  EXPECT_EQ(r.shutdown_grace, "3");
-  EXPECT_EQ(r.forwarded, (Strings{"--shutdown_grace=3"}));
+// The hosts' teardown grace leaves the remote taehv-run its whole --shutdown-grace to stop its workers.
+TEST(SshLaunchFlags, RemoteGraceIsTheShutdownGraceRoundedUpPlusTwo) {
+  EXPECT_EQ(remoteGraceSeconds(std::nullopt, std::nullopt), kDefaultRemoteGraceSeconds);
+  EXPECT_EQ(remoteGraceSeconds(std::nullopt, std::chrono::milliseconds(7500)), 10);
+  EXPECT_EQ(remoteGraceSeconds(std::nullopt, std::chrono::milliseconds(3000)), 5);
+  EXPECT_EQ(remoteGraceSeconds(std::nullopt, std::chrono::milliseconds(0)), 2);
+  EXPECT_EQ(remoteGraceSeconds(std::chrono::seconds(3), std::chrono::milliseconds(7500)), 3) << "--remote-grace wins";
 }
 
 std::vector<HostEntry> hosts(const std::string& text) { return parseHostfile(text, "hf").value; }
 
 TEST(SshJobShape, EvenSlotsGiveNprocPerNode) {
-  const auto s = shapeJob(hosts("a slots=2\nb slots=2\n"), "", "");
+  const auto s = shapeJob(hosts("a slots=2\nb slots=2\n"), {}, std::nullopt);
   ASSERT_EQ(s.error, "");
   EXPECT_EQ(s.nproc_per_node, 2);
   EXPECT_EQ(s.hosts.size(), 2u);
 }
 
 TEST(SshJobShape, UnevenSlotsRunEachHostsOwnCount) {
-  const auto s = shapeJob(hosts("a slots=2\nb slots=1\n"), "", "");
+  const auto s = shapeJob(hosts("a slots=2\nb slots=1\n"), {}, std::nullopt);
   ASSERT_EQ(s.error, "");
   EXPECT_EQ(s.nprocs, (std::vector<int>{2, 1}));
   EXPECT_EQ(s.nproc_per_node, 0);  // not one count for all
-  EXPECT_EQ(shapeJob(hosts("a slots=2\nb slots=2\n"), "", "").nprocs, (std::vector<int>{2, 2}));
-  EXPECT_EQ(shapeJob(hosts("a slots=4\nb slots=2\n"), "", "2").nprocs, (std::vector<int>{2, 2}));
+  EXPECT_EQ(shapeJob(hosts("a slots=2\nb slots=2\n"), {}, std::nullopt).nprocs, (std::vector<int>{2, 2}));
+  EXPECT_EQ(shapeJob(hosts("a slots=4\nb slots=2\n"), {}, 2).nprocs, (std::vector<int>{2, 2}));
 }
 
 TEST(SshJobShape, NprocPerNodeUsesTheFirstSlotsOfEveryHost) {
-  const auto s = shapeJob(hosts("a slots=4\nb slots=2\n"), "", "2");
+  const auto s = shapeJob(hosts("a slots=4\nb slots=2\n"), {}, 2);
   ASSERT_EQ(s.error, "");
   EXPECT_EQ(s.nproc_per_node, 2);
   EXPECT_EQ(s.hosts[0].slots, (std::vector<int>{0, 1}));
-  EXPECT_NE(shapeJob(hosts("a slots=4\nb slots=2\n"), "", "3").error.find("host 'b' has 2 slot(s)"),
+  EXPECT_NE(shapeJob(hosts("a slots=4\nb slots=2\n"), {}, 3).error.find("host 'b' has 2 slot(s)"),
             std::string::npos);
-  EXPECT_NE(shapeJob(hosts("a slots=1\n"), "", "x").error.find("not a positive whole number"), std::string::npos);
-  EXPECT_EQ(shapeJob(hosts("a slots=3\n"), "", "auto").nproc_per_node, 3);
+  EXPECT_EQ(shapeJob(hosts("a slots=3\n"), {}, std::nullopt).nproc_per_node, 3);  // --nproc-per-node auto
 }
 
 TEST(SshJobShape, NnodesTakesTheFirstHostsLikeDeepSpeedNumNodes) {
-  auto s = shapeJob(hosts("a slots=1\nb slots=1\nc slots=1\n"), "2", "");
+  auto s = shapeJob(hosts("a slots=1\nb slots=1\nc slots=1\n"), nnodes(2, 2), std::nullopt);
   ASSERT_EQ(s.error, "");
   ASSERT_EQ(s.hosts.size(), 2u);
   EXPECT_EQ(s.hosts[1].host, "b");
   EXPECT_EQ(s.notes.size(), 1u);
-  EXPECT_NE(shapeJob(hosts("a slots=1\n"), "2", "").error.find("--nnodes 2 but the hostfile has 1 host(s)"),
+  EXPECT_NE(shapeJob(hosts("a slots=1\n"), nnodes(2, 2), std::nullopt).error.find(
+                "--nnodes 2 but the hostfile has 1 host(s)"),
             std::string::npos);
-  EXPECT_NE(shapeJob(hosts("a slots=1\n"), "0", "").error.find("not a node count N or MIN:MAX"), std::string::npos);
   EXPECT_EQ(s.min_nodes, 2) << "a fixed count";
 }
 
 // --nnodes MIN:MAX: the first MAX hosts are the pool, MIN of them are enough (at the start and at a restart).
 TEST(SshJobShape, NnodesMinMaxTakesUpToMaxHostsAndNeedsMin) {
-  auto s = shapeJob(hosts("a slots=1\nb slots=1\nc slots=1\nd slots=1\n"), "2:3", "");
+  auto s = shapeJob(hosts("a slots=1\nb slots=1\nc slots=1\nd slots=1\n"), nnodes(2, 3), std::nullopt);
   ASSERT_EQ(s.error, "");
   EXPECT_EQ(s.hosts.size(), 3u);
   EXPECT_EQ(s.min_nodes, 2);
-  s = shapeJob(hosts("a slots=1\nb slots=1\nc slots=1\n"), "2:5", "");
+  s = shapeJob(hosts("a slots=1\nb slots=1\nc slots=1\n"), nnodes(2, 5), std::nullopt);
   ASSERT_EQ(s.error, "");
   EXPECT_EQ(s.hosts.size(), 3u);
   EXPECT_EQ(s.min_nodes, 2);
-  EXPECT_NE(shapeJob(hosts("a slots=1\n"), "2:3", "").error.find("--nnodes 2:3 but the hostfile has 1 host(s)"),
+  EXPECT_NE(shapeJob(hosts("a slots=1\n"), nnodes(2, 3), std::nullopt).error.find(
+                "--nnodes 2:3 but the hostfile has 1 host(s)"),
             std::string::npos);
-  EXPECT_NE(shapeJob(hosts("a slots=1\n"), "3:2", "").error.find("not a node count N or MIN:MAX"), std::string::npos);
 }
 
 TEST(SshRemoteArgs, ExplicitPlanThenForwardedThenCommand) {

@@ -98,5 +98,22 @@ TEST_F(HostileSshScale, TheDefaultBoundIs64AndHugeHostfilesAndBadBoundsAreRefuse
   EXPECT_EQ(started(), 64u) << "refused launches start no ssh";
 }
 
+// --shutdown-grace is core's to check, for the ssh backend too: the backend used to read it again from the command
+// line and silently drop a value core refuses, then start every host (whose taehv-run refused it in turn). Now
+// taehv-run answers with core's message and no ssh client starts.
+TEST_F(HostileSshScale, ABadShutdownGraceIsRefusedByCoreBeforeAnySshStarts) {
+  for (const char* bad : {"-1", "nan", "86401"}) {
+    auto r = launch({"--hostfile", hostfile(2), "--shutdown-grace", bad});
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_NE(r.err.find("taehv-run: error: --shutdown-grace must be 0..86400 seconds, got "), std::string::npos)
+        << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  auto r = launch({"--hostfile", hostfile(2), "--shutdown-grace", "soon"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("the argument ('soon') for option '--shutdown-grace' is invalid"), std::string::npos) << r.err;
+  EXPECT_EQ(started(), 0u) << "a refused launch starts no ssh";
+}
+
 }  // namespace
 }  // namespace taehv::test

@@ -13,7 +13,7 @@
 
 #include "taehv/ssh/fanout.h"
 #include "proc_marker.h"
-#include "taehv/ssh/shell_quote.h"
+#include "taehv/shell_quote.h"
 
 namespace taehv::ssh {
 namespace {

@@ -1,12 +1,14 @@
-// The taehv-run backend plugin ABI, version 2 (1 -> 2: Sourced carries an Origin beside its text; NodePlan gains
-// gpu_indices, the scheduler's GPUs, and node_nprocs, every node's process count).
+// The taehv-run backend plugin ABI, version 3 (1 -> 2: Sourced carries an Origin beside its text; NodePlan gains
+// gpu_indices, the scheduler's GPUs, and node_nprocs, every node's process count. 2 -> 3: a sub-command declares its
+// options in CommandSpec and runCommand gets them parsed by the host (CommandArgs); JobRequest carries the launch
+// flags typed and checked (JobFlags), so that no plugin reads the command line).
 //
 // A backend plugin is a shared library that maps one platform's environment (SLURM, Kubernetes, PAI, an SSH
 // hostfile, ...) to the plan of one node: how many nodes, which one this is, how many workers it runs and where
 // the master is, each value with the place it came from. It exports exactly two symbols:
 //
 //   extern "C" const taehv_plugin_info_t* taehv_plugin_info();     // stable forever; api_version comes first
-//   extern "C" taehv::Backend*          taehv_plugin_create_v2(); // factory for API version 2
+//   extern "C" taehv::Backend*          taehv_plugin_create_v3(); // factory for API version 3
 //
 // TAEHV_DEFINE_PLUGIN below writes both. The loader reads the info first and calls the factory only when
 // info->api_version == taehv::kPluginApiVersion. Plugins are loaded once and never unloaded, so objects they
@@ -20,6 +22,7 @@
 // anyway is reported by name and taehv-run exits with code 2).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -47,7 +50,7 @@ struct taehv_plugin_info_t {
 namespace taehv {
 
 /// Version of this ABI. Bump on any change to the classes below that is not purely additive at the end.
-inline constexpr std::uint32_t kPluginApiVersion = 2;
+inline constexpr std::uint32_t kPluginApiVersion = 3;
 
 /// torchrun's default rendezvous port: what the host uses when neither a flag, the backend's plan nor PET_*
 /// names one, and what a backend renders into a job spec that names none.
@@ -55,7 +58,7 @@ inline constexpr int kDefaultMasterPort = 29500;
 
 /// Names of the exported entry symbols.
 inline constexpr const char* kPluginInfoSymbol = "taehv_plugin_info";
-inline constexpr const char* kPluginFactorySymbol = "taehv_plugin_create_v2";
+inline constexpr const char* kPluginFactorySymbol = "taehv_plugin_create_v3";
 
 /// Where a value came from, for code that acts on it (Sourced::source says it, with details, for people).
 enum class Origin : std::uint8_t {
@@ -104,24 +107,77 @@ struct Detection {
   std::string reason;  ///< e.g. "SLURM_JOB_ID=42 and SLURM_PROCID set"
 };
 
-/// One extra command-line option a backend accepts (e.g. ssh's --hostfile). The host parses it.
+/// Values of declared options as the host parsed them, by name without dashes: every value given, in order (one
+/// unless the option is repeatable); a switch maps to {"true"}. An option not given has no entry.
+using OptionValues = std::map<std::string, std::vector<std::string>>;
+
+/// The value of option `name` in `values` (the last one of a repeatable option), or nullptr when it was not given.
+inline const std::string* optionValue(const OptionValues& values, const std::string& name) {
+  const auto it = values.find(name);
+  return it == values.end() || it->second.empty() ? nullptr : &it->second.back();
+}
+
+/// One option a backend declares: a launch option (Backend::options(), e.g. ssh's --hostfile) or an option of one
+/// of its sub-commands (CommandSpec::options). The host parses it by the rules of its own options: `--name=value`
+/// and `--name value`, a second occurrence refused unless `repeatable`, an unknown name answered with the close
+/// declared names. Values reach the backend as text; the backend checks what they mean.
 struct OptionSpec {
+  OptionSpec() = default;
+  OptionSpec(std::string name, std::string value_name, std::string help, bool repeatable = false,
+             char short_name = 0)
+      : name(std::move(name)),
+        value_name(std::move(value_name)),
+        help(std::move(help)),
+        repeatable(repeatable),
+        short_name(short_name) {}
+
   std::string name;        ///< without dashes: "hostfile"
   std::string value_name;  ///< e.g. "FILE"; empty = a switch without a value
   std::string help;
   bool repeatable = false;
+  char short_name = 0;  ///< sub-command options only: a one-letter alias, 'N' for -N; 0 = none
 };
 
-/// A sub-command a backend adds to the CLI (e.g. `taehv-run --backend slurm submit ...`).
+/// What a sub-command takes besides its options.
+enum class Operands : std::uint8_t {
+  kNone,     ///< options only
+  kWords,    ///< words among the options (host names, lists): CommandArgs::words
+  kCommand,  ///< a worker command after `--` (optional; `--` followed by nothing is refused): CommandArgs::command
+};
+
+/// A sub-command a backend adds to the CLI (`taehv-run --backend NAME COMMAND ...`). The host parses the arguments
+/// after COMMAND by this declaration, answers `--help`/`-h` from it (usage line, summary, options, `help`) and
+/// calls Backend::runCommand only with arguments that parsed.
 struct CommandSpec {
+  CommandSpec() = default;
+  CommandSpec(std::string name, std::string summary, std::vector<OptionSpec> options = {},
+              Operands operands = Operands::kNone, std::string operands_name = "", std::string help = "")
+      : name(std::move(name)),
+        summary(std::move(summary)),
+        options(std::move(options)),
+        operands(operands),
+        operands_name(std::move(operands_name)),
+        help(std::move(help)) {}
+
   std::string name;
-  std::string summary;
+  std::string summary;  ///< one line for `taehv-run --help`
+  std::vector<OptionSpec> options;
+  Operands operands = Operands::kNone;
+  std::string operands_name;  ///< kWords: how the usage line names them, e.g. "LIST..."
+  std::string help;           ///< more lines for `--help`, printed after the options (what the command does)
+};
+
+/// A sub-command's arguments, parsed by the host from its CommandSpec.
+struct CommandArgs {
+  OptionValues options;               ///< the declared options given
+  std::vector<std::string> words;     ///< Operands::kWords: the words, in order
+  std::vector<std::string> command;   ///< Operands::kCommand: what followed `--`; empty = no `--`
 };
 
 /// What the user asked for, as far as a backend needs to know.
 struct PlanRequest {
-  /// This backend's own options (declared by options()), by name; a switch maps to {"true"}.
-  std::map<std::string, std::vector<std::string>> options;
+  /// This backend's own options (declared by options()).
+  OptionValues options;
   /// The user's --nproc-per-node, if given as a number (a backend may need it to interpret its platform).
   std::optional<int> nproc_per_node;
 };
@@ -168,11 +224,30 @@ struct NodePlan {
 /// A backend's plan, or one line saying what is wrong and how to fix it (`error`; then `value` is meaningless).
 using PlanResult = Checked<NodePlan>;
 
+/// The generic launch flags a backend that starts the whole job needs, as the user gave them and checked by the host
+/// (each unset when not given): counts in range, a port 1..65535, --nnodes N or MIN:MAX within the host's limits.
+struct JobFlags {
+  std::optional<int> nnodes;      ///< --nnodes N, or MAX of --nnodes MIN:MAX
+  std::optional<int> min_nnodes;  ///< MIN of --nnodes MIN:MAX (N for a fixed count)
+  std::optional<int> node_rank;   ///< --node-rank
+  std::optional<std::string> master_addr;
+  std::optional<int> master_port;
+  std::optional<int> max_restarts;   ///< --max-restarts
+  std::optional<int> restart_count;  ///< --restart-count
+  bool standalone = false;           ///< --standalone
+  bool no_node_group = false;        ///< --no-node-group
+  /// --shutdown-grace: after a failure, SIGTERM to SIGKILL of the other workers (0..86400 s).
+  std::optional<std::chrono::milliseconds> shutdown_grace;
+};
+
 /// A whole-job launch handed to a backend that starts workers on other machines itself (SSH fan-out).
 struct JobRequest {
-  PlanRequest request;
-  /// The generic launch options the user gave (e.g. {"--nproc-per-node", "2", "--max-restarts", "1"}),
-  /// ready to forward to a remote taehv-run. Backend-specific options are not included.
+  PlanRequest request;  ///< request.nproc_per_node: --nproc-per-node as a number (unset for auto)
+  JobFlags flags;
+  /// The user's generic launch options to hand every node's taehv-run unchanged, as typed (e.g. {"--max-restarts",
+  /// "1", "--log-dir", "/x"}). Without the flags that place a node in the job (--nnodes, --node-rank,
+  /// --nproc-per-node, --master-addr, --master-port, --standalone, --restart-count): those the backend sets per
+  /// node from `flags` and its own plan. Backend-specific options are not included.
   std::vector<std::string> launcher_args;
   /// The worker command after `--`; empty = the default trainer.
   std::vector<std::string> command;
@@ -192,11 +267,13 @@ class TAEHV_PLUGIN_VISIBLE Backend {
   /// Extra options this backend accepts on the launch command line.
   virtual std::vector<OptionSpec> options() const { return {}; }
 
-  /// Sub-commands this backend adds (`taehv-run --backend NAME COMMAND ARGS...`).
+  /// Sub-commands this backend adds (`taehv-run --backend NAME COMMAND ARGS...`), each with its options.
   virtual std::vector<CommandSpec> commands() const { return {}; }
 
-  /// Runs sub-command `name` with the arguments after it; returns the process exit code (2 = usage error).
-  virtual int runCommand(const HostContext& host, const std::string& name, const std::vector<std::string>& args) {
+  /// Runs sub-command `name` with its arguments, parsed by the host from commands()' declaration (so they hold
+  /// only declared options, and words or a command where the declaration allows them); returns the process exit
+  /// code (2 = usage error, e.g. a value the command refuses).
+  virtual int runCommand(const HostContext& host, const std::string& name, const CommandArgs& args) {
     (void)name;
     (void)args;
     if (host.log) host.log(LogLevel::kError, "this backend has no sub-commands");
@@ -261,7 +338,7 @@ class GuardedBackend final : public Backend {
       return printed<std::vector<CommandSpec>>("commands", what);
     });
   }
-  int runCommand(const HostContext& host, const std::string& name, const std::vector<std::string>& args) override {
+  int runCommand(const HostContext& host, const std::string& name, const CommandArgs& args) override {
     return guardPluginCall([&] { return impl_.runCommand(host, name, args); },
                            [&](const std::string& what) { return logged<int>(host, name, what, 1); });
   }
@@ -300,7 +377,7 @@ class GuardedBackend final : public Backend {
     static const taehv_plugin_info_t info{taehv::kPluginApiVersion, NAME, VERSION, DESCRIPTION};        \
     return &info;                                                                                      \
   }                                                                                                    \
-  extern "C" TAEHV_PLUGIN_VISIBLE taehv::Backend* taehv_plugin_create_v2() {                          \
+  extern "C" TAEHV_PLUGIN_VISIBLE taehv::Backend* taehv_plugin_create_v3() {                          \
     try {                                                                                              \
       return new taehv::GuardedBackend<CLASS>(NAME);                                                   \
     } catch (...) {                                                                                    \

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "taehv/checked.h"
+#include "taehv/plugin_api.h"
 
 namespace taehv::k8s {
 
@@ -30,11 +31,15 @@ struct K8sRenderOptions {
   std::vector<std::string> command;    ///< worker command after `--`; empty = taehv-run's default trainer
 };
 
-/// Parses the arguments after `render` / `submit`. Returns "" or one line saying what is wrong.
-std::string parseK8sRenderArgs(const std::vector<std::string>& args, K8sRenderOptions& out);
+/// The options of `render` and `submit` (both take `-- COMMAND` too), for their CommandSpecs.
+std::vector<OptionSpec> k8sRenderOptions();
 
-/// Usage text of render/submit.
-std::string k8sRenderUsage();
+/// What `render --help` and `submit --help` say after the options: the flavors.
+std::string k8sRenderHelp();
+
+/// Reads `render`'s / `submit`'s arguments (parsed by the host from k8sRenderOptions()). Returns "" or one line
+/// saying what is wrong.
+std::string parseK8sRenderArgs(const CommandArgs& args, K8sRenderOptions& out);
 
 /// The manifest as YAML (documents separated by ---). Options must have passed parseK8sRenderArgs.
 /// Not deterministic for jobset and trainjob unless `job_token` is set: each render makes a new token.

@@ -36,11 +36,15 @@ struct PaiRenderOptions {
   std::vector<std::string> command;
 };
 
-/// Parses the arguments after `render` / `submit`. Returns "" or one error line.
-std::string parsePaiRenderArgs(const std::vector<std::string>& args, PaiRenderOptions& out);
+/// The options of `render` and `submit` (both take `-- COMMAND` too), for their CommandSpecs.
+std::vector<OptionSpec> paiRenderOptions();
 
-/// Usage text of render/submit.
-std::string paiRenderUsage();
+/// What `render --help` and `submit --help` say after the options.
+std::string paiRenderHelp();
+
+/// Reads `render`'s / `submit`'s arguments (parsed by the host from paiRenderOptions()). Returns "" or one error
+/// line.
+std::string parsePaiRenderArgs(const CommandArgs& args, PaiRenderOptions& out);
 
 /// The CreateJob request body (JSON, pretty-printed).
 std::string renderPai(const PaiRenderOptions& options);

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "taehv/plugin_api.h"
+
 namespace taehv::slurm {
 
 /// What the user asked `submit` for. Defaults are what an omitted option means.
@@ -33,14 +35,12 @@ struct SubmitOptions {
   std::string script_file;  ///< --script FILE: also write the script there
 };
 
-/// Parses `submit`'s arguments. Returns "" or one line saying what is wrong and how to fix it.
-std::string parseSubmitArgs(const std::vector<std::string>& args, SubmitOptions& out);
+/// The `submit` sub-command as the backend declares it: its options, `-- COMMAND`, its help.
+CommandSpec submitCommand();
 
-/// The usage text of `submit`.
-std::string submitUsage();
-
-/// Quotes `word` for bash (single quotes unless it is plainly safe).
-std::string shellQuote(const std::string& word);
+/// `submit`'s options from `args` (parsed by the host from submitCommand()). Returns "" or one line saying what is
+/// wrong and how to fix it.
+std::string parseSubmitArgs(const CommandArgs& args, SubmitOptions& out);
 
 /// The sbatch script for `opts`; `taehv_run` is the absolute path of taehv-run on the cluster,
 /// `version` goes into the header comment.

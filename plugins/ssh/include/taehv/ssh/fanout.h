@@ -2,29 +2,33 @@
 // environment to one ssh command line per host. No I/O here, so every rule is unit-tested.
 #pragma once
 
+#include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "taehv/plugin_api.h"
 #include "taehv/ssh/hostfile.h"
 
 namespace taehv::ssh {
 
-/// The generic launch options that the fan-out sets per host, taken out of the forwarded launcher arguments.
-struct LauncherArgs {
-  std::string error;                    ///< empty on success
-  std::vector<std::string> forwarded;   ///< everything else, in order, forwarded unchanged to every host
-  std::string nnodes;                   ///< value of --nnodes, if given
-  std::string nproc_per_node;           ///< value of --nproc-per-node, if given
-  std::string master_addr;              ///< value of --master-addr, if given
-  std::string master_port;              ///< value of --master-port, if given
-  std::string shutdown_grace;           ///< value of --shutdown-grace, if given (also forwarded)
-  std::string max_restarts;             ///< value of --max-restarts, if given (also forwarded)
-};
+/// "" or why the fan-out refuses the launch flags: --node-rank, --standalone and --restart-count are its own to set
+/// for every host.
+std::string refusedFlags(const JobFlags& flags);
 
-/// Splits `args` (both "--opt value" and "--opt=value" forms; '_' and '-' alike) into the options above and
-/// the rest. --node-rank, --standalone and --backend are errors: the fan-out sets them for every host.
-LauncherArgs splitLauncherArgs(const std::vector<std::string>& args);
+/// --nnodes as the user wrote it ("3" or "2:4"), "" when not given: for messages.
+std::string nnodesText(const JobFlags& flags);
+
+/// SIGTERM -> SIGKILL delay on the hosts when the job is torn down, unless --remote-grace says.
+inline constexpr int kDefaultRemoteGraceSeconds = 10;
+
+/// The teardown grace on the hosts, in whole seconds: `remote_grace` (--remote-grace) when given; else, with
+/// `shutdown_grace` (--shutdown-grace, forwarded to the remote taehv-run), that grace rounded up plus 2 s, so that
+/// the remote taehv-run stops its workers within its own grace before SIGKILL reaches it; else
+/// kDefaultRemoteGraceSeconds.
+int remoteGraceSeconds(std::optional<std::chrono::seconds> remote_grace,
+                       std::optional<std::chrono::milliseconds> shutdown_grace);
 
 /// The shape of the job: which hosts, how many processes each.
 struct JobShape {
@@ -37,11 +41,11 @@ struct JobShape {
   std::vector<std::string> notes;  ///< how ambiguous values were resolved (for the log)
 };
 
-/// Applies --nnodes (use the first N hosts, like DeepSpeed's --num_nodes; MIN:MAX: the first MAX, and the job may
-/// go on with MIN of them at a restart) and --nproc-per-node (use the first N
-/// slots of every host; "auto" or empty = the slots themselves, which may differ between hosts: node k's ranks
-/// then start at the slots of hosts 0..k-1, agreed through the remote taehv-runs' node group).
-JobShape shapeJob(const std::vector<HostEntry>& hosts, const std::string& nnodes, const std::string& nproc_per_node);
+/// Applies flags.nnodes (use the first N hosts, like DeepSpeed's --num_nodes; MIN:MAX: the first MAX, and the job
+/// may go on with MIN of them at a restart) and `nproc_per_node` (--nproc-per-node: use the first N slots of every
+/// host; unset = the slots themselves, which may differ between hosts: node k's ranks then start at the slots of
+/// hosts 0..k-1, agreed through the remote taehv-runs' node group).
+JobShape shapeJob(const std::vector<HostEntry>& hosts, const JobFlags& flags, std::optional<int> nproc_per_node);
 
 /// Everything one host's command line needs.
 struct RemoteJob {

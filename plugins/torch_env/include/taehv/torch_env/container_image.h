@@ -1,7 +1,13 @@
-// The container image a rendered job runs (k8s render, pai render): checked before it reaches a pod spec.
+// What the container renderers (k8s render, pai render) share: the options they start with, and the check of the
+// container image a rendered job runs before it reaches a pod spec.
 #pragma once
 
+#include <initializer_list>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "taehv/plugin_api.h"
 
 #include "taehv/checked.h"
 
@@ -12,5 +18,15 @@ namespace taehv::torch_env {
 /// inside them, at most 512 characters; else fails with one line naming --image and what a reference looks like.
 /// Spaces, quotes and shell characters never pass.
 Status checkImageReference(const std::string& image);
+
+/// The options a container renderer's sub-commands start with, in this order: --nodes N and --gpus-per-node G
+/// (`nodes_help`, `gpus_help`: what they count on the platform), --image IMAGE, --name NAME (`name_help`). The
+/// renderer appends its own.
+std::vector<OptionSpec> renderJobOptions(const std::string& nodes_help, const std::string& gpus_help,
+                                         const std::string& name_help);
+
+/// Sets each target to the value of its option in `given`, for the options given (text taken as it is; the renderer
+/// checks it after).
+void readTextOptions(const OptionValues& given, std::initializer_list<std::pair<const char*, std::string*>> targets);
 
 }  // namespace taehv::torch_env

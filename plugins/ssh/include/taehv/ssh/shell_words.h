@@ -1,7 +1,8 @@
-// POSIX shell quoting and the validation of names that end up in a remote command line.
+// Reading shell words the user wrote (--ssh-opts) and checking host names that end up in a remote command line.
 //
-// Everything the SSH fan-out sends to a remote host travels as one string that the remote login shell parses,
-// so every value we did not write ourselves (host names, arguments, environment values, paths) is quoted here.
+// Everything the SSH fan-out sends to a remote host travels as one string that the remote login shell parses, so
+// every value we did not write ourselves (host names, arguments, environment values, paths) is quoted with
+// taehv/shell_quote.h, and variable names are checked with isShellName() there.
 #pragma once
 
 #include <string>
@@ -10,14 +11,6 @@
 #include "taehv/checked.h"
 
 namespace taehv::ssh {
-
-/// Quotes `word` for a POSIX shell so that it reads back as exactly one word with the same bytes, whatever
-/// it contains (`;`, `$(...)`, quotes, newlines, an empty string). Uses single quotes, writing a single quote
-/// as '\''. Words made only of safe characters are returned unchanged for readable command lines.
-std::string shellQuote(const std::string& word);
-
-/// shellQuote() of each word, joined by single spaces.
-std::string shellJoin(const std::vector<std::string>& words);
 
 /// Result of splitWords(): the words, or what is wrong with the text.
 using SplitResult = Checked<std::vector<std::string>>;
@@ -31,8 +24,5 @@ SplitResult splitWords(const std::string& text);
 /// digits, '.', '_', '-', not starting with '-' or '.', at most 253 characters. ('@' is the --include separator
 /// and ':' its slot separator, so "user@host" belongs in ~/.ssh/config or --ssh-opts "-l user".)
 std::string hostNameError(const std::string& host);
-
-/// True for a valid environment variable name: [A-Za-z_][A-Za-z0-9_]*.
-bool isValidEnvName(const std::string& name);
 
 }  // namespace taehv::ssh

@@ -1,43 +1,8 @@
-#include "taehv/ssh/shell_quote.h"
+#include "taehv/ssh/shell_words.h"
 
 #include <cctype>
 
 namespace taehv::ssh {
-namespace {
-
-bool isSafeShellChar(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == '/' ||
-         c == ':' || c == ',' || c == '+' || c == '@' || c == '%';
-}
-
-}  // namespace
-
-std::string shellQuote(const std::string& word) {
-  bool safe = !word.empty();
-  for (char c : word) safe = safe && isSafeShellChar(c);
-  // Not in the safe set: '~' and '#' (special at the start of a word) and '=' (a word like A=1 in command
-  // position would be an assignment).
-  if (safe) return word;
-  std::string out = "'";
-  for (char c : word) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  out += '\'';
-  return out;
-}
-
-std::string shellJoin(const std::vector<std::string>& words) {
-  std::string out;
-  for (const auto& w : words) {
-    if (!out.empty()) out += ' ';
-    out += shellQuote(w);
-  }
-  return out;
-}
 
 SplitResult splitWords(const std::string& text) {
   SplitResult result;
@@ -108,15 +73,6 @@ std::string hostNameError(const std::string& host) {
     }
   }
   return {};
-}
-
-bool isValidEnvName(const std::string& name) {
-  if (name.empty()) return false;
-  if (!(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_')) return false;
-  for (char c : name) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
-  }
-  return true;
 }
 
 }  // namespace taehv::ssh
