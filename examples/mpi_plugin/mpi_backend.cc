@@ -26,15 +26,15 @@ const char* const kSize = "OMPI_COMM_WORLD_SIZE";
 const char* const kLocalRank = "OMPI_COMM_WORLD_LOCAL_RANK";
 const char* const kLocalSize = "OMPI_COMM_WORLD_LOCAL_SIZE";
 
-/// Reads `name` from `env` as a non-negative int; "" on success, else what is wrong.
-std::string readCount(const taehv::Env& env, const char* name, int& out) {
+/// Reads `name` from `env` as a non-negative int, or fails with what is wrong.
+taehv::Status readCount(const taehv::Env& env, const char* name, int& out) {
   auto it = env.find(name);
-  if (it == env.end()) return std::string(name) + " is not set; start the job with Open MPI's mpirun";
+  if (it == env.end()) return {std::string(name) + " is not set; start the job with Open MPI's mpirun"};
   const std::string& text = it->second;
   const std::optional<int> value = taehv::parseCount(text);
-  if (!value) return std::string(name) + "='" + text + "' is not a non-negative number";
+  if (!value) return {std::string(name) + "='" + text + "' is not a non-negative number"};
   out = *value;
-  return "";
+  return {};
 }
 
 class MpiBackend final : public taehv::Backend {
@@ -54,7 +54,7 @@ class MpiBackend final : public taehv::Backend {
     int rank = 0, size = 0, local_rank = 0, local_size = 0;
     for (const auto& [name, out] : {std::pair<const char*, int*>{kRank, &rank}, {kSize, &size},
                                     {kLocalRank, &local_rank}, {kLocalSize, &local_size}}) {
-      r.error = readCount(host.env, name, *out);
+      r.error = readCount(host.env, name, *out).error;
       if (!r.ok()) return r;
     }
     if (size < 1 || local_size < 1 || rank >= size || local_rank >= local_size) {

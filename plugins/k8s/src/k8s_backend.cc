@@ -41,8 +41,8 @@ class K8sBackend final : public Backend {
       return 2;
     }
     K8sRenderOptions options;
-    if (auto e = parseK8sRenderArgs(args, options); !e.empty()) {
-      logError(host, "k8s " + name + ": " + e + "; see taehv-run --backend k8s " + name + " --help");
+    if (Status parsed = parseK8sRenderArgs(args, options); !parsed.ok()) {
+      logError(host, "k8s " + name + ": " + parsed.error + "; see taehv-run --backend k8s " + name + " --help");
       return 2;
     }
     const std::string yaml = renderK8s(options);

@@ -121,15 +121,14 @@ std::string renderPyTorchJob(const K8sRenderOptions& o) {
   return std::string(out.c_str()) + "\n";
 }
 
-std::string readCountFlag(const std::string& flag, const std::string& text, int min_value, int max_value,
-                          int& out) {
+Status readCountFlag(const std::string& flag, const std::string& text, int min_value, int max_value, int& out) {
   auto v = parseCount(text);
   if (!v || *v < min_value || *v > max_value) {
-    return flag + " " + text + " is not a whole number in " + std::to_string(min_value) + ".." +
-           std::to_string(max_value);
+    return {flag + " " + text + " is not a whole number in " + std::to_string(min_value) + ".." +
+           std::to_string(max_value)};
   }
   out = *v;
-  return "";
+  return {};
 }
 
 }  // namespace
@@ -178,61 +177,61 @@ std::string k8sRenderHelp() {
          "  Pods run `taehv-run [-- COMMAND]`.\n";
 }
 
-std::string parseK8sRenderArgs(const CommandArgs& args, K8sRenderOptions& out) {
+Status parseK8sRenderArgs(const CommandArgs& args, K8sRenderOptions& out) {
   const OptionValues& given = args.options;
-  // Reads option NAME into `target` when it was given; "" or what is wrong with its value.
-  const auto count = [&](const std::string& name, int min_value, int max_value, int& target) -> std::string {
+  // Reads option NAME into `target` when it was given, or fails with what is wrong with its value.
+  const auto count = [&](const std::string& name, int min_value, int max_value, int& target) -> Status {
     const std::string* v = optionValue(given, name);
-    return v ? readCountFlag("--" + name, *v, min_value, max_value, target) : "";
+    return v ? readCountFlag("--" + name, *v, min_value, max_value, target) : Status{};
   };
-  for (const std::string& e :
+  for (const Status& e :
        {count("nodes", 1, 100000, out.nodes), count("gpus-per-node", 0, 1024, out.gpus_per_node),
         count("nproc-per-node", 1, 1024, out.nproc_per_node), count("port", 1, 65535, out.port),
         count("max-restarts", 0, kMaxJobRestarts, out.max_restarts)}) {
-    if (!e.empty()) return e;
+    if (!e.ok()) return e;
   }
   torch_env::readTextOptions(given, {{"image", &out.image}, {"name", &out.name}, {"namespace", &out.namespace_name},
                                      {"flavor", &out.flavor}, {"shm-size", &out.shm_size},
                                      {"runtime-kind", &out.runtime_kind}, {"runtime", &out.runtime_name}});
   out.command = args.command;
   if (out.flavor != "indexed-job" && out.flavor != "pytorchjob" && out.flavor != "jobset" && out.flavor != "trainjob") {
-    return "--flavor " + out.flavor + " is unknown: use trainjob, jobset, indexed-job or pytorchjob";
+    return {"--flavor " + out.flavor + " is unknown: use trainjob, jobset, indexed-job or pytorchjob"};
   }
   static const std::regex kQuantity(R"(^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$)");
   if (given.count("shm-size") && !std::regex_match(out.shm_size, kQuantity)) {
-    return "--shm-size " + out.shm_size + " is not a size like 16Gi or 512Mi";
+    return {"--shm-size " + out.shm_size + " is not a size like 16Gi or 512Mi"};
   }
   if (out.runtime_kind != "TrainingRuntime" && out.runtime_kind != "ClusterTrainingRuntime") {
-    return "--runtime-kind " + out.runtime_kind + " is unknown: use TrainingRuntime or ClusterTrainingRuntime";
+    return {"--runtime-kind " + out.runtime_kind + " is unknown: use TrainingRuntime or ClusterTrainingRuntime"};
   }
   const bool have_runtime = given.count("runtime-kind") || given.count("runtime");
   const bool jobset_like = out.flavor == "jobset" || out.flavor == "trainjob";
   if (given.count("max-restarts") && !jobset_like) {
-    return "--max-restarts applies to --flavor jobset and trainjob (restarts of the whole job); with " + out.flavor +
-           " give it to taehv-run in the pod instead (-- after the image's command is the worker's)";
+    return {"--max-restarts applies to --flavor jobset and trainjob (restarts of the whole job); with " + out.flavor +
+           " give it to taehv-run in the pod instead (-- after the image's command is the worker's)"};
   }
-  if (have_runtime && out.flavor != "trainjob") return "--runtime and --runtime-kind apply to --flavor trainjob only";
+  if (have_runtime && out.flavor != "trainjob") return {"--runtime and --runtime-kind apply to --flavor trainjob only"};
   if (out.flavor == "trainjob" && out.port > 0 && out.port != kDefaultMasterPort) {
-    return "--port " + std::to_string(out.port) + ": the Trainer's torch plugin fixes the master port at " +
-           std::to_string(kDefaultMasterPort) + "; drop --port with --flavor trainjob";
+    return {"--port " + std::to_string(out.port) + ": the Trainer's torch plugin fixes the master port at " +
+           std::to_string(kDefaultMasterPort) + "; drop --port with --flavor trainjob"};
   }
-  if (out.nodes < 1) return "--nodes N is required (the number of pods, one per node)";
-  if (!given.count("gpus-per-node")) return "--gpus-per-node G is required (0 for CPU-only pods)";
-  if (out.image.empty()) return "--image IMAGE is required (an image with taehv-run installed)";
-  if (Status image = torch_env::checkImageReference(out.image); !image.ok()) return image.error;
+  if (out.nodes < 1) return {"--nodes N is required (the number of pods, one per node)"};
+  if (!given.count("gpus-per-node")) return {"--gpus-per-node G is required (0 for CPU-only pods)"};
+  if (out.image.empty()) return {"--image IMAGE is required (an image with taehv-run installed)"};
+  if (Status image = torch_env::checkImageReference(out.image); !image.ok()) return image;
   if (!out.namespace_name.empty()) {
     static const std::regex kDns1123(R"(^[a-z0-9]([-a-z0-9]*[a-z0-9])?$)");
     if (!std::regex_match(out.namespace_name, kDns1123) || out.namespace_name.size() > 63) {
-      return "--namespace " + out.namespace_name + " is not a valid namespace name (lower-case letters, digits, '-')";
+      return {"--namespace " + out.namespace_name + " is not a valid namespace name (lower-case letters, digits, '-')"};
     }
   }
   if (!out.runtime_name.empty()) {
     static const std::regex kDns1123(R"(^[a-z0-9]([-a-z0-9]*[a-z0-9])?$)");
     if (!std::regex_match(out.runtime_name, kDns1123) || out.runtime_name.size() > 63) {
-      return "--runtime " + out.runtime_name + " is not a valid Kubernetes name (lower-case letters, digits, '-')";
+      return {"--runtime " + out.runtime_name + " is not a valid Kubernetes name (lower-case letters, digits, '-')"};
     }
   }
-  return checkK8sJobName(out.name, out.flavor, out.nodes).error;
+  return {checkK8sJobName(out.name, out.flavor, out.nodes).error};
 }
 
 std::string renderK8s(const K8sRenderOptions& options) {

@@ -38,8 +38,8 @@ class PaiBackend final : public Backend {
       return 2;
     }
     PaiRenderOptions options;
-    if (auto e = parsePaiRenderArgs(args, options); !e.empty()) {
-      logError(host, "pai " + name + ": " + e + "; see taehv-run --backend pai " + name + " --help");
+    if (Status parsed = parsePaiRenderArgs(args, options); !parsed.ok()) {
+      logError(host, "pai " + name + ": " + parsed.error + "; see taehv-run --backend pai " + name + " --help");
       return 2;
     }
     const std::string body = renderPai(options);

@@ -110,7 +110,7 @@ std::string paiRenderHelp() {
          "--ecs-spec and --resource-id.\n";
 }
 
-std::string parsePaiRenderArgs(const CommandArgs& args, PaiRenderOptions& out) {
+Status parsePaiRenderArgs(const CommandArgs& args, PaiRenderOptions& out) {
   const OptionValues& given = args.options;
   for (const auto& [name, target] :
        {std::pair<std::string, int*>{"nodes", &out.nodes}, {"gpus-per-node", &out.gpus_per_node}}) {
@@ -118,10 +118,10 @@ std::string parsePaiRenderArgs(const CommandArgs& args, PaiRenderOptions& out) {
     if (!value) continue;
     const int min_value = name == "nodes" ? 1 : 0;
     const std::optional<int> v = parseCount(*value, min_value, 100000);
-    if (!v) return "--" + name + " " + *value + " is not a whole number >= " + std::to_string(min_value);
+    if (!v) return {"--" + name + " " + *value + " is not a whole number >= " + std::to_string(min_value)};
     if (name == "gpus-per-node" && *v > kMaxGpusPerNode) {
-      return "--gpus-per-node " + *value + " is more than any DLC node has (at most " +
-             std::to_string(kMaxGpusPerNode) + "); give the GPUs of one node, not of the job";
+      return {"--gpus-per-node " + *value + " is more than any DLC node has (at most " +
+             std::to_string(kMaxGpusPerNode) + "); give the GPUs of one node, not of the job"};
     }
     *target = *v;
   }
@@ -130,28 +130,28 @@ std::string parsePaiRenderArgs(const CommandArgs& args, PaiRenderOptions& out) {
                           {"memory", &out.memory}});
   out.command = args.command;
   if (given.count("cpu") && !parseCount(out.cpu, 1, kMaxCpusPerNode)) {
-    return "--cpu " + out.cpu + " is not a whole number of CPU cores from 1 to " + std::to_string(kMaxCpusPerNode);
+    return {"--cpu " + out.cpu + " is not a whole number of CPU cores from 1 to " + std::to_string(kMaxCpusPerNode)};
   }
   static const std::regex kQuantity(R"(^[1-9][0-9]{0,5}(Ki|Mi|Gi|Ti)?$)");
   if (given.count("memory") && !std::regex_match(out.memory, kQuantity)) {
-    return "--memory " + out.memory + " is not a size like 256Gi or 512Mi";
+    return {"--memory " + out.memory + " is not a size like 256Gi or 512Mi"};
   }
-  if (out.nodes < 1) return "--nodes N is required (the number of nodes: 1 Master + N-1 Workers)";
-  if (!given.count("gpus-per-node")) return "--gpus-per-node G is required (0 for CPU-only nodes)";
-  if (out.image.empty()) return "--image IMAGE is required (an image with taehv-run installed)";
-  if (Status image = checkImageReference(out.image); !image.ok()) return image.error;
+  if (out.nodes < 1) return {"--nodes N is required (the number of nodes: 1 Master + N-1 Workers)"};
+  if (!given.count("gpus-per-node")) return {"--gpus-per-node G is required (0 for CPU-only nodes)"};
+  if (out.image.empty()) return {"--image IMAGE is required (an image with taehv-run installed)"};
+  if (Status image = checkImageReference(out.image); !image.ok()) return image;
   static const std::regex kName(R"(^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$)");
   if (!std::regex_match(out.name, kName)) {
-    return "--name " + out.name + " is not a valid DLC job name: letters, digits, '_' and '-', at most 128";
+    return {"--name " + out.name + " is not a valid DLC job name: letters, digits, '_' and '-', at most 128"};
   }
   if (out.ecs_spec.empty() == out.resource_id.empty()) {
-    return "give exactly one of --ecs-spec TYPE (public resources, e.g. ecs.gn7i-c8g1.2xlarge) or --resource-id "
-           "QUOTA (a resource quota; GPUs then come from --gpus-per-node)";
+    return {"give exactly one of --ecs-spec TYPE (public resources, e.g. ecs.gn7i-c8g1.2xlarge) or --resource-id "
+           "QUOTA (a resource quota; GPUs then come from --gpus-per-node)"};
   }
   if (!out.ecs_spec.empty() && (!out.cpu.empty() || !out.memory.empty())) {
-    return "--cpu/--memory apply with --resource-id only: with --ecs-spec the instance type fixes them";
+    return {"--cpu/--memory apply with --resource-id only: with --ecs-spec the instance type fixes them"};
   }
-  return "";
+  return {};
 }
 
 std::string renderPai(const PaiRenderOptions& o) {

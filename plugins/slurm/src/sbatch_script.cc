@@ -71,51 +71,52 @@ CommandSpec submitCommand() {
           "submits it with sbatch and prints the job ID (--dry-run prints the script instead).\n"};
 }
 
-std::string parseSubmitArgs(const CommandArgs& args, SubmitOptions& out) {
+Status parseSubmitArgs(const CommandArgs& args, SubmitOptions& out) {
   const OptionValues& given = args.options;
-  // Each reads option NAME into its target when it was given; "" or what is wrong with its value.
-  const auto number = [&](const std::string& name, int min, int max, int& target) -> std::string {
+  // Each reads option NAME into its target when it was given, or fails with what is wrong with its value.
+  const auto number = [&](const std::string& name, int min, int max, int& target) -> Status {
     const std::string* v = optionValue(given, name);
-    if (!v) return "";
+    if (!v) return {};
     const std::optional<int> n = parseCount(*v, min, max);
     if (!n) {
-      return "--" + name + " '" + *v + "': expected a whole number from " + std::to_string(min) + " to " +
-             std::to_string(max);
+      return {"--" + name + " '" + *v + "': expected a whole number from " + std::to_string(min) + " to " +
+             std::to_string(max)};
     }
     target = *n;
-    return "";
+    return {};
   };
-  const auto line = [&](const std::string& name, const std::string& v) -> std::string {
-    return safeDirective(v) ? "" : "--" + name + " must be a non-empty single line";
+  const auto line = [&](const std::string& name, const std::string& v) -> Status {
+    if (safeDirective(v)) return {};
+    return {"--" + name + " must be a non-empty single line"};
   };
-  const auto text = [&](const std::string& name, std::string& target) -> std::string {
+  const auto text = [&](const std::string& name, std::string& target) -> Status {
     const std::string* v = optionValue(given, name);
-    if (!v) return "";
+    if (!v) return {};
     target = *v;
     return line(name, *v);
   };
-  const auto texts = [&](const std::string& name, std::vector<std::string>& target) -> std::string {
+  const auto texts = [&](const std::string& name, std::vector<std::string>& target) -> Status {
     const auto it = given.find(name);
-    if (it == given.end()) return "";
+    if (it == given.end()) return {};
     for (const std::string& v : it->second) {
-      if (std::string e = line(name, v); !e.empty()) return e;
+      if (Status e = line(name, v); !e.ok()) return e;
     }
     target = it->second;
-    return "";
+    return {};
   };
   // A value that becomes an "#SBATCH --opt=VALUE" line: no blanks (sbatch would split it).
-  const auto directive = [&](const std::string& name, std::string& target) -> std::string {
-    std::string e = text(name, target);
-    if (e.empty() && given.count(name) && target.find_first_of(" \t") != std::string::npos) {
-      return "--" + name + " '" + target + "': no spaces allowed (it becomes an #SBATCH line)";
+  const auto directive = [&](const std::string& name, std::string& target) -> Status {
+    Status e = text(name, target);
+    if (e.ok() && given.count(name) && target.find_first_of(" \t") != std::string::npos) {
+      return {"--" + name + " '" + target + "': no spaces allowed (it becomes an #SBATCH line)"};
     }
     return e;
   };
-  if (!given.count("nodes")) return "--nodes N is required";
+  if (!given.count("nodes")) return {"--nodes N is required"};
   std::string node_nprocs, layout;
   std::vector<std::string> resume_args;
   // Read in this order (a braced list is evaluated left to right); the first error is the answer.
-  for (const std::string& e :
+  for (const Status& e :
        {number("nodes", 1, 100000, out.nodes), number("gpus-per-node", 0, 1024, out.gpus_per_node),
         number("nproc-per-node", 1, 1024, out.nproc_per_node), text("node-nprocs", node_nprocs),
         directive("time", out.time), directive("partition", out.partition), directive("job-name", out.job_name),
@@ -124,48 +125,48 @@ std::string parseSubmitArgs(const CommandArgs& args, SubmitOptions& out) {
         text("checkpoint-pattern", out.checkpoint_pattern), text("script", out.script_file), text("layout", layout),
         texts("sbatch-arg", out.sbatch_args), texts("launch-arg", out.launch_args),
         texts("resume-arg", resume_args)}) {
-    if (!e.empty()) return e;
+    if (!e.ok()) return e;
   }
   out.dry_run = given.count("dry-run") > 0;
   out.command = args.command;
   if (given.count("time") && !isSlurmTime(out.time)) {
-    return "--time '" + out.time + "': not a SLURM time limit; use MINUTES, HOURS:MINUTES:SECONDS, " +
-           "DAYS-HOURS[:MINUTES[:SECONDS]] or UNLIMITED, e.g. 4:00:00 or 2-00:00:00";
+    return {"--time '" + out.time + "': not a SLURM time limit; use MINUTES, HOURS:MINUTES:SECONDS, " +
+           "DAYS-HOURS[:MINUTES[:SECONDS]] or UNLIMITED, e.g. 4:00:00 or 2-00:00:00"};
   }
   if (out.checkpoint_pattern.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
                                                "0123456789_.-*?") != std::string::npos) {
-    return "--checkpoint-pattern '" + out.checkpoint_pattern + "': use letters, digits, _ . - and the wildcards * ?";
+    return {"--checkpoint-pattern '" + out.checkpoint_pattern + "': use letters, digits, _ . - and the wildcards * ?"};
   }
   if (given.count("layout") && layout != "node" && layout != "task") {
-    return "--layout '" + layout + "': expected node (one task per node) or task (one task per worker)";
+    return {"--layout '" + layout + "': expected node (one task per node) or task (one task per worker)"};
   }
   out.task_per_gpu = layout == "task";
   if (given.count("node-nprocs")) {
     Checked<std::vector<int>> counts = expandTasksPerNode(node_nprocs);
-    if (!counts.ok()) return "--node-nprocs: " + counts.error;
+    if (!counts.ok()) return {"--node-nprocs: " + counts.error};
     out.node_nprocs = counts.value;
     for (std::size_t k = 0; k < out.node_nprocs.size(); ++k) {
       if (out.node_nprocs[k] < 1 || out.node_nprocs[k] > 1024) {
-        return "--node-nprocs " + node_nprocs + ": node " + std::to_string(k) + " has " +
-               std::to_string(out.node_nprocs[k]) + " workers; each node runs 1..1024";
+        return {"--node-nprocs " + node_nprocs + ": node " + std::to_string(k) + " has " +
+               std::to_string(out.node_nprocs[k]) + " workers; each node runs 1..1024"};
       }
     }
   }
   if (!out.node_nprocs.empty()) {
     if (static_cast<int>(out.node_nprocs.size()) != out.nodes) {
-      return "--node-nprocs " + formatCounts(out.node_nprocs) + " lists " + std::to_string(out.node_nprocs.size()) +
-             " nodes but --nodes is " + std::to_string(out.nodes) + "; give one count per node";
+      return {"--node-nprocs " + formatCounts(out.node_nprocs) + " lists " + std::to_string(out.node_nprocs.size()) +
+             " nodes but --nodes is " + std::to_string(out.nodes) + "; give one count per node"};
     }
-    if (out.nproc_per_node > 0) return "--node-nprocs and --nproc-per-node both say how many workers; give one";
+    if (out.nproc_per_node > 0) return {"--node-nprocs and --nproc-per-node both say how many workers; give one"};
   }
   if (!resume_args.empty()) {
-    if (out.checkpoint_dir.empty()) return "--resume-arg needs --checkpoint-dir (where to look for checkpoints)";
-    if (out.command.empty()) return "--resume-arg needs an explicit command after --";
+    if (out.checkpoint_dir.empty()) return {"--resume-arg needs --checkpoint-dir (where to look for checkpoints)"};
+    if (out.command.empty()) return {"--resume-arg needs an explicit command after --"};
   }
   out.command.insert(out.command.end(), resume_args.begin(), resume_args.end());
   // Remember which trailing words are resume args: they are only passed when a checkpoint was found.
   out.resume_arg_count = resume_args.size();
-  return "";
+  return {};
 }
 
 std::string renderSbatchScript(const SubmitOptions& opts, const std::string& taehv_run, const std::string& version) {

@@ -78,8 +78,8 @@ int runHostnames(const HostContext& host, const std::vector<std::string>& args, 
 
 int runSubmit(const HostContext& host, const CommandArgs& args) {
   SubmitOptions opts;
-  if (std::string err = parseSubmitArgs(args, opts); !err.empty()) {
-    logTo(host, LogLevel::kError, "submit: " + err + "; see taehv-run --backend slurm submit --help");
+  if (Status parsed = parseSubmitArgs(args, opts); !parsed.ok()) {
+    logTo(host, LogLevel::kError, "submit: " + parsed.error + "; see taehv-run --backend slurm submit --help");
     return 2;
   }
   std::string script = renderSbatchScript(opts, host.self_path, host.version);

@@ -155,7 +155,7 @@ Status checkHostCount(std::size_t hosts, const Log& log) {
 /// One launch of the whole job on the hosts of a hostfile. First its settings are read and checked, nothing started
 /// (the read* steps); then every host is checked at once (preflight), the master chosen, and one ssh client per host
 /// runs under process::supervise() (fail fast, signal forwarding), restarted as a whole job up to --max-restarts
-/// times. Each step returns "" or the one line that ends the launch.
+/// times. Each step succeeds or fails with the one line that ends the launch.
 class FanOut {
  public:
   FanOut(const HostContext& host, const JobRequest& job) : host_(host), job_(job), opts_(job.request.options) {}
@@ -199,8 +199,8 @@ class FanOut {
     }
     if (shape_.nproc_per_node == 0 && job_.flags.no_node_group) {
       return {"hosts run different numbers of processes (" + formatCounts(shape_.nprocs) +
-             "), which the hosts' node group lays out into ranks}; drop --no-node-group, or make the slots "
-             "equal (slots=, --include HOST:0,1@HOST2:0,1, or --nproc-per-node N)";
+             "), which the hosts' node group lays out into ranks; drop --no-node-group, or make the slots "
+              "equal (slots=, --include HOST:0,1@HOST2:0,1, or --nproc-per-node N)"};
     }
     return {};
   }
@@ -213,7 +213,7 @@ class FanOut {
     master_port_ = job_.flags.master_port.value_or(kDefaultMasterPort);
     if (master_port_ + max_restarts_ > 65535) {
       return {"--master-port " + std::to_string(master_port_) + " + --max-restarts " + std::to_string(max_restarts_) +
-             " exceeds 65535: restart R uses port P + R}; lower one of them";
+              " exceeds 65535: restart R uses port P + R; lower one of them"};
     }
     return {};
   }
@@ -322,7 +322,7 @@ class FanOut {
         log(LogLevel::kError, "... and " + std::to_string(bad - kMaxHostErrorLines) + " more host(s) not ready");
       }
       return {"preflight failed on " + std::to_string(bad) + " of " + std::to_string(report.hosts.size()) +
-             " host(s)}; nothing was started";
+              " host(s); nothing was started"};
     }
     if (!elastic()) {
       for (std::size_t i = 0; i < shape_.hosts.size(); ++i) alive_.push_back(static_cast<int>(i));

@@ -19,7 +19,7 @@ namespace {
 /// `args` parsed as taehv-run parses them (by submitCommand()), then read by parseSubmitArgs: "" or the first error.
 std::string parseInto(const std::vector<std::string>& args, SubmitOptions& o) {
   const Checked<ParsedCommand> parsed = parseCommandArgs(submitCommand(), args);
-  return parsed.ok() ? parseSubmitArgs(parsed.value.args, o) : parsed.error;
+  return parsed.ok() ? parseSubmitArgs(parsed.value.args, o).error : parsed.error;
 }
 
 SubmitOptions parse(const std::vector<std::string>& args) {

@@ -19,19 +19,19 @@ JobFlags nnodes(int min, int max) {
 
 TEST(SshLaunchFlags, RefusesWhatTheFanOutSetsForEveryHost) {
   JobFlags flags;
-  EXPECT_EQ(refusedFlags(flags), "");
+  EXPECT_TRUE(refusedFlags(flags).ok());
   flags.node_rank = 1;
-  EXPECT_NE(refusedFlags(flags).find("--node-rank is set for every host"), std::string::npos);
+  EXPECT_NE(refusedFlags(flags).error.find("--node-rank is set for every host"), std::string::npos);
   flags = JobFlags();
   flags.standalone = true;
-  EXPECT_NE(refusedFlags(flags).find("--standalone means one machine"), std::string::npos);
+  EXPECT_NE(refusedFlags(flags).error.find("--standalone means one machine"), std::string::npos);
   flags = JobFlags();
   flags.restart_count = 1;
-  EXPECT_NE(refusedFlags(flags).find("--restart-count is set for every host"), std::string::npos);
+  EXPECT_NE(refusedFlags(flags).error.find("--restart-count is set for every host"), std::string::npos);
   flags = JobFlags();
   flags.max_restarts = 2;  // the fan-out restarts the whole job
   flags.shutdown_grace = std::chrono::milliseconds(7500);
-  EXPECT_EQ(refusedFlags(flags), "");
+  EXPECT_TRUE(refusedFlags(flags).ok());
   EXPECT_EQ(nnodesText(nnodes(2, 2)), "2");
   EXPECT_EQ(nnodesText(nnodes(2, 3)), "2:3");
   EXPECT_EQ(nnodesText(JobFlags()), "");

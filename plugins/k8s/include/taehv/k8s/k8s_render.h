@@ -37,9 +37,9 @@ std::vector<OptionSpec> k8sRenderOptions();
 /// What `render --help` and `submit --help` say after the options: the flavors.
 std::string k8sRenderHelp();
 
-/// Reads `render`'s / `submit`'s arguments (parsed by the host from k8sRenderOptions()). Returns "" or one line
+/// Reads `render`'s / `submit`'s arguments (parsed by the host from k8sRenderOptions()), or fails with one line
 /// saying what is wrong.
-std::string parseK8sRenderArgs(const CommandArgs& args, K8sRenderOptions& out);
+Status parseK8sRenderArgs(const CommandArgs& args, K8sRenderOptions& out);
 
 /// The manifest as YAML (documents separated by ---). Options must have passed parseK8sRenderArgs.
 /// Not deterministic for jobset and trainjob unless `job_token` is set: each render makes a new token.

@@ -42,9 +42,9 @@ std::vector<OptionSpec> paiRenderOptions();
 /// What `render --help` and `submit --help` say after the options.
 std::string paiRenderHelp();
 
-/// Reads `render`'s / `submit`'s arguments (parsed by the host from paiRenderOptions()). Returns "" or one error
+/// Reads `render`'s / `submit`'s arguments (parsed by the host from paiRenderOptions()), or fails with one error
 /// line.
-std::string parsePaiRenderArgs(const CommandArgs& args, PaiRenderOptions& out);
+Status parsePaiRenderArgs(const CommandArgs& args, PaiRenderOptions& out);
 
 /// The CreateJob request body (JSON, pretty-printed).
 std::string renderPai(const PaiRenderOptions& options);

@@ -38,9 +38,9 @@ struct SubmitOptions {
 /// The `submit` sub-command as the backend declares it: its options, `-- COMMAND`, its help.
 CommandSpec submitCommand();
 
-/// `submit`'s options from `args` (parsed by the host from submitCommand()). Returns "" or one line saying what is
-/// wrong and how to fix it.
-std::string parseSubmitArgs(const CommandArgs& args, SubmitOptions& out);
+/// `submit`'s options from `args` (parsed by the host from submitCommand()), or one line saying what is wrong and how
+/// to fix it.
+Status parseSubmitArgs(const CommandArgs& args, SubmitOptions& out);
 
 /// The sbatch script for `opts`; `taehv_run` is the absolute path of taehv-run on the cluster,
 /// `version` goes into the header comment.

@@ -8,14 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "taehv/checked.h"
 #include "taehv/plugin_api.h"
 #include "taehv/ssh/hostfile.h"
 
 namespace taehv::ssh {
 
-/// "" or why the fan-out refuses the launch flags: --node-rank, --standalone and --restart-count are its own to set
+/// Fails with why the fan-out refuses the launch flags: --node-rank, --standalone and --restart-count are its own to set
 /// for every host.
-std::string refusedFlags(const JobFlags& flags);
+Status refusedFlags(const JobFlags& flags);
 
 /// --nnodes as the user wrote it ("3" or "2:4"), "" when not given: for messages.
 std::string nnodesText(const JobFlags& flags);
