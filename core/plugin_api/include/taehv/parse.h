@@ -6,12 +6,16 @@
 // [min, max] is no value. Callers turn nullopt into a message that names the variable or flag and its text.
 #pragma once
 
+#include <cctype>
+#include <charconv>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -86,6 +90,52 @@ inline std::string formatCounts(const std::vector<int>& counts) {
     i = j;
   }
   return out;
+}
+
+// ---- Signed integers and real numbers: taehv-train's options, config values and environment variables ----
+// As strict as the parsers above: the whole text is the number (no spaces, no trailing text, no overflow).
+
+/// An optional '+' or '-', then decimal digits, with a value in [min, max] of the signed type T; nullopt otherwise.
+/// parseInteger<int64_t>("-3") -> -3; "", "1.0", "1e3", " 1", "9223372036854775808" -> nullopt.
+template <typename T = long long>
+std::optional<T> parseInteger(std::string_view text, T min = std::numeric_limits<T>::min(),
+                              T max = std::numeric_limits<T>::max()) {
+  static_assert(std::is_integral_v<T> && std::is_signed_v<T>, "parseInteger parses signed integers");
+  using Magnitude = std::make_unsigned_t<T>;
+  const bool negative = !text.empty() && text.front() == '-';
+  if (!text.empty() && (text.front() == '-' || text.front() == '+')) text.remove_prefix(1);
+  const Magnitude largest = static_cast<Magnitude>(std::numeric_limits<T>::max());
+  const std::optional<Magnitude> magnitude = parseCount<Magnitude>(text, 0, negative ? largest + 1 : largest);
+  if (!magnitude) return std::nullopt;
+  // -(m - 1) - 1 rather than -m: the magnitude of the lowest value does not fit in T.
+  const T value = !negative || *magnitude == 0 ? static_cast<T>(*magnitude)
+                                               : static_cast<T>(-static_cast<T>(*magnitude - 1) - 1);
+  if (value < min || value > max) return std::nullopt;
+  return value;
+}
+
+/// A finite decimal number, the whole text: an optional sign, digits with an optional '.', an optional exponent
+/// ("0.5", "-3", "+2", ".5", "1e-4", "3E+2"), with a value in [min, max]; nullopt otherwise ("", " 1", "1x", "inf",
+/// "nan", "0x10", "1e999"). Locale-independent.
+inline std::optional<double> parseNumber(std::string_view text, double min = std::numeric_limits<double>::lowest(),
+                                         double max = std::numeric_limits<double>::max()) {
+  // std::from_chars takes no '+' and reads "inf" and "nan": allow the one, refuse the others by their letters.
+  const bool plus = !text.empty() && text.front() == '+';
+  if (plus) text.remove_prefix(1);
+  if (text.empty() || !(std::isdigit(static_cast<unsigned char>(text.front())) || text.front() == '.' ||
+                        (text.front() == '-' && !plus))) {
+    return std::nullopt;
+  }
+  for (char c : text) {
+    if (!(std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E')) {
+      return std::nullopt;
+    }
+  }
+  double value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(value)) return std::nullopt;
+  if (value < min || value > max) return std::nullopt;
+  return value;
 }
 
 }  // namespace taehv
