@@ -5,16 +5,16 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <cstdio>
 
 #include "command_line.h"
+#include "taehv/log.h"
 #include "taehv/model/autocast.h"
 #include "taehv/model/commands.h"
 #include "taehv/model/cpu_tuning.h"
 #include "taehv/model/fused_adamw.h"
 #include "taehv/model/slice_backward.h"
 #include "taehv/model/taehv.h"
+#include "taehv/parse.h"
 
 namespace taehv {
 namespace {
@@ -33,12 +33,13 @@ const char* kBenchUsage =
 using namespace cli;  // NOLINT: the commands' shared parts
 
 int benchCommand(const std::vector<std::string>& argv) {
-  return runGuarded("bench", kBenchUsage, argv, [&] {
-    Args args(argv,
-              {"variant", "batch", "frames", "size", "steps", "warmup", "threads", "device", "precision", "optimizer",
-               "allocator", "profile", "memory-format",
-               "peak-tflops", "slices"},
-              {});
+  return runGuarded(kBenchUsage, argv, [&] {
+    Options options;
+    for (const char* name : {"variant", "batch", "frames", "size", "steps", "warmup", "threads", "device", "precision",
+                             "optimizer", "allocator", "profile", "memory-format", "peak-tflops", "slices"}) {
+      options.value(name);
+    }
+    const Args args = options.parse(argv);
     const std::string optimizer_name = args.get("optimizer", "fused");
     const std::string allocator = args.get("allocator", "tuned");
     if (optimizer_name != "fused" && optimizer_name != "torch") {
@@ -51,11 +52,7 @@ int benchCommand(const std::vector<std::string>& argv) {
     const std::string peak_text = args.get("peak-tflops", "");
     double peak = 0;
     if (!peak_text.empty()) {
-      try {
-        peak = std::stod(peak_text);
-      } catch (const std::exception&) {
-        peak = 0;
-      }
+      peak = parseNumber(peak_text).value_or(0);
       if (!(peak > 0)) {
         throw UsageError("--peak-tflops must be a positive number (the device's peak TFLOP/s), got '" + peak_text + "'");
       }
@@ -67,9 +64,9 @@ int benchCommand(const std::vector<std::string>& argv) {
     if (allocator == "tuned") {
       tuneCpuAllocator();
     }
-    TAEHVOptions options;
+    TAEHVOptions model_options;
     try {
-      options = TAEHVOptions::forVariant(args.get("variant", "taehv"));
+      model_options = TAEHVOptions::forVariant(args.get("variant", "taehv"));
     } catch (const std::invalid_argument& e) {
       throw UsageError(std::string("--variant: ") + e.what());
     }
@@ -91,7 +88,7 @@ int benchCommand(const std::vector<std::string>& argv) {
       throw UsageError("--device cuda: no CUDA device is available to this libtorch (torch::cuda::is_available() is "
                        "false); use --device cpu");
     }
-    const int64_t spatial = 8 * options.patch_size;
+    const int64_t spatial = 8 * model_options.patch_size;
     if (size % spatial != 0) {
       throw UsageError("--size must be a multiple of " + std::to_string(spatial) + " for this variant, got " +
                        std::to_string(size));
@@ -113,7 +110,7 @@ int benchCommand(const std::vector<std::string>& argv) {
     SliceBackward slicer(slice_plan);
 
     torch::manual_seed(0);
-    TAEHV model(options);
+    TAEHV model(model_options);
     model->to(device);
     model->train();
     model->setChannelsLast(memory_format == "channels_last");
@@ -130,20 +127,20 @@ int benchCommand(const std::vector<std::string>& argv) {
     }
     const int64_t aligned = std::min(decoded, frames);
     const torch::Tensor target = x.slice(1, 0, aligned);
-    std::printf("bench: variant=%s batch=%lld frames=%lld size=%lld device=%s precision=%s threads=%d params=%lld "
-                "optimizer=%s allocator=%s memory_format=%s slices=%d (x %d intra-op threads)\n",
-                args.get("variant", "taehv").c_str(), static_cast<long long>(batch), static_cast<long long>(frames),
-                static_cast<long long>(size), device_name.c_str(), precision.c_str(), at::get_num_threads(),
-                static_cast<long long>([&] {
-                  int64_t n = 0;
-                  for (const auto& p : model->parameters()) {
-                    n += p.numel();
-                  }
-                  return n;
-                }()),
-                optimizer_name.c_str(), allocator.c_str(), memory_format.c_str(), slice_plan.slices,
-                slice_plan.slices > 1 ? slice_plan.intra_threads : at::get_num_threads());
-    std::fflush(stdout);
+    log::report(log::format(
+        "bench: variant=%s batch=%lld frames=%lld size=%lld device=%s precision=%s threads=%d params=%lld "
+        "optimizer=%s allocator=%s memory_format=%s slices=%d (x %d intra-op threads)",
+        args.get("variant", "taehv").c_str(), static_cast<long long>(batch), static_cast<long long>(frames),
+        static_cast<long long>(size), device_name.c_str(), precision.c_str(), at::get_num_threads(),
+        static_cast<long long>([&] {
+          int64_t n = 0;
+          for (const auto& p : model->parameters()) {
+            n += p.numel();
+          }
+          return n;
+        }()),
+        optimizer_name.c_str(), allocator.c_str(), memory_format.c_str(), slice_plan.slices,
+        slice_plan.slices > 1 ? slice_plan.intra_threads : at::get_num_threads()));
 
     const auto sync = [&] {
       if (device.is_cuda()) {
@@ -215,9 +212,8 @@ int benchCommand(const std::vector<std::string>& argv) {
       if (step >= warmup && step < warmup + steps) {
         timed += seconds;
       }
-      std::printf("step %lld%s: %.3f s loss %.6f\n", static_cast<long long>(step), step < warmup ? " (warmup)" : "",
-                  seconds, loss_value);
-      std::fflush(stdout);
+      log::report(log::format("step %lld%s: %.3f s loss %.6f", static_cast<long long>(step),
+                              step < warmup ? " (warmup)" : "", seconds, loss_value));
     }
     const double step_s = timed / static_cast<double>(steps);
     // Forward convolution FLOPs of one step (the profiled step, if any, is excluded), x3 for forward + backward.
@@ -225,11 +221,11 @@ int benchCommand(const std::vector<std::string>& argv) {
                                static_cast<double>(steps + (profile.empty() ? 0 : 1));
     const double tflops = train_flops / step_s / 1e12;
     if (peak > 0) {
-      std::printf("model_gflop_per_step=%.2f achieved_tflops=%.4f mfu=%.3f\n", train_flops / 1e9, tflops,
-                  tflops / peak);
+      log::report(log::format("model_gflop_per_step=%.2f achieved_tflops=%.4f mfu=%.3f", train_flops / 1e9, tflops,
+                              tflops / peak));
     } else {
-      std::printf("model_gflop_per_step=%.2f achieved_tflops=%.4f (pass --peak-tflops P for MFU)\n",
-                  train_flops / 1e9, tflops);
+      log::report(log::format("model_gflop_per_step=%.2f achieved_tflops=%.4f (pass --peak-tflops P for MFU)",
+                              train_flops / 1e9, tflops));
     }
     if (profile.empty()) {
       getrusage(RUSAGE_SELF, &usage);
@@ -239,12 +235,12 @@ int benchCommand(const std::vector<std::string>& argv) {
       return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
              static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec) * 1e-6;
     };
-    std::printf("cpu_s_per_step=%.4f minor_faults_per_step=%.0f\n",
-                (cpu_seconds(usage) - cpu_seconds(before)) / static_cast<double>(steps),
-                static_cast<double>(usage.ru_minflt - before.ru_minflt) / static_cast<double>(steps));
+    log::report(log::format("cpu_s_per_step=%.4f minor_faults_per_step=%.0f",
+                            (cpu_seconds(usage) - cpu_seconds(before)) / static_cast<double>(steps),
+                            static_cast<double>(usage.ru_minflt - before.ru_minflt) / static_cast<double>(steps)));
     const double peak_rss_mb = static_cast<double>(usage.ru_maxrss) / 1024.0;
-    std::printf("frames_per_s=%.3f step_s=%.4f peak_rss_mb=%.1f\n", static_cast<double>(batch * frames) / step_s,
-                step_s, peak_rss_mb);
+    log::report(log::format("frames_per_s=%.3f step_s=%.4f peak_rss_mb=%.1f",
+                            static_cast<double>(batch * frames) / step_s, step_s, peak_rss_mb));
     return 0;
   });
 }

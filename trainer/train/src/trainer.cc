@@ -12,6 +12,7 @@
 #include "evaluation.h"
 #include "objective.h"
 #include "run_setup.h"
+#include "taehv/log.h"
 #include "taehv/model/autocast.h"
 #include "taehv/model/metrics.h"
 #include "taehv/model/safetensors.h"
@@ -133,7 +134,7 @@ std::string runSummary(const Config& cfg, Distributed& dist, const torch::Device
                      std::to_string(zero->flatNumel()) + " elements on rank 0)"
                : std::string("ZeRO stage 0")) +
          (device.is_cpu() ? std::string(", CPU precision ") + (autocast ? "bf16" : "fp32") +
-                                " (train.cpu_precision " + cfg.train.cpu_precision + ")"
+                                " (train.cpu_precision " + cfg.get("train.cpu_precision") + ")"
                           : std::string()) +
          ", objective " + (distill ? "distillation" : "reconstruction") + ", data " + cfg.data.source + " (" +
          std::to_string(items) + " items)";
@@ -152,19 +153,16 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
   // Resume.
   if (rank0) {
     for (const auto& stale : removeStaleTemporaries(out_dir)) {
-      std::printf("removed %s (left by a killed run)\n", stale.c_str());
+      log::info("removed " + stale + " (left by a killed run)");
     }
   }
   CheckpointState resumed;
-  const auto found = checkpointToResume(options.resume, out_dir, [&](const std::string& w) {
-    std::fprintf(stderr, "[rank %d] warning: %s\n", env.rank, w.c_str());
-  });
+  const auto found = checkpointToResume(options.resume, out_dir, [](const std::string& w) { log::warn(w); });
   if (found) {
     resumed = loadTrainState(*found, state, device);
   } else if (!options.resume.empty() && rank0) {
-    std::printf("resume: no checkpoint in %s yet; starting from step 0\n", out_dir.c_str());
+    log::info("resume: no checkpoint in " + out_dir + " yet; starting from step 0");
   }
-  std::fflush(stdout);
   const int64_t start_step = resumed.step;
   checkSameStart(dist, start_step, W);
   // A resume at another world size keeps the global batch (elastic restarts): grad_accum, else lr, follows.
@@ -186,9 +184,9 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
                                              : SliceBackward::Plan{1, torch::get_num_threads()};
   SliceBackward slicer(slice_plan);
   std::shared_ptr<const ClipSource> source = makeSource(cfg.data, static_cast<uint64_t>(cfg.train.seed));
-  const bool distill = cfg.train.objective == "distillation" ||
-                       (cfg.train.objective == "auto" && source->hasLatents());
-  if (cfg.train.objective == "distillation" && !source->hasLatents()) {
+  const bool distill = cfg.train.objective == ObjectiveKind::kDistillation ||
+                       (cfg.train.objective == ObjectiveKind::kAuto && source->hasLatents());
+  if (cfg.train.objective == ObjectiveKind::kDistillation && !source->hasLatents()) {
     throw ConfigError("train.objective=distillation needs teacher latents for every item of data.source "
                       "(X.latents.safetensors beside each video or frame folder X)");
   }
@@ -346,6 +344,12 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
   return 0;
 }
 
+/// The configuration, the data or a checkpoint: what the user can fix.
+bool isBadInput(const std::exception& e) {
+  return dynamic_cast<const ConfigError*>(&e) != nullptr || dynamic_cast<const CheckpointError*>(&e) != nullptr ||
+         dynamic_cast<const DataError*>(&e) != nullptr;
+}
+
 /// Tells the other ranks, then abandons the process group without its destructor: that would wait for
 /// collectives a dead or stuck peer never completes.
 int failed(std::unique_ptr<Distributed>& dist, const std::string& reason, int status) {
@@ -361,12 +365,17 @@ int failed(std::unique_ptr<Distributed>& dist, const std::string& reason, int st
 
 }  // namespace
 
+int reportRunError(const std::exception& e) {
+  log::error((dynamic_cast<const DataError*>(&e) != nullptr ? "data: " : "") + std::string(e.what()));
+  return isBadInput(e) ? 2 : 1;
+}
+
 int runTraining(const TrainOptions& options) {
   DistEnv env;
   try {
     env = DistEnv::fromEnvironment();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "taehv-train: %s\n", e.what());
+    log::error(e.what());
     return 2;
   }
   g_stop_signal = 0;
@@ -385,22 +394,12 @@ int runTraining(const TrainOptions& options) {
                                          std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)),
                                          device);
     return train(options, *dist, env, device);
-  } catch (const ConfigError& e) {
-    std::fprintf(stderr, "[rank %d] taehv-train: %s\n", env.rank, e.what());
-    return failed(dist, e.what(), 2);
-  } catch (const CheckpointError& e) {
-    std::fprintf(stderr, "[rank %d] taehv-train: %s\n", env.rank, e.what());
-    return failed(dist, e.what(), 2);
-  } catch (const DataError& e) {
-    std::fprintf(stderr, "[rank %d] taehv-train: data: %s\n", env.rank, e.what());
-    return failed(dist, e.what(), 2);
   } catch (const std::exception& e) {
-    if (dist && dist->aborted()) {
-      std::fprintf(stderr, "[rank %d] taehv-train: stopped because another rank failed\n", env.rank);
+    if (dist && dist->aborted() && !isBadInput(e)) {
+      log::error("stopped because another rank failed");
       return failed(dist, "", kAbortExitCode);
     }
-    std::fprintf(stderr, "[rank %d] taehv-train: error: %s\n", env.rank, e.what());
-    return failed(dist, e.what(), 1);
+    return failed(dist, e.what(), reportRunError(e));
   }
 }
 
