@@ -1,17 +1,17 @@
 #include "taehv/cli.h"
 
-#include <spdlog/sinks/stdout_sinks.h>
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <set>
 
 #include "commands/commands.h"
 #include "taehv/default_worker.h"
+#include "taehv/log.h"
 #include "taehv/sizing_bridge.h"
 #include "taehv/suggest.h"
 
@@ -146,14 +146,7 @@ Cli::Cli(std::vector<std::string> args, Env env, std::string self_path)
   host_.log = [this](LogLevel level, const std::string& message) { log(level, message); };
 }
 
-void Cli::log(LogLevel level, const std::string& message) const {
-  switch (level) {
-    case LogLevel::kDebug: spdlog::debug(message); break;
-    case LogLevel::kInfo: spdlog::info(message); break;
-    case LogLevel::kWarn: spdlog::warn(message); break;
-    case LogLevel::kError: spdlog::error(message); break;
-  }
-}
+void Cli::log(LogLevel level, const std::string& message) const { taehv::log::write(level, message); }
 
 po::options_description Cli::launchOptions() const {
   po::options_description desc("launch options");
@@ -367,7 +360,7 @@ int Cli::run() {
   // Before the plugins load, so that --verbose shows where they are searched for.
   if (std::find(raw_args_.begin(), raw_args_.end(), "--verbose") != raw_args_.end() ||
       std::find(raw_args_.begin(), raw_args_.end(), "-v") != raw_args_.end()) {
-    spdlog::set_level(spdlog::level::debug);
+    taehv::log::setVerbose(true);
   }
   // Where plugins come from is needed before the full option table exists (backends add options).
   auto backends = scanOption(raw_args_, "backend");
@@ -476,10 +469,7 @@ int Cli::dispatch() {
 }
 
 int runTaehvRun(int argc, char** argv) {
-  auto logger = spdlog::stderr_logger_st("taehv-run");
-  logger->set_pattern("taehv-run: %l: %v");
-  spdlog::set_default_logger(logger);
-  spdlog::set_level(spdlog::level::info);
+  taehv::log::setup("taehv-run", taehv::log::Place::fromEnvironment(std::getenv));
   boost::dll::fs::error_code ec;
   std::string self = boost::dll::program_location(ec).string();
   std::vector<std::string> args(argv + 1, argv + argc);

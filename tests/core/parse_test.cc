@@ -61,24 +61,49 @@ TEST(ParseHex, TakesHexDigitsOnlyWithinTheRange) {
   for (const char* bad : {"", "0x10", "-1", "+1", " 1", "1 ", "g", "1.5"}) EXPECT_FALSE(parseHex(bad)) << bad;
 }
 
-TEST(ParseDouble, TakesFiniteDecimalNumbersOnly) {
-  EXPECT_EQ(parseDouble("2"), 2.0);
-  EXPECT_EQ(parseDouble("-0.5"), -0.5);
-  EXPECT_EQ(parseDouble("+7.5"), 7.5);
-  EXPECT_EQ(parseDouble("1e-3"), 1e-3);
-  EXPECT_EQ(parseDouble("0.0003"), 0.0003);  // what formatLr prints reads back exactly
-  for (const char* bad : {"", "+", "-", "++1", "+-1", "-+1", " 1", "1 ", "1x", ".", "0x10", "inf", "-inf", "nan",
-                          "1e999", "1,5"}) {
-    EXPECT_FALSE(parseDouble(bad)) << bad;
-  }
-}
-
 // SLURM's compressed per-node counts, as every message and `describe` writes them (the inverse of the SLURM plugin's
 // expandTasksPerNode).
 TEST(FormatCounts, WritesRunsOfEqualCountsAsNxK) {
   EXPECT_EQ(formatCounts({2, 2, 2, 1}), "2(x3),1");
   EXPECT_EQ(formatCounts({1, 1, 8, 2}), "1(x2),8,2");
   EXPECT_EQ(formatCounts({}), "");
+// ---- parseInteger and parseNumber (taehv-train's options, config values and environment variables) ----
+
+TEST(ParseInteger, TakesASignAndTheWholeRangeOfTheType) {
+  EXPECT_EQ(parseInteger<int64_t>("-3"), -3);
+  EXPECT_EQ(parseInteger<int64_t>("+3"), 3);
+  EXPECT_EQ(parseInteger<int64_t>("0"), 0);
+  EXPECT_EQ(parseInteger<int64_t>("-0"), 0);
+  EXPECT_EQ(parseInteger<int64_t>("9223372036854775807"), INT64_MAX);
+  EXPECT_EQ(parseInteger<int64_t>("-9223372036854775808"), INT64_MIN);
+  EXPECT_FALSE(parseInteger<int64_t>("9223372036854775808"));
+  EXPECT_FALSE(parseInteger<int64_t>("-9223372036854775809"));
+  EXPECT_EQ(parseInteger<int>("-2147483648"), INT_MIN);
+  EXPECT_FALSE(parseInteger<int>("2147483648"));
+  for (const char* bad : {"", "-", "+", "--1", " 1", "1 ", "1x", "1.0", "1e3", "0x10"}) {
+    EXPECT_FALSE(parseInteger<int64_t>(bad)) << bad;
+  }
+  EXPECT_EQ(parseInteger<int64_t>("1000000", 1, 1000000), 1000000);
+  EXPECT_FALSE(parseInteger<int64_t>("0", 1, 1000000));
+  EXPECT_FALSE(parseInteger<int64_t>("1000001", 1, 1000000));
+}
+
+TEST(ParseNumber, TakesDecimalNumbersAsWrittenInConfigs) {
+  EXPECT_EQ(parseNumber("0.5"), 0.5);
+  EXPECT_EQ(parseNumber("-3"), -3.0);
+  EXPECT_EQ(parseNumber("+2"), 2.0);
+  EXPECT_EQ(parseNumber(".5"), 0.5);
+  EXPECT_EQ(parseNumber("1e-4"), 1e-4);
+  EXPECT_EQ(parseNumber("3E+2"), 300.0);
+  EXPECT_EQ(parseNumber("7200"), 7200.0);
+  EXPECT_EQ(parseNumber("0.0003"), 0.0003);  // what sizing's formatLr prints reads back exactly
+  for (const char* bad : {"", " 1", "1 ", "1x", "inf", "-inf", "nan", "NaN", "0x10", "1e999", "1e", "e5", "--1", "+-1",
+                          "1,5", "."}) {
+    EXPECT_FALSE(parseNumber(bad)) << bad;
+  }
+  EXPECT_EQ(parseNumber("1", 0, 1), 1.0);
+  EXPECT_FALSE(parseNumber("1.5", 0, 1));
+  EXPECT_FALSE(parseNumber("-0.1", 0, 1));
 }
 
 }  // namespace

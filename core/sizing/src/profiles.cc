@@ -29,7 +29,7 @@ std::string shape(int nodes, int per_node) { return std::to_string(nodes) + "x" 
 double roundLr(double value) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", value);
-  return parseDouble(buf).value_or(value);
+  return parseNumber(buf).value_or(value);
 }
 
 }  // namespace
@@ -38,7 +38,7 @@ std::string formatLr(double value) {
   char buf[64];
   for (int digits = 1; digits <= 17; ++digits) {
     std::snprintf(buf, sizeof buf, "%.*g", digits, value);
-    if (parseDouble(buf) == value) break;
+    if (parseNumber(buf) == value) break;
   }
   return buf;
 }

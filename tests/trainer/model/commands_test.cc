@@ -81,7 +81,7 @@ TEST(CommandsTest, BadInputGivesOneClearMessageAndStatus2) {
   const std::vector<Case> cases = {
       {encodeCommand, {"--variant", "taehv9", "--weights", weights, "--input", "x", "--output", out}, "taehv1_5"},
       {encodeCommand, {"--variant", "taehv", "--weights", weights, "--output", out}, "missing required option --input"},
-      {encodeCommand, {"--variant", "taehv", "--wieghts", weights}, "did you mean --weights"},
+      {encodeCommand, {"--variant", "taehv", "--wieghts", weights}, "did you mean '--weights'"},
       {encodeCommand,
        {"--variant", "taew2_2", "--weights", weights, "--input", dir.file("signed.safetensors"), "--output", out},
        "wrong --variant"},

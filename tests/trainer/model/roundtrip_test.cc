@@ -167,7 +167,7 @@ TEST(RoundtripTest, EachBadVideoIsOneMessageStatus2AndNoOutputFile) {
       EXPECT_EQ(run.status, 2) << run.err;
       // One message: the first line names the command, the file and the problem (the usage follows it).
       const std::string first = run.err.substr(0, run.err.find('\n'));
-      EXPECT_EQ(first.rfind("taehv-train " + command + ": --input " + b.path, 0), 0u) << run.err;
+      EXPECT_EQ(first.rfind("taehv-train " + command + ": error: --input " + b.path, 0), 0u) << run.err;
       EXPECT_NE(first.find(b.reason), std::string::npos) << run.err;
       EXPECT_EQ(run.out, "");
       EXPECT_FALSE(std::filesystem::exists(out));

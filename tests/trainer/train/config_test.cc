@@ -51,7 +51,8 @@ TEST(Config, YamlAndOverridesApplyInOrder) {
   c.applyOverride("train.bf16=false");
   EXPECT_EQ(c.train.steps, 42);
   EXPECT_DOUBLE_EQ(c.train.lr, 5e-4);
-  EXPECT_EQ(c.data.source, "/videos");
+  EXPECT_EQ(c.data.source.text(), "/videos");
+  EXPECT_EQ(c.data.source.kind(), SourceKind::kFiles);
   EXPECT_EQ(c.data.size, 128);
   EXPECT_FALSE(c.train.bf16);
 }
@@ -122,8 +123,65 @@ TEST(Config, ValidateChecksConstraints) {
   c.data.size = 30;
   EXPECT_THROW(c.validate(), ConfigError);
   c.data.size = 32;
-  c.train.loss = "huber";
-  EXPECT_THROW(c.validate(), ConfigError);
+  EXPECT_THROW(c.applyOverride("train.loss=huber"), ConfigError);  // a choice is refused when it is set
+  EXPECT_NO_THROW(c.validate());
+}
+
+// A key with a few possible values is parsed once, into its enum, when it is set; its text (--print-config, a
+// saved config) is the name as before, and loads back.
+TEST(Config, ChoicesAreParsedOnceAndPrintedByName) {
+  Config c;
+  EXPECT_EQ(c.train.optimizer, OptimizerKind::kAdamW);
+  EXPECT_EQ(c.data.source.kind(), SourceKind::kSynthetic);
+  for (const char* set : {"train.optimizer=sgd", "train.loss=mse+l1", "train.objective=distillation",
+                          "train.cpu_precision=auto", "dist.backend=gloo", "data.source=/data/clips"}) {
+    c.applyOverride(set);
+  }
+  EXPECT_EQ(c.train.optimizer, OptimizerKind::kSgd);
+  EXPECT_EQ(c.train.loss, LossKind::kMseL1);
+  EXPECT_EQ(c.train.objective, ObjectiveKind::kDistillation);
+  EXPECT_EQ(c.train.cpu_precision, CpuPrecision::kAuto);
+  EXPECT_EQ(c.dist.backend, DistBackend::kGloo);
+  EXPECT_EQ(c.data.source.kind(), SourceKind::kFiles);
+  const std::string yaml = c.toYaml();
+  for (const char* line : {"  optimizer: \"sgd\"\n", "  loss: \"mse+l1\"\n", "  objective: \"distillation\"\n",
+                           "  cpu_precision: \"auto\"\n", "  backend: \"gloo\"\n", "  source: \"/data/clips\"\n"}) {
+    EXPECT_NE(yaml.find(line), std::string::npos) << line << " not in:\n" << yaml;
+  }
+  Config back;
+  back.mergeYamlText(yaml, "printed");
+  EXPECT_EQ(back.toYaml(), yaml);
+  EXPECT_EQ(back.get("train.loss"), "mse+l1");
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"train.optimizer=adam", "train.optimizer must be adamw or sgd, got 'adam'"},
+      {"train.loss=L1", "train.loss must be mse, l1 or mse+l1, got 'L1'"},
+      {"train.objective=distill", "train.objective must be auto, reconstruction or distillation, got 'distill'"},
+      {"dist.backend=mpi", "dist.backend must be auto, gloo or nccl, got 'mpi'"},
+  };
+  for (const auto& [set, message] : refused) {
+    try {
+      c.applyOverride(set);
+      ADD_FAILURE() << set << " accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()), message);
+    }
+  }
+}
+
+// "did you mean" names only close keys: a misspelt key, or a key's last part without its section; nothing else.
+TEST(Config, UnknownKeysNameOnlyCloseOnes) {
+  const auto message = [](const std::string& set) {
+    try {
+      Config().applyOverride(set);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(message("lr=1"), "unknown config key 'lr' (did you mean 'train.lr'?)");
+  EXPECT_EQ(message("train.stpes=1").rfind("unknown config key 'train.stpes' (did you mean 'train.steps'", 0), 0u)
+      << "the nearest first";
+  EXPECT_EQ(message("quite.unlike_anything=1"), "unknown config key 'quite.unlike_anything'");
 }
 
 // The synthetic scenes' knobs and the frame-difference weight: out-of-range values are one message naming the

@@ -30,7 +30,7 @@ TEST(Objective, FrameDifferenceTermWeighsWhatChangesBetweenFrames) {
   EXPECT_NEAR(value(reconstructionLoss(diff, still, target)), mse + 2 * change_mse, 1e-5);
   EXPECT_GT(change_mse, 0.05);  // so the term is not negligible here
   TrainConfig l1 = diff;
-  l1.loss = "l1";
+  l1.loss = LossKind::kL1;
   EXPECT_NEAR(value(reconstructionLoss(l1, still, target)), value(torch::l1_loss(still, target)) + 2 * change_mse,
               1e-5);
 }

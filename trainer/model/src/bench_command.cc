@@ -5,19 +5,22 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <cstdio>
+#include <memory>
 
 #include "command_line.h"
+#include "taehv/log.h"
 #include "taehv/model/autocast.h"
 #include "taehv/model/commands.h"
 #include "taehv/model/cpu_tuning.h"
 #include "taehv/model/fused_adamw.h"
 #include "taehv/model/slice_backward.h"
 #include "taehv/model/taehv.h"
+#include "taehv/parse.h"
 
 namespace taehv {
 namespace {
+
+using namespace cli;  // NOLINT: the commands' shared parts
 
 const char* kBenchUsage =
     "usage: taehv-train bench --variant V --batch B --frames T --size S --steps N [--warmup W] [--threads K]\n"
@@ -28,223 +31,283 @@ const char* kBenchUsage =
     "  --slices: on CPU in fp32, the batch runs as N slices on N threads of K/N intra-op threads each, as\n"
     "  taehv-train does (train.slices); auto = min(K, B); 1 = one pass with K intra-op threads per op.\n";
 
+Options benchOptions() {
+  Options o;
+  for (const char* name : {"variant", "batch", "frames", "size", "steps", "warmup", "threads", "device", "precision",
+                           "optimizer", "allocator", "profile", "memory-format", "peak-tflops", "slices"}) {
+    o.value(name);
+  }
+  return o;
+}
+
+/// The command line of one benchmark, checked.
+struct BenchSettings {
+  std::string variant;
+  TAEHVOptions model;
+  int64_t batch = 0, frames = 0, size = 0, steps = 0, warmup = 0;
+  torch::Device device{torch::kCPU};
+  bool bf16 = false;            ///< --precision bf16 (autocast), else fp32
+  bool fused = true;            ///< --optimizer fused (FusedAdamW), else torch (torch::optim::AdamW)
+  bool tuned_allocator = true;  ///< --allocator tuned (tuneCpuAllocator), else default
+  bool channels_last = false;   ///< --memory-format channels_last, else contiguous
+  double peak_tflops = 0;       ///< 0: not given
+  int slices = 0;               ///< requested slices; 0 = auto
+  std::string profile;          ///< chrome trace of one extra step; empty: none
+};
+
+/// Reads and checks every option, in the order their messages have always come; applies --threads (the slice plan
+/// is sized by it).
+BenchSettings benchSettings(const Args& args) {
+  BenchSettings s;
+  const std::string optimizer = args.get("optimizer", "fused");
+  const std::string allocator = args.get("allocator", "tuned");
+  if (optimizer != "fused" && optimizer != "torch") {
+    throw UsageError("--optimizer must be fused (one-pass AdamW) or torch (torch::optim::AdamW), got '" + optimizer +
+                     "'");
+  }
+  if (allocator != "tuned" && allocator != "default") {
+    throw UsageError("--allocator must be tuned or default, got '" + allocator + "'");
+  }
+  s.fused = optimizer == "fused";
+  s.tuned_allocator = allocator == "tuned";
+  if (const std::string text = args.get("peak-tflops", ""); !text.empty()) {
+    const std::optional<double> peak = parseNumber(text);
+    if (!peak || !(*peak > 0)) {
+      throw UsageError("--peak-tflops must be a positive number (the device's peak TFLOP/s), got '" + text + "'");
+    }
+    s.peak_tflops = *peak;
+  }
+  const std::string memory_format = args.get("memory-format", "contiguous");
+  if (memory_format != "channels_last" && memory_format != "contiguous") {
+    throw UsageError("--memory-format must be channels_last or contiguous, got '" + memory_format + "'");
+  }
+  s.channels_last = memory_format == "channels_last";
+  s.variant = args.get("variant", "taehv");
+  try {
+    s.model = TAEHVOptions::forVariant(s.variant);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--variant: ") + e.what());
+  }
+  s.batch = args.integer("batch", 2, 1, 4096);
+  s.frames = args.integer("frames", 12, 1, 100000);
+  s.size = args.integer("size", 64, 8, 16384);
+  s.steps = args.integer("steps", 5, 1, 1000000);
+  s.warmup = args.integer("warmup", 1, 0, 1000000);
+  applyThreads(args);
+  const std::string device = args.get("device", "cpu");
+  const std::string precision = args.get("precision", "fp32");
+  if (device != "cpu" && device != "cuda") throw UsageError("--device must be cpu or cuda, got '" + device + "'");
+  if (precision != "fp32" && precision != "bf16") {
+    throw UsageError("--precision must be fp32 or bf16, got '" + precision + "'");
+  }
+  if (device == "cuda" && !torch::cuda::is_available()) {
+    throw UsageError("--device cuda: no CUDA device is available to this libtorch (torch::cuda::is_available() is "
+                     "false); use --device cpu");
+  }
+  s.device = torch::Device(device == "cuda" ? torch::kCUDA : torch::kCPU);
+  s.bf16 = precision == "bf16";
+  const int64_t spatial = 8 * s.model.patch_size;
+  if (s.size % spatial != 0) {
+    throw UsageError("--size must be a multiple of " + std::to_string(spatial) + " for this variant, got " +
+                     std::to_string(s.size));
+  }
+  const std::string slices = args.get("slices", "auto");
+  if (slices != "auto") {
+    s.slices = static_cast<int>(args.integer("slices", 1, 1, 4096));
+    if (s.slices > 1 && (s.device.is_cuda() || s.bf16)) {
+      throw UsageError("--slices " + slices + ": slicing is for CPU fp32 steps; use --slices 1 (or auto) "
+                       "with --device cuda or --precision bf16");
+    }
+  }
+  s.profile = args.get("profile", "");
+  return s;
+}
+
+/// The seeded model, on the device in training mode.
+TAEHV benchModel(const BenchSettings& s) {
+  torch::manual_seed(0);
+  TAEHV model(s.model);
+  model->to(s.device);
+  model->train();
+  model->setChannelsLast(s.channels_last);
+  return model;
+}
+
+/// One benchmark's model, optimizers and random clip; `run` is one full training step (MSE of decode(encode(x))
+/// against the aligned input frames, backward, AdamW).
+class BenchStep {
+ public:
+  explicit BenchStep(const BenchSettings& s)
+      : s_(s),
+        plan_(!s.device.is_cuda() && !s.bf16 ? SliceBackward::plan(s.slices, at::get_num_threads(), s.batch)
+                                             : SliceBackward::Plan{1, at::get_num_threads()}),
+        slicer_(plan_),
+        model_(benchModel(s)),
+        // Both optimizers apply the same AdamW update (lr 3e-4, betas (0.9, 0.95), weight decay 1e-2, eps 1e-8).
+        torch_optimizer_(model_->parameters(), torch::optim::AdamWOptions(3e-4).betas({0.9, 0.95}).weight_decay(1e-2)),
+        fused_optimizer_(model_->parameters(), FusedAdamWOptions{}),
+        params_(model_->parameters()),
+        x_(torch::rand({s.batch, s.frames, 3, s.size, s.size}).to(s.device)) {
+    const int64_t decoded = model_->decodedFrames(model_->encodedLatents(s.frames));
+    if (decoded < 1) {
+      throw UsageError("--frames " + std::to_string(s.frames) + " decodes to no frame; use at least 1");
+    }
+    aligned_ = std::min(decoded, s.frames);
+    target_ = x_.slice(1, 0, aligned_);
+  }
+
+  const SliceBackward::Plan& plan() const { return plan_; }
+
+  int64_t parameterCount() const {
+    int64_t n = 0;
+    for (const auto& p : params_) n += p.numel();
+    return n;
+  }
+
+  /// One step; the loss.
+  double run() {
+    double loss_value = 0;
+    if (slicer_.slices() > 1) {
+      // The same loss as the one-pass step, as a sum of slice losses weighted by their share of the batch.
+      std::vector<torch::Tensor> losses;
+      std::vector<torch::Tensor> grads = slicer_.run(
+          s_.batch, params_,
+          [&](int, int64_t begin, int64_t end) {
+            torch::Tensor y = model_->decodeVideo(model_->encodeVideo(x_.slice(0, begin, end))).slice(1, 0, aligned_);
+            return torch::mse_loss(y, target_.slice(0, begin, end)) *
+                   (static_cast<double>(end - begin) / static_cast<double>(s_.batch));
+          },
+          &losses);
+      zeroGrad();
+      for (size_t k = 0; k < params_.size(); ++k) params_[k].mutable_grad() = grads[k];
+      for (const auto& l : losses) loss_value += l.item<double>();
+    } else {
+      torch::Tensor loss;
+      {
+        Bf16Autocast forward(s_.device.type(), s_.bf16);
+        torch::Tensor y = model_->decodeVideo(model_->encodeVideo(x_)).slice(1, 0, aligned_);
+        loss = torch::mse_loss(y.to(torch::kFloat), target_);
+      }
+      zeroGrad();  // after the forward: the old gradients' memory then serves the new ones
+      loss.backward();
+      loss_value = loss.item<double>();
+    }
+    if (s_.fused) {
+      fused_optimizer_.step();
+    } else {
+      torch_optimizer_.step();
+    }
+    return loss_value;
+  }
+
+ private:
+  void zeroGrad() {
+    if (s_.fused) {
+      fused_optimizer_.zeroGrad();
+    } else {
+      torch_optimizer_.zero_grad();
+    }
+  }
+
+  const BenchSettings& s_;
+  SliceBackward::Plan plan_;
+  SliceBackward slicer_;
+  TAEHV model_;
+  torch::optim::AdamW torch_optimizer_;
+  FusedAdamW fused_optimizer_;
+  std::vector<torch::Tensor> params_;
+  torch::Tensor x_, target_;
+  int64_t aligned_ = 0;
+};
+
+/// The first line: what is measured.
+void reportSetup(const BenchSettings& s, const BenchStep& step) {
+  const SliceBackward::Plan& plan = step.plan();
+  log::report(log::format("bench: variant=%s batch=%lld frames=%lld size=%lld device=%s precision=%s threads=%d "
+                          "params=%lld optimizer=%s allocator=%s memory_format=%s slices=%d (x %d intra-op threads)",
+                          s.variant.c_str(), static_cast<long long>(s.batch), static_cast<long long>(s.frames),
+                          static_cast<long long>(s.size), s.device.is_cuda() ? "cuda" : "cpu",
+                          s.bf16 ? "bf16" : "fp32", at::get_num_threads(),
+                          static_cast<long long>(step.parameterCount()), s.fused ? "fused" : "torch",
+                          s.tuned_allocator ? "tuned" : "default", s.channels_last ? "channels_last" : "contiguous",
+                          plan.slices, plan.slices > 1 ? plan.intra_threads : at::get_num_threads()));
+}
+
+/// What the timed steps measured.
+struct BenchTimes {
+  double timed_s = 0;        ///< wall seconds of the timed steps
+  int64_t flops_before = 0;  ///< convFlops() when the timed steps began
+  struct rusage before {};   ///< at the first timed step
+  struct rusage after {};    ///< after the last timed step (with --profile: before the profiled one)
+};
+
+/// Runs the warm-up, timed and profiled steps, one line each.
+BenchTimes timeSteps(BenchStep& step, const BenchSettings& s) {
+  BenchTimes t;
+  const int64_t timed_end = s.warmup + s.steps;
+  // --profile FILE: one extra, untimed step under the autograd profiler (chrome trace JSON).
+  const int64_t total = timed_end + (s.profile.empty() ? 0 : 1);
+  const auto sync = [&] {
+    if (s.device.is_cuda()) torch::cuda::synchronize();
+  };
+  for (int64_t i = 0; i < total; ++i) {
+    if (i == s.warmup) {
+      getrusage(RUSAGE_SELF, &t.before);
+      t.flops_before = convFlops();
+    }
+    if (i == timed_end) getrusage(RUSAGE_SELF, &t.after);
+    std::unique_ptr<torch::autograd::profiler::RecordProfile> recording;
+    if (i == timed_end) recording = std::make_unique<torch::autograd::profiler::RecordProfile>(s.profile);
+    sync();
+    const auto start = std::chrono::steady_clock::now();
+    const double loss = step.run();
+    sync();
+    const double seconds = secondsSince(start);
+    if (i >= s.warmup && i < timed_end) t.timed_s += seconds;
+    log::report(log::format("step %lld%s: %.3f s loss %.6f", static_cast<long long>(i),
+                            i < s.warmup ? " (warmup)" : "", seconds, loss));
+  }
+  return t;
+}
+
+/// The last lines, which scripts parse: FLOPs (and MFU with --peak-tflops), CPU time and faults, frames/s.
+void reportSummary(const BenchSettings& s, BenchTimes t) {
+  const double step_s = t.timed_s / static_cast<double>(s.steps);
+  // Forward convolution FLOPs of one step (the profiled step, if any, is excluded), x3 for forward + backward.
+  const double train_flops = 3.0 * static_cast<double>(convFlops() - t.flops_before) /
+                             static_cast<double>(s.steps + (s.profile.empty() ? 0 : 1));
+  const double tflops = train_flops / step_s / 1e12;
+  if (s.peak_tflops > 0) {
+    log::report(log::format("model_gflop_per_step=%.2f achieved_tflops=%.4f mfu=%.3f", train_flops / 1e9, tflops,
+                            tflops / s.peak_tflops));
+  } else {
+    log::report(log::format("model_gflop_per_step=%.2f achieved_tflops=%.4f (pass --peak-tflops P for MFU)",
+                            train_flops / 1e9, tflops));
+  }
+  if (s.profile.empty()) getrusage(RUSAGE_SELF, &t.after);
+  // CPU seconds per step (all threads, user + system): a steadier figure than wall time on a shared machine.
+  const auto cpu_seconds = [](const struct rusage& r) {
+    return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
+           static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec) * 1e-6;
+  };
+  const double steps = static_cast<double>(s.steps);
+  log::report(log::format("cpu_s_per_step=%.4f minor_faults_per_step=%.0f",
+                          (cpu_seconds(t.after) - cpu_seconds(t.before)) / steps,
+                          static_cast<double>(t.after.ru_minflt - t.before.ru_minflt) / steps));
+  log::report(log::format("frames_per_s=%.3f step_s=%.4f peak_rss_mb=%.1f",
+                          static_cast<double>(s.batch * s.frames) / step_s, step_s,
+                          static_cast<double>(t.after.ru_maxrss) / 1024.0));
+}
+
 }  // namespace
 
-using namespace cli;  // NOLINT: the commands' shared parts
-
 int benchCommand(const std::vector<std::string>& argv) {
-  return runGuarded("bench", kBenchUsage, argv, [&] {
-    Args args(argv,
-              {"variant", "batch", "frames", "size", "steps", "warmup", "threads", "device", "precision", "optimizer",
-               "allocator", "profile", "memory-format",
-               "peak-tflops", "slices"},
-              {});
-    const std::string optimizer_name = args.get("optimizer", "fused");
-    const std::string allocator = args.get("allocator", "tuned");
-    if (optimizer_name != "fused" && optimizer_name != "torch") {
-      throw UsageError("--optimizer must be fused (one-pass AdamW) or torch (torch::optim::AdamW), got '" +
-                       optimizer_name + "'");
-    }
-    if (allocator != "tuned" && allocator != "default") {
-      throw UsageError("--allocator must be tuned or default, got '" + allocator + "'");
-    }
-    const std::string peak_text = args.get("peak-tflops", "");
-    double peak = 0;
-    if (!peak_text.empty()) {
-      try {
-        peak = std::stod(peak_text);
-      } catch (const std::exception&) {
-        peak = 0;
-      }
-      if (!(peak > 0)) {
-        throw UsageError("--peak-tflops must be a positive number (the device's peak TFLOP/s), got '" + peak_text + "'");
-      }
-    }
-    const std::string memory_format = args.get("memory-format", "contiguous");
-    if (memory_format != "channels_last" && memory_format != "contiguous") {
-      throw UsageError("--memory-format must be channels_last or contiguous, got '" + memory_format + "'");
-    }
-    if (allocator == "tuned") {
-      tuneCpuAllocator();
-    }
-    TAEHVOptions options;
-    try {
-      options = TAEHVOptions::forVariant(args.get("variant", "taehv"));
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(std::string("--variant: ") + e.what());
-    }
-    const int64_t batch = args.integer("batch", 2, 1, 4096);
-    const int64_t frames = args.integer("frames", 12, 1, 100000);
-    const int64_t size = args.integer("size", 64, 8, 16384);
-    const int64_t steps = args.integer("steps", 5, 1, 1000000);
-    const int64_t warmup = args.integer("warmup", 1, 0, 1000000);
-    applyThreads(args);
-    const std::string device_name = args.get("device", "cpu");
-    const std::string precision = args.get("precision", "fp32");
-    if (device_name != "cpu" && device_name != "cuda") {
-      throw UsageError("--device must be cpu or cuda, got '" + device_name + "'");
-    }
-    if (precision != "fp32" && precision != "bf16") {
-      throw UsageError("--precision must be fp32 or bf16, got '" + precision + "'");
-    }
-    if (device_name == "cuda" && !torch::cuda::is_available()) {
-      throw UsageError("--device cuda: no CUDA device is available to this libtorch (torch::cuda::is_available() is "
-                       "false); use --device cpu");
-    }
-    const int64_t spatial = 8 * options.patch_size;
-    if (size % spatial != 0) {
-      throw UsageError("--size must be a multiple of " + std::to_string(spatial) + " for this variant, got " +
-                       std::to_string(size));
-    }
-    const torch::Device device(device_name == "cuda" ? torch::kCUDA : torch::kCPU);
-    const bool bf16 = precision == "bf16";
-    const std::string slices_text = args.get("slices", "auto");
-    int slices_requested = 0;
-    if (slices_text != "auto") {
-      slices_requested = static_cast<int>(args.integer("slices", 1, 1, 4096));
-      if (slices_requested > 1 && (device_name == "cuda" || bf16)) {
-        throw UsageError("--slices " + slices_text + ": slicing is for CPU fp32 steps; use --slices 1 (or auto) "
-                         "with --device cuda or --precision bf16");
-      }
-    }
-    const SliceBackward::Plan slice_plan =
-        device_name == "cpu" && !bf16 ? SliceBackward::plan(slices_requested, at::get_num_threads(), batch)
-                                      : SliceBackward::Plan{1, at::get_num_threads()};
-    SliceBackward slicer(slice_plan);
-
-    torch::manual_seed(0);
-    TAEHV model(options);
-    model->to(device);
-    model->train();
-    model->setChannelsLast(memory_format == "channels_last");
-    // Both optimizers apply the same AdamW update (lr 3e-4, betas (0.9, 0.95), weight decay 1e-2, eps 1e-8).
-    torch::optim::AdamW torch_optimizer(model->parameters(),
-                                        torch::optim::AdamWOptions(3e-4).betas({0.9, 0.95}).weight_decay(1e-2));
-    FusedAdamW fused_optimizer(model->parameters(), FusedAdamWOptions{});
-    const std::vector<torch::Tensor> params = model->parameters();
-    const bool fused = optimizer_name == "fused";
-    const torch::Tensor x = torch::rand({batch, frames, 3, size, size}).to(device);
-    const int64_t decoded = model->decodedFrames(model->encodedLatents(frames));
-    if (decoded < 1) {
-      throw UsageError("--frames " + std::to_string(frames) + " decodes to no frame; use at least 1");
-    }
-    const int64_t aligned = std::min(decoded, frames);
-    const torch::Tensor target = x.slice(1, 0, aligned);
-    std::printf("bench: variant=%s batch=%lld frames=%lld size=%lld device=%s precision=%s threads=%d params=%lld "
-                "optimizer=%s allocator=%s memory_format=%s slices=%d (x %d intra-op threads)\n",
-                args.get("variant", "taehv").c_str(), static_cast<long long>(batch), static_cast<long long>(frames),
-                static_cast<long long>(size), device_name.c_str(), precision.c_str(), at::get_num_threads(),
-                static_cast<long long>([&] {
-                  int64_t n = 0;
-                  for (const auto& p : model->parameters()) {
-                    n += p.numel();
-                  }
-                  return n;
-                }()),
-                optimizer_name.c_str(), allocator.c_str(), memory_format.c_str(), slice_plan.slices,
-                slice_plan.slices > 1 ? slice_plan.intra_threads : at::get_num_threads());
-    std::fflush(stdout);
-
-    const auto sync = [&] {
-      if (device.is_cuda()) {
-        torch::cuda::synchronize();
-      }
-    };
-    double timed = 0;
-    double loss_value = 0;
-    int64_t flops_before = 0;
-    struct rusage before {};
-    // --profile FILE: one extra, untimed step under the autograd profiler (chrome trace JSON).
-    const std::string profile = args.get("profile", "");
-    const int64_t total = warmup + steps + (profile.empty() ? 0 : 1);
-    struct rusage usage {};
-    for (int64_t step = 0; step < total; ++step) {
-      if (step == warmup) {
-        getrusage(RUSAGE_SELF, &before);
-        flops_before = convFlops();
-      }
-      if (step == warmup + steps) {
-        getrusage(RUSAGE_SELF, &usage);
-      }
-      std::unique_ptr<torch::autograd::profiler::RecordProfile> recording;
-      if (step == warmup + steps) {
-        recording = std::make_unique<torch::autograd::profiler::RecordProfile>(profile);
-      }
-      sync();
-      const auto start = std::chrono::steady_clock::now();
-      const auto zeroGrad = [&] {
-        if (fused) {
-          fused_optimizer.zeroGrad();
-        } else {
-          torch_optimizer.zero_grad();
-        }
-      };
-      if (slicer.slices() > 1) {
-        // The same loss as the one-pass step, as a sum of slice losses weighted by their share of the batch.
-        std::vector<torch::Tensor> losses;
-        std::vector<torch::Tensor> grads = slicer.run(
-            batch, params,
-            [&](int, int64_t begin, int64_t end) {
-              torch::Tensor y = model->decodeVideo(model->encodeVideo(x.slice(0, begin, end))).slice(1, 0, aligned);
-              return torch::mse_loss(y, target.slice(0, begin, end)) *
-                     (static_cast<double>(end - begin) / static_cast<double>(batch));
-            },
-            &losses);
-        zeroGrad();
-        for (size_t k = 0; k < params.size(); ++k) params[k].mutable_grad() = grads[k];
-        loss_value = 0;
-        for (const auto& l : losses) loss_value += l.item<double>();
-      } else {
-        torch::Tensor loss;
-        {
-          Bf16Autocast forward(device.type(), bf16);
-          torch::Tensor y = model->decodeVideo(model->encodeVideo(x)).slice(1, 0, aligned);
-          loss = torch::mse_loss(y.to(torch::kFloat), target);
-        }
-        zeroGrad();  // after the forward: the old gradients' memory then serves the new ones
-        loss.backward();
-        loss_value = loss.item<double>();
-      }
-      if (fused) {
-        fused_optimizer.step();
-      } else {
-        torch_optimizer.step();
-      }
-      sync();
-      const double seconds = secondsSince(start);
-      if (step >= warmup && step < warmup + steps) {
-        timed += seconds;
-      }
-      std::printf("step %lld%s: %.3f s loss %.6f\n", static_cast<long long>(step), step < warmup ? " (warmup)" : "",
-                  seconds, loss_value);
-      std::fflush(stdout);
-    }
-    const double step_s = timed / static_cast<double>(steps);
-    // Forward convolution FLOPs of one step (the profiled step, if any, is excluded), x3 for forward + backward.
-    const double train_flops = 3.0 * static_cast<double>(convFlops() - flops_before) /
-                               static_cast<double>(steps + (profile.empty() ? 0 : 1));
-    const double tflops = train_flops / step_s / 1e12;
-    if (peak > 0) {
-      std::printf("model_gflop_per_step=%.2f achieved_tflops=%.4f mfu=%.3f\n", train_flops / 1e9, tflops,
-                  tflops / peak);
-    } else {
-      std::printf("model_gflop_per_step=%.2f achieved_tflops=%.4f (pass --peak-tflops P for MFU)\n",
-                  train_flops / 1e9, tflops);
-    }
-    if (profile.empty()) {
-      getrusage(RUSAGE_SELF, &usage);
-    }
-    // CPU seconds per step (all threads, user + system): a steadier figure than wall time on a shared machine.
-    const auto cpu_seconds = [](const struct rusage& r) {
-      return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
-             static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec) * 1e-6;
-    };
-    std::printf("cpu_s_per_step=%.4f minor_faults_per_step=%.0f\n",
-                (cpu_seconds(usage) - cpu_seconds(before)) / static_cast<double>(steps),
-                static_cast<double>(usage.ru_minflt - before.ru_minflt) / static_cast<double>(steps));
-    const double peak_rss_mb = static_cast<double>(usage.ru_maxrss) / 1024.0;
-    std::printf("frames_per_s=%.3f step_s=%.4f peak_rss_mb=%.1f\n", static_cast<double>(batch * frames) / step_s,
-                step_s, peak_rss_mb);
+  return runGuarded(kBenchUsage, argv, [&] {
+    const BenchSettings settings = benchSettings(benchOptions().parse(argv));
+    if (settings.tuned_allocator) tuneCpuAllocator();
+    BenchStep step(settings);
+    reportSetup(settings, step);
+    reportSummary(settings, timeSteps(step, settings));
     return 0;
   });
 }

@@ -1,6 +1,6 @@
 // What the model's sub-commands share (commands.cc: encode, decode; bench_command.cc: bench; video_commands.cc:
-// roundtrip and the video files of encode and decode): the command line, the error boundary, loading the model, the
-// streaming loops.
+// roundtrip and the video files of encode and decode): the codec options (parsed by taehv/cli/options.h), the
+// error boundary, loading the model, the streaming loops.
 // Internal to taehv::model (not installed).
 #pragma once
 
@@ -8,105 +8,13 @@
 
 #include <chrono>
 #include <functional>
-#include <map>
-#include <set>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "taehv/cli/options.h"
 #include "taehv/model/taehv.h"
-#include "taehv/suggest.h"
 
 namespace taehv::cli {
-
-/// Bad command line or bad input: printed as one message, exit status 2.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// `--name value`, `--name=value` and flags; unknown names get "did you mean".
-class Args {
- public:
-  Args(const std::vector<std::string>& args, const std::set<std::string>& with_value,
-       const std::set<std::string>& flags) {
-    for (std::size_t i = 0; i < args.size(); ++i) {
-      std::string name = args[i];
-      std::string value;
-      bool has_value = false;
-      if (name.rfind("--", 0) != 0) {
-        throw UsageError("unexpected argument '" + name + "' (options start with --)");
-      }
-      name = name.substr(2);
-      if (const auto eq = name.find('='); eq != std::string::npos) {
-        value = name.substr(eq + 1);
-        name = name.substr(0, eq);
-        has_value = true;
-      }
-      if (flags.count(name)) {
-        if (has_value) {
-          throw UsageError("--" + name + " takes no value");
-        }
-        flags_.insert(name);
-        continue;
-      }
-      if (!with_value.count(name)) {
-        std::vector<std::string> known(with_value.begin(), with_value.end());
-        known.insert(known.end(), flags.begin(), flags.end());
-        const std::vector<std::string> close = closestNames(name, known);
-        throw UsageError("unknown option --" + name + (close.empty() ? "" : " (did you mean --" + close[0] + "?)"));
-      }
-      if (!has_value) {
-        if (i + 1 >= args.size()) {
-          throw UsageError("--" + name + " needs a value");
-        }
-        value = args[++i];
-      }
-      if (values_.count(name)) {
-        throw UsageError("--" + name + " given twice");
-      }
-      values_[name] = value;
-    }
-  }
-
-  bool flag(const std::string& name) const { return flags_.count(name) > 0; }
-  bool has(const std::string& name) const { return values_.count(name) > 0; }
-
-  std::string required(const std::string& name) const {
-    const auto it = values_.find(name);
-    if (it == values_.end() || it->second.empty()) {
-      throw UsageError("missing required option --" + name);
-    }
-    return it->second;
-  }
-
-  std::string get(const std::string& name, const std::string& fallback) const {
-    const auto it = values_.find(name);
-    return it == values_.end() ? fallback : it->second;
-  }
-
-  int64_t integer(const std::string& name, int64_t fallback, int64_t min, int64_t max) const {
-    const auto it = values_.find(name);
-    if (it == values_.end()) {
-      return fallback;
-    }
-    std::size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(it->second, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != it->second.size() || it->second.empty() || v < min || v > max) {
-      throw UsageError("--" + name + " must be an integer in [" + std::to_string(min) + ", " + std::to_string(max) +
-                       "], got '" + it->second + "'");
-    }
-    return v;
-  }
-
- private:
-  std::map<std::string, std::string> values_;
-  std::set<std::string> flags_;
-};
 
 inline constexpr const char* kVariantsHelp =
     "  variants (latent channels): taehv, taew2_1, taecvx, taeos1_3 (16), taehv1_5, taehv1_5_super (32),\n"
@@ -115,13 +23,21 @@ inline constexpr const char* kVariantsHelp =
     "  --streaming: StreamingTAEHV, one frame (one latent) at a time, memory independent of the length (not taeh3).\n";
 
 /// The options every model command (encode, decode, roundtrip) takes.
-inline const std::set<std::string> kCodecOptions = {"variant", "weights", "input", "output", "threads",
-                                                    "decoder-time-upscale", "decoder-space-upscale"};
+inline Options codecOptions() {
+  return Options()
+      .value("variant")
+      .value("weights")
+      .value("input")
+      .value("output")
+      .value("threads")
+      .value("decoder-time-upscale")
+      .value("decoder-space-upscale")
+      .flag("streaming");
+}
 
-/// Runs `body`: UsageError and SafetensorsError print one message (with `usage` for the former) and give 2,
-/// anything else 1. With --help or -h among `argv`, prints `usage` to stdout and gives 0 instead.
-int runGuarded(const char* command, const std::string& usage, const std::vector<std::string>& argv,
-               const std::function<int()>& body);
+/// Runs `body` under runCommand (--help, UsageError: taehv/cli/options.h); a SafetensorsError is one message and
+/// status 2, anything else one message and status 1.
+int runGuarded(const std::string& usage, const std::vector<std::string>& argv, const std::function<int()>& body);
 
 /// --variant, or the variant the --weights file is named after; UsageError when neither says.
 std::string variantName(const Args& args);

@@ -7,17 +7,15 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
-#include <iostream>
 #include <map>
-#include <set>
 #include <sstream>
 #include <stdexcept>
 
 #include "command_line.h"
+#include "taehv/log.h"
 #include "taehv/model/safetensors.h"
 #include "taehv/model/streaming.h"
 #include "taehv/model/taehv.h"
-#include "taehv/suggest.h"
 
 namespace taehv {
 namespace cli {
@@ -138,30 +136,24 @@ void requireFinite(const torch::Tensor& result, const std::string& what) {
   }
 }
 
-int runGuarded(const char* command, const std::string& usage, const std::vector<std::string>& argv,
-               const std::function<int()>& body) {
-  if (std::find(argv.begin(), argv.end(), "--help") != argv.end() ||
-      std::find(argv.begin(), argv.end(), "-h") != argv.end()) {
-    std::cout << usage;
-    return 0;
-  }
-  try {
-    return body();
-  } catch (const UsageError& e) {
-    std::cerr << "taehv-train " << command << ": " << e.what() << "\n" << usage;
-    return 2;
-  } catch (const SafetensorsError& e) {
-    std::cerr << "taehv-train " << command << ": " << e.what() << "\n";
-    return 2;
-  } catch (const c10::Error& e) {
-    std::cerr << "taehv-train " << command << ": " << e.what_without_backtrace() << "\n";
-    return 1;
-  } catch (const std::exception& e) {
-    std::cerr << "taehv-train " << command << ": " << e.what() << "\n";
-    return 1;
-  }
+int runGuarded(const std::string& usage, const std::vector<std::string>& argv, const std::function<int()>& body) {
+  return runCommand(usage, argv, [&] {
+    try {
+      return body();
+    } catch (const UsageError&) {
+      throw;  // runCommand's: the message, then the usage
+    } catch (const SafetensorsError& e) {
+      log::error(e.what());
+      return 2;
+    } catch (const c10::Error& e) {
+      log::error(e.what_without_backtrace());
+      return 1;
+    } catch (const std::exception& e) {
+      log::error(e.what());
+      return 1;
+    }
+  });
 }
-
 
 const std::string kEncodeUsage =
     std::string("usage: taehv-train encode [--variant V] --weights W.safetensors --input IN.safetensors\n"
@@ -287,8 +279,8 @@ torch::Tensor decodeStreaming(const TAEHV& model, const torch::Tensor& latents, 
 using namespace cli;  // NOLINT: this file defines them
 
 int encodeCommand(const std::vector<std::string>& argv) {
-  return runGuarded("encode", kEncodeUsage, argv, [&] {
-    Args args(argv, kCodecOptions, {"streaming"});
+  return runGuarded(kEncodeUsage, argv, [&] {
+    const Args args = codecOptions().parse(argv);
     applyThreads(args);
     const std::string output = args.required("output");
     const bool streaming = args.flag("streaming");
@@ -316,17 +308,16 @@ int encodeCommand(const std::vector<std::string>& argv) {
     const double seconds = secondsSince(start);
     requireFinite(latents, "latents");
     writeSafetensors(output, {{"latents", latents}}, torch::kFloat);
-    std::printf("encoded %s -> latents %s in %.3f s (%s) peak_rss_mb=%.1f\n", shapeText(frames.sizes()).c_str(),
-                shapeText(latents.sizes()).c_str(), seconds, streaming ? "streaming" : "parallel", peakRssMb());
+    log::report(log::format("encoded %s -> latents %s in %.3f s (%s) peak_rss_mb=%.1f",
+                            shapeText(frames.sizes()).c_str(), shapeText(latents.sizes()).c_str(), seconds,
+                            streaming ? "streaming" : "parallel", peakRssMb()));
     return 0;
   });
 }
 
 int decodeCommand(const std::vector<std::string>& argv) {
-  return runGuarded("decode", kDecodeUsage, argv, [&] {
-    std::set<std::string> options = kCodecOptions;
-    options.insert("fps");
-    Args args(argv, options, {"streaming"});
+  return runGuarded(kDecodeUsage, argv, [&] {
+    const Args args = codecOptions().value("fps").parse(argv);
     applyThreads(args);
     const std::string output = args.required("output");
     const bool to_video = !isSafetensorsPath(output);
@@ -358,8 +349,9 @@ int decodeCommand(const std::vector<std::string>& argv) {
     } else {
       writeSafetensors(output, {{"frames", frames}}, torch::kFloat);
     }
-    std::printf("decoded latents %s -> frames %s in %.3f s (%s) peak_rss_mb=%.1f\n", shapeText(latents.sizes()).c_str(),
-                shapeText(frames.sizes()).c_str(), seconds, streaming ? "streaming" : "parallel", peakRssMb());
+    log::report(log::format("decoded latents %s -> frames %s in %.3f s (%s) peak_rss_mb=%.1f",
+                            shapeText(latents.sizes()).c_str(), shapeText(frames.sizes()).c_str(), seconds,
+                            streaming ? "streaming" : "parallel", peakRssMb()));
     return 0;
   });
 }

@@ -2,10 +2,8 @@
 // reads and decode writes.
 #include <unistd.h>
 
-#include <cstdio>
-#include <iostream>
-
 #include "command_line.h"
+#include "taehv/log.h"
 #include "taehv/model/commands.h"
 #include "taehv/model/cpu_tuning.h"
 #include "taehv/model/metrics.h"
@@ -36,11 +34,10 @@ class ProgressBar {
     if (!on_ || total <= 0) return;
     constexpr int kWidth = 30;
     const int filled = static_cast<int>(kWidth * done / total);
-    std::fprintf(stderr, "\r%-8s [%s%s] %lld/%lld", stage, std::string(static_cast<size_t>(filled), '#').c_str(),
-                 std::string(static_cast<size_t>(kWidth - filled), '.').c_str(), static_cast<long long>(done),
-                 static_cast<long long>(total));
-    if (done == total) std::fputs("\n", stderr);
-    std::fflush(stderr);
+    log::print(log::Stream::kStderr,
+               log::format("\r%-8s [%s%s] %lld/%lld%s", stage, std::string(static_cast<size_t>(filled), '#').c_str(),
+                           std::string(static_cast<size_t>(kWidth - filled), '.').c_str(),
+                           static_cast<long long>(done), static_cast<long long>(total), done == total ? "\n" : ""));
   }
 
  private:
@@ -111,8 +108,8 @@ void writeVideoOutput(const std::string& path, const torch::Tensor& frames, int 
 using namespace cli;  // NOLINT: the helpers of this file and commands.cc
 
 int roundtripCommand(const std::vector<std::string>& argv) {
-  return runGuarded("roundtrip", kRoundtripUsage, argv, [&] {
-    Args args(argv, kCodecOptions, {"streaming"});
+  return runGuarded(kRoundtripUsage, argv, [&] {
+    const Args args = codecOptions().parse(argv);
     applyThreads(args);
     const std::string input = args.required("input");
     const std::string output = args.required("output");
@@ -166,14 +163,15 @@ int roundtripCommand(const std::vector<std::string>& argv) {
     const double ssim_value = ssim(decoded[0], original[0]);
     writeVideoOutput(output, decoded, in.rate_num, in.rate_den);
     const double count = static_cast<double>(in.count);
-    std::printf("roundtrip %s -> %s: variant %s, %s, %lldx%lld at %d/%d fps, padded to %lldx%lld\n", input.c_str(),
-                output.c_str(), variantName(args).c_str(), streaming ? "streaming" : "parallel",
-                static_cast<long long>(in.width), static_cast<long long>(in.height), in.rate_num, in.rate_den,
-                static_cast<long long>(frames.size(4)), static_cast<long long>(frames.size(3)));
-    std::printf("frames=%lld psnr_db=%.2f ssim=%.4f encode_frames_per_s=%.2f decode_frames_per_s=%.2f "
-                "frames_per_s=%.2f peak_rss_mb=%.1f\n",
-                static_cast<long long>(in.count), psnr_db, ssim_value, count / encode_s, count / decode_s,
-                count / (encode_s + decode_s), peakRssMb());
+    log::report(log::format("roundtrip %s -> %s: variant %s, %s, %lldx%lld at %d/%d fps, padded to %lldx%lld",
+                            input.c_str(), output.c_str(), variantName(args).c_str(),
+                            streaming ? "streaming" : "parallel", static_cast<long long>(in.width),
+                            static_cast<long long>(in.height), in.rate_num, in.rate_den,
+                            static_cast<long long>(frames.size(4)), static_cast<long long>(frames.size(3))));
+    log::report(log::format("frames=%lld psnr_db=%.2f ssim=%.4f encode_frames_per_s=%.2f decode_frames_per_s=%.2f "
+                            "frames_per_s=%.2f peak_rss_mb=%.1f",
+                            static_cast<long long>(in.count), psnr_db, ssim_value, count / encode_s,
+                            count / decode_s, count / (encode_s + decode_s), peakRssMb()));
     return 0;
   });
 }

@@ -1,11 +1,13 @@
 #include "taehv/train/commands.h"
 
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "taehv/cli/options.h"
+#include "taehv/log.h"
 #include "taehv/model/cpu_tuning.h"
+#include "taehv/parse.h"
 #include "taehv/train/checkpoint.h"
 #include "taehv/train/data.h"
 #include "taehv/train/trainer.h"
@@ -28,133 +30,99 @@ constexpr const char* kEvalUsage =
     "  Reports PSNR and SSIM of a checkpoint (folder, or weights .safetensors) on eval.clips clips of data.source\n"
     "  (synthetic: scenes the training never reads, at eval.size x eval.frames; see taehv-train --print-config).\n";
 
-struct Parsed {
+cli::Options trainOptions() {
+  return cli::Options().value("config").repeatable("set").value("resume").value("stop-at-step").flag("print-config");
+}
+
+cli::Options evalOptions() {
+  return cli::Options().value("config").repeatable("set").value("checkpoint").flag("no-ema");
+}
+
+/// --config first, then every --set in order, whatever their position; the launcher's variables last.
+Config configFrom(const cli::Args& args) {
   Config config;
-  std::string resume, checkpoint;
-  int64_t stop_at_step = 0;
-  bool print_config = false, help = false, no_ema = false;
-};
-
-/// Applies --config first, then every --set in order, whatever their position.
-Parsed parse(const std::vector<std::string>& args, bool eval) {
-  Parsed p;
-  std::vector<std::string> sets;
-  std::vector<std::string> flags = {"--config", "--set", "--help"};
-  if (eval) {
-    flags.insert(flags.end(), {"--checkpoint", "--no-ema"});
-  } else {
-    flags.insert(flags.end(), {"--resume", "--stop-at-step", "--print-config"});
-  }
-  std::string config_file;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= args.size()) throw ConfigError(a + " needs a value");
-      return args[++i];
-    };
-    auto has = [&](const char* f) { return std::find(flags.begin(), flags.end(), f) != flags.end(); };
-    if (a == "--help" || a == "-h") {
-      p.help = true;
-    } else if (a == "--config" && has("--config")) {
-      config_file = value();
-    } else if (a == "--set" && has("--set")) {
-      sets.push_back(value());
-    } else if (a.rfind("--set=", 0) == 0) {
-      sets.push_back(a.substr(6));
-    } else if (a == "--resume" && has("--resume")) {
-      p.resume = value();
-    } else if (a == "--stop-at-step" && has("--stop-at-step")) {
-      const std::string v = value();
-      char* end = nullptr;
-      p.stop_at_step = std::strtoll(v.c_str(), &end, 10);
-      if (*end || p.stop_at_step < 1) throw ConfigError("--stop-at-step expects a step number >= 1, got '" + v + "'");
-    } else if (a == "--print-config" && has("--print-config")) {
-      p.print_config = true;
-    } else if (a == "--checkpoint" && has("--checkpoint")) {
-      p.checkpoint = value();
-    } else if (a == "--no-ema" && has("--no-ema")) {
-      p.no_ema = true;
-    } else {
-      throw ConfigError("unknown argument '" + a + "'; did you mean '" + closestName(a, flags) + "'? (see --help)");
-    }
-  }
-  if (!config_file.empty()) p.config.mergeYamlFile(config_file);
-  for (const auto& s : sets) p.config.applyOverride(s);
-  return p;
+  if (const std::string file = args.get("config", ""); !file.empty()) config.mergeYamlFile(file);
+  for (const auto& s : args.values("set")) config.applyOverride(s);
+  return config;
 }
 
-}  // namespace
-
-int trainCommand(const std::vector<std::string>& args) {
-  Parsed p;
-  try {
-    p = parse(args, false);
-    if (p.help) {
-      std::fputs(kTrainUsage, stdout);
-      return 0;
-    }
-    p.config.validate();
-    p.config.applyLauncherEnvironment([](const char* name) { return std::getenv(name); });
-  } catch (const ConfigError& e) {
-    std::fprintf(stderr, "taehv-train: %s\n", e.what());
-    return 2;
-  }
-  if (p.print_config) {
-    std::fputs(p.config.toYaml().c_str(), stdout);
-    return 0;
-  }
-  TrainOptions options{p.config, p.resume, p.stop_at_step};
-  // Before any thread starts: freed activations stay in the heap. Without it each CPU step page-faults its
-  // activations in afresh (2 ranks x 1 thread, 2 x 12 x 64x64: 39-55k minor faults and 0.07-0.09 s of kernel time
-  // per step and rank, ~9% of the step; with it ~200 faults and 0.005 s).
-  tuneCpuAllocator();
-  return runTraining(options);
+void checkAndResolve(Config& config) {
+  config.validate();
+  config.applyLauncherEnvironment([](const char* name) { return std::getenv(name); });
 }
 
-int evalCommand(const std::vector<std::string>& args) {
-  Parsed p;
+/// The result lines of `taehv-train eval`; the exit status.
+int reportEval(const EvalOptions& options) {
   try {
-    p = parse(args, true);
-    if (p.help) {
-      std::fputs(kEvalUsage, stdout);
-      return 0;
-    }
-    if (p.checkpoint.empty()) throw ConfigError("eval needs --checkpoint latest|PATH");
-    p.config.validate();
-    p.config.applyLauncherEnvironment([](const char* name) { return std::getenv(name); });
-  } catch (const ConfigError& e) {
-    std::fprintf(stderr, "taehv-train eval: %s\n", e.what());
-    return 2;
-  }
-  try {
-    const EvalResult r = runEval(EvalOptions{p.config, p.checkpoint, !p.no_ema});
+    const EvalResult r = runEval(options);
     // The last line is JSON for scripts: a value that is not a number is null there (JSON has no NaN), and the exit
     // status says the result is unusable.
     const bool finite = std::isfinite(r.psnr) && std::isfinite(r.ssim);
     const auto json = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
-    std::printf("eval: clips=%lld psnr=%.3f dB ssim=%.4f edge_share=%.3f%s\n", static_cast<long long>(r.clips), r.psnr,
-                r.ssim, r.edges, r.held_out ? " (held out)" : " (file source: training items, other crops)");
-    std::printf("%s\n", nlohmann::json{{"clips", r.clips}, {"psnr", json(r.psnr)}, {"ssim", json(r.ssim)},
-                                       {"edge_share", json(r.edges)}, {"held_out", r.held_out}}.dump().c_str());
+    log::report(log::format("eval: clips=%lld psnr=%.3f dB ssim=%.4f edge_share=%.3f%s",
+                            static_cast<long long>(r.clips), r.psnr, r.ssim, r.edges,
+                            r.held_out ? " (held out)" : " (file source: training items, other crops)"));
+    log::report(nlohmann::json{{"clips", r.clips}, {"psnr", json(r.psnr)}, {"ssim", json(r.ssim)},
+                               {"edge_share", json(r.edges)}, {"held_out", r.held_out}}
+                    .dump());
     if (!finite) {
-      std::fprintf(stderr, "taehv-train eval: PSNR or SSIM is not a number: the model's output holds NaN or "
-                           "infinite values\n");
+      log::error("PSNR or SSIM is not a number: the model's output holds NaN or infinite values");
       return 1;
     }
     return 0;
-  } catch (const ConfigError& e) {
-    std::fprintf(stderr, "taehv-train eval: %s\n", e.what());
-    return 2;
-  } catch (const DataError& e) {
-    std::fprintf(stderr, "taehv-train eval: data: %s\n", e.what());
-    return 2;
-  } catch (const CheckpointError& e) {
-    std::fprintf(stderr, "taehv-train eval: %s\n", e.what());
-    return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "taehv-train eval: error: %s\n", e.what());
-    return 1;
+    return reportRunError(e);
   }
+}
+
+}  // namespace
+
+int trainCommand(const std::vector<std::string>& argv) {
+  return cli::runCommand(kTrainUsage, argv, [&] {
+    const cli::Args args = trainOptions().parse(argv);
+    TrainOptions options;
+    try {
+      if (args.has("stop-at-step")) {
+        const std::string v = args.get("stop-at-step", "");
+        const std::optional<int64_t> step = parseInteger<int64_t>(v, 1);
+        if (!step) throw ConfigError("--stop-at-step expects a step number >= 1, got '" + v + "'");
+        options.stop_at_step = *step;
+      }
+      options.config = configFrom(args);
+      options.resume = args.get("resume", "");
+      checkAndResolve(options.config);
+    } catch (const ConfigError& e) {
+      log::error(e.what());
+      return 2;
+    }
+    if (args.flag("print-config")) {
+      log::print(log::Stream::kStdout, options.config.toYaml());
+      return 0;
+    }
+    // Before any thread starts: freed activations stay in the heap. Without it each CPU step page-faults its
+    // activations in afresh (2 ranks x 1 thread, 2 x 12 x 64x64: 39-55k minor faults and 0.07-0.09 s of kernel
+    // time per step and rank, ~9% of the step; with it ~200 faults and 0.005 s).
+    tuneCpuAllocator();
+    return runTraining(options);
+  });
+}
+
+int evalCommand(const std::vector<std::string>& argv) {
+  return cli::runCommand(kEvalUsage, argv, [&] {
+    const cli::Args args = evalOptions().parse(argv);
+    EvalOptions options;
+    try {
+      options.config = configFrom(args);
+      options.checkpoint = args.get("checkpoint", "");
+      if (options.checkpoint.empty()) throw ConfigError("eval needs --checkpoint latest|PATH");
+      checkAndResolve(options.config);
+    } catch (const ConfigError& e) {
+      log::error(e.what());
+      return 2;
+    }
+    options.ema = !args.flag("no-ema");
+    return reportEval(options);
+  });
 }
 
 }  // namespace taehv::train

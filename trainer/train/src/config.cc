@@ -12,12 +12,55 @@
 #include <variant>
 
 #include "taehv/model/variants.h"
+#include "taehv/parse.h"
 #include "taehv/suggest.h"
 
 namespace taehv::train {
 namespace {
 
-using Field = std::variant<int64_t*, double*, bool*, std::string*>;
+/// A key whose value is one of a few names, held as an enum (parsed here, once).
+struct Choice {
+  std::function<std::string()> text;                  ///< the value's name
+  std::function<bool(const std::string&)> assign;     ///< false when the text names no value
+  std::vector<std::string> names;                     ///< every name, in the order messages list them
+};
+
+template <typename E>
+using Names = std::vector<std::pair<E, std::string>>;
+
+const Names<OptimizerKind> kOptimizers = {{OptimizerKind::kAdamW, "adamw"}, {OptimizerKind::kSgd, "sgd"}};
+const Names<LossKind> kLosses = {{LossKind::kMse, "mse"}, {LossKind::kL1, "l1"}, {LossKind::kMseL1, "mse+l1"}};
+const Names<ObjectiveKind> kObjectives = {{ObjectiveKind::kAuto, "auto"},
+                                          {ObjectiveKind::kReconstruction, "reconstruction"},
+                                          {ObjectiveKind::kDistillation, "distillation"}};
+const Names<CpuPrecision> kCpuPrecisions = {
+    {CpuPrecision::kFp32, "fp32"}, {CpuPrecision::kBf16, "bf16"}, {CpuPrecision::kAuto, "auto"}};
+const Names<DistBackend> kBackends = {{DistBackend::kAuto, "auto"}, {DistBackend::kGloo, "gloo"},
+                                      {DistBackend::kNccl, "nccl"}};
+
+template <typename E>
+Choice choice(E* field, const Names<E>& names) {
+  Choice c;
+  for (const auto& entry : names) c.names.push_back(entry.second);
+  c.text = [field, &names] {
+    for (const auto& [value, name] : names) {
+      if (value == *field) return name;
+    }
+    return std::string("?");
+  };
+  c.assign = [field, &names](const std::string& text) {
+    for (const auto& [value, name] : names) {
+      if (name == text) {
+        *field = value;
+        return true;
+      }
+    }
+    return false;
+  };
+  return c;
+}
+
+using Field = std::variant<int64_t*, double*, bool*, std::string*, DataSource*, Choice>;
 
 struct Entry {
   std::string key;
@@ -33,7 +76,7 @@ std::vector<Entry> table(Config& c) {
       {"train.steps", &c.train.steps},
       {"train.batch_per_rank", &c.train.batch_per_rank},
       {"train.grad_accum", &c.train.grad_accum},
-      {"train.optimizer", &c.train.optimizer},
+      {"train.optimizer", choice(&c.train.optimizer, kOptimizers)},
       {"train.zero_stage", &c.train.zero_stage},
       {"train.lr", &c.train.lr},
       {"train.warmup_steps", &c.train.warmup_steps},
@@ -46,15 +89,15 @@ std::vector<Entry> table(Config& c) {
       {"train.seed", &c.train.seed},
       {"train.threads", &c.train.threads},
       {"train.slices", &c.train.slices},
-      {"train.loss", &c.train.loss},
+      {"train.loss", choice(&c.train.loss, kLosses)},
       {"train.frame_diff_weight", &c.train.frame_diff_weight},
       {"train.edge_weight", &c.train.edge_weight},
       {"train.ssim_weight", &c.train.ssim_weight},
       {"train.ssim_from_step", &c.train.ssim_from_step},
-      {"train.objective", &c.train.objective},
+      {"train.objective", choice(&c.train.objective, kObjectives)},
       {"train.device", &c.train.device},
       {"train.bf16", &c.train.bf16},
-      {"train.cpu_precision", &c.train.cpu_precision},
+      {"train.cpu_precision", choice(&c.train.cpu_precision, kCpuPrecisions)},
       {"train.keep_global_batch", &c.train.keep_global_batch},
       {"data.source", &c.data.source},
       {"data.frames", &c.data.frames},
@@ -68,7 +111,7 @@ std::vector<Entry> table(Config& c) {
       {"data.synthetic_flat_background", &c.data.synthetic_flat_background},
       {"data.synthetic_scene_size", &c.data.synthetic_scene_size},
       {"data.prefetch", &c.data.prefetch},
-      {"dist.backend", &c.dist.backend},
+      {"dist.backend", choice(&c.dist.backend, kBackends)},
       {"dist.timeout_s", &c.dist.timeout_s},
       {"dist.bucket_mb", &c.dist.bucket_mb},
       {"checkpoint.every", &c.checkpoint.every},
@@ -129,8 +172,35 @@ std::string formatNumber(double v) {
 
 bool validDevice(const std::string& d) {
   if (d == "auto" || d == "cpu" || d == "cuda") return true;
-  if (d.rfind("cuda:", 0) != 0 || d.size() == 5 || d.size() > 8) return false;
-  return std::all_of(d.begin() + 5, d.end(), [](unsigned char ch) { return std::isdigit(ch) != 0; });
+  return d.rfind("cuda:", 0) == 0 && d.size() <= 8 && parseCount<int>(std::string_view(d).substr(5)).has_value();
+}
+
+/// "a", "a or b", "a, b or c".
+std::string oneOf(const std::vector<std::string>& names) {
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  }
+  return out;
+}
+
+/// " (did you mean 'train.steps'?)" when a known key is close to `key`, or when its last part is the last part of
+/// known keys or close to it ("lr" -> train.lr); "" when nothing is.
+std::string keyHint(const std::string& key) {
+  const std::vector<std::string> keys = Config::keys();
+  if (std::string hint = didYouMean(key, keys); !hint.empty()) return hint;
+  const auto leaf = [](const std::string& k) { return k.substr(k.rfind('.') + 1); };
+  std::vector<std::string> exact, close;
+  for (const auto& k : keys) {
+    if (leaf(k) == leaf(key)) {
+      exact.push_back(k);
+    } else if (!closestNames(leaf(key), {leaf(k)}).empty()) {
+      close.push_back(k);
+    }
+  }
+  const std::vector<std::string>& named = exact.empty() ? close : exact;
+  if (named.empty()) return "";
+  return " (did you mean '" + named[0] + "'" + (named.size() > 1 ? " or '" + named[1] + "'" : "") + "?)";
 }
 
 }  // namespace
@@ -140,18 +210,12 @@ void Config::applyLauncherEnvironment(const std::function<const char*(const char
     const char* raw = getenv("TAEHV_COLLECTIVE_TIMEOUT_S");
     if (raw && *raw) {
       const std::string value = trim(raw);
-      size_t used = 0;
-      double v = 0;
-      try {
-        v = std::stod(value, &used);
-      } catch (const std::logic_error&) {
-        used = 0;
-      }
-      if (used == 0 || used != value.size() || !std::isfinite(v) || !(v > 0)) {
+      const std::optional<double> v = parseNumber(value);
+      if (!v || !(*v > 0)) {
         throw ConfigError("TAEHV_COLLECTIVE_TIMEOUT_S='" + value +
                           "' is not a positive number of seconds; fix or unset it, or set dist.timeout_s");
       }
-      dist.timeout_s = v;
+      dist.timeout_s = *v;
       origins["dist.timeout_s"] = "from TAEHV_COLLECTIVE_TIMEOUT_S (dist.timeout_s=0: auto)";
     } else {
       dist.timeout_s = DistConfig::kDefaultTimeoutS;
@@ -171,21 +235,6 @@ void Config::applyLauncherEnvironment(const std::function<const char*(const char
   }
 }
 
-std::string closestName(const std::string& name, const std::vector<std::string>& candidates) {
-  std::string best;
-  int best_distance = std::numeric_limits<int>::max();
-  for (const auto& c : candidates) {
-    // Compare against the whole key and against its last component ("lr" -> "train.lr").
-    const auto leaf = c.substr(c.rfind('.') + 1);
-    const int d = std::min(taehv::editDistance(name, c), taehv::editDistance(name, leaf) + 1);
-    if (d < best_distance) {
-      best_distance = d;
-      best = c;
-    }
-  }
-  return best;
-}
-
 std::vector<std::string> Config::keys() {
   Config c;
   std::vector<std::string> out;
@@ -197,33 +246,27 @@ void Config::set(const std::string& key, const std::string& raw) {
   auto entries = table(*this);
   auto it = std::find_if(entries.begin(), entries.end(), [&](const Entry& e) { return e.key == key; });
   if (it == entries.end()) {
-    throw ConfigError("unknown config key '" + key + "'; did you mean '" + closestName(key, keys()) + "'?");
+    throw ConfigError("unknown config key '" + key + "'" + keyHint(key));
   }
   const std::string value = trim(raw);
   auto bad = [&](const char* what) {
     return ConfigError("config key '" + key + "': '" + value + "' is not " + what);
   };
   std::visit(
-      [&](auto* p) {
+      [&](auto p) {
         using T = std::remove_pointer_t<decltype(p)>;
-        if constexpr (std::is_same_v<T, int64_t>) {
-          size_t used = 0;
-          try {
-            const long long v = std::stoll(value, &used);
-            if (used != value.size()) throw bad("an integer");
-            *p = v;
-          } catch (const std::logic_error&) {
-            throw bad("an integer");
+        if constexpr (std::is_same_v<decltype(p), Choice>) {
+          if (!p.assign(value)) {
+            throw ConfigError(key + " must be " + oneOf(p.names) + ", got '" + value + "'");
           }
+        } else if constexpr (std::is_same_v<T, int64_t>) {
+          const std::optional<int64_t> v = parseInteger<int64_t>(value);
+          if (!v) throw bad("an integer");
+          *p = *v;
         } else if constexpr (std::is_same_v<T, double>) {
-          size_t used = 0;
-          try {
-            const double v = std::stod(value, &used);
-            if (used != value.size() || !std::isfinite(v)) throw bad("a number");
-            *p = v;
-          } catch (const std::logic_error&) {
-            throw bad("a number");
-          }
+          const std::optional<double> v = parseNumber(value);
+          if (!v) throw bad("a number");
+          *p = *v;
         } else if constexpr (std::is_same_v<T, bool>) {
           std::string v = value;
           std::transform(v.begin(), v.end(), v.begin(), [](unsigned char ch) { return std::tolower(ch); });
@@ -235,7 +278,7 @@ void Config::set(const std::string& key, const std::string& raw) {
             throw bad("a boolean (true or false)");
           }
         } else {
-          *p = value;
+          *p = value;  // std::string, DataSource
         }
       },
       it->field);
@@ -246,16 +289,25 @@ std::string Config::get(const std::string& key) const {
   for (const auto& e : entries) {
     if (e.key != key) continue;
     return std::visit(
-        [](auto* p) -> std::string {
-          using T = std::remove_pointer_t<decltype(p)>;
-          if constexpr (std::is_same_v<T, int64_t>) return std::to_string(*p);
-          if constexpr (std::is_same_v<T, double>) return formatDouble(*p);
-          if constexpr (std::is_same_v<T, bool>) return *p ? "true" : "false";
-          if constexpr (std::is_same_v<T, std::string>) return *p;
+        [](const auto& p) -> std::string {
+          using T = std::remove_pointer_t<std::decay_t<decltype(p)>>;
+          if constexpr (std::is_same_v<T, Choice>) {
+            return p.text();
+          } else if constexpr (std::is_same_v<T, int64_t>) {
+            return std::to_string(*p);
+          } else if constexpr (std::is_same_v<T, double>) {
+            return formatDouble(*p);
+          } else if constexpr (std::is_same_v<T, bool>) {
+            return *p ? "true" : "false";
+          } else if constexpr (std::is_same_v<T, DataSource>) {
+            return p->text();
+          } else {
+            return *p;
+          }
         },
         e.field);
   }
-  throw ConfigError("unknown config key '" + key + "'; did you mean '" + closestName(key, keys()) + "'?");
+  throw ConfigError("unknown config key '" + key + "'" + keyHint(key));
 }
 
 void Config::mergeYamlText(const std::string& text, const std::string& origin) {
@@ -341,34 +393,22 @@ void Config::validate() const {
   if (train.ssim_from_step < 0) fail("train.ssim_from_step must be >= 0 (0 = from the first step)");
   if (train.threads < 0) fail("train.threads must be >= 0 (0 = auto)");
   if (train.slices < 0) fail("train.slices must be >= 0 (0 = auto, 1 = one pass)");
-  if (train.cpu_precision != "fp32" && train.cpu_precision != "bf16" && train.cpu_precision != "auto") {
-    fail("train.cpu_precision must be fp32, bf16 or auto, got '" + train.cpu_precision + "'");
-  }
-  if (train.cpu_precision != "fp32" && train.slices > 1) {
+  if (train.cpu_precision != CpuPrecision::kFp32 && train.slices > 1) {
     fail("train.slices " + std::to_string(train.slices) + " slices fp32 CPU steps; a bf16 step runs as one pass: "
          "use train.slices=0 or 1, or train.cpu_precision=fp32");
-  }
-  if (train.optimizer != "adamw" && train.optimizer != "sgd") {
-    fail("train.optimizer must be adamw or sgd, got '" + train.optimizer + "'");
   }
   if (train.zero_stage < 0 || train.zero_stage > 2) {
     fail("train.zero_stage must be 0, 1 or 2, got " + std::to_string(train.zero_stage) +
          " (parameter sharding, ZeRO-3, is not built: see README, \"ZeRO stages\")");
   }
-  if (train.zero_stage > 0 && train.optimizer != "adamw") {
+  if (train.zero_stage > 0 && train.optimizer != OptimizerKind::kAdamW) {
     fail("train.zero_stage " + std::to_string(train.zero_stage) + " shards AdamW's state; train.optimizer=" +
-         train.optimizer + " has none to shard: use train.zero_stage=0");
+         get("train.optimizer") + " has none to shard: use train.zero_stage=0");
   }
   if (train.ema < 0 || train.ema >= 1) fail("train.ema must be in [0, 1) (0 = off)");
   in(train.frame_diff_weight, 0, 100, false, "train.frame_diff_weight", "[0, 100]");
   in(train.edge_weight, 0, 100, false, "train.edge_weight", "[0, 100]");
   in(train.ssim_weight, 0, 100, false, "train.ssim_weight", "[0, 100]");
-  if (train.loss != "mse" && train.loss != "l1" && train.loss != "mse+l1") {
-    fail("train.loss must be mse, l1 or mse+l1, got '" + train.loss + "'");
-  }
-  if (train.objective != "auto" && train.objective != "reconstruction" && train.objective != "distillation") {
-    fail("train.objective must be auto, reconstruction or distillation, got '" + train.objective + "'");
-  }
   if (!validDevice(train.device)) {
     fail("train.device must be auto, cpu, cuda or cuda:N, got '" + train.device + "'");
   }
@@ -406,10 +446,7 @@ void Config::validate() const {
          std::to_string(data.synthetic_scene_size));
   }
   if (data.prefetch < 1) fail("data.prefetch must be >= 1");
-  if (data.source.empty()) fail("data.source must be 'synthetic' or a path");
-  if (dist.backend != "auto" && dist.backend != "gloo" && dist.backend != "nccl") {
-    fail("dist.backend must be auto, gloo or nccl, got '" + dist.backend + "'");
-  }
+  if (data.source.text().empty()) fail("data.source must be 'synthetic' or a path");
   if (!(dist.timeout_s >= 0)) fail("dist.timeout_s must be > 0 (seconds), or 0 for auto");
   if (!(dist.bucket_mb > 0)) fail("dist.bucket_mb must be > 0");
   if (checkpoint.every < 0) fail("checkpoint.every must be >= 0");
@@ -481,8 +518,11 @@ std::string Config::toYaml() const {
       section = s;
     }
     out << YAML::Key << e.key.substr(dot + 1) << YAML::Value;
-    if (std::holds_alternative<std::string*>(e.field)) {
-      out << YAML::DoubleQuoted << *std::get<std::string*>(e.field);
+    // Text values (names, paths, choices) quoted, so that they load back as the same text.
+    const bool text = std::holds_alternative<std::string*>(e.field) || std::holds_alternative<DataSource*>(e.field) ||
+                      std::holds_alternative<Choice>(e.field);
+    if (text) {
+      out << YAML::DoubleQuoted << get(e.key);
     } else {
       out << get(e.key);
     }

@@ -408,7 +408,9 @@ std::unique_ptr<ClipSource> makeFileSource(const std::string& path_text) {
 }
 
 std::unique_ptr<ClipSource> makeSource(const DataConfig& data, uint64_t seed) {
-  if (data.source == "synthetic") return makeSyntheticSource(data.synthetic_clips, seed, syntheticScenes(data));
+  if (data.source.kind() == SourceKind::kSynthetic) {
+    return makeSyntheticSource(data.synthetic_clips, seed, syntheticScenes(data));
+  }
   return makeFileSource(data.source);
 }
 
@@ -419,7 +421,7 @@ EvalClips::EvalClips(const Config& cfg, uint64_t seed)
                0},  // scene size 0: whole scenes at the eval size, not data.synthetic_scene_size
       seed_(splitmix(seed ^ 0x6576616c756174ull)),  // "evaluat": draws unrelated to any training sample's
       clips_(cfg.eval.clips) {
-  if (cfg.data.source == "synthetic") {
+  if (cfg.data.source.kind() == SourceKind::kSynthetic) {
     // One more source of the same seed, longer by the eval clips: items [synthetic_clips, +clips) are scenes
     // the training source (synthetic_clips items) can never return.
     source_ = makeSyntheticSource(cfg.data.synthetic_clips + clips_, seed, syntheticScenes(cfg.data));

@@ -3,13 +3,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
 
 #include "c10d_backends.h"
+#include "taehv/log.h"
+#include "taehv/parse.h"
 #include "taehv/train/config.h"
 
 namespace taehv::train {
@@ -31,14 +32,13 @@ constexpr std::chrono::milliseconds kAbortGrace{3000};
 int envInt(const char* name, int fallback, int min_value) {
   const char* v = std::getenv(name);
   if (!v || !*v) return fallback;
-  char* end = nullptr;
-  const long x = std::strtol(v, &end, 10);
-  if (*end != '\0' || x < min_value || x > 1 << 30) {
+  const std::optional<int> x = parseInteger<int>(v, min_value, 1 << 30);
+  if (!x) {
     throw std::runtime_error(std::string("environment variable ") + name + "='" + v +
                              "' is not a valid integer >= " + std::to_string(min_value) +
                              " (it is set by taehv-run/torchrun)");
   }
-  return static_cast<int>(x);
+  return *x;
 }
 
 class WorkHandle : public PendingCollective {
@@ -176,21 +176,21 @@ struct Distributed::Impl {
   }
 };
 
-Distributed::Distributed(const DistEnv& env, const std::string& backend, std::chrono::milliseconds timeout,
+Distributed::Distributed(const DistEnv& env, DistBackend backend, std::chrono::milliseconds timeout,
                          const torch::Device& device)
     : env_(env), impl_(std::make_unique<Impl>()) {
   impl_->timeout = timeout;
   if (env_.world_size == 1) return;
-  std::string chosen = backend;
-  if (chosen == "auto") chosen = device.is_cuda() ? "nccl" : "gloo";
+  DistBackend chosen = backend;
+  if (chosen == DistBackend::kAuto) chosen = device.is_cuda() ? DistBackend::kNccl : DistBackend::kGloo;
 #if !defined(TAEHV_WITH_NCCL)
-  if (chosen == "nccl") {
+  if (chosen == DistBackend::kNccl) {
     throw ConfigError(
         "dist.backend nccl: this taehv-train was built against a libtorch without CUDA/NCCL (taehv-train --version); "
         "use dist.backend=gloo");
   }
 #endif
-  if (chosen == "nccl" && !device.is_cuda()) {
+  if (chosen == DistBackend::kNccl && !device.is_cuda()) {
     throw ConfigError("dist.backend nccl needs a CUDA train.device (NCCL reduces GPU tensors only), got " +
                       device.str() + "; use dist.backend=gloo on the CPU");
   }
@@ -202,13 +202,13 @@ Distributed::Distributed(const DistEnv& env, const std::string& backend, std::ch
   }
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("taehv/pg", impl_->store);
 #if defined(TAEHV_WITH_NCCL)
-  if (chosen == "nccl") {
+  if (chosen == DistBackend::kNccl) {
     impl_->group = backends::makeNccl(prefixed, env_.rank, env_.world_size, timeout);
     impl_->collective_device = device;
   }
 #endif
   if (!impl_->group) impl_->group = backends::makeGloo(prefixed, env_.rank, env_.world_size, timeout, env_.master_addr);
-  backend_name_ = chosen;
+  backend_name_ = chosen == DistBackend::kNccl ? "nccl" : "gloo";
   watcher_ = std::thread([this] { watch(); });
 }
 
@@ -263,8 +263,7 @@ void Distributed::watch() {
   const bool announced_here = aborted_.exchange(true);
   impl_->transfers.abortAll();
   if (announced_here) return;
-  std::fprintf(stderr, "[rank %d] stopping: %s\n", env_.rank, reason.c_str());
-  std::fflush(stderr);
+  log::error("stopping: " + reason);
   // The training thread may be blocked inside a collective whose peer is gone; give it a moment to unwind,
   // then leave without waiting out the collective timeout.
   const auto deadline = std::chrono::steady_clock::now() + kAbortGrace;
@@ -272,9 +271,7 @@ void Distributed::watch() {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (!stop_watch_) {
-    std::fprintf(stderr, "[rank %d] exiting (status %d) without waiting for the stuck collective\n", env_.rank,
-                 kAbortExitCode);
-    std::fflush(stderr);
+    log::error("exiting (status " + std::to_string(kAbortExitCode) + ") without waiting for the stuck collective");
     std::_Exit(kAbortExitCode);
   }
 }

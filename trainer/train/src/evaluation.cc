@@ -1,11 +1,11 @@
 #include "evaluation.h"
 
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 
 #include "run_setup.h"
 #include "train_state.h"
+#include "taehv/log.h"
 #include "taehv/model/metrics.h"
 #include "taehv/model/safetensors.h"
 #include "taehv/train/checkpoint.h"
@@ -32,7 +32,7 @@ EvalSums evaluateClips(TAEHV& model, const EvalClips& clips, const torch::Device
     try {
       clip = clips.load(k);
     } catch (const DataError& e) {
-      std::fprintf(stderr, "warning: skipping unreadable eval item: %s\n", e.what());
+      log::warn(std::string("skipping unreadable eval item: ") + e.what());
       continue;
     }
     auto x = clip.frames.unsqueeze(0).to(device);
@@ -113,8 +113,7 @@ EvalResult runEval(const EvalOptions& options) {
     loadWeights(*model, path);
   } else {
     auto found = resolveResume(
-        path, cfg.output.dir, [](const std::string& w) { std::fprintf(stderr, "warning: %s\n", w.c_str()); },
-        "--checkpoint");
+        path, cfg.output.dir, [](const std::string& w) { log::warn(w); }, "--checkpoint");
     if (!found) throw std::runtime_error("no checkpoint in " + cfg.output.dir + "; pass --checkpoint PATH");
     const bool use_ema = options.ema && fs::exists(fs::path(*found) / "ema.pt");
     loadTensors((fs::path(*found) / (use_ema ? "ema.pt" : "model.pt")).string(), model, model->parameters(),
@@ -125,7 +124,7 @@ EvalResult runEval(const EvalOptions& options) {
                                  "values (a diverged run?): evaluate an earlier checkpoint");
       }
     }
-    std::fprintf(stderr, "eval: %s weights of %s\n", use_ema ? "EMA" : "model", found->c_str());
+    log::info(std::string(use_ema ? "EMA" : "model") + " weights of " + *found);
   }
   model->to(device);
   const EvalClips clips(cfg, static_cast<uint64_t>(cfg.train.seed));

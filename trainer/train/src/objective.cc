@@ -18,9 +18,9 @@ torch::Tensor nextMinusThis(const torch::Tensor& v, int64_t dim) {
 
 torch::Tensor reconstructionLoss(const TrainConfig& t, const torch::Tensor& pred, const torch::Tensor& target) {
   torch::Tensor loss;
-  if (t.loss == "l1") {
+  if (t.loss == LossKind::kL1) {
     loss = torch::l1_loss(pred, target);
-  } else if (t.loss == "mse+l1") {
+  } else if (t.loss == LossKind::kMseL1) {
     loss = torch::mse_loss(pred, target) + torch::l1_loss(pred, target);
   } else {
     loss = torch::mse_loss(pred, target);

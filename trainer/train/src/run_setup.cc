@@ -101,7 +101,7 @@ torch::Device pickDevice(const Config& cfg, const DistEnv& env) {
 
 bool bf16Autocast(const Config& cfg, const torch::Device& device) {
   if (device.is_cuda()) return cfg.train.bf16;
-  if (cfg.train.cpu_precision != "auto") return cfg.train.cpu_precision == "bf16";
+  if (cfg.train.cpu_precision != CpuPrecision::kAuto) return cfg.train.cpu_precision == CpuPrecision::kBf16;
   const auto caps = at::cpu::get_cpu_capabilities();  // cpuinfo's flags, as libtorch's own kernels see them
   const auto has = [&](const char* flag) {
     const auto it = caps.find(flag);

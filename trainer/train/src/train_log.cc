@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "taehv/log.h"
 #include "taehv/model/output_file.h"
 #include "taehv/train/checkpoint.h"
 
@@ -42,9 +43,7 @@ TrainLog::TrainLog(const Config& cfg, bool rank0, int64_t start_step, bool resum
 
 void TrainLog::say(const std::string& line) const {
   if (!rank0_) return;
-  if (tty_) std::fputs("\r\033[K", stdout);
-  std::fprintf(stdout, "%s\n", line.c_str());
-  std::fflush(stdout);
+  log::report((tty_ ? "\r\033[K" : "") + line);  // on a terminal, over the progress bar
 }
 
 double TrainLog::elapsed() const {
@@ -121,10 +120,10 @@ void TrainLog::step(const Step& s, bool force) {
   } else if (tty_) {
     const int width = 30;
     const int filled = static_cast<int>(width * s.done / steps);
-    std::printf("\r[%s%s] %lld/%lld loss %.5f", std::string(static_cast<size_t>(filled), '#').c_str(),
-                std::string(static_cast<size_t>(width - filled), '.').c_str(), static_cast<long long>(s.done),
-                static_cast<long long>(steps), s.loss);
-    std::fflush(stdout);
+    log::print(log::Stream::kStdout,
+               log::format("\r[%s%s] %lld/%lld loss %.5f", std::string(static_cast<size_t>(filled), '#').c_str(),
+                           std::string(static_cast<size_t>(width - filled), '.').c_str(),
+                           static_cast<long long>(s.done), static_cast<long long>(steps), s.loss));
   }
 }
 

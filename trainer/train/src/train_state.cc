@@ -53,7 +53,7 @@ TrainState makeTrainState(const Config& cfg, Distributed& dist, const torch::Dev
   TrainState state;
   state.model = makeModel(cfg, device);
   state.params = state.model->parameters();
-  if (cfg.train.optimizer == "sgd") {
+  if (cfg.train.optimizer == OptimizerKind::kSgd) {
     state.optimizer = std::make_unique<torch::optim::SGD>(
         state.params, torch::optim::SGDOptions(cfg.train.lr).weight_decay(cfg.train.weight_decay));
   } else {

@@ -8,10 +8,12 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "evaluation.h"
 #include "objective.h"
 #include "run_setup.h"
+#include "taehv/log.h"
 #include "taehv/model/autocast.h"
 #include "taehv/model/metrics.h"
 #include "taehv/model/safetensors.h"
@@ -133,217 +135,352 @@ std::string runSummary(const Config& cfg, Distributed& dist, const torch::Device
                      std::to_string(zero->flatNumel()) + " elements on rank 0)"
                : std::string("ZeRO stage 0")) +
          (device.is_cpu() ? std::string(", CPU precision ") + (autocast ? "bf16" : "fp32") +
-                                " (train.cpu_precision " + cfg.train.cpu_precision + ")"
+                                " (train.cpu_precision " + cfg.get("train.cpu_precision") + ")"
                           : std::string()) +
          ", objective " + (distill ? "distillation" : "reconstruction") + ", data " + cfg.data.source + " (" +
          std::to_string(items) + " items)";
 }
 
-int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, const torch::Device& device) {
-  const Config& cfg = options.config;
-  const bool rank0 = env.rank == 0;
-  const int64_t W = env.world_size, B = cfg.train.batch_per_rank, T = cfg.data.frames;
-  const std::string out_dir = cfg.output.dir;
+/// One rank's training run, cut into the steps of its procedure: the constructor prepares it (the state, the
+/// checkpoint to resume, rank 0's weights everywhere, the step machinery, the data), `announce` opens the log and
+/// says what runs, `step` is one optimizer step and what follows it, `finish` exports and says where it all went.
+class TrainingRun {
+ public:
+  TrainingRun(const TrainOptions& options, Distributed& dist, const DistEnv& env, const torch::Device& device)
+      : options_(options),
+        cfg_(options.config),
+        dist_(dist),
+        env_(env),
+        device_(device),
+        rank0_(env.rank == 0),
+        world_(env.world_size),
+        batch_(cfg_.train.batch_per_rank),
+        out_dir_(cfg_.output.dir),
+        state_(makeTrainState(cfg_, dist, device)) {
+    resume();
+    startFromRank0Weights();
+    prepareSteps();
+    prepareData();
+  }
 
-  TrainState state = makeTrainState(cfg, dist, device);
-  TAEHV& model = state.model;
-  std::vector<torch::Tensor>& params = state.params;
+  void announce();
+  int64_t startStep() const { return start_step_; }
+  /// Optimizer step `step` (0-based), then its log line, evaluation, preview and checkpoint; true when the run
+  /// stops after it (a stop signal or --stop-at-step).
+  bool step(int64_t step);
+  /// After the last step (`step`: the steps done; `stopped_early`: by a signal or --stop-at-step).
+  void finish(int64_t step, bool stopped_early);
 
-  // Resume.
-  if (rank0) {
-    for (const auto& stale : removeStaleTemporaries(out_dir)) {
-      std::printf("removed %s (left by a killed run)\n", stale.c_str());
+ private:
+  /// What the micro-steps of one optimizer step leave behind.
+  struct MicroSteps {
+    double loss_sum = 0, psnr_sum = 0, data_wait_s = 0;
+    Objective last;  ///< the last micro-batch's prediction and target (for the preview)
+  };
+  /// What the update after the micro-steps measured.
+  struct Update {
+    double grad_norm = 0;
+    double optimizer_s = 0;  ///< everything after the last backward (see applyUpdate)
+    double update_s = 0;     ///< the AdamW arithmetic alone (what ZeRO divides by the world)
+  };
+  /// What every rank agrees on after a step.
+  struct Agreed {
+    double loss = 0, psnr = 0;  ///< means over the ranks
+    bool stop = false;          ///< some rank was asked to stop
+    int64_t data_skipped = 0;   ///< unreadable items skipped by every rank so far
+  };
+
+  void resume();
+  void startFromRank0Weights();
+  void prepareSteps();
+  void prepareData();
+  MicroSteps runMicroSteps(int64_t step, double lr);
+  Update applyUpdate(double lr);
+  Agreed agree(const MicroSteps& micro, int64_t step);
+  void failIfDiverged(double loss, int64_t step) const;
+  void afterStep(int64_t done, bool stop, const Objective& last);
+  std::string saveAt(int64_t step_done);
+
+  const TrainOptions& options_;
+  const Config& cfg_;
+  Distributed& dist_;
+  const DistEnv& env_;
+  const torch::Device device_;
+  const bool rank0_;
+  const int64_t world_;  ///< ranks
+  const int64_t batch_;  ///< clips per rank and micro-step (train.batch_per_rank)
+  const std::string out_dir_;
+  TrainState state_;
+  std::optional<std::string> found_;  ///< the checkpoint resumed
+  CheckpointState resumed_;           ///< its state.json (step 0 when none)
+  int64_t start_step_ = 0;
+  BatchShape shape_;
+  int64_t accum_ = 1;     ///< micro-steps per optimizer step (shape_.grad_accum)
+  TrainConfig schedule_;  ///< learningRate's input: train.lr times the linear-scaling factor, if any
+  std::optional<GradSync> sync_;
+  bool autocast_ = false;
+  SliceBackward::Plan slice_plan_;
+  std::optional<SliceBackward> slicer_;
+  std::shared_ptr<const ClipSource> source_;
+  bool distill_ = false;
+  std::optional<Loader> loader_;
+  std::unique_ptr<EvalClips> eval_clips_;
+  std::optional<TrainLog> log_;
+  int64_t last_saved_ = 0;
+};
+
+/// The stale temporaries of a killed run removed, the checkpoint to resume loaded, the same start on every rank,
+/// the batch shape and learning-rate schedule it takes on.
+void TrainingRun::resume() {
+  if (rank0_) {
+    for (const auto& stale : removeStaleTemporaries(out_dir_)) {
+      log::info("removed " + stale + " (left by a killed run)");
     }
   }
-  CheckpointState resumed;
-  const auto found = checkpointToResume(options.resume, out_dir, [&](const std::string& w) {
-    std::fprintf(stderr, "[rank %d] warning: %s\n", env.rank, w.c_str());
-  });
-  if (found) {
-    resumed = loadTrainState(*found, state, device);
-  } else if (!options.resume.empty() && rank0) {
-    std::printf("resume: no checkpoint in %s yet; starting from step 0\n", out_dir.c_str());
+  found_ = checkpointToResume(options_.resume, out_dir_, [](const std::string& w) { log::warn(w); });
+  if (found_) {
+    resumed_ = loadTrainState(*found_, state_, device_);
+  } else if (!options_.resume.empty() && rank0_) {
+    log::info("resume: no checkpoint in " + out_dir_ + " yet; starting from step 0");
   }
-  std::fflush(stdout);
-  const int64_t start_step = resumed.step;
-  checkSameStart(dist, start_step, W);
+  start_step_ = resumed_.step;
+  last_saved_ = start_step_;
+  checkSameStart(dist_, start_step_, world_);
   // A resume at another world size keeps the global batch (elastic restarts): grad_accum, else lr, follows.
-  const BatchShape shape = batchShape(cfg.train, W, found ? std::optional<CheckpointState>(resumed) : std::nullopt);
-  const int64_t A = shape.grad_accum;
-  TrainConfig schedule = cfg.train;  // learningRate's input: train.lr times the linear-scaling factor, if any
-  schedule.lr *= shape.lr_scale;
-  // Every rank starts from rank 0's weights (and EMA).
-  dist.broadcastFromRank0(params);
-  if (!state.ema.empty()) dist.broadcastFromRank0(state.ema);
+  shape_ = batchShape(cfg_.train, world_, found_ ? std::optional<CheckpointState>(resumed_) : std::nullopt);
+  accum_ = shape_.grad_accum;
+  schedule_ = cfg_.train;
+  schedule_.lr *= shape_.lr_scale;
+}
 
+/// Every rank starts from rank 0's weights (and EMA).
+void TrainingRun::startFromRank0Weights() {
+  dist_.broadcastFromRank0(state_.params);
+  if (!state_.ema.empty()) dist_.broadcastFromRank0(state_.ema);
+}
+
+/// The gradient buckets, the autocast decision and the CPU slices.
+void TrainingRun::prepareSteps() {
   // ZeRO reduces the gradients itself (in GradSync's buckets): GradSync then only adds the sliced steps' gradients.
-  GradSync sync(dist, params, cfg.dist.bucket_mb, !state.zero);
+  sync_.emplace(dist_, state_.params, cfg_.dist.bucket_mb, !state_.zero);
   // bf16 autocast is per thread, so its steps are one pass.
-  const bool autocast = bf16Autocast(cfg, device);
-  const SliceBackward::Plan slice_plan = device.is_cpu() && !autocast
-                                             ? SliceBackward::plan(static_cast<int>(cfg.train.slices),
-                                                                   torch::get_num_threads(), B)
-                                             : SliceBackward::Plan{1, torch::get_num_threads()};
-  SliceBackward slicer(slice_plan);
-  std::shared_ptr<const ClipSource> source = makeSource(cfg.data, static_cast<uint64_t>(cfg.train.seed));
-  const bool distill = cfg.train.objective == "distillation" ||
-                       (cfg.train.objective == "auto" && source->hasLatents());
-  if (cfg.train.objective == "distillation" && !source->hasLatents()) {
+  autocast_ = bf16Autocast(cfg_, device_);
+  slice_plan_ = device_.is_cpu() && !autocast_
+                    ? SliceBackward::plan(static_cast<int>(cfg_.train.slices), torch::get_num_threads(), batch_)
+                    : SliceBackward::Plan{1, torch::get_num_threads()};
+  slicer_.emplace(slice_plan_);
+}
+
+/// The source, the objective it allows, this rank's loader from the resumed position, the evaluation clips.
+void TrainingRun::prepareData() {
+  const auto seed = static_cast<uint64_t>(cfg_.train.seed);
+  source_ = makeSource(cfg_.data, seed);
+  distill_ = cfg_.train.objective == ObjectiveKind::kDistillation ||
+             (cfg_.train.objective == ObjectiveKind::kAuto && source_->hasLatents());
+  if (cfg_.train.objective == ObjectiveKind::kDistillation && !source_->hasLatents()) {
     throw ConfigError("train.objective=distillation needs teacher latents for every item of data.source "
                       "(X.latents.safetensors beside each video or frame folder X)");
   }
-  Loader::Layout layout{resumed.samples_consumed, start_step, A, W, env.rank, B};
-  Loader loader(source, cfg.data, static_cast<uint64_t>(cfg.train.seed), layout, cfg.data.prefetch);
-  std::unique_ptr<EvalClips> eval_clips;
-  if (cfg.eval.every > 0) eval_clips = std::make_unique<EvalClips>(cfg, static_cast<uint64_t>(cfg.train.seed));
+  const Loader::Layout layout{resumed_.samples_consumed, start_step_, accum_, world_, env_.rank, batch_};
+  loader_.emplace(source_, cfg_.data, seed, layout, cfg_.data.prefetch);
+  if (cfg_.eval.every > 0) eval_clips_ = std::make_unique<EvalClips>(cfg_, seed);
+}
 
-  TrainLog log(cfg, rank0, start_step, found.has_value(), A * W * B * T);
-  log.say(runSummary(cfg, dist, device, state, sync, slice_plan, autocast, distill, source->size()));
-  log.say("effective config:\n" + cfg.toYaml());
-  if (found) log.say("resumed from " + *found + " at step " + std::to_string(start_step));
-  if (!shape.note.empty()) log.say("resume: " + shape.note);
+/// Opens the log (rank 0: metrics.jsonl, TensorBoard) and says what runs, from where.
+void TrainingRun::announce() {
+  log_.emplace(cfg_, rank0_, start_step_, found_.has_value(), accum_ * world_ * batch_ * cfg_.data.frames);
+  log_->say(runSummary(cfg_, dist_, device_, state_, *sync_, slice_plan_, autocast_, distill_, source_->size()));
+  log_->say("effective config:\n" + cfg_.toYaml());
+  if (found_) log_->say("resumed from " + *found_ + " at step " + std::to_string(start_step_));
+  if (!shape_.note.empty()) log_->say("resume: " + shape_.note);
+}
 
-  auto saveAt = [&](int64_t step_done) {
-    CheckpointState saved;
-    saved.step = step_done;
-    saved.samples_consumed = resumed.samples_consumed + (step_done - start_step) * A * W * B;
-    saved.data_skipped = resumed.data_skipped + loader.skipped();
-    saved.world_size = W;
-    saved.batch_per_rank = B;
-    saved.grad_accum = A;
-    saved.seed = cfg.train.seed;
-    saved.global_batch = shape.global_batch;
-    return saveTrainState(out_dir, cfg.checkpoint.keep, state, saved, cfg, rank0);
-  };
+bool TrainingRun::step(int64_t step) {
+  const auto t0 = Clock::now();
+  const double lr = learningRate(schedule_, step);
+  const MicroSteps micro = runMicroSteps(step, lr);
+  const Update update = applyUpdate(lr);
+  const Agreed agreed = agree(micro, step);
+  failIfDiverged(agreed.loss, step);
+  const int64_t done = step + 1;
+  TrainLog::Step figures;
+  figures.done = done;
+  figures.loss = agreed.loss;
+  figures.psnr = agreed.psnr;
+  figures.lr = lr;
+  figures.step_s = seconds(Clock::now() - t0);
+  figures.data_wait_s = micro.data_wait_s;
+  figures.optimizer_s = update.optimizer_s;
+  figures.update_s = update.update_s;
+  figures.grad_norm = update.grad_norm;
+  figures.data_skipped = agreed.data_skipped;
+  log_->step(figures, done == cfg_.train.steps || agreed.stop);
+  afterStep(done, agreed.stop, micro.last);
+  return agreed.stop;
+}
 
-  int64_t last_saved = start_step;
-  int64_t step = start_step;
+/// The learning rate set, the gradients cleared, and the grad_accum micro-batches' forward and backward passes
+/// (whole, or as slices on the CPU), the last one synchronising the gradients.
+TrainingRun::MicroSteps TrainingRun::runMicroSteps(int64_t step, double lr) {
+  for (auto& group : state_.optimizer->param_groups()) group.options().set_lr(lr);
+  if (state_.zero) {
+    state_.zero->zeroGrad();  // stage 1's .grad are views of its flat buffer: zeroed, not released
+  } else {
+    for (auto& p : state_.params) p.mutable_grad().reset();
+  }
+  MicroSteps out;
+  const TrainConfig terms = lossTermsAt(cfg_.train, step);
+  for (int64_t a = 0; a < accum_; ++a) {
+    const auto w0 = Clock::now();
+    Batch batch = loader_->next();
+    out.data_wait_s += seconds(Clock::now() - w0);
+    sync_->setSync(a == accum_ - 1);
+    if (state_.zero) state_.zero->setSync(a == accum_ - 1);
+    Objective obj;
+    if (slicer_->slices() > 1) {  // never with autocast (slice_plan_)
+      obj = slicedObjective(*slicer_, *sync_, state_.model, state_.params, batch, device_, terms, distill_,
+                            1.0 / static_cast<double>(accum_));
+    } else {
+      {
+        Bf16Autocast forward(device_.type(), autocast_);
+        obj = computeObjective(state_.model, batch, device_, terms, distill_);
+      }
+      (obj.loss / static_cast<double>(accum_)).backward();
+    }
+    out.loss_sum += obj.loss.item<double>();
+    out.psnr_sum += psnr(obj.pred, obj.target);
+    out.last = std::move(obj);
+  }
+  return out;
+}
+
+/// The gradients' communication finished, clipped, the optimizer's update (ZeRO's at stages 1-2), the EMA.
+TrainingRun::Update TrainingRun::applyUpdate(double lr) {
+  // optimizer_s: everything after the last backward (gradient communication left, clipping, the update and, at
+  // ZeRO stages 1-2, the all-gather of the parameters), the part ZeRO changes.
+  const auto update_start = Clock::now();
+  Update out;
+  sync_->finish();
+  if (state_.zero) {
+    state_.zero->prepareGradients();
+    if (cfg_.train.grad_clip > 0) out.grad_norm = state_.zero->clipGradNorm(cfg_.train.grad_clip);
+    state_.zero->step(lr);
+    out.update_s = state_.zero->lastUpdateSeconds();
+  } else {
+    if (cfg_.train.grad_clip > 0) out.grad_norm = clipGradNorm(state_.params, cfg_.train.grad_clip);
+    const auto arithmetic_start = Clock::now();
+    state_.optimizer->step();
+    out.update_s = seconds(Clock::now() - arithmetic_start);
+  }
+  out.optimizer_s = seconds(Clock::now() - update_start);
+  if (!state_.ema.empty()) {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < state_.ema.size(); ++i) {
+      state_.ema[i].mul_(cfg_.train.ema).add_(state_.params[i].detach(), 1 - cfg_.train.ema);
+    }
+  }
+  return out;
+}
+
+/// One small all-reduce per step: loss and PSNR means for the log, and whether any rank must stop.
+TrainingRun::Agreed TrainingRun::agree(const MicroSteps& micro, int64_t step) {
+  const bool want_stop =
+      g_stop_signal.load() != 0 || (options_.stop_at_step > 0 && step + 1 >= options_.stop_at_step);
+  const auto accum = static_cast<double>(accum_), world = static_cast<double>(world_);
+  auto stats = torch::tensor({micro.loss_sum / accum, micro.psnr_sum / accum, want_stop ? 1.0 : 0.0,
+                              static_cast<double>(loader_->skipped())},
+                             torch::kDouble);
+  dist_.allreduceSum(stats);
+  Agreed out;
+  out.loss = stats[0].item<double>() / world;
+  out.stop = stats[2].item<double>() > 0;
+  out.psnr = stats[1].item<double>() / world;
+  out.data_skipped = static_cast<int64_t>(stats[3].item<double>()) + resumed_.data_skipped;
+  return out;
+}
+
+void TrainingRun::failIfDiverged(double loss, int64_t step) const {
+  if (std::isfinite(loss)) return;
+  const std::string kept = last_saved_ > 0 ? "the last good checkpoint (step " + std::to_string(last_saved_) +
+                                                 ") in " + out_dir_ + " is kept: resume it with --resume latest and"
+                                           : "no checkpoint was saved yet: start again with";
+  throw std::runtime_error("the loss is " + std::to_string(loss) + " at step " + std::to_string(step + 1) +
+                           " (training diverged); stopped without saving these weights; " + kept +
+                           " a lower train.lr or more train.warmup_steps");
+}
+
+/// After step `done`: the evaluation, the preview and the checkpoint that are due; the stop line.
+void TrainingRun::afterStep(int64_t done, bool stop, const Objective& last) {
+  const bool last_step = done == cfg_.train.steps;
+  if (eval_clips_ && !stop && (done % cfg_.eval.every == 0 || last_step)) {
+    log_->eval(done,
+               evaluateAcrossRanks(state_.model, state_.params, state_.ema, *eval_clips_, device_, dist_, env_.rank,
+                                   static_cast<int>(world_), rank0_),
+               eval_clips_->heldOut(), !state_.ema.empty());
+  }
+  if (rank0_ && cfg_.log.preview_every > 0 && (done % cfg_.log.preview_every == 0 || last_step)) {
+    log_->preview(done, previewImage(last.target, last.pred));
+  }
+  if ((cfg_.checkpoint.every > 0 && done % cfg_.checkpoint.every == 0) || last_step || stop) {
+    const auto path = saveAt(done);
+    last_saved_ = done;
+    if (stop) {
+      log_->say("stopping after step " + std::to_string(done) + (g_stop_signal ? " (signal)" : " (--stop-at-step)") +
+                "; checkpoint " + path + "; continue with --resume latest");
+    }
+  }
+}
+
+std::string TrainingRun::saveAt(int64_t step_done) {
+  CheckpointState saved;
+  saved.step = step_done;
+  saved.samples_consumed = resumed_.samples_consumed + (step_done - start_step_) * accum_ * world_ * batch_;
+  saved.data_skipped = resumed_.data_skipped + loader_->skipped();
+  saved.world_size = world_;
+  saved.batch_per_rank = batch_;
+  saved.grad_accum = accum_;
+  saved.seed = cfg_.train.seed;
+  saved.global_batch = shape_.global_batch;
+  return saveTrainState(out_dir_, cfg_.checkpoint.keep, state_, saved, cfg_, rank0_);
+}
+
+void TrainingRun::finish(int64_t step, bool stopped_early) {
+  if (!stopped_early && rank0_ && cfg_.checkpoint.export_safetensors) {
+    // The exported weights are the EMA weights when EMA is on (the upstream recipe's weight averaging).
+    {
+      EmaWeights swap(state_.params, state_.ema);
+      saveWeights(*state_.model, (fs::path(out_dir_) / "weights.safetensors").string(), torch::kFloat);
+    }
+    log_->say("exported " + (fs::path(out_dir_) / "weights.safetensors").string() +
+              (state_.ema.empty() ? "" : " (EMA weights)"));
+  }
+  dist_.stopWatching();
+  dist_.barrier();
+  log_->say("done: " + std::to_string(step) + "/" + std::to_string(cfg_.train.steps) + " steps in " +
+            formatDuration(log_->elapsed()) + "; output in " + out_dir_);
+}
+
+int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, const torch::Device& device) {
+  TrainingRun run(options, dist, env, device);
+  run.announce();
+  int64_t step = run.startStep();
   bool stopped_early = false;  // by a signal or --stop-at-step
   g_in_step_loop = true;
-  for (; step < cfg.train.steps; ++step) {
-    const auto t0 = Clock::now();
-    const double lr = learningRate(schedule, step);
-    for (auto& group : state.optimizer->param_groups()) group.options().set_lr(lr);
-    if (state.zero) {
-      state.zero->zeroGrad();  // stage 1's .grad are views of its flat buffer: zeroed, not released
-    } else {
-      for (auto& p : params) p.mutable_grad().reset();
-    }
-    double loss_sum = 0, psnr_sum = 0, data_wait = 0;
-    const TrainConfig terms = lossTermsAt(cfg.train, step);
-    Objective last;
-    for (int64_t a = 0; a < A; ++a) {
-      const auto w0 = Clock::now();
-      Batch batch = loader.next();
-      data_wait += seconds(Clock::now() - w0);
-      sync.setSync(a == A - 1);
-      if (state.zero) state.zero->setSync(a == A - 1);
-      Objective obj;
-      if (slicer.slices() > 1) {  // never with autocast (slice_plan)
-        obj = slicedObjective(slicer, sync, model, params, batch, device, terms, distill,
-                              1.0 / static_cast<double>(A));
-      } else {
-        {
-          Bf16Autocast forward(device.type(), autocast);
-          obj = computeObjective(model, batch, device, terms, distill);
-        }
-        (obj.loss / static_cast<double>(A)).backward();
-      }
-      loss_sum += obj.loss.item<double>();
-      psnr_sum += psnr(obj.pred, obj.target);
-      last = std::move(obj);
-    }
-    // optimizer_s: everything after the last backward (gradient communication left, clipping, the update and, at
-    // ZeRO stages 1-2, the all-gather of the parameters), the part ZeRO changes.
-    const auto update_start = Clock::now();
-    double grad_norm = 0, update_s = 0;  // update_s: the AdamW arithmetic alone (what ZeRO divides by the world)
-    sync.finish();
-    if (state.zero) {
-      state.zero->prepareGradients();
-      if (cfg.train.grad_clip > 0) grad_norm = state.zero->clipGradNorm(cfg.train.grad_clip);
-      state.zero->step(lr);
-      update_s = state.zero->lastUpdateSeconds();
-    } else {
-      if (cfg.train.grad_clip > 0) grad_norm = clipGradNorm(params, cfg.train.grad_clip);
-      const auto arithmetic_start = Clock::now();
-      state.optimizer->step();
-      update_s = seconds(Clock::now() - arithmetic_start);
-    }
-    const double optimizer_s = seconds(Clock::now() - update_start);
-    if (!state.ema.empty()) {
-      torch::NoGradGuard no_grad;
-      for (size_t i = 0; i < state.ema.size(); ++i) {
-        state.ema[i].mul_(cfg.train.ema).add_(params[i].detach(), 1 - cfg.train.ema);
-      }
-    }
-    // One small all-reduce per step: loss and PSNR means for the log, and whether any rank must stop.
-    const bool want_stop = g_stop_signal.load() != 0 || (options.stop_at_step > 0 && step + 1 >= options.stop_at_step);
-    auto stats = torch::tensor({loss_sum / static_cast<double>(A), psnr_sum / static_cast<double>(A),
-                                want_stop ? 1.0 : 0.0, static_cast<double>(loader.skipped())},
-                               torch::kDouble);
-    dist.allreduceSum(stats);
-    const double loss_mean = stats[0].item<double>() / static_cast<double>(W);
-    const bool stop = stats[2].item<double>() > 0;
-    if (!std::isfinite(loss_mean)) {
-      const std::string kept = last_saved > 0 ? "the last good checkpoint (step " + std::to_string(last_saved) +
-                                                    ") in " + out_dir + " is kept: resume it with --resume latest and"
-                                              : "no checkpoint was saved yet: start again with";
-      throw std::runtime_error("the loss is " + std::to_string(loss_mean) + " at step " + std::to_string(step + 1) +
-                               " (training diverged); stopped without saving these weights; " + kept +
-                               " a lower train.lr or more train.warmup_steps");
-    }
-
-    const int64_t done = step + 1;
-    const bool last_step = done == cfg.train.steps;
-    TrainLog::Step figures;
-    figures.done = done;
-    figures.loss = loss_mean;
-    figures.psnr = stats[1].item<double>() / static_cast<double>(W);
-    figures.lr = lr;
-    figures.step_s = seconds(Clock::now() - t0);
-    figures.data_wait_s = data_wait;
-    figures.optimizer_s = optimizer_s;
-    figures.update_s = update_s;
-    figures.grad_norm = grad_norm;
-    figures.data_skipped = static_cast<int64_t>(stats[3].item<double>()) + resumed.data_skipped;
-    log.step(figures, last_step || stop);
-    if (eval_clips && !stop && (done % cfg.eval.every == 0 || last_step)) {
-      log.eval(done,
-               evaluateAcrossRanks(model, params, state.ema, *eval_clips, device, dist, env.rank,
-                                   static_cast<int>(W), rank0),
-               eval_clips->heldOut(), !state.ema.empty());
-    }
-    if (rank0 && cfg.log.preview_every > 0 && (done % cfg.log.preview_every == 0 || last_step)) {
-      log.preview(done, previewImage(last.target, last.pred));
-    }
-    if ((cfg.checkpoint.every > 0 && done % cfg.checkpoint.every == 0) || last_step || stop) {
-      const auto path = saveAt(done);
-      last_saved = done;
-      if (stop) {
-        log.say("stopping after step " + std::to_string(done) + (g_stop_signal ? " (signal)" : " (--stop-at-step)") +
-                "; checkpoint " + path + "; continue with --resume latest");
-      }
-    }
-    if (stop) {
+  for (; step < options.config.train.steps; ++step) {
+    if (run.step(step)) {
       stopped_early = true;
       ++step;
       break;
     }
   }
-  if (!stopped_early && rank0 && cfg.checkpoint.export_safetensors) {
-    // The exported weights are the EMA weights when EMA is on (the upstream recipe's weight averaging).
-    {
-      EmaWeights swap(params, state.ema);
-      saveWeights(*model, (fs::path(out_dir) / "weights.safetensors").string(), torch::kFloat);
-    }
-    log.say("exported " + (fs::path(out_dir) / "weights.safetensors").string() +
-            (state.ema.empty() ? "" : " (EMA weights)"));
-  }
-  dist.stopWatching();
-  dist.barrier();
-  log.say("done: " + std::to_string(step) + "/" + std::to_string(cfg.train.steps) + " steps in " +
-          formatDuration(log.elapsed()) + "; output in " + out_dir);
+  run.finish(step, stopped_early);
   return 0;
+}
+
+/// The configuration, the data or a checkpoint: what the user can fix.
+bool isBadInput(const std::exception& e) {
+  return dynamic_cast<const ConfigError*>(&e) != nullptr || dynamic_cast<const CheckpointError*>(&e) != nullptr ||
+         dynamic_cast<const DataError*>(&e) != nullptr;
 }
 
 /// Tells the other ranks, then abandons the process group without its destructor: that would wait for
@@ -361,12 +498,17 @@ int failed(std::unique_ptr<Distributed>& dist, const std::string& reason, int st
 
 }  // namespace
 
+int reportRunError(const std::exception& e) {
+  log::error((dynamic_cast<const DataError*>(&e) != nullptr ? "data: " : "") + std::string(e.what()));
+  return isBadInput(e) ? 2 : 1;
+}
+
 int runTraining(const TrainOptions& options) {
   DistEnv env;
   try {
     env = DistEnv::fromEnvironment();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "taehv-train: %s\n", e.what());
+    log::error(e.what());
     return 2;
   }
   g_stop_signal = 0;
@@ -385,22 +527,12 @@ int runTraining(const TrainOptions& options) {
                                          std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)),
                                          device);
     return train(options, *dist, env, device);
-  } catch (const ConfigError& e) {
-    std::fprintf(stderr, "[rank %d] taehv-train: %s\n", env.rank, e.what());
-    return failed(dist, e.what(), 2);
-  } catch (const CheckpointError& e) {
-    std::fprintf(stderr, "[rank %d] taehv-train: %s\n", env.rank, e.what());
-    return failed(dist, e.what(), 2);
-  } catch (const DataError& e) {
-    std::fprintf(stderr, "[rank %d] taehv-train: data: %s\n", env.rank, e.what());
-    return failed(dist, e.what(), 2);
   } catch (const std::exception& e) {
-    if (dist && dist->aborted()) {
-      std::fprintf(stderr, "[rank %d] taehv-train: stopped because another rank failed\n", env.rank);
+    if (dist && dist->aborted() && !isBadInput(e)) {
+      log::error("stopped because another rank failed");
       return failed(dist, "", kAbortExitCode);
     }
-    std::fprintf(stderr, "[rank %d] taehv-train: error: %s\n", env.rank, e.what());
-    return failed(dist, e.what(), 1);
+    return failed(dist, e.what(), reportRunError(e));
   }
 }
 

@@ -1,11 +1,12 @@
-// Whole numbers and durations from text (flags, environment variables, hostfiles, job specs): the one set of
-// parsers for taehv-run and its plugins, in-tree and out-of-tree (installed beside taehv/plugin_api.h; std only,
+// Numbers and durations from text (flags, environment variables, hostfiles, job specs, configs): the one set of
+// parsers for taehv-run, taehv-train and the plugins, in-tree and out-of-tree (installed beside taehv/plugin_api.h; std only,
 // header-only, nothing of it crosses the plugin ABI).
 //
 // Strict on purpose: the whole text is the number. No spaces, no trailing text, no overflow; a value outside
 // [min, max] is no value. Callers turn nullopt into a message that names the variable or flag and its text.
 #pragma once
 
+#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <climits>
@@ -14,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -37,18 +39,6 @@ std::optional<T> parseCount(std::string_view text, T min = 0, T max = std::numer
   return value;
 }
 
-/// An optional '+' or '-', then decimal digits, with a value in [min, max]; nullopt otherwise.
-/// "12" -> 12, "-3" -> -3; "", "1x", " 1", "99999999999" -> nullopt.
-inline std::optional<int> parseInt(std::string_view text, int min = INT_MIN, int max = INT_MAX) {
-  const bool negative = !text.empty() && text.front() == '-';
-  if (!text.empty() && (text.front() == '-' || text.front() == '+')) text.remove_prefix(1);
-  const std::optional<long long> magnitude = parseCount<long long>(text, 0, -static_cast<long long>(INT_MIN));
-  if (!magnitude) return std::nullopt;
-  const long long value = negative ? -*magnitude : *magnitude;
-  if (value < min || value > max) return std::nullopt;
-  return static_cast<int>(value);
-}
-
 /// Hexadecimal digits only (0-9, a-f, A-F; no "0x", no sign, no spaces), with a value in [0, max]; nullopt
 /// otherwise. For the kernel's tables (/proc/net/route prints addresses as "0100A8C0"): "FF" -> 255.
 template <typename T = unsigned long>
@@ -70,20 +60,6 @@ std::optional<T> parseHex(std::string_view text, T max = std::numeric_limits<T>:
     if (value > (max - digit) / 16) return std::nullopt;  // above max
     value = static_cast<T>(value * 16 + digit);
   }
-  return value;
-}
-
-/// A finite decimal number: an optional sign, digits with an optional fraction, an optional exponent ("2", "-0.5",
-/// "+7.5", "1e-3"); nullopt for anything else ("", " 1", "1x", ".", "0x10", "inf", "nan", out of double's range).
-/// Locale-independent.
-inline std::optional<double> parseDouble(std::string_view text) {
-  if (!text.empty() && text.front() == '+') {
-    text.remove_prefix(1);  // std::from_chars takes '-' only
-    if (!text.empty() && (text.front() == '+' || text.front() == '-')) return std::nullopt;
-  }
-  double value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(value)) return std::nullopt;
   return value;
 }
 
@@ -126,6 +102,56 @@ inline std::string formatCounts(const std::vector<int>& counts) {
     i = j;
   }
   return out;
+}
+
+// ---- Signed integers and real numbers ----
+
+/// An optional '+' or '-', then decimal digits, with a value in [min, max] of the signed type T; nullopt otherwise.
+/// parseInteger<int64_t>("-3") -> -3; "", "1.0", "1e3", " 1", "9223372036854775808" -> nullopt.
+template <typename T = long long>
+std::optional<T> parseInteger(std::string_view text, T min = std::numeric_limits<T>::min(),
+                              T max = std::numeric_limits<T>::max()) {
+  static_assert(std::is_integral_v<T> && std::is_signed_v<T>, "parseInteger parses signed integers");
+  using Magnitude = std::make_unsigned_t<T>;
+  const bool negative = !text.empty() && text.front() == '-';
+  if (!text.empty() && (text.front() == '-' || text.front() == '+')) text.remove_prefix(1);
+  const Magnitude largest = static_cast<Magnitude>(std::numeric_limits<T>::max());
+  const std::optional<Magnitude> magnitude = parseCount<Magnitude>(text, 0, negative ? largest + 1 : largest);
+  if (!magnitude) return std::nullopt;
+  // -(m - 1) - 1 rather than -m: the magnitude of the lowest value does not fit in T.
+  const T value = !negative || *magnitude == 0 ? static_cast<T>(*magnitude)
+                                               : static_cast<T>(-static_cast<T>(*magnitude - 1) - 1);
+  if (value < min || value > max) return std::nullopt;
+  return value;
+}
+
+/// parseInteger for an int: "12" -> 12, "-3" -> -3; "", "1x", " 1", "99999999999" -> nullopt.
+inline std::optional<int> parseInt(std::string_view text, int min = INT_MIN, int max = INT_MAX) {
+  return parseInteger<int>(text, min, max);
+}
+
+/// A finite decimal number, the whole text: an optional sign, digits with an optional '.', an optional exponent
+/// ("0.5", "-3", "+2", ".5", "1e-4", "3E+2"), with a value in [min, max]; nullopt otherwise ("", " 1", "1x", "inf",
+/// "nan", "0x10", "1e999"). Locale-independent.
+inline std::optional<double> parseNumber(std::string_view text, double min = std::numeric_limits<double>::lowest(),
+                                         double max = std::numeric_limits<double>::max()) {
+  // std::from_chars takes no '+' and reads "inf" and "nan": allow the one, refuse the others by their letters.
+  const bool plus = !text.empty() && text.front() == '+';
+  if (plus) text.remove_prefix(1);
+  if (text.empty() || !(std::isdigit(static_cast<unsigned char>(text.front())) || text.front() == '.' ||
+                        (text.front() == '-' && !plus))) {
+    return std::nullopt;
+  }
+  for (char c : text) {
+    if (!(std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E')) {
+      return std::nullopt;
+    }
+  }
+  double value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(value)) return std::nullopt;
+  if (value < min || value > max) return std::nullopt;
+  return value;
 }
 
 }  // namespace taehv

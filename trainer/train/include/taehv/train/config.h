@@ -1,13 +1,16 @@
 // The trainer's configuration: every knob, read from YAML (yaml-cpp) and `--set a.b=value` overrides.
-// Keys are dotted paths ("train.lr"); an unknown key is a ConfigError naming the closest valid key.
-// No libtorch here, so the config can be parsed and tested without it.
+// Keys are dotted paths ("train.lr"); an unknown key is a ConfigError naming the close valid keys, if any.
+// A key with a few possible values is an enum here, parsed once from its name when it is set (its YAML and
+// --print-config text are the names). No libtorch here, so the config can be parsed and tested without it.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <ostream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace taehv::train {
@@ -15,6 +18,43 @@ namespace taehv::train {
 /// Bad configuration input; the message says what was wrong and how to fix it.
 struct ConfigError : std::runtime_error {
   using std::runtime_error::runtime_error;
+};
+
+/// train.optimizer: adamw (the recipe) | sgd (plain, for exactness checks).
+enum class OptimizerKind { kAdamW, kSgd };
+/// train.loss, the reconstruction term: mse | l1 | mse+l1.
+enum class LossKind { kMse, kL1, kMseL1 };
+/// train.objective: auto (distillation when every item has teacher latents) | reconstruction | distillation.
+enum class ObjectiveKind { kAuto, kReconstruction, kDistillation };
+/// train.cpu_precision: fp32 | bf16 | auto (see TrainConfig::cpu_precision).
+enum class CpuPrecision { kFp32, kBf16, kAuto };
+/// dist.backend: auto (nccl on a GPU, else gloo) | gloo | nccl.
+enum class DistBackend { kAuto, kGloo, kNccl };
+/// What data.source names: the built-in synthetic scenes, or files (a video file, a frame folder, or a folder of
+/// either).
+enum class SourceKind { kSynthetic, kFiles };
+
+/// data.source as given ("synthetic" or a path), its kind decided once when it is set. Converts from and to its
+/// text, so that a path is assigned, passed and put into messages as a string.
+class DataSource {
+ public:
+  static constexpr const char* kSynthetic = "synthetic";
+  DataSource(std::string text = kSynthetic)  // NOLINT(google-explicit-constructor): a path is a source
+      : text_(std::move(text)), kind_(text_ == kSynthetic ? SourceKind::kSynthetic : SourceKind::kFiles) {}
+  DataSource(const char* text) : DataSource(std::string(text)) {}  // NOLINT(google-explicit-constructor)
+
+  SourceKind kind() const { return kind_; }
+  /// "synthetic" or the path, as given.
+  const std::string& text() const { return text_; }
+  operator const std::string&() const { return text_; }  // NOLINT(google-explicit-constructor): the path
+
+  friend std::string operator+(const std::string& a, const DataSource& b) { return a + b.text_; }
+  friend std::string operator+(const DataSource& a, const std::string& b) { return a.text_ + b; }
+  friend std::ostream& operator<<(std::ostream& out, const DataSource& s) { return out << s.text_; }
+
+ private:
+  std::string text_;
+  SourceKind kind_;
 };
 
 struct ModelConfig {
@@ -31,7 +71,7 @@ struct TrainConfig {
   int64_t steps = 300;          ///< optimizer steps in total
   int64_t batch_per_rank = 1;   ///< clips per rank per micro-step
   int64_t grad_accum = 1;       ///< micro-steps per optimizer step (only the last one communicates)
-  std::string optimizer = "adamw";  ///< adamw (the recipe) | sgd (plain, for exactness checks)
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
   /// ZeRO stage of the AdamW state: 0 = every rank holds it all (plain data parallel); 1 = each rank keeps and
   /// updates one contiguous shard of the flattened parameters (gradients all-reduced, parameters all-gathered);
   /// 2 = as 1, with gradients reduce-scattered so a rank only holds its shard's reduced gradients (zero.h).
@@ -49,12 +89,12 @@ struct TrainConfig {
   /// CPU only: each micro-batch runs as this many slices on as many threads (threads / slices intra-op threads
   /// each; see taehv/model/slice_backward.h); 0 = auto (min(threads, batch_per_rank)); 1 = one pass.
   int64_t slices = 0;
-  std::string loss = "mse";     ///< mse | l1 | mse+l1 (reconstruction term)
+  LossKind loss = LossKind::kMse;  ///< the reconstruction term
   double frame_diff_weight = 0;  ///< + this x MSE of the frame-to-frame changes (reconstruction vs input); 0 = off
   double edge_weight = 0;  ///< + this x MSE of neighbouring pixels' differences (reconstruction vs input); 0 = off
   double ssim_weight = 0;  ///< + this x (1 - SSIM) of the reconstruction against the input; 0 = off
   int64_t ssim_from_step = 0;  ///< the SSIM term counts from this step on (0 = from the first; before: left out)
-  std::string objective = "auto";  ///< reconstruction | distillation | auto (distillation when latents exist)
+  ObjectiveKind objective = ObjectiveKind::kAuto;
   /// auto | cpu | cuda | cuda:N. auto = TAEHV_DEVICE from the launcher when set (see
   /// Config::applyLauncherEnvironment), else cuda:LOCAL_RANK when CUDA is usable, else cpu.
   std::string device = "auto";
@@ -62,7 +102,7 @@ struct TrainConfig {
   /// The CPU step's precision: fp32 | bf16 (autocast: weights, optimizer and loss stay fp32; the step runs as one
   /// pass, train.slices 1) | auto (bf16 where the CPU computes it natively, AVX512-BF16 or AMX-BF16, else fp32).
   /// Measured on 2 Zen cores with AVX512-BF16: 1.5x faster steps (bench/recipe/RESULTS.md); emulated, it is slower.
-  std::string cpu_precision = "fp32";
+  CpuPrecision cpu_precision = CpuPrecision::kFp32;
   /// On a resume at another shape (world size, batch, accumulation; e.g. an elastic restart with fewer nodes):
   /// keep the checkpoint's global batch by scaling grad_accum where world x batch_per_rank divides it, else keep
   /// the per-rank batch and scale lr linearly with the global batch. false: take the config's shape and lr as given.
@@ -70,7 +110,7 @@ struct TrainConfig {
 };
 
 struct DataConfig {
-  std::string source = "synthetic";  ///< "synthetic" or a path: video file, frame folder, or folder of either
+  DataSource source;                 ///< "synthetic" or a path: video file, frame folder, or folder of either
   int64_t frames = 12;               ///< T frames per clip (a multiple of 4)
   int64_t size = 64;                 ///< square training size in pixels (a multiple of 8)
   int64_t stride_max = 5;            ///< random frame stride in [1, stride_max]
@@ -89,7 +129,7 @@ struct DataConfig {
 };
 
 struct DistConfig {
-  std::string backend = "auto";  ///< auto | gloo | nccl
+  DistBackend backend = DistBackend::kAuto;
   /// Collective and store timeout in seconds. 0 = auto: TAEHV_COLLECTIVE_TIMEOUT_S from the launcher
   /// (chosen by node count) when set, else kDefaultTimeoutS. Any value > 0 wins over the environment.
   double timeout_s = 0;
@@ -157,7 +197,8 @@ struct Config {
   void applyLauncherEnvironment(const std::function<const char*(const char*)>& getenv);
   /// Every valid dotted key, in print order.
   static std::vector<std::string> keys();
-  /// Sets `key` from its text form. Throws ConfigError (unknown key -> names the closest one; bad value).
+  /// Sets `key` from its text form. Throws ConfigError (unknown key -> names the close ones; bad value; a name
+  /// that is none of an enum key's: "train.loss must be mse, l1 or mse+l1, got 'x'").
   void set(const std::string& key, const std::string& value);
   /// Text form of `key`'s value.
   std::string get(const std::string& key) const;
@@ -187,8 +228,5 @@ struct Config {
   /// The effective config as YAML (nested), loadable by mergeYamlText.
   std::string toYaml() const;
 };
-
-/// The valid name closest to `name` by edit distance (for "did you mean").
-std::string closestName(const std::string& name, const std::vector<std::string>& candidates);
 
 }  // namespace taehv::train

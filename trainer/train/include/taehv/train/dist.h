@@ -12,6 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include "taehv/plugin_api.h"  // kDefaultMasterPort
+#include "taehv/train/config.h"  // DistBackend
+
 namespace taehv::train {
 
 /// What taehv-run (or torchrun) tells a worker through the environment.
@@ -21,7 +24,7 @@ struct DistEnv {
   int local_rank = 0;
   int local_world_size = 1;
   std::string master_addr = "127.0.0.1";
-  int master_port = 29500;  ///< torchrun's default (taehv-run's kDefaultMasterPort), when MASTER_PORT is unset
+  int master_port = kDefaultMasterPort;  ///< torchrun's default, when MASTER_PORT is unset
   bool from_launcher = false;  ///< RANK and WORLD_SIZE were set
 
   /// Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. With none set: one
@@ -68,9 +71,10 @@ class PeerLiveness {
 /// (the training thread, or autograd hooks running on it); every rank issues them in the same order.
 class Distributed {
  public:
-  /// Connects to the store (rank 0 serves it) and creates the process group. `backend`: auto | gloo | nccl.
+  /// Connects to the store (rank 0 serves it) and creates the process group on `backend` (auto: nccl for a CUDA
+  /// `device`, else gloo).
   /// With world_size 1 no store or group is created and collectives are no-ops.
-  Distributed(const DistEnv& env, const std::string& backend, std::chrono::milliseconds timeout,
+  Distributed(const DistEnv& env, DistBackend backend, std::chrono::milliseconds timeout,
               const torch::Device& device);
   ~Distributed();
   Distributed(const Distributed&) = delete;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,10 @@ struct TrainOptions {
 /// Returns the exit status: 0 done or stopped by SIGTERM/SIGINT after saving; 2 bad input; 1 failure;
 /// kAbortExitCode when another rank failed.
 int runTraining(const TrainOptions& options);
+
+/// The one message (taehv/log.h) for an error that ends a training or evaluation run, and the run's exit status: 2
+/// for bad input the user can fix (ConfigError, CheckpointError, DataError, whose message says "data: "), else 1.
+int reportRunError(const std::exception& e);
 
 struct EvalOptions {
   Config config;
