@@ -11,11 +11,11 @@
 
 #include "commands/commands.h"
 #include "taehv/default_worker.h"
+#include "taehv/env.h"
 #include "taehv/log.h"
 #include "taehv/sizing_bridge.h"
 #include "taehv/suggest.h"
 
-extern char** environ;
 
 namespace taehv {
 namespace po = boost::program_options;
@@ -102,15 +102,6 @@ Checked<LaunchFlags> launchFlags(const po::variables_map& vm) {
   return out;
 }
 
-Env environmentSnapshot() {
-  Env env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    std::string entry = *e;
-    auto eq = entry.find('=');
-    if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
-  }
-  return env;
-}
 
 }  // namespace
 
@@ -469,11 +460,11 @@ int Cli::dispatch() {
 }
 
 int runTaehvRun(int argc, char** argv) {
-  taehv::log::setup("taehv-run", taehv::log::Place::fromEnvironment(std::getenv));
+  taehv::log::setup("taehv-run", taehv::log::Place::fromEnvironment(processEnvironment()));
   boost::dll::fs::error_code ec;
   std::string self = boost::dll::program_location(ec).string();
   std::vector<std::string> args(argv + 1, argv + argc);
-  Cli cli(std::move(args), environmentSnapshot(), self);
+  Cli cli(std::move(args), processEnvironment(), self);
   try {
     return cli.run();
   } catch (const PluginFault& e) {  // a plugin broke the no-exception rule (LoadedPlugin::backend's guard)

@@ -67,7 +67,9 @@ TEST(FormatCounts, WritesRunsOfEqualCountsAsNxK) {
   EXPECT_EQ(formatCounts({2, 2, 2, 1}), "2(x3),1");
   EXPECT_EQ(formatCounts({1, 1, 8, 2}), "1(x2),8,2");
   EXPECT_EQ(formatCounts({}), "");
-// ---- parseInteger and parseNumber (taehv-train's options, config values and environment variables) ----
+}
+
+// ---- parseInteger and parseNumber (signed integers and real numbers: options, config values, variables) ----
 
 TEST(ParseInteger, TakesASignAndTheWholeRangeOfTheType) {
   EXPECT_EQ(parseInteger<int64_t>("-3"), -3);

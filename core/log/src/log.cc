@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 
+#include "taehv/env.h"
 #include "taehv/parse.h"
 
 namespace taehv::log {
@@ -49,7 +50,7 @@ void install(const std::string& program, const Place& place) {
 
 Loggers loggers() {
   std::lock_guard<std::mutex> lock(g_mutex);
-  if (!g_loggers.messages) install(program_invocation_short_name, Place::fromEnvironment(std::getenv));
+  if (!g_loggers.messages) install(program_invocation_short_name, Place::fromEnvironment(processEnvironment()));
   return g_loggers;
 }
 
@@ -65,10 +66,10 @@ spdlog::level::level_enum spdlogLevel(LogLevel level) {
 
 }  // namespace
 
-Place Place::fromEnvironment(const std::function<const char*(const char*)>& getenv) {
+Place Place::fromEnvironment(const Env& env) {
   const auto read = [&](const char* name) -> std::optional<int> {
-    const char* value = getenv(name);
-    return value == nullptr ? std::nullopt : parseCount<int>(value);
+    const std::string* value = findEnv(env, name);
+    return value == nullptr ? std::nullopt : parseCount<int>(*value);
   };
   return Place{read("GROUP_RANK"), read("RANK"), read("LOCAL_RANK")};
 }

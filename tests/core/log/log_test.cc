@@ -9,10 +9,7 @@ namespace taehv::log {
 namespace {
 
 Place placeFrom(const std::map<std::string, std::string>& env) {
-  return Place::fromEnvironment([&](const char* name) -> const char* {
-    const auto it = env.find(name);
-    return it == env.end() ? nullptr : it->second.c_str();
-  });
+  return Place::fromEnvironment(env);
 }
 
 TEST(Log, ThePlaceComesFromTheLaunchersVariables) {

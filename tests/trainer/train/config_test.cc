@@ -286,12 +286,7 @@ TEST(Config, EffectiveConfigRoundTrips) {
 }
 
 /// A getenv over a fixed map, so the test does not depend on (or change) the process environment.
-std::function<const char*(const char*)> fakeEnv(const std::map<std::string, std::string>& vars) {
-  return [vars](const char* name) -> const char* {
-    auto it = vars.find(name);
-    return it == vars.end() ? nullptr : it->second.c_str();
-  };
-}
+Env fakeEnv(const std::map<std::string, std::string>& vars) { return vars; }
 
 TEST(Config, LauncherTimeoutAndDeviceApplyWhenTheConfigLeavesThemOnAuto) {
   Config c;

@@ -4,6 +4,7 @@
 #include <boost/program_options.hpp>
 #include <cstdlib>
 
+#include "taehv/env.h"
 #include "taehv/log.h"
 #include "taehv/parse.h"
 #include "taehv/suggest.h"
@@ -156,7 +157,7 @@ std::string programUsage(const Program& program) {
 }  // namespace
 
 int dispatch(const Program& program, const std::vector<std::string>& args) {
-  const log::Place place = log::Place::fromEnvironment(std::getenv);
+  const log::Place place = log::Place::fromEnvironment(processEnvironment());
   log::setup(program.name, place);
   if (!args.empty() && (args[0] == "--help" || args[0] == "-h" || args[0] == "help")) {
     log::print(log::Stream::kStdout, programUsage(program));

@@ -24,12 +24,13 @@ namespace taehv::train::backends {
 
 using BackendPtr = c10::intrusive_ptr<c10d::Backend>;
 
-/// Gloo over TCP; the transport device is chosen like torchrun does (GLOO_SOCKET_IFNAME, else the
+/// Gloo over TCP; the transport device is chosen like torchrun does (`ifname`, GLOO_SOCKET_IFNAME, else the
 /// loopback address when the master is local, else the address this host's name resolves to).
 inline BackendPtr makeGloo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                           std::chrono::milliseconds timeout, const std::string& master_addr) {
+                           std::chrono::milliseconds timeout, const std::string& master_addr,
+                           const std::string& ifname) {
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
+  if (!ifname.empty()) {
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
   } else if (master_addr == "localhost" || master_addr.rfind("127.", 0) == 0 || master_addr == "::1") {
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));

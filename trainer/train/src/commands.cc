@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "taehv/cli/options.h"
+#include "taehv/env.h"
 #include "taehv/log.h"
 #include "taehv/model/cpu_tuning.h"
 #include "taehv/parse.h"
@@ -48,7 +49,7 @@ Config configFrom(const cli::Args& args) {
 
 void checkAndResolve(Config& config) {
   config.validate();
-  config.applyLauncherEnvironment([](const char* name) { return std::getenv(name); });
+  config.applyLauncherEnvironment(processEnvironment());
 }
 
 /// The result lines of `taehv-train eval`; the exit status.

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <variant>
 
+#include "taehv/env.h"
 #include "taehv/model/variants.h"
 #include "taehv/parse.h"
 #include "taehv/suggest.h"
@@ -205,11 +206,10 @@ std::string keyHint(const std::string& key) {
 
 }  // namespace
 
-void Config::applyLauncherEnvironment(const std::function<const char*(const char*)>& getenv) {
+void Config::applyLauncherEnvironment(const Env& env) {
   if (dist.timeout_s == 0) {
-    const char* raw = getenv("TAEHV_COLLECTIVE_TIMEOUT_S");
-    if (raw && *raw) {
-      const std::string value = trim(raw);
+    if (const std::optional<std::string> raw = envValue(env, "TAEHV_COLLECTIVE_TIMEOUT_S")) {
+      const std::string value = trim(*raw);
       const std::optional<double> v = parseNumber(value);
       if (!v || !(*v > 0)) {
         throw ConfigError("TAEHV_COLLECTIVE_TIMEOUT_S='" + value +
@@ -223,9 +223,8 @@ void Config::applyLauncherEnvironment(const std::function<const char*(const char
     }
   }
   if (train.device == "auto") {
-    const char* raw = getenv("TAEHV_DEVICE");
-    if (raw && *raw) {
-      const std::string value = trim(raw);
+    if (const std::optional<std::string> raw = envValue(env, "TAEHV_DEVICE")) {
+      const std::string value = trim(*raw);
       if (value == "auto" || !validDevice(value)) {
         throw ConfigError("TAEHV_DEVICE='" + value + "' is not cpu, cuda or cuda:N; fix or unset it, or set train.device");
       }

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "c10d_backends.h"
+#include "taehv/env.h"
 #include "taehv/log.h"
 #include "taehv/parse.h"
 #include "taehv/train/config.h"
@@ -29,16 +30,13 @@ constexpr int kAllGatherTag = 1;
 /// After another rank failed: time the training thread gets to notice by itself before the process exits.
 constexpr std::chrono::milliseconds kAbortGrace{3000};
 
-int envInt(const char* name, int fallback, int min_value) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  const std::optional<int> x = parseInteger<int>(v, min_value, 1 << 30);
-  if (!x) {
-    throw std::runtime_error(std::string("environment variable ") + name + "='" + v +
-                             "' is not a valid integer >= " + std::to_string(min_value) +
-                             " (it is set by taehv-run/torchrun)");
-  }
-  return *x;
+/// `name` as a whole number in [min_value, 2^30], or `fallback` when it is unset or empty.
+int envInt(const Env& vars, const char* name, int fallback, int min_value) {
+  const Checked<std::optional<int>> read =
+      readEnv(vars, name, [&](std::string_view text) { return parseInteger<int>(text, min_value, 1 << 30); },
+              "a valid integer >= " + std::to_string(min_value) + " (it is set by taehv-run/torchrun)");
+  if (!read.ok()) throw std::runtime_error("environment variable " + read.error);
+  return read.value.value_or(fallback);
 }
 
 class WorkHandle : public PendingCollective {
@@ -138,26 +136,28 @@ class TransfersHandle : public PendingCollective {
 
 }  // namespace
 
-DistEnv DistEnv::fromEnvironment() {
+DistEnv DistEnv::fromEnvironment(const Env& vars) {
   DistEnv env;
-  const char* rank = std::getenv("RANK");
-  const char* world = std::getenv("WORLD_SIZE");
-  if ((rank && *rank) != (world && *world)) {
+  const bool rank = envValue(vars, "RANK").has_value();
+  const bool world = envValue(vars, "WORLD_SIZE").has_value();
+  if (rank != world) {
     throw std::runtime_error("RANK and WORLD_SIZE must be set together (taehv-run sets both); found only " +
-                             std::string(rank && *rank ? "RANK" : "WORLD_SIZE"));
+                             std::string(rank ? "RANK" : "WORLD_SIZE"));
   }
-  if (!(rank && *rank)) return env;
+  env.omp_num_threads = envInt(vars, "OMP_NUM_THREADS", 0, 1);
+  env.gloo_socket_ifname = envValue(vars, "GLOO_SOCKET_IFNAME").value_or("");
+  if (!rank) return env;
   env.from_launcher = true;
-  env.world_size = envInt("WORLD_SIZE", 1, 1);
-  env.rank = envInt("RANK", 0, 0);
+  env.world_size = envInt(vars, "WORLD_SIZE", 1, 1);
+  env.rank = envInt(vars, "RANK", 0, 0);
   if (env.rank >= env.world_size) {
     throw std::runtime_error("RANK=" + std::to_string(env.rank) + " is not below WORLD_SIZE=" +
                              std::to_string(env.world_size));
   }
-  env.local_rank = envInt("LOCAL_RANK", 0, 0);
-  env.local_world_size = envInt("LOCAL_WORLD_SIZE", 1, 1);
-  if (const char* a = std::getenv("MASTER_ADDR"); a && *a) env.master_addr = a;
-  env.master_port = envInt("MASTER_PORT", env.master_port, 1);
+  env.local_rank = envInt(vars, "LOCAL_RANK", 0, 0);
+  env.local_world_size = envInt(vars, "LOCAL_WORLD_SIZE", 1, 1);
+  if (const std::optional<std::string> addr = envValue(vars, "MASTER_ADDR")) env.master_addr = *addr;
+  env.master_port = envInt(vars, "MASTER_PORT", env.master_port, 1);
   if (env.master_port > 65535) throw std::runtime_error("MASTER_PORT must be a TCP port (1-65535)");
   return env;
 }
@@ -207,7 +207,8 @@ Distributed::Distributed(const DistEnv& env, DistBackend backend, std::chrono::m
     impl_->collective_device = device;
   }
 #endif
-  if (!impl_->group) impl_->group = backends::makeGloo(prefixed, env_.rank, env_.world_size, timeout, env_.master_addr);
+  if (!impl_->group) impl_->group = backends::makeGloo(prefixed, env_.rank, env_.world_size, timeout, env_.master_addr,
+                                                         env_.gloo_socket_ifname);
   backend_name_ = chosen == DistBackend::kNccl ? "nccl" : "gloo";
   watcher_ = std::thread([this] { watch(); });
 }

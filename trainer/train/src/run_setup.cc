@@ -112,9 +112,7 @@ bool bf16Autocast(const Config& cfg, const torch::Device& device) {
 
 void setThreads(const Config& cfg, const DistEnv& env) {
   int threads = static_cast<int>(cfg.train.threads);
-  if (const char* omp = std::getenv("OMP_NUM_THREADS"); threads <= 0 && omp && std::atoi(omp) > 0) {
-    threads = std::atoi(omp);  // set per worker by taehv-run / torchrun
-  }
+  if (threads <= 0 && env.omp_num_threads > 0) threads = env.omp_num_threads;  // set per worker by taehv-run / torchrun
   if (threads <= 0) {
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     threads = std::max(1, cores / std::max(1, env.local_world_size));

@@ -13,6 +13,7 @@
 #include "evaluation.h"
 #include "objective.h"
 #include "run_setup.h"
+#include "taehv/env.h"
 #include "taehv/log.h"
 #include "taehv/model/autocast.h"
 #include "taehv/model/metrics.h"
@@ -506,7 +507,7 @@ int reportRunError(const std::exception& e) {
 int runTraining(const TrainOptions& options) {
   DistEnv env;
   try {
-    env = DistEnv::fromEnvironment();
+    env = DistEnv::fromEnvironment(processEnvironment());
   } catch (const std::exception& e) {
     log::error(e.what());
     return 2;

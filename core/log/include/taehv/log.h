@@ -30,8 +30,8 @@ struct Place {
   std::optional<int> rank;        ///< RANK: the process's global rank
   std::optional<int> local_rank;  ///< LOCAL_RANK: its rank on its node
 
-  /// Reads GROUP_RANK, RANK and LOCAL_RANK through `getenv` (injectable for tests).
-  static Place fromEnvironment(const std::function<const char*(const char*)>& getenv);
+  /// Reads GROUP_RANK, RANK and LOCAL_RANK from `env` (the process's: processEnvironment() in taehv/env.h).
+  static Place fromEnvironment(const Env& env);
 };
 
 /// What a message starts with: "[node 0 rank 1 local 1] taehv-train: " (the bracket only for the parts `place`

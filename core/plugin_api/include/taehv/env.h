@@ -1,7 +1,7 @@
 // Reading an environment snapshot (taehv::Env, the name -> value map the host hands plugins and tests fake): the one
 // environment reader of taehv-run and its plugins, in-tree and out-of-tree (installed beside taehv/plugin_api.h;
 // std only, header-only, nothing of it crosses the plugin ABI). Nothing here calls getenv(): callers pass the
-// snapshot, so a test decides what a function sees.
+// snapshot (a program's main takes it once with processEnvironment()), so a test decides what a function sees.
 //
 // Typed reads go through a parse.h parser; text it refuses is an error that names the variable and its text:
 // "NAME='TEXT' is not <what the caller expects>".
@@ -17,7 +17,21 @@
 #include "taehv/checked.h"
 #include "taehv/plugin_api.h"
 
+extern "C" char** environ;  // POSIX: this process's environment
+
 namespace taehv {
+
+/// This process's environment, read once into a snapshot: what a program's main (taehv-run, taehv-train) hands
+/// the code that reads variables. Plugins never call it: the host gives them HostContext::env.
+inline Env processEnvironment() {
+  Env env;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    const std::string_view text(*entry);
+    const std::size_t eq = text.find('=');
+    if (eq != std::string_view::npos) env.emplace(std::string(text.substr(0, eq)), std::string(text.substr(eq + 1)));
+  }
+  return env;
+}
 
 /// The text of `name` in `env`, or nullptr when it is unset. An empty value is a value here (envValue says
 /// otherwise); the pointer lives as long as `env` does.

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "taehv/plugin_api.h"  // Env
+
 namespace taehv::train {
 
 /// Bad configuration input; the message says what was wrong and how to fix it.
@@ -193,8 +195,9 @@ struct Config {
   /// Resolves the values left on auto from what the launcher (taehv-run) gives every worker:
   /// dist.timeout_s == 0 -> TAEHV_COLLECTIVE_TIMEOUT_S (seconds) or kDefaultTimeoutS;
   /// train.device == auto -> TAEHV_DEVICE ("cpu" or "cuda:N") when set (else stays auto).
-  /// Explicit config values win. `getenv` is injectable for tests. Throws ConfigError on a bad variable.
-  void applyLauncherEnvironment(const std::function<const char*(const char*)>& getenv);
+  /// Explicit config values win. `env`: the process's (processEnvironment() in taehv/env.h). Throws ConfigError on a
+  /// bad variable.
+  void applyLauncherEnvironment(const Env& env);
   /// Every valid dotted key, in print order.
   static std::vector<std::string> keys();
   /// Sets `key` from its text form. Throws ConfigError (unknown key -> names the close ones; bad value; a name

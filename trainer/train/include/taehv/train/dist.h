@@ -26,10 +26,13 @@ struct DistEnv {
   std::string master_addr = "127.0.0.1";
   int master_port = kDefaultMasterPort;  ///< torchrun's default, when MASTER_PORT is unset
   bool from_launcher = false;  ///< RANK and WORLD_SIZE were set
+  int omp_num_threads = 0;          ///< OMP_NUM_THREADS, set per worker by taehv-run / torchrun; 0 = unset
+  std::string gloo_socket_ifname;   ///< GLOO_SOCKET_IFNAME: Gloo's network interface; empty = chosen as torchrun does
 
-  /// Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. With none set: one
-  /// process, no c10d. Throws std::runtime_error naming the variable when one is malformed or inconsistent.
-  static DistEnv fromEnvironment();
+  /// Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, OMP_NUM_THREADS and
+  /// GLOO_SOCKET_IFNAME from `env` (the process's: processEnvironment() in taehv/env.h). With no RANK and WORLD_SIZE:
+  /// one process, no c10d. Throws std::runtime_error naming the variable when one is malformed or inconsistent.
+  static DistEnv fromEnvironment(const Env& env);
 };
 
 /// A collective in flight. wait() blocks until it completes and throws if it failed or the run was aborted.
