@@ -8,6 +8,7 @@
 
 #include "taehv/model/safetensors.h"
 #include "taehv/train/events.h"
+#include "taehv/video/video_file.h"
 
 namespace taehv::train {
 namespace fs = std::filesystem;
@@ -229,7 +230,6 @@ bool hasExt(const fs::path& p, std::initializer_list<const char*> exts) {
   }
   return false;
 }
-bool isVideo(const fs::path& p) { return hasExt(p, {".mp4", ".webm", ".mkv", ".mov", ".avi", ".m4v"}); }
 bool isImage(const fs::path& p) { return hasExt(p, {".png", ".jpg", ".jpeg"}); }
 
 std::vector<fs::path> imagesIn(const fs::path& dir) {
@@ -319,16 +319,7 @@ class FileSource : public ClipSource {
       }
       thw3 = torch::stack(frames);
     } else {
-      int64_t estimate = 0;
-      // Read the frame count first only when a random window is needed.
-      if (!distill) {
-        decodeVideoFrames(item.path.string(), 0, 1, 0, &estimate);
-        pickWindow(aug, std::max<int64_t>(estimate, 1), T, req.stride_max, &stride, &start);
-      }
-      auto frames = decodeVideoFrames(item.path.string(), start, stride, T, &estimate);
-      if (frames.empty()) throw DataError(item.path.string() + ": no decodable frames");
-      while (static_cast<int64_t>(frames.size()) < T) frames.push_back(frames.back());
-      thw3 = torch::stack(frames);
+      thw3 = videoClip(item.path.string(), aug, T, req.stride_max, distill);
     }
     const int64_t H = thw3.size(1), W = thw3.size(2);
     const int64_t short_side = std::min(H, W);
@@ -342,6 +333,23 @@ class FileSource : public ClipSource {
   }
 
  private:
+  /// [T, H, W, 3] uint8: T frames of a video at a stride and start drawn from `aug` over its estimated length (the
+  /// first T at stride 1 for distillation); a video that ends early repeats its last frame. Decoded by taehv::video
+  /// (kFast RGB; damage after the first frame keeps the frames before it). Throws DataError.
+  static torch::Tensor videoClip(const std::string& path, Rng& aug, int64_t T, int64_t stride_max, bool distill) {
+    try {
+      video::VideoReader reader(path);
+      int64_t stride = 1, start = 0;
+      if (!distill) pickWindow(aug, std::max<int64_t>(reader.frameCountEstimate(), 1), T, stride_max, &stride, &start);
+      std::vector<torch::Tensor> frames =
+          reader.read({start, stride, T}, video::RgbConversion::kFast, video::OnDamage::kKeepDecoded);
+      while (static_cast<int64_t>(frames.size()) < T) frames.push_back(frames.back());
+      return torch::stack(frames);
+    } catch (const video::VideoError& e) {
+      throw DataError(e.what());
+    }
+  }
+
   static void pickWindow(Rng& aug, int64_t n, int64_t T, int64_t stride_max, int64_t* stride, int64_t* start) {
     const int64_t fit = T > 1 ? std::max<int64_t>(1, (n - 1) / (T - 1)) : 1;
     *stride = aug.integer(1, std::max<int64_t>(1, std::min(stride_max, fit)));
@@ -395,14 +403,14 @@ std::unique_ptr<ClipSource> makeFileSource(const std::string& path_text) {
     for (const auto& e : entries) {
       if (fs::is_directory(e, ec)) {
         frameFolder(e);
-      } else if (isVideo(e)) {
+      } else if (video::isVideoFileName(e.string())) {
         items.push_back({e, true, {}, latentsFor(e)});
       }
     }
   }
   if (items.empty()) {
-    throw DataError("data.source '" + path_text +
-                    "' holds no video files (.mp4 .webm .mkv .mov .avi) and no folders of .png/.jpg frames");
+    throw DataError("data.source '" + path_text + "' holds no video files (" + video::videoFileExtensionList() +
+                    ") and no folders of .png/.jpg frames");
   }
   return std::make_unique<FileSource>(std::move(items));
 }

@@ -1,5 +1,5 @@
 // Training clips: a built-in synthetic source (moving shapes and textures, deterministic by seed, no files)
-// and file sources (video files via FFmpeg's libav*, folders of PNG/JPEG frames), the deterministic global
+// and file sources (video files through taehv::video's decoder, folders of PNG/JPEG frames), the deterministic global
 // sample order that gives each rank a disjoint shard per epoch, and a background prefetching loader.
 #pragma once
 
@@ -74,9 +74,9 @@ SyntheticScenes syntheticScenes(const DataConfig& data);
 /// flat background is the default scene of the same number with that changed, nothing else.
 std::unique_ptr<ClipSource> makeSyntheticSource(int64_t clips, uint64_t seed, const SyntheticScenes& scenes = {});
 
-/// Items under `path`: a video file; a folder of frames; or a folder holding videos (.mp4 .webm .mkv .mov
-/// .avi) and/or sub-folders of frames (.png .jpg .jpeg, sorted by name). Teacher latents for an item X are
-/// read from "X.latents.safetensors" (tensor "latents", [L, C, h, w], computed by the full VAE from the item's
+/// Items under `path`: a video file; a folder of frames; or a folder holding videos (names taehv::video's
+/// isVideoFileName takes: .mp4 .mkv .webm .mov .avi .ts ...) and/or sub-folders of frames (.png .jpg .jpeg, sorted
+/// by name). Teacher latents for an item X are read from "X.latents.safetensors" (tensor "latents", [L, C, h, w], computed by the full VAE from the item's
 /// first 4L frames, stride 1, centre square crop resized to the training size); with latents the clip is
 /// cut exactly that way. Throws DataError when the path holds no items.
 std::unique_ptr<ClipSource> makeFileSource(const std::string& path);
@@ -108,11 +108,6 @@ class EvalClips {
   int64_t first_ = 0;
   bool held_out_ = false;
 };
-
-/// Reads `frames` evenly strided frames of a video file, starting at `start` with `stride` (RGB8 each),
-/// stopping early at the end of the stream. Throws DataError. Exposed for tests.
-std::vector<torch::Tensor> decodeVideoFrames(const std::string& path, int64_t start, int64_t stride, int64_t frames,
-                                             int64_t* total_frames_estimate);
 
 /// The global sample order. Epoch e is a permutation of [0, dataset_size) drawn from (seed, e); global
 /// position p reads item order(p / N)[p % N]. The position of sample j of rank r in micro-step a of
