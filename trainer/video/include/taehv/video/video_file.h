@@ -61,15 +61,13 @@ struct FrameSelection {
   int64_t count = -1;   ///< at most this many (decoding stops once it has them); -1: to the end of the stream
 };
 
-/// A video file opened for reading: its best video stream (any container and codec FFmpeg reads). Not copyable;
-/// one read() per reader (it consumes the stream).
+/// A video file opened for reading: its best video stream (any container and codec FFmpeg reads). One read() per
+/// reader (it consumes the stream); neither copyable nor movable (it owns FFmpeg's objects through stream_).
 class VideoReader {
  public:
   /// Opens `path` and finds its video stream. Throws VideoError: unreadable, no video stream, no decoder for it.
   explicit VideoReader(const std::string& path);
-  ~VideoReader();
-  VideoReader(const VideoReader&) = delete;
-  VideoReader& operator=(const VideoReader&) = delete;
+  ~VideoReader();  // in video_reader.cc, where Stream is complete
 
   /// Frames in the stream: the count the container announces, else its duration times the average frame rate
   /// (the stream's duration first, then the file's); 0 when it says neither. An estimate: a file may end early.
