@@ -38,7 +38,6 @@ TEST(FusedAdamWTest, MatchesTorchAdamWOverSeveralSteps) {
     EXPECT_LE(testing::maxAbsDiff(a[i], b[i]), 1e-6) << i;
     EXPECT_GT(testing::maxAbsDiff(b[i], initial[i]), 1e-4) << i;  // the update did move them
   }
-  EXPECT_EQ(fused.stepCount(), 5);
   // zeroGrad releases gradients rather than filling them.
   fused.zeroGrad();
   EXPECT_FALSE(b[0].grad().defined());

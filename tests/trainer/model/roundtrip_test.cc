@@ -143,6 +143,36 @@ TEST(RoundtripTest, EncodeAVideoFileThenDecodeLatentsToAVideo) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("two.mp4")));
 }
 
+// The one video file-name rule (taehv::video::isVideoFileName, also the training data's): decode writes an MPEG-TS
+// (.ts, which the training data once did not take) and encode reads it back; a name that is no video file
+// (.png, which FFmpeg has an image muxer for) is refused before any work, with the names taken.
+TEST(RoundtripTest, DecodeWritesATsFileAndEncodeReadsItButAPngIsNoVideoName) {
+  TempDir dir;
+  testing::makeTestVideo(dir.file("in.mp4"), 64, 48, 9, "10");
+  CommandRun run = taehvTrain("encode --weights " + weights() + " --input " + dir.file("in.mp4") + " --output " +
+                                  dir.file("latents.safetensors"),
+                              dir);
+  ASSERT_EQ(run.status, 0) << run.err;
+  run = taehvTrain("decode --weights " + weights() + " --input " + dir.file("latents.safetensors") + " --output " +
+                       dir.file("decoded.ts"),
+                   dir);
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(video::readVideo(dir.file("decoded.ts")).frames.sizes(), (std::vector<int64_t>{9, 48, 64, 3}));
+  run = taehvTrain("encode --weights " + weights() + " --input " + dir.file("decoded.ts") + " --output " +
+                       dir.file("again.safetensors"),
+                   dir);
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(readSafetensors(dir.file("again.safetensors")).at("latents").sizes(),
+            (std::vector<int64_t>{1, 3, 16, 6, 8}));
+  run = taehvTrain("decode --weights " + weights() + " --input " + dir.file("latents.safetensors") + " --output " +
+                       dir.file("decoded.png"),
+                   dir);
+  EXPECT_EQ(run.status, 2);
+  EXPECT_NE(run.err.find("neither .safetensors nor a video file name"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find(".ts"), std::string::npos) << run.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("decoded.png")));
+}
+
 TEST(RoundtripTest, HelpSaysHowSizesArePaddedAndWhichEncoderWrites) {
   TempDir dir;
   const CommandRun run = taehvTrain("roundtrip --help", dir);

@@ -33,10 +33,16 @@ std::vector<std::string> entriesStartingWith(const std::string& dir, const std::
   return out;
 }
 
+// The step a resume from checkpoint folder `dir` continues at: its state.json, read as the trainer reads it.
+int64_t resumedStep(const std::string& dir) { return parseCheckpointState(readFile(dir + "/state.json")).step; }
+
 std::string save(const std::string& dir, int64_t step, int64_t keep = 3) {
   return saveCheckpoint(dir, step, keep, [&](const std::string& tmp) {
     writeFile(tmp + "/model.pt", "weights of step " + std::to_string(step));
-    writeFile(tmp + "/state.json", "{\"step\": " + std::to_string(step) + "}");
+    CheckpointState state;
+    state.step = step;
+    state.samples_consumed = step * 4;
+    writeFile(tmp + "/state.json", formatCheckpointState(state));
   });
 }
 
@@ -52,7 +58,7 @@ TEST(Checkpoint, SavesAtomicallyKeepsLastK) {
   }
   std::string why;
   EXPECT_TRUE(verifyCheckpoint(all[0].second, &why)) << why;
-  EXPECT_EQ(checkpointStep(all[0].second), 50);
+  EXPECT_EQ(resumedStep(all[0].second), 50);
   fs::remove_all(dir);
 }
 
@@ -65,14 +71,14 @@ TEST(Checkpoint, TornNewestFallsBackToPreviousWithWarning) {
   std::vector<std::string> warnings;
   auto found = resolveResume("latest", dir, [&](const std::string& w) { warnings.push_back(w); });
   ASSERT_TRUE(found.has_value());
-  EXPECT_EQ(checkpointStep(*found), 10);
+  EXPECT_EQ(resumedStep(*found), 10);
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_NE(warnings[0].find("checkpoint-20"), std::string::npos) << warnings[0];
   // A folder without manifest (interrupted before the rename could not happen, but simulate) is skipped too.
   fs::create_directories(dir + "/checkpoint-30");
   warnings.clear();
   found = resolveResume("latest", dir, [&](const std::string& w) { warnings.push_back(w); });
-  EXPECT_EQ(checkpointStep(*found), 10);
+  EXPECT_EQ(resumedStep(*found), 10);
   EXPECT_EQ(warnings.size(), 2u);
   // Naming the damaged one explicitly is an error, not a silent fallback.
   EXPECT_THROW(resolveResume(newest, dir, [](const std::string&) {}), std::runtime_error);

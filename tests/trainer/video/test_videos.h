@@ -9,8 +9,17 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace taehv::testing {
+
+/// Success when the ffmpeg program is on PATH; otherwise a failure that says so. The tests make their videos with
+/// it (scripts/setup.sh installs it): `ASSERT_TRUE(taehv::testing::ffmpegProgramOnPath());`, never a skip.
+inline ::testing::AssertionResult ffmpegProgramOnPath() {
+  if (std::system("command -v ffmpeg >/dev/null 2>&1") == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "the ffmpeg program is not on PATH: this test makes its videos with it "
+                                          "(scripts/setup.sh installs it)";
+}
 
 /// Runs `ffmpeg -y -loglevel error ARGS OUT`; a failed test when ffmpeg fails.
 inline void ffmpeg(const std::string& args, const std::string& out) {

@@ -1,10 +1,14 @@
 // taehv::video: an H.264 file written by writeVideo and read back by readVideo keeps frame count, rate, size and
 // (within H.264 CRF 18) the pixels; a file made by ffmpeg reads back as ffmpeg wrote it; bad files are refused
-// with their reason; a failed write leaves no file.
+// with their reason; a failed write leaves no file. VideoReader (the one decoder, also the training data's): a
+// window is the whole read's frames at its indices, lossless RGB comes back exactly in both conversions, damage
+// keeps the frames before it where asked. The file-name rule: every container extension, in any case, and no other.
 #include "taehv/video/video_file.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 
 #include "../model/test_util.h"
@@ -59,6 +63,122 @@ TEST(VideoFileTest, BadFilesAreRefusedWithTheirReason) {
     } catch (const VideoError& e) {
       EXPECT_NE(std::string(e.what()).find(bad.reason), std::string::npos) << bad.kind << ": " << e.what();
       EXPECT_NE(std::string(e.what()).find(bad.path), std::string::npos) << bad.kind << ": " << e.what();
+    }
+  }
+}
+
+// The training data reads a strided window with the fast conversion and keeps what decodes before damage; the window
+// holds the frames a whole read returns at those indices, to the bit, and stops at the stream's end.
+TEST(VideoFileTest, AWindowIsTheWholeReadsFramesAtItsIndices) {
+  ASSERT_TRUE(testing::ffmpegProgramOnPath());
+  TempDir dir;
+  const std::string path = dir.file("in.mp4");
+  testing::makeTestVideo(path, 64, 48, 30, "10");
+  VideoReader whole_reader(path);
+  EXPECT_EQ(whole_reader.frameCountEstimate(), 30);
+  EXPECT_EQ(whole_reader.rate().num, 10);
+  const auto whole = whole_reader.read({}, RgbConversion::kFast, OnDamage::kFail);
+  ASSERT_EQ(whole.size(), 30u);
+  const auto window = VideoReader(path).read({2, 3, 5}, RgbConversion::kFast, OnDamage::kKeepDecoded);
+  ASSERT_EQ(window.size(), 5u);
+  for (size_t k = 0; k < window.size(); ++k) {
+    EXPECT_EQ(window[k].sizes(), (std::vector<int64_t>{48, 64, 3}));
+    EXPECT_TRUE(torch::equal(window[k], whole[2 + 3 * k])) << "window frame " << k;
+  }
+  const auto tail = VideoReader(path).read({20, 4, 10}, RgbConversion::kFast, OnDamage::kKeepDecoded);
+  ASSERT_EQ(tail.size(), 3u) << "frames 20, 24, 28: the stream ends first";
+  EXPECT_TRUE(torch::equal(tail[2], whole[28]));
+  // The two conversions see the same picture; they part at coloured edges (4:2:0 chroma, repeated or interpolated).
+  const auto accurate = VideoReader(path).read({}, RgbConversion::kAccurate, OnDamage::kFail);
+  const auto fast = torch::stack(whole).to(torch::kFloat), exact = torch::stack(accurate).to(torch::kFloat);
+  EXPECT_FALSE(torch::equal(fast, exact));
+  EXPECT_LT((fast - exact).abs().mean().item<double>(), 10.0);
+  EXPECT_THROW(VideoReader(dir.file("missing.mp4")), VideoError);
+}
+
+// Lossless RGB (rawvideo in NUT): both conversions return the file's own pixels, whatever they are.
+TEST(VideoFileTest, LosslessRgbReadsBackExactlyInBothConversions) {
+  ASSERT_TRUE(testing::ffmpegProgramOnPath());
+  TempDir dir;
+  const int64_t t = 6, h = 10, w = 14;
+  torch::manual_seed(3);
+  const auto pixels = torch::randint(0, 256, {t, h, w, 3}, torch::TensorOptions().dtype(torch::kUInt8));
+  testing::writeAll(dir.file("in.rgb"), std::string(static_cast<const char*>(pixels.data_ptr()), pixels.numel()));
+  testing::ffmpeg("-f rawvideo -pix_fmt rgb24 -video_size " + std::to_string(w) + "x" + std::to_string(h) +
+                      " -framerate 5 -i '" + dir.file("in.rgb") + "' -c:v rawvideo -pix_fmt rgb24",
+                  dir.file("lossless.nut"));
+  for (const RgbConversion conversion : {RgbConversion::kAccurate, RgbConversion::kFast}) {
+    const auto frames = VideoReader(dir.file("lossless.nut")).read({}, conversion, OnDamage::kFail);
+    ASSERT_EQ(static_cast<int64_t>(frames.size()), t);
+    EXPECT_TRUE(torch::equal(torch::stack(frames), pixels));
+    const auto odd = VideoReader(dir.file("lossless.nut")).read({1, 2, -1}, conversion, OnDamage::kKeepDecoded);
+    ASSERT_EQ(odd.size(), 3u);
+    EXPECT_TRUE(torch::equal(torch::stack(odd), pixels.slice(0, 1, t, 2)));
+  }
+}
+
+// Where the training asks to keep what decodes, a file cut short gives its frames before the cut, exactly (lossless
+// RGB in NUT, one packet a frame), where readVideo refuses it. The bad files that have no frame to give are errors
+// either way, with the reason readVideo gives (the truncated MP4's decoder has returned no frame before the cut).
+TEST(VideoFileTest, KeepDecodedReturnsTheFramesBeforeTheDamage) {
+  ASSERT_TRUE(testing::ffmpegProgramOnPath());
+  TempDir dir;
+  const int64_t t = 8, h = 10, w = 14, frame_bytes = h * w * 3;
+  torch::manual_seed(4);
+  const auto pixels = torch::randint(0, 256, {t, h, w, 3}, torch::TensorOptions().dtype(torch::kUInt8));
+  testing::writeAll(dir.file("in.rgb"), std::string(static_cast<const char*>(pixels.data_ptr()), pixels.numel()));
+  testing::ffmpeg("-f rawvideo -pix_fmt rgb24 -video_size " + std::to_string(w) + "x" + std::to_string(h) +
+                      " -framerate 5 -i '" + dir.file("in.rgb") + "' -c:v rawvideo -pix_fmt rgb24",
+                  dir.file("whole.nut"));
+  const std::string whole = testing::readAll(dir.file("whole.nut"));
+  testing::writeAll(dir.file("cut.nut"), whole.substr(0, whole.size() - static_cast<size_t>(frame_bytes * 5 / 2)));
+  const auto kept = VideoReader(dir.file("cut.nut")).read({}, RgbConversion::kFast, OnDamage::kKeepDecoded);
+  ASSERT_GE(kept.size(), 1u);
+  ASSERT_LT(static_cast<int64_t>(kept.size()), t);
+  EXPECT_TRUE(torch::equal(torch::stack(kept), pixels.slice(0, 0, static_cast<int64_t>(kept.size()))));
+  EXPECT_THROW(readVideo(dir.file("cut.nut")), VideoError);
+  for (const auto& bad : testing::makeBadVideos(dir.file(""))) {
+    try {
+      VideoReader(bad.path).read({}, RgbConversion::kFast, OnDamage::kKeepDecoded);
+      ADD_FAILURE() << bad.kind << ": read without an error";
+    } catch (const VideoError& e) {
+      EXPECT_NE(std::string(e.what()).find(bad.reason), std::string::npos) << bad.kind << ": " << e.what();
+    }
+  }
+}
+
+// The one rule for what a video file is (the training data's folders, decode/roundtrip --output): every container
+// extension in kVideoFileExtensions, in any case; not images, audio, raw streams or safetensors.
+TEST(VideoFileTest, VideoFileNamesAreTheContainerExtensionsInAnyCase) {
+  for (const char* extension : kVideoFileExtensions) {
+    std::string upper = extension;
+    std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) { return std::toupper(c); });
+    EXPECT_TRUE(isVideoFileName(std::string("/data/clip") + extension)) << extension;
+    EXPECT_TRUE(isVideoFileName("clip" + upper)) << upper;
+    EXPECT_NE(videoFileExtensionList().find(extension), std::string::npos) << extension;
+  }
+  EXPECT_TRUE(isVideoFileName("a.b/clip.ts"));
+  for (const char* name : {"frame.png", "frame.jpg", "sound.wav", "sound.mp3", "stream.h264",
+                           "clip.mp4.latents.safetensors", "clip", "clip.", "folder.mp4/clip", "notes.txt"}) {
+    EXPECT_FALSE(isVideoFileName(name)) << name;
+  }
+}
+
+// decode and roundtrip write H.264 into the containers that hold it: each reads back with its frames and rate.
+TEST(VideoFileTest, H264IsWrittenIntoEveryContainerThatHoldsIt) {
+  ASSERT_TRUE(testing::ffmpegProgramOnPath());
+  TempDir dir;
+  testing::makeTestVideo(dir.file("in.mkv"), 64, 48, 5, "10");
+  const Video in = readVideo(dir.file("in.mkv"));
+  for (const char* extension : {".mp4", ".m4v", ".mov", ".mkv", ".avi", ".ts", ".m2ts", ".mts", ".flv", ".f4v",
+                                ".3gp", ".nut"}) {
+    const std::string out = dir.file(std::string("out") + extension);
+    try {
+      writeVideo(out, in.frames, {10, 1});
+      const Video back = readVideo(out);
+      EXPECT_EQ(back.frames.sizes(), in.frames.sizes()) << extension;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << extension << ": " << e.what();
     }
   }
 }

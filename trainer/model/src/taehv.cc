@@ -44,14 +44,6 @@ TAEHVOptions TAEHVOptions::forVariant(const std::string& name) {
   return o;
 }
 
-std::vector<std::string> TAEHVOptions::variantNames() {
-  std::vector<std::string> names;
-  for (const auto& spec : variantSpecs()) {
-    names.push_back(spec.name);
-  }
-  return names;
-}
-
 // ---------------------------------------------------------------- TAEHV
 
 namespace {

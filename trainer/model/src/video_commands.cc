@@ -79,8 +79,8 @@ VideoInput readVideoInput(const std::string& path, const TAEHV& model) {
 
 void requireVideoOutput(const std::string& path) {
   if (!video::isVideoFileName(path)) {
-    throw UsageError("--output '" + path + "': neither .safetensors nor a video file name FFmpeg can write "
-                     "(.mp4, .mkv, .mov)");
+    throw UsageError("--output '" + path + "': neither .safetensors nor a video file name (" +
+                     video::videoFileExtensionList() + "; H.264 goes into .mp4, .mkv, .mov)");
   }
   try {
     writableTarget(path);

@@ -252,12 +252,6 @@ bool verifyCheckpoint(const std::string& dir, std::string* why) {
   return true;
 }
 
-int64_t checkpointStep(const std::string& dir) {
-  std::ifstream in(fs::path(dir) / kManifest);
-  if (!in) throw CheckpointError(dir + ": no manifest.json");
-  return parseCheckpointManifest(std::string(std::istreambuf_iterator<char>(in), {})).step;
-}
-
 std::vector<std::pair<int64_t, std::string>> listCheckpoints(const std::string& output_dir) {
   std::vector<std::pair<int64_t, std::string>> out;
   std::error_code ec;

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "taehv/model/taehv.h"
-#include "taehv/train/data.h"
 #include "taehv/train/dist.h"
+#include "taehv/train/eval_clips.h"
 #include "taehv/train/events.h"
 
 namespace taehv::train {

@@ -11,8 +11,8 @@
 #include "taehv/model/slice_backward.h"
 #include "taehv/model/taehv.h"
 #include "taehv/train/config.h"
-#include "taehv/train/data.h"
 #include "taehv/train/dist.h"
+#include "taehv/train/loader.h"
 
 namespace taehv::train {
 

@@ -32,11 +32,6 @@ class FusedAdamW {
   /// Releases the gradients (the next backward creates them): no zero fill, same result as zeroing.
   void zeroGrad();
 
-  int64_t stepCount() const { return step_; }
-  FusedAdamWOptions& options() { return options_; }
-  /// Optimizer state for checkpoints: first and second moments, in the order of the parameters.
-  std::vector<torch::Tensor>& expAvg() { return exp_avg_; }
-  std::vector<torch::Tensor>& expAvgSq() { return exp_avg_sq_; }
 
  private:
   std::vector<torch::Tensor> params_;

@@ -55,8 +55,6 @@ class StreamingTAEHV {
   /// Starts a new stream: queues, layer memories and counters cleared.
   void reset();
 
-  int64_t framesEncoded() const { return frames_encoded_; }  ///< input frames queued since reset (padding included)
-  int64_t framesDecoded() const { return frames_decoded_; }  ///< decoder outputs made since reset (trimmed included)
   const TAEHV& model() const { return model_; }
 
  private:

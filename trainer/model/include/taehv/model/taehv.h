@@ -28,7 +28,6 @@ struct TAEHVOptions {
   /// Options of a named variant (variants.h: taehv, taew2_1, taecvx, taeos1_3, taehv1_5, taew2_2, taehv1_5_super,
   /// taew2_2_super, taeltx_2, taeltx2_3, taeh3). Throws std::invalid_argument naming the valid variants otherwise.
   static TAEHVOptions forVariant(const std::string& name);
-  static std::vector<std::string> variantNames();
 };
 
 /// `tanh(x / 3) * 3`: soft clamp of latents to about [-3, 3] (decoder.0).
@@ -157,7 +156,6 @@ class TAEHVImpl : public torch::nn::Module {
   /// Parallel mode on channels_last (NHWC) activations: same math, no layout reorders around each oneDNN
   /// convolution; faster on CPU. Off by default; streaming mode runs channels_last always (FrameStream).
   void setChannelsLast(bool on) { channels_last_ = on; }
-  bool channelsLast() const { return channels_last_; }
 
   /// True for the weight of a decoder TGrow ("decoder.N.conv.weight"), the tensors the loader may patch.
   bool isTGrowWeight(const std::string& name) const;

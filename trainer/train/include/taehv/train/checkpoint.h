@@ -80,9 +80,6 @@ std::optional<std::string> resolveResume(const std::string& resume, const std::s
                                          const std::function<void(const std::string&)>& warn,
                                          const std::string& option = "--resume");
 
-/// The step recorded in a checkpoint folder's manifest. Throws std::runtime_error.
-int64_t checkpointStep(const std::string& dir);
-
 /// fsyncs a file or folder (best effort for folders on filesystems that refuse).
 void fsyncPath(const std::string& path);
 

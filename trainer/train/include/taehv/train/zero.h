@@ -84,13 +84,10 @@ class ShardedAdamW {
   /// there. A parameter without state starts from zeros, as AdamW's own first step does.
   void importState(torch::optim::AdamW& optimizer);
 
-  int64_t stepCount() const { return step_; }
   /// This rank's elements of the unpadded flat parameters: [shardBegin(), shardEnd()) of flatNumel().
   int64_t shardBegin() const { return shard_begin_; }
   int64_t shardEnd() const { return shard_end_; }
   int64_t flatNumel() const { return numel_; }
-  /// Bytes of optimizer state this rank holds (both moments of its shard).
-  int64_t stateBytes() const { return 2 * shard_size_ * exp_avg_.element_size(); }
   /// Seconds spent in the AdamW arithmetic of the last step() (the part that divides by the world size;
   /// without the all-gather).
   double lastUpdateSeconds() const { return last_update_s_; }

@@ -1,11 +1,17 @@
-// Video files in and out through FFmpeg's libraries: the whole video stream of a file as RGB frames, and RGB frames
-// as an H.264 video. Used by taehv-train's roundtrip, encode (video in) and decode (video out). No model here.
+// Video files in and out through FFmpeg's libraries: the one decoder (frames of a file's video stream as RGB, all of
+// them or a strided window), the one rule for which file names are videos, and RGB frames written as H.264. Used by
+// taehv-train's roundtrip, encode (video in) and decode (video out), and by the training data's file source. No
+// model here.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <array>
+#include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace taehv::video {
 
@@ -28,13 +34,76 @@ struct Video {
   FrameRate rate;        ///< the stream's average frame rate (its r_frame_rate when the average is unknown)
 };
 
-/// Decodes every frame of the best video stream of `path` (any container and codec FFmpeg reads). Throws
-/// VideoError for an unreadable file, no video stream, zero frames, a resolution change mid-stream, and a file that
-/// ends early (a read or decode error after the first frame, or fewer frames than the container announces).
+/// How decoded frames become RGB (swscale at the frame's own size: only the chroma planes are resampled).
+enum class RgbConversion {
+  /// Bicubic chroma, accurate rounding, full horizontal chroma interpolation: what encode, decode and roundtrip
+  /// measure the model on.
+  kAccurate,
+  /// swscale's unscaled converter (SWS_BILINEAR): each chroma sample repeated over its pixels. 4-7x faster per
+  /// frame than kAccurate (ffmpeg testsrc as 4:2:0 H.264 and MPEG-4) and up to 165 levels (of 255) off it at
+  /// coloured edges. The training clips, cropped and resized afterwards, are made this way.
+  kFast,
+};
+
+/// What a damaged file does to a read.
+enum class OnDamage {
+  /// VideoError: corrupt or unreadable data, a frame size change, fewer frames than the container announces.
+  kFail,
+  /// The frames decoded before the damage are the result (VideoError only when there are none); frames of another
+  /// size than the first are left out. Damage is what the decoder reports; it conceals what it can.
+  kKeepDecoded,
+};
+
+/// Which frames of the stream a read returns: start, start + stride, start + 2 stride, ... (display order).
+struct FrameSelection {
+  int64_t start = 0;
+  int64_t stride = 1;   ///< >= 1
+  int64_t count = -1;   ///< at most this many (decoding stops once it has them); -1: to the end of the stream
+};
+
+/// A video file opened for reading: its best video stream (any container and codec FFmpeg reads). One read() per
+/// reader (it consumes the stream); neither copyable nor movable (it owns FFmpeg's objects through stream_).
+class VideoReader {
+ public:
+  /// Opens `path` and finds its video stream. Throws VideoError: unreadable, no video stream, no decoder for it.
+  explicit VideoReader(const std::string& path);
+  ~VideoReader();  // in video_reader.cc, where Stream is complete
+
+  /// Frames in the stream: the count the container announces, else its duration times the average frame rate
+  /// (the stream's duration first, then the file's); 0 when it says neither. An estimate: a file may end early.
+  int64_t frameCountEstimate() const;
+  /// The stream's average frame rate (its r_frame_rate when the average is unknown); num 0 when it has neither.
+  FrameRate rate() const;
+
+  /// Decodes the selected frames, each (H, W, 3) uint8 RGB. Throws VideoError when there is no frame to return,
+  /// and on damage as `on_damage` says. With kFail and no count, a stream shorter than the container announces is
+  /// damage (truncated).
+  std::vector<torch::Tensor> read(const FrameSelection& selection, RgbConversion conversion, OnDamage on_damage);
+
+ private:
+  struct Stream;  // FFmpeg's objects (video_reader.cc)
+  std::string path_;
+  std::unique_ptr<Stream> stream_;
+};
+
+/// Decodes every frame of the best video stream of `path` (VideoReader: kAccurate, kFail). Throws VideoError for
+/// an unreadable file, no video stream, zero frames, a resolution change mid-stream, a file that ends early (a read
+/// or decode error after the first frame, or fewer frames than the container announces), and no frame rate.
 Video readVideo(const std::string& path);
 
-/// True when FFmpeg knows a container for the name's extension (.mp4, .mkv, .mov, ...).
+/// The extensions of the video container file names taehv-train takes (lower case, with the dot): the one rule
+/// for what a video file is, for the training data's folders and for encode/decode/roundtrip. FFmpeg reads all of
+/// them; of those it writes, H.264 goes into .mp4 .m4v .mov .mkv .avi .ts .m2ts .mts .flv .f4v .3gp .nut.
+inline constexpr std::array<const char*, 21> kVideoFileExtensions = {
+    ".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".ts",  ".m2ts", ".mts", ".flv", ".f4v",
+    ".mpg", ".mpeg", ".vob", ".ogv", ".3gp", ".wmv", ".asf", ".mxf", ".y4m", ".nut"};
+
+/// True when the name ends in one of kVideoFileExtensions, in any case (clip.MP4, clip.ts). Images (.png .jpg),
+/// audio (.wav .mp3) and raw streams (.h264) are not video files.
 bool isVideoFileName(const std::string& path);
+
+/// kVideoFileExtensions as one line for messages: ".mp4 .m4v ... .nut".
+std::string videoFileExtensionList();
 
 /// Writes `frames` ((T, H, W, 3) uint8 RGB, T >= 1) as H.264 (libx264, yuv420p, CRF 18) at `rate` in the
 /// container the extension names. H.264 4:2:0 needs an even width and height: anything else is a VideoError, thrown

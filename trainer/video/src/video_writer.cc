@@ -1,3 +1,4 @@
+// writeVideo: RGB frames as H.264 through FFmpeg, written atomically.
 #include "taehv/video/video_file.h"
 
 extern "C" {
@@ -10,8 +11,8 @@ extern "C" {
 #include <memory>
 #include <vector>
 
+#include "av_handles.h"
 #include "taehv/model/output_file.h"
-#include "taehv/video/av_handles.h"
 
 namespace taehv::video {
 namespace {
@@ -25,122 +26,6 @@ struct AvioFree {
     avio_context_free(&io);
   }
 };
-
-// Decodes packets into RGB frames; one object per readVideo call.
-class FrameReader {
- public:
-  FrameReader(const std::string& path, AVCodecContext* codec) : path_(path), codec_(codec), frame_(av_frame_alloc()) {}
-
-  // Takes every frame the decoder has ready. Throws VideoError on a decode error or a size change.
-  void receive() {
-    while (true) {
-      const int rc = avcodec_receive_frame(codec_, frame_.get());
-      if (rc == AVERROR(EAGAIN) || rc == AVERROR_EOF) return;
-      if (rc < 0) throw VideoError(path_ + ": corrupt video data after " + count() + ": " + avError(rc));
-      const int w = frame_->width, h = frame_->height;
-      if (!frames_.empty() && (w != frames_.front().size(1) || h != frames_.front().size(0))) {
-        throw VideoError(path_ + ": the frame size changes mid-stream (" + std::to_string(frames_.front().size(1)) +
-                         "x" + std::to_string(frames_.front().size(0)) + " to " + std::to_string(w) + "x" +
-                         std::to_string(h) + " at frame " + std::to_string(frames_.size()) + "), which is not supported");
-      }
-      sws_.reset(sws_getCachedContext(sws_.release(), w, h, static_cast<AVPixelFormat>(frame_->format), w, h,
-                                      AV_PIX_FMT_RGB24, SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT, nullptr,
-                                      nullptr, nullptr));
-      if (!sws_) throw VideoError(path_ + ": cannot convert its pixel format to RGB");
-      auto rgb = torch::empty({h, w, 3}, torch::kUInt8);
-      uint8_t* dst[4] = {rgb.data_ptr<uint8_t>(), nullptr, nullptr, nullptr};
-      int dst_stride[4] = {w * 3, 0, 0, 0};
-      sws_scale(sws_.get(), frame_->data, frame_->linesize, 0, h, dst, dst_stride);
-      frames_.push_back(std::move(rgb));
-    }
-  }
-
-  std::string count() const { return std::to_string(frames_.size()) + " frame" + (frames_.size() == 1 ? "" : "s"); }
-  std::vector<torch::Tensor>& frames() { return frames_; }
-
- private:
-  std::string path_;
-  AVCodecContext* codec_;
-  FramePtr frame_;
-  SwsPtr sws_;
-  std::vector<torch::Tensor> frames_;
-};
-
-FrameRate rateOf(const AVStream* stream) {
-  AVRational r = stream->avg_frame_rate;
-  if (r.num <= 0 || r.den <= 0) r = stream->r_frame_rate;
-  if (r.num <= 0 || r.den <= 0) return {};
-  return {r.num, r.den};
-}
-
-}  // namespace
-
-Video readVideo(const std::string& path) {
-  av_log_set_level(AV_LOG_QUIET);
-  AVFormatContext* raw = nullptr;
-  if (const int rc = avformat_open_input(&raw, path.c_str(), nullptr, nullptr); rc < 0) {
-    throw VideoError(path + ": cannot read it as a video: " + avError(rc));
-  }
-  InputPtr format(raw);
-  if (const int rc = avformat_find_stream_info(format.get(), nullptr); rc < 0) {
-    throw VideoError(path + ": cannot read its stream information: " + avError(rc));
-  }
-  const AVCodec* decoder = nullptr;
-  const int index = av_find_best_stream(format.get(), AVMEDIA_TYPE_VIDEO, -1, -1, &decoder, 0);
-  if (index == AVERROR_STREAM_NOT_FOUND) {
-    throw VideoError(path + ": has no video stream (" + std::to_string(format->nb_streams) + " other stream" +
-                     (format->nb_streams == 1 ? "" : "s") + ")");
-  }
-  if (index < 0 || decoder == nullptr) throw VideoError(path + ": no decoder for its video stream in this FFmpeg");
-  AVStream* stream = format->streams[index];
-
-  CodecPtr codec(avcodec_alloc_context3(decoder));
-  if (!codec || avcodec_parameters_to_context(codec.get(), stream->codecpar) < 0) {
-    throw VideoError(path + ": bad codec parameters in its video stream");
-  }
-  codec->thread_count = 1;
-  codec->err_recognition |= AV_EF_EXPLODE;  // a damaged packet is an error, not a silently concealed frame
-  if (const int rc = avcodec_open2(codec.get(), decoder, nullptr); rc < 0) {
-    throw VideoError(path + ": cannot open the " + decoder->name + " decoder: " + avError(rc));
-  }
-  FrameReader reader(path, codec.get());
-  PacketPtr packet(av_packet_alloc());
-  while (true) {
-    const int rc = av_read_frame(format.get(), packet.get());
-    if (rc == AVERROR_EOF) break;
-    if (rc < 0) throw VideoError(path + ": truncated or unreadable after " + reader.count() + ": " + avError(rc));
-    if (packet->stream_index == index) {
-      const bool damaged = (packet->flags & AV_PKT_FLAG_CORRUPT) != 0;
-      const int sent = avcodec_send_packet(codec.get(), packet.get());
-      av_packet_unref(packet.get());
-      if (damaged || (sent < 0 && sent != AVERROR(EAGAIN))) {
-        throw VideoError(path + ": corrupt or truncated video data after " + reader.count() +
-                         (damaged ? std::string() : ": " + avError(sent)));
-      }
-      reader.receive();
-    } else {
-      av_packet_unref(packet.get());
-    }
-  }
-  avcodec_send_packet(codec.get(), nullptr);  // drain the decoder's delayed frames
-  reader.receive();
-
-  std::vector<torch::Tensor>& frames = reader.frames();
-  if (frames.empty()) throw VideoError(path + ": its video stream has no frames");
-  if (stream->nb_frames > 0 && static_cast<int64_t>(frames.size()) < stream->nb_frames) {
-    throw VideoError(path + ": truncated: " + reader.count() + " decoded of the " + std::to_string(stream->nb_frames) +
-                     " its header announces");
-  }
-  const FrameRate rate = rateOf(stream);
-  if (rate.num <= 0) throw VideoError(path + ": its video stream has no frame rate");
-  return {torch::stack(frames), rate};
-}
-
-bool isVideoFileName(const std::string& path) {
-  return av_guess_format(nullptr, path.c_str(), nullptr) != nullptr;
-}
-
-namespace {
 
 // avio_alloc_context's write callback takes a const buffer from FFmpeg 7 (libavformat 61) on.
 #if LIBAVFORMAT_VERSION_MAJOR >= 61
@@ -276,7 +161,7 @@ void writeVideo(const std::string& path, const torch::Tensor& frames, FrameRate 
   }
   if (rate.num <= 0 || rate.den <= 0) throw VideoError(path + ": a frame rate above 0 is needed");
   if (!isVideoFileName(path)) {
-    throw VideoError(path + ": FFmpeg knows no container for this file name (use .mp4 or .mkv)");
+    throw VideoError(path + ": not a video file name (" + videoFileExtensionList() + "; H.264 in .mp4 or .mkv)");
   }
   av_log_set_level(AV_LOG_QUIET);
   writeFileAtomically(path, [&](int fd) { return H264Writer(path, fd).write(frames, rate); });

@@ -1,5 +1,5 @@
-// Owners of FFmpeg's objects (unique_ptr deleters) and its error text, for the code that calls libav* directly:
-// taehv::video and the training data's decoder (trainer/train/src/video.cc). Includes FFmpeg's headers.
+// Owners of FFmpeg's objects (unique_ptr deleters) and its error text, for taehv::video's reader and writer (the
+// only code that calls libav*). Includes FFmpeg's headers; private to trainer/video.
 #pragma once
 
 extern "C" {
