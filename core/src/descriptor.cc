@@ -204,7 +204,7 @@ Status validateNodeCounts(const NodeDescriptor& node) {
   }
   if (world > kMaxWorldSize)
     return {"world size " + std::to_string(world) + " (the sum of " + where + ") is more than the " +
-            std::to_string(kMaxWorldSize) + " processes taehv-run starts (limits: see the README)"};
+            std::to_string(kMaxWorldSize) + " processes taehv-run starts (limits: docs/launching.md)"};
   const int here = counts[static_cast<std::size_t>(*node.node_rank.value)];
   if (here != *node.nproc_per_node.value)
     return {"processes per node " + describeValue(node.nproc_per_node) + " contradicts the per-node counts " + where +
@@ -222,13 +222,13 @@ Status validateCounts(const NodeDescriptor& node) {
   if (nnodes < 1) return {"node count must be at least 1, got " + describeValue(node.nnodes) + "; fix --nnodes"};
   if (nnodes > kMaxNodes)
     return {"node count must be at most " + std::to_string(kMaxNodes) + ", got " + describeValue(node.nnodes) +
-            "; fix --nnodes (limits: see the README)"};
+            "; fix --nnodes (limits: docs/launching.md)"};
   if (nproc < 1)
     return {"processes per node must be at least 1, got " + describeValue(node.nproc_per_node) +
             "; fix --nproc-per-node"};
   if (nproc > kMaxNprocPerNode)
     return {"processes per node must be at most " + std::to_string(kMaxNprocPerNode) + ", got " +
-            describeValue(node.nproc_per_node) + "; fix --nproc-per-node (limits: see the README)"};
+            describeValue(node.nproc_per_node) + "; fix --nproc-per-node (limits: docs/launching.md)"};
   if (node.min_nnodes.has() && (*node.min_nnodes.value < 1 || *node.min_nnodes.value > nnodes))
     return {"--nnodes " + node.nnodesText() + " (from " + node.nnodes.source + "): MIN must be in 1..MAX"};
   if (node_rank < 0 || node_rank >= nnodes)
@@ -241,7 +241,7 @@ Status validateCounts(const NodeDescriptor& node) {
     if (world > kMaxWorldSize)
       return {"world size nnodes*nproc_per_node = " + std::to_string(nnodes) + "*" + std::to_string(nproc) + " = " +
               std::to_string(world) + " is more than the " + std::to_string(kMaxWorldSize) +
-              " processes taehv-run starts; fix --nnodes or --nproc-per-node (limits: see the README)"};
+              " processes taehv-run starts; fix --nnodes or --nproc-per-node (limits: docs/launching.md)"};
   }
   if (*node.max_restarts.value < 0 || *node.max_restarts.value > kMaxRestarts)
     return {"max restarts must be in 0.." + std::to_string(kMaxRestarts) + ", got " +
@@ -268,7 +268,7 @@ Status parseNnodes(const std::string& text, const std::string& where, LaunchFlag
   if (lo && hi) {
     if (*lo == 0 || *hi == 0) why = "a job needs at least 1 node";
     else if (*lo > *hi) why = "MIN " + std::to_string(*lo) + " is more than MAX " + std::to_string(*hi);
-    else why = "more than " + std::to_string(kMaxNodes) + " nodes (limits: see the README)";
+    else why = "more than " + std::to_string(kMaxNodes) + " nodes (limits: docs/launching.md)";
   }
   return {where + " '" + text + "': " + why + "; give N (a fixed count) or MIN:MAX (elastic, torchrun's form) with " +
           "1 <= MIN <= MAX <= " + std::to_string(kMaxNodes) + ", e.g. 2 or 1:4"};
@@ -422,7 +422,7 @@ Status applyAgreedLayout(NodeDescriptor& node, const RankLayout& layout) {
   const int nproc = *node.nproc_per_node.value;
   if (layout.world_size < 1 || layout.world_size > kMaxWorldSize)
     return {"the node group's world size " + std::to_string(layout.world_size) + " is outside 1.." +
-            std::to_string(kMaxWorldSize) + " (limits: see the README); lower --nproc-per-node on some nodes"};
+            std::to_string(kMaxWorldSize) + " (limits: docs/launching.md); lower --nproc-per-node on some nodes"};
   if (layout.first_rank < 0 || static_cast<long long>(layout.first_rank) + nproc > layout.world_size)
     return {"the node group gave this node ranks " + std::to_string(layout.first_rank) + ".." +
             std::to_string(static_cast<long long>(layout.first_rank) + nproc - 1) + ", outside the world size " +

@@ -5,8 +5,9 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
-#include <cstdio>
 #include <cstdlib>
+
+#include "taehv/log.h"
 
 namespace taehv::group {
 
@@ -16,7 +17,7 @@ std::string hmacSha256(std::string_view key, std::string_view data) {
   const unsigned char* ok = HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
                                  reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &len);
   if (ok == nullptr || len != kMacBytes) {
-    std::fprintf(stderr, "taehv-run: OpenSSL HMAC-SHA256 failed\n");
+    log::error("OpenSSL HMAC-SHA256 failed");
     std::abort();
   }
   return std::string(reinterpret_cast<const char*>(out), len);
@@ -25,7 +26,7 @@ std::string hmacSha256(std::string_view key, std::string_view data) {
 std::string randomBytes(std::size_t n) {
   std::string out(n, '\0');
   if (RAND_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<int>(n)) != 1) {
-    std::fprintf(stderr, "taehv-run: OpenSSL RAND_bytes failed: no random nonce, refusing to go on\n");
+    log::error("OpenSSL RAND_bytes failed: no random nonce, refusing to go on");
     std::abort();
   }
   return out;

@@ -9,7 +9,7 @@
 
 namespace taehv {
 
-/// The stable JSON form (documented in README.md, "taehv-run describe"): an array with one object per worker,
+/// The stable JSON form (documented in docs/launching.md, "taehv-run describe"): an array with one object per worker,
 /// keys rank, local_rank, world_size, local_world_size, node_rank, nnodes, min_nnodes (integers; nnodes is MAX of an elastic --nnodes MIN:MAX), master_addr (string),
 /// master_port (integer), env (object: every variable taehv-run sets, name -> value), provenance (object:
 /// each of the keys above and each env name -> where its value came from) and notes (array of strings: how the

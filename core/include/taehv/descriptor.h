@@ -25,9 +25,9 @@ inline constexpr const char* kDefaultRunId = "none";
 /// Address used by --standalone and by a single-node job with no master given.
 inline constexpr const char* kLoopbackAddr = "127.0.0.1";
 
-/// Limits on counts (README: "Limits"). They keep every rank, world size and restart count far inside an int, so
+/// Limits on counts (docs/launching.md, "Limits"). They keep every rank, world size and restart count far inside an int, so
 /// no product or sum of them can overflow, and they stop a mistyped count before it forks thousands of processes.
-/// Beyond what any job we know of uses; raise them here (and in the README) when one does.
+/// Beyond what any job we know of uses; raise them here (and in docs/launching.md) when one does.
 inline constexpr int kMaxNodes = 65536;          ///< --nnodes, PET_NNODES, a backend's node count
 inline constexpr int kMaxNprocPerNode = 1024;    ///< workers on one node, whatever --oversubscribe says
 inline constexpr int kMaxWorldSize = 1 << 20;    ///< processes over all nodes (1,048,576)

@@ -13,7 +13,7 @@ namespace po = boost::program_options;
 
 int runDescribe(Cli& cli) {
   po::options_description extra("describe");
-  extra.add_options()("json", "print the stable JSON form (see README: taehv-run describe)");
+  extra.add_options()("json", "print the stable JSON form (its keys: docs/launching.md)");
   po::variables_map vm;
   if (auto done = cli.parse(extra, vm)) return *done;
   auto resolved = cli.resolve(vm);

@@ -398,7 +398,7 @@ void Config::validate() const {
   }
   if (train.zero_stage < 0 || train.zero_stage > 2) {
     fail("train.zero_stage must be 0, 1 or 2, got " + std::to_string(train.zero_stage) +
-         " (parameter sharding, ZeRO-3, is not built: see README, \"ZeRO stages\")");
+         " (parameter sharding, ZeRO-3, is not built: see docs/zero.md)");
   }
   if (train.zero_stage > 0 && train.optimizer != OptimizerKind::kAdamW) {
     fail("train.zero_stage " + std::to_string(train.zero_stage) + " shards AdamW's state; train.optimizer=" +

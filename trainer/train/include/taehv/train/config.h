@@ -180,7 +180,7 @@ struct Config {
   OutputConfig output;
   EvalConfig eval;
 
-  // Limits validate() enforces on counts (README, "Limits"): far above any real run, they keep every product of
+  // Limits validate() enforces on counts (docs/trainer.md): far above any real run, they keep every product of
   // counts from overflowing and turn a typo (extra zeros) into a message instead of an allocation failure.
   static constexpr int64_t kMaxSteps = 1'000'000'000;
   static constexpr int64_t kMaxBatch = 4096;
