@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <functional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,10 @@ std::string shapeText(c10::IntArrayRef shape);
 void requireFinite(const torch::Tensor& result, const std::string& what);
 
 double secondsSince(std::chrono::steady_clock::time_point start);
+
+/// `run()` under InferenceMode: its result and the seconds it took. Throws (exit 1) when the result holds NaN or Inf
+/// (requireFinite, `what` naming it): nothing is written then.
+std::pair<torch::Tensor, double> timedInference(const std::string& what, const std::function<torch::Tensor()>& run);
 
 /// This process's peak resident memory in MB.
 double peakRssMb();

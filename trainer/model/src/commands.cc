@@ -197,6 +197,18 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+std::pair<torch::Tensor, double> timedInference(const std::string& what, const std::function<torch::Tensor()>& run) {
+  const auto start = std::chrono::steady_clock::now();
+  torch::Tensor result;
+  {
+    torch::InferenceMode guard;
+    result = run();
+  }
+  const double seconds = secondsSince(start);
+  requireFinite(result, what);
+  return {result, seconds};
+}
+
 // This process's peak resident memory in MB: VmHWM of /proc/self/status, which (unlike getrusage's ru_maxrss)
 // starts afresh at exec and so does not include the RSS of the process that forked this one; ru_maxrss elsewhere.
 double peakRssMb() {
@@ -299,14 +311,9 @@ int encodeCommand(const std::vector<std::string>& argv) {
       throw UsageError("--input: values must be in [0, 1], found [" + std::to_string(lo) + ", " + std::to_string(hi) +
                        "] (frames in [-1, 1]? rescale them with (x + 1) / 2)");
     }
-    const auto start = std::chrono::steady_clock::now();
-    torch::Tensor latents;
-    {
-      torch::InferenceMode guard;
-      latents = streaming ? encodeStreaming(model, frames) : model->encodeVideo(frames);
-    }
-    const double seconds = secondsSince(start);
-    requireFinite(latents, "latents");
+    const auto [latents, seconds] = timedInference("latents", [&] {
+      return streaming ? encodeStreaming(model, frames) : model->encodeVideo(frames);
+    });
     writeSafetensors(output, {{"latents", latents}}, torch::kFloat);
     log::report(log::format("encoded %s -> latents %s in %.3f s (%s) peak_rss_mb=%.1f",
                             shapeText(frames.sizes()).c_str(), shapeText(latents.sizes()).c_str(), seconds,
@@ -336,14 +343,9 @@ int decodeCommand(const std::vector<std::string>& argv) {
                        std::to_string(latents.size(0)) + " (N = " + std::to_string(latents.size(0)) +
                        "); write .safetensors instead");
     }
-    const auto start = std::chrono::steady_clock::now();
-    torch::Tensor frames;
-    {
-      torch::InferenceMode guard;
-      frames = streaming ? decodeStreaming(model, latents) : model->decodeVideo(latents);
-    }
-    const double seconds = secondsSince(start);
-    requireFinite(frames, "frames");
+    const auto [frames, seconds] = timedInference("frames", [&] {
+      return streaming ? decodeStreaming(model, latents) : model->decodeVideo(latents);
+    });
     if (to_video) {
       writeVideoOutput(output, frames, fps, 1);
     } else {
