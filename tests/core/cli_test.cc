@@ -162,7 +162,7 @@ TEST(HostilePlugins, APluginCutShortIsOneLineAndTheOthersStillLoad) {
 }
 
 // Issue 17, kind 3, through the real binary: no negative world size, no fork storm.
-TEST(HostileCounts, HugeCountsAndTooManyCpuWorkersExitTwoBeforeAnythingStarts) {
+TEST(HostileCli, HugeCountsAndTooManyCpuWorkersExitTwoBeforeAnythingStarts) {
   expectUsageError(taehv({"describe", "--nnodes", "2147483647", "--node-rank", "2147483646", "--nproc-per-node", "2",
                           "--master-addr", "10.0.0.5"}),
                    {"node count must be at most 65536, got 2147483647 (from flag --nnodes)"});
