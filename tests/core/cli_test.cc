@@ -573,6 +573,46 @@ TEST(Cli, ABackendThatTakesOverGetsTheLaunchOptionsAndCommand) {
   }
 }
 
+// Issue 38, defect 4: text that is not UTF-8 aborted describe --json and plugins --json (nlohmann's type_error 316,
+// SIGABRT). A value the job runs with (master address, run id) is refused with one line showing the byte; free text
+// (a note, a path) is written with U+FFFD and a warning says so.
+TEST(HostileText, DescribeRefusesAMasterAddressOrRunIdThatIsNotUtf8) {
+  expectUsageError(taehv({"describe", "--json", "--nnodes", "2", "--node-rank", "1", "--master-addr", "h\xE9st"}),
+                   {"master address (from flag --master-addr) 'h\\xE9st' is not valid UTF-8 (byte 0xE9 at offset 1)",
+                    "give a host name or an IP address"});
+  expectUsageError(taehv({"describe", "--json", "--standalone", "--run-id", "ab\xE9" "c"}),
+                   {"run id (from flag --run-id) 'ab\\xE9c' is not valid UTF-8"});
+  expectUsageError(taehv({"describe", "--json", "--nproc-per-node", "1"}, {{"PET_RDZV_ID", "x\xFF"}}),
+                   {"run id (from env PET_RDZV_ID) 'x\\xFF' is not valid UTF-8"});
+  // The launch takes the same values the same way.
+  expectUsageError(taehv({"--standalone", "--run-id", "ab\xE9", "--", "/bin/true"}), {"run id", "not valid UTF-8"});
+}
+
+TEST(HostileText, JsonOutputsReplaceBytesThatAreNotUtf8AndSaySo) {
+  auto r = taehv({"describe", "--json", "--standalone"}, {{"TAEHV_NVML_LIBRARY", "/nonexistent/libnvidia-ml-\xE9.so"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json doc = Json::parse(r.out);  // throws on text that is not UTF-8
+  EXPECT_NE(doc.dump().find("libnvidia-ml-\xEF\xBF\xBD.so"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("warning: describe --json: 2 byte sequences that are not valid UTF-8 written as U+FFFD (the "
+                       "first at /0/notes/0)"),
+            std::string::npos)
+      << "the note names the library twice: " << r.err;
+
+  const std::string dir = tempDir() + "/plugins-\xE9";
+  fs::create_directories(dir);
+  fs::copy_file(pluginDir("alpha") + "/taehv_plugin_alpha.so", dir + "/taehv_plugin_alpha.so");
+  r = taehv({"--plugin-dir", dir, "plugins", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  bool found = false;
+  for (const auto& p : Json::parse(r.out)) found = found || p["name"] == "alpha";
+  EXPECT_TRUE(found) << r.out;
+  EXPECT_NE(r.out.find("plugins-\xEF\xBF\xBD/taehv_plugin_alpha.so"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("warning: plugins --json: 1 byte sequence that is not valid UTF-8 written as U+FFFD"),
+            std::string::npos)
+      << r.err;
+  fs::remove_all(fs::path(dir).parent_path());
+}
+
 TEST(Cli, DescribeTextShowsWhereEachValueCameFrom) {
   auto r = taehv({"describe", "--nproc-per-node", "2", "--run-id", "r1", "--", "/bin/true"});
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -35,7 +35,9 @@ int runDescribe(Cli& cli) {
     return kUsageError;
   }
   if (vm.count("json")) {
-    std::cout << describeJson(node, workers, &group.value);
+    Utf8Repair repair;
+    std::cout << describeJson(node, workers, &group.value, &repair);
+    if (repair.any()) cli.log(LogLevel::kWarn, repair.sentence("describe --json"));
   } else {
     Checked<std::vector<std::string>> worker = cli.workerCommand();
     std::vector<std::string> command = worker.ok() ? worker.value : std::vector<std::string>{"<" + worker.error + ">"};
