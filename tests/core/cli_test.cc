@@ -161,6 +161,76 @@ TEST(HostilePlugins, APluginCutShortIsOneLineAndTheOthersStillLoad) {
   fs::remove_all(dir);
 }
 
+// Issue 38, defect 11: a FIFO named like a plugin hung `plugins`, `describe` and every launch with --backend auto (the
+// ELF check opened it before looking at its type). Now one line names it and the other plugins still load.
+TEST(HostilePlugins, AFifoNamedLikeAPluginIsRefusedWithoutWaiting) {
+  const std::string dir = tempDir();
+  const std::string fifo = dir + "/taehv_plugin_fifo.so";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto limit = std::chrono::seconds(20);
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--plugin-dir", dir, "plugins"}, {"--plugin-dir", dir, "describe"}, {"--plugin-dir", dir, "--", "/bin/true"}}) {
+    std::vector<std::string> argv = {taehvRun()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const ProcessResult r = runProcess(argv, cleanEnv(), limit);
+    ASSERT_FALSE(r.timed_out) << args.back() << " waited on the FIFO";
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(fifo + ": plugin file is a FIFO, not a regular file; refusing to open it"), std::string::npos)
+        << r.err;
+  }
+  fs::remove_all(dir);
+}
+
+// Issue 38, defect 10: plugin folders and files writable by their group, or owned by another user, were loaded by root
+// without a word (only world-writable ones were refused). Each is refused with a line naming it, its owner and mode
+// and the command that fixes it; the same plugin loads once it is safe.
+TEST(HostilePlugins, AFolderOrPluginOthersCanChangeIsRefused) {
+  ASSERT_EQ(::geteuid(), 0u) << "the owner cases need root (the suites run as root)";
+  const std::string dir = tempDir();
+  const std::string file = dir + "/taehv_plugin_alpha.so";
+  fs::copy_file(pluginDir("alpha") + "/taehv_plugin_alpha.so", file);
+  ::chmod(file.c_str(), 0644);
+  const std::vector<std::string> args = {"--plugin-dir", dir, "--backend", "alpha", "describe"};
+  ASSERT_EQ(taehv(args).exit_code, 0) << "safe: loads";
+
+  ::chmod(dir.c_str(), 0770);
+  expectUsageError(taehv(args), {dir + ": plugin folder (from --plugin-dir) is writable by its group root (owner root, "
+                                       "mode 0770); refusing to load code from it: run chmod g-w " + dir});
+  ::chmod(dir.c_str(), 0700);
+  ::chmod(file.c_str(), 0664);
+  expectUsageError(taehv(args), {file + ": plugin file is writable by its group root (owner root, mode 0664)",
+                                 "run chmod g-w " + file});
+  ::chmod(file.c_str(), 0644);
+  ASSERT_EQ(::chown(file.c_str(), 65534, 65534), 0);
+  expectUsageError(taehv(args), {file + ": plugin file is owned by nobody, neither root nor root who runs taehv-run "
+                                        "(mode 0644); refusing to load code from it"});
+  ASSERT_EQ(::chown(file.c_str(), 0, 0), 0);
+  ASSERT_EQ(::chown(dir.c_str(), 65534, 65534), 0);
+  expectUsageError(taehv(args), {dir + ": plugin folder (from --plugin-dir) is owned by nobody"});
+  expectUsageError(taehv({"--plugin-dir", dir, "plugins"}), {"is owned by nobody"});
+  ASSERT_EQ(::chown(dir.c_str(), 0, 0), 0);
+  EXPECT_EQ(taehv(args).exit_code, 0) << "safe again: loads";
+  fs::remove_all(dir);
+}
+
+// Issue 38, defect 20: a plugin built for another CPU said dlopen's "No such file or directory".
+TEST(HostilePlugins, APluginForAnotherMachineNamesTheMachine) {
+  const std::string dir = tempDir();
+  const std::string file = dir + "/taehv_plugin_alpha.so";
+  fs::copy_file(pluginDir("alpha") + "/taehv_plugin_alpha.so", file);
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(18);  // e_machine, the same offset in 32- and 64-bit ELF headers; 183 = EM_AARCH64, little-endian
+    const char aarch64[2] = {static_cast<char>(183), 0};
+    f.write(aarch64, 2);
+  }
+  auto r = taehv({"--plugin-dir", dir, "--backend", "alpha", "describe"});
+  expectUsageError(r, {file + ": not a shared library taehv-run can load (built for AArch64 (ARM 64-bit), but this "
+                              "taehv-run runs on "});
+  EXPECT_EQ(r.err.find("No such file"), std::string::npos) << r.err;
+  fs::remove_all(dir);
+}
+
 // Issue 17, kind 3, through the real binary: no negative world size, no fork storm.
 TEST(HostileCounts, HugeCountsAndTooManyCpuWorkersExitTwoBeforeAnythingStarts) {
   expectUsageError(taehv({"describe", "--nnodes", "2147483647", "--node-rank", "2147483646", "--nproc-per-node", "2",
