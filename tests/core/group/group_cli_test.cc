@@ -100,6 +100,21 @@ TEST(GroupCli, BadGroupValuesAreOneLineAndExit2) {
   }
 }
 
+// Issue 38, defect 10: TAEHV_JOB_TOKEN set but empty fell back to the derived key (anyone who sees the job's command
+// line can join it) while a 1-character token was refused. Now an empty or blank one is refused the same way.
+TEST(HostileGroupCli, AnEmptyJobTokenIsRefusedLikeAShortOne) {
+  const std::vector<std::string> argv = {taehvRun(), "describe", "--backend", "local", "--nnodes", "2",
+                                         "--master-addr", "10.0.0.5", "--nproc-per-node", "1"};
+  for (const std::string token : {"", "   ", "x"}) {
+    const auto r = runProcess(argv, envWith({{"TAEHV_JOB_TOKEN", token}}));
+    EXPECT_EQ(r.exit_code, 2) << "'" << token << "': " << r.out << r.err;
+    EXPECT_NE(r.err.find("env TAEHV_JOB_TOKEN holds a token of " + std::to_string(token == "x" ? 1 : 0) +
+                         " characters; use at least 16 random characters"),
+              std::string::npos)
+        << r.err;
+  }
+}
+
 TEST(GroupCli, AWorkerFailingOnNode1StopsNode0WhichNamesIt) {
   const int port = 29600 + static_cast<int>(::getpid() % 200) * 2;
   const auto env = envWith({{"TAEHV_JOB_TOKEN", kToken}});
