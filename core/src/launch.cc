@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -129,6 +130,42 @@ Checked<std::vector<int>> parseRankList(const std::string& text) {
   }
   if (out.empty()) return {"--local-ranks-filter is empty; give local ranks like 0 or 0,2"};
   return result;
+}
+
+Status checkLogDir(const std::string& dir) {
+  const auto kind = [](mode_t mode) -> std::string {
+    if (S_ISREG(mode)) return "a file";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "not a folder";
+  };
+  const std::string where = "--log-dir " + dir + ": ";
+  if (dir.empty()) return {where + "empty; give a folder for the workers' rank_<RANK>.log files"};
+  // The path itself, else its nearest parent that exists: a folder the launch can create the rest in.
+  std::filesystem::path at = std::filesystem::path(dir).lexically_normal();
+  for (;;) {
+    struct stat st {};
+    if (::stat(at.c_str(), &st) == 0) {
+      const bool self = at == std::filesystem::path(dir).lexically_normal();
+      const std::string what = self ? std::string("it") : at.string();
+      if (!S_ISDIR(st.st_mode)) {
+        return {where + what + " is " + kind(st.st_mode) + ", not a folder; give a folder (it is created when " +
+                "missing) for the workers' rank_<RANK>.log files"};
+      }
+      if (::access(at.c_str(), W_OK | X_OK) != 0) {
+        return {where + (self ? "cannot write in it" : "cannot create it in " + at.string()) + " (" +
+                std::strerror(errno) + "); give a folder you can write in"};
+      }
+      return {};
+    }
+    const std::filesystem::path parent = at.has_parent_path() ? at.parent_path() : std::filesystem::path(".");
+    if ((errno != ENOENT && errno != ENOTDIR) || parent == at) {  // ENOTDIR: a file on the way, found above
+      return {where + "cannot look at " + at.string() + " (" + std::strerror(errno) + ")"};
+    }
+    at = parent;
+  }
 }
 
 namespace {

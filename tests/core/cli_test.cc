@@ -362,6 +362,53 @@ TEST(HostileCli, UsageErrorsExitTwoWithOneLine) {
   }
 }
 
+// Issue 38, defect 17: describe and doctor passed a --shutdown-grace of nan or -1 and a --log-dir that is a device or
+// a file, which the launch then refused. The three read these options through one function: the launch's line is
+// describe's line (exit 2) and doctor's failed row (exit 1).
+TEST(HostileCli, DescribeAndDoctorRefuseWhatTheLaunchRefuses) {
+  const std::string dir = tempDir();
+  const std::string file = dir + "/a-file";
+  std::ofstream(file) << "not a folder\n";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--shutdown-grace", "nan"}, "--shutdown-grace must be 0..86400 seconds, got nan"},
+      {{"--shutdown-grace", "-1"}, "--shutdown-grace must be 0..86400 seconds, got -1"},
+      {{"--log-dir", "/dev/null"}, "--log-dir /dev/null: it is a character device, not a folder"},
+      {{"--log-dir", file}, "--log-dir " + file + ": it is a file, not a folder"},
+      {{"--log-dir", file + "/logs"}, "--log-dir " + file + "/logs: " + file + " is a file, not a folder"},
+      {{"--local-ranks-filter", "3"}, "--local-ranks-filter names local rank 3 but this node runs 2 worker(s)"},
+  };
+  const std::vector<std::string> node = {"--backend", "local", "--standalone", "--nproc-per-node", "2"};
+  for (const auto& [options, says] : cases) {
+    SCOPED_TRACE(says);
+    std::vector<std::string> args = node;
+    args.insert(args.end(), options.begin(), options.end());
+    std::vector<std::string> launch = args;
+    launch.insert(launch.end(), {"--", "/bin/true"});
+    const ProcessResult launched = taehv(launch);
+    expectUsageError(launched, {says});
+    std::vector<std::string> describe = {"describe"};
+    describe.insert(describe.end(), args.begin(), args.end());
+    const ProcessResult described = taehv(describe);
+    expectUsageError(described, {says});
+    EXPECT_EQ(described.err, launched.err) << "the same line";
+    std::vector<std::string> doctor = {"doctor", "--output-dir", dir};
+    doctor.insert(doctor.end(), args.begin(), args.end());
+    const ProcessResult doctored = taehv(doctor);
+    EXPECT_EQ(doctored.exit_code, 1) << doctored.out << doctored.err;
+    EXPECT_NE(doctored.out.find("launch options"), std::string::npos) << doctored.out;
+    EXPECT_NE(doctored.out.find(says), std::string::npos) << doctored.out;
+  }
+  // A --log-dir that does not exist yet in a folder that can be written passes all three; the launch creates it.
+  const std::string logs = dir + "/new/logs";
+  EXPECT_EQ(taehv({"describe", "--standalone", "--log-dir", logs}).exit_code, 0);
+  const ProcessResult doctored = taehv({"doctor", "--backend", "local", "--standalone", "--output-dir", dir,
+                                        "--log-dir", logs});
+  EXPECT_EQ(doctored.out.find("launch options"), std::string::npos) << doctored.out;
+  EXPECT_EQ(taehv({"--standalone", "--log-dir", logs, "--", "/bin/true"}).exit_code, 0);
+  EXPECT_TRUE(fs::is_regular_file(logs + "/rank_0.log"));
+  fs::remove_all(dir);
+}
+
 TEST(Cli, AWorldWritableFolderIsRefused) {
   std::string dir = tempDir();
   fs::copy_file(pluginDir("alpha") + "/taehv_plugin_alpha.so", dir + "/taehv_plugin_alpha.so");

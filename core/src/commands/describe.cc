@@ -27,6 +27,11 @@ int runDescribe(Cli& cli) {
       return kUsageError;
     }
   }
+  // What the launch would refuse, describe refuses too (a --shutdown-grace of nan, a --log-dir that is a file).
+  if (Status options = checkLaunchOptions(cli, vm, resolved.value); !options.ok()) {
+    cli.log(LogLevel::kError, options.error);
+    return kUsageError;
+  }
   const NodeDescriptor& node = resolved.value.node;
   auto workers = expandWorkers(node, cli.env());
   auto group = planGroup(node, groupFlags(vm), cli.env());
