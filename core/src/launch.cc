@@ -212,12 +212,16 @@ std::unique_ptr<group::NodeGroup> formGroup(const NodeDescriptor& node, const Gr
                            formatSeconds(plan.node_timeout) + "; job token: " +
                            (plan.token.source == group::TokenSource::kDerived ? "none given (derived, weaker)"
                                                                               : plan.token.description));
-  if (Status formed = g->form(std::chrono::steady_clock::now() + wait); !formed.ok()) {
+  const auto form_started = std::chrono::steady_clock::now();
+  if (Status formed = g->form(form_started + wait); !formed.ok()) {
     leader_lost = g->leaderLost();
     const std::string& e = formed.error;
+    // The time it waited, not the limit: node 0 may refuse a node at once (a node rank taken or out of range).
+    const auto waited =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - form_started);
     log(LogLevel::kError, e + " (master " + *node.master_addr.value + ":" + std::to_string(*node.master_port.value) +
-                              ", address from " + node.master_addr.source + "; waited " + std::to_string(wait.count()) +
-                              " s)");
+                              ", address from " + node.master_addr.source + "; waited " + formatSeconds(waited) +
+                              " of " + std::to_string(wait.count()) + " s)");
     g->requestStop("the group did not form: " + e);
     g->finish(false);
     return nullptr;
