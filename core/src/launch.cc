@@ -21,6 +21,7 @@
 #include "taehv/env.h"
 #include "taehv/group/session.h"
 #include "taehv/group/tcp_node_group.h"
+#include "taehv/loadable.h"
 #include "taehv/process/run.h"
 #include "taehv/process/supervisor.h"
 #include "taehv/worker_env.h"
@@ -133,14 +134,6 @@ Checked<std::vector<int>> parseRankList(const std::string& text) {
 }
 
 Status checkLogDir(const std::string& dir) {
-  const auto kind = [](mode_t mode) -> std::string {
-    if (S_ISREG(mode)) return "a file";
-    if (S_ISCHR(mode)) return "a character device";
-    if (S_ISBLK(mode)) return "a block device";
-    if (S_ISFIFO(mode)) return "a FIFO";
-    if (S_ISSOCK(mode)) return "a socket";
-    return "not a folder";
-  };
   const std::string where = "--log-dir " + dir + ": ";
   if (dir.empty()) return {where + "empty; give a folder for the workers' rank_<RANK>.log files"};
   // The path itself, else its nearest parent that exists: a folder the launch can create the rest in.
@@ -151,7 +144,7 @@ Status checkLogDir(const std::string& dir) {
       const bool self = at == std::filesystem::path(dir).lexically_normal();
       const std::string what = self ? std::string("it") : at.string();
       if (!S_ISDIR(st.st_mode)) {
-        return {where + what + " is " + kind(st.st_mode) + ", not a folder; give a folder (it is created when " +
+        return {where + what + " is " + fileTypeName(st.st_mode) + ", not a folder; give a folder (it is created when " +
                 "missing) for the workers' rank_<RANK>.log files"};
       }
       if (::access(at.c_str(), W_OK | X_OK) != 0) {

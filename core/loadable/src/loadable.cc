@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "taehv/shell_quote.h"
@@ -20,35 +21,24 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string userName(uid_t uid) {
+/// The name of a user or group `id` (getpwuid_r / getgrgid_r into `Entry`, its name in `name`), else "<kind> <id>".
+template <typename Entry, typename Id>
+std::string entryName(Id id, int (*lookup)(Id, Entry*, char*, std::size_t, Entry**), char* Entry::*name,
+                      const char* kind) {
   std::vector<char> buffer(16384);
-  passwd entry{};
-  passwd* found = nullptr;
-  if (::getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found) == 0 && found != nullptr) return entry.pw_name;
-  return "uid " + std::to_string(uid);
+  Entry entry{};
+  Entry* found = nullptr;
+  if (lookup(id, &entry, buffer.data(), buffer.size(), &found) == 0 && found != nullptr) return entry.*name;
+  return std::string(kind) + " " + std::to_string(id);
 }
 
-std::string groupName(gid_t gid) {
-  std::vector<char> buffer(16384);
-  group entry{};
-  group* found = nullptr;
-  if (::getgrgid_r(gid, &entry, buffer.data(), buffer.size(), &found) == 0 && found != nullptr) return entry.gr_name;
-  return "gid " + std::to_string(gid);
-}
+std::string userName(uid_t uid) { return entryName<passwd, uid_t>(uid, ::getpwuid_r, &passwd::pw_name, "uid"); }
+std::string groupName(gid_t gid) { return entryName<group, gid_t>(gid, ::getgrgid_r, &group::gr_name, "gid"); }
 
 std::string octalMode(mode_t mode) {
   char text[8];
   std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
   return text;
-}
-
-std::string typeName(mode_t mode) {
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISDIR(mode)) return "a folder";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
 }
 
 /// The folder holding `path` as written ("." for a bare name).
@@ -64,6 +54,16 @@ Status checkFolder(const std::string& folder, const std::string& what) {
 }
 
 }  // namespace
+
+std::string fileTypeName(mode_t mode) {
+  static const std::pair<mode_t, const char*> kTypes[] = {
+      {S_IFREG, "a file"},           {S_IFDIR, "a folder"},        {S_IFIFO, "a FIFO"},
+      {S_IFCHR, "a character device"}, {S_IFBLK, "a block device"}, {S_IFSOCK, "a socket"}};
+  for (const auto& [type, name] : kTypes) {
+    if ((mode & S_IFMT) == type) return name;
+  }
+  return "a file of unknown type";
+}
 
 Status checkOwnerAndMode(const std::string& path, const struct stat& st, const std::string& what) {
   const uid_t me = ::geteuid();
@@ -94,7 +94,7 @@ Status checkLoadableFile(const std::string& path, const std::string& what, bool*
     return {path + ": cannot read the " + what + " (" + std::strerror(error) + ")"};
   }
   if (!S_ISREG(st.st_mode)) {
-    return {path + ": " + what + " is " + typeName(st.st_mode) + ", not a regular file; refusing to open it (" +
+    return {path + ": " + what + " is " + fileTypeName(st.st_mode) + ", not a regular file; refusing to open it (" +
             "reading a FIFO or a device can wait for ever): remove it, or name the library's file"};
   }
   if (Status file = checkOwnerAndMode(path, st, what); !file.ok()) return file;

@@ -62,9 +62,12 @@ inline std::size_t invalidUtf8At(std::string_view text) {
 
 inline bool isValidUtf8(std::string_view text) { return invalidUtf8At(text) == std::string_view::npos; }
 
-/// `text` with each ill-formed sequence (its maximal subpart, see utf8SequenceLength) replaced by U+FFFD, the
-/// replacement character; `*replaced`, when given, is increased by how many were. Valid text comes back unchanged.
-inline std::string toValidUtf8(std::string_view text, std::size_t* replaced = nullptr) {
+namespace detail {
+
+/// `text` with its well-formed UTF-8 kept and each ill-formed sequence (its maximal subpart) replaced by what
+/// `replace(out, bad)` appends for it.
+template <typename Replace>
+std::string rewriteInvalidUtf8(std::string_view text, Replace&& replace) {
   std::string out;
   out.reserve(text.size());
   for (std::size_t at = 0; at < text.size();) {
@@ -73,35 +76,35 @@ inline std::string toValidUtf8(std::string_view text, std::size_t* replaced = nu
     if (n > 0) {
       out.append(text.substr(at, n));
       at += n;
-      continue;
+    } else {
+      replace(out, text.substr(at, prefix));
+      at += prefix;
     }
-    out.append("\xEF\xBF\xBD");  // U+FFFD
-    if (replaced != nullptr) ++*replaced;
-    at += prefix;
   }
   return out;
+}
+
+}  // namespace detail
+
+/// `text` with each ill-formed sequence (its maximal subpart, see utf8SequenceLength) replaced by U+FFFD, the
+/// replacement character; `*replaced`, when given, is increased by how many were. Valid text comes back unchanged.
+inline std::string toValidUtf8(std::string_view text, std::size_t* replaced = nullptr) {
+  return detail::rewriteInvalidUtf8(text, [&](std::string& out, std::string_view) {
+    out.append("\xEF\xBF\xBD");  // U+FFFD
+    if (replaced != nullptr) ++*replaced;
+  });
 }
 
 /// `text` for a message: its well-formed UTF-8 as it is, each byte of an ill-formed sequence as \xNN ("h\xE9"), so
 /// that a line naming the bad value is itself valid UTF-8 and shows which byte is wrong.
 inline std::string showInvalidUtf8(std::string_view text) {
-  std::string out;
-  for (std::size_t at = 0; at < text.size();) {
-    std::size_t prefix = 0;
-    const std::size_t n = utf8SequenceLength(text.substr(at), &prefix);
-    if (n > 0) {
-      out.append(text.substr(at, n));
-      at += n;
-      continue;
-    }
-    for (std::size_t i = 0; i < prefix; ++i) {
+  return detail::rewriteInvalidUtf8(text, [](std::string& out, std::string_view bad) {
+    for (char byte : bad) {
       char hex[5];
-      std::snprintf(hex, sizeof hex, "\\x%02X", static_cast<unsigned char>(text[at + i]));
+      std::snprintf(hex, sizeof hex, "\\x%02X", static_cast<unsigned char>(byte));
       out.append(hex);
     }
-    at += prefix;
-  }
-  return out;
+  });
 }
 
 /// Fails when `text` is not valid UTF-8, with the line "WHAT 'TEXT' is not valid UTF-8 (byte 0xNN at offset K); FIX"
