@@ -1,7 +1,6 @@
 #include "taehv/loadable.h"
 
 #include <grp.h>
-#include <limits.h>
 #include <pwd.h>
 #include <unistd.h>
 

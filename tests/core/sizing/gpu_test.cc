@@ -216,6 +216,20 @@ TEST_F(HostileSizingLibrary, ALibraryOthersCanChangeIsNotLoaded) {
       << nvmlProbe(lib_);
   ASSERT_EQ(::chown(lib_.c_str(), 0, 0), 0);
   EXPECT_EQ(nvmlProbe(lib_), "8 GPUs; error: ") << "safe again: loads";
+
+  // A link, as drivers install it (libnvidia-ml.so.1 -> libnvidia-ml.so.550.54.15): the folder of the file it points
+  // to is checked too.
+  const std::string link = dir_ + "/linked.so";
+  ASSERT_EQ(::symlink(lib_.c_str(), link.c_str()), 0);
+  EXPECT_EQ(nvmlProbe(link), "8 GPUs; error: ") << "a link beside its file loads";
+  const std::string other = dir_ + "/other";
+  std::filesystem::create_directory(other);
+  std::filesystem::rename(lib_, other + "/libnvidia-ml.so.1");
+  ASSERT_EQ(::symlink((other + "/libnvidia-ml.so.1").c_str(), lib_.c_str()), 0);
+  ::chmod(other.c_str(), 0775);
+  EXPECT_NE(nvmlProbe(lib_).find(other + ": folder of the file the NVML library links to is writable by its group"),
+            std::string::npos)
+      << nvmlProbe(lib_);
 }
 
 TEST(SizingVisibleGpus, AllWhenNothingRestricts) {
