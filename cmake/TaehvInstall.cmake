@@ -1,5 +1,6 @@
 # Install: taehv-run (+ taehv-train) into bin/, plugins into lib/taehv/plugins, the plugin API headers
-# (taehv/plugin_api.h, taehv/checked.h, taehv/parse.h, taehv/env.h, taehv/shell_quote.h) into include/taehv/, and a
+# (taehv/plugin_api.h, taehv/checked.h, taehv/parse.h, taehv/env.h, taehv/shell_quote.h, taehv/utf8.h) into
+# include/taehv/, and a
 # CMake package: find_package(taehv) gives the imported target taehv::plugin_api and the function taehv_add_plugin()
 # (cmake/TaehvPlugin.cmake, the same file the build tree uses) for out-of-tree backends.
 include(CMakePackageConfigHelpers)
@@ -10,7 +11,7 @@ endif()
 install(TARGETS taehv_plugin_api EXPORT taehvTargets)
 install(FILES core/plugin_api/include/taehv/plugin_api.h core/plugin_api/include/taehv/parse.h
   core/plugin_api/include/taehv/checked.h core/plugin_api/include/taehv/env.h
-  core/plugin_api/include/taehv/shell_quote.h
+  core/plugin_api/include/taehv/shell_quote.h core/plugin_api/include/taehv/utf8.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/taehv)
 set(TAEHV_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/taehv)
 install(EXPORT taehvTargets NAMESPACE taehv:: DESTINATION ${TAEHV_CMAKE_DIR})

@@ -28,7 +28,7 @@ nlohmann::ordered_json groupJson(const GroupPlan* group) {
 }  // namespace
 
 std::string describeJson(const NodeDescriptor& node, const std::vector<WorkerDescriptor>& workers,
-                         const GroupPlan* group) {
+                         const GroupPlan* group, Utf8Repair* repair) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   const Sourced<int> offset = node.rankOffset();
   for (const auto& w : workers) {
@@ -70,7 +70,7 @@ std::string describeJson(const NodeDescriptor& node, const std::vector<WorkerDes
     o["node_group"] = groupJson(group);
     out.push_back(o);
   }
-  return out.dump(2) + "\n";
+  return dumpValidUtf8(out, 2, repair) + "\n";
 }
 
 std::string describeText(const NodeDescriptor& node, const std::vector<WorkerDescriptor>& workers,

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "taehv/env.h"
+#include "taehv/utf8.h"
 #include "taehv/worker_env.h"
 
 namespace taehv {
@@ -309,6 +310,18 @@ Status validateNode(const NodeDescriptor& node) {
   if (*node.master_wait_seconds.value < 0)
     return {"master wait must be >= 0 seconds, got " + describeValue(node.master_wait_seconds)};
   if (node.run_id.value->empty()) return {"run id is empty (from " + node.run_id.source + "); pass --run-id ID"};
+  // Values the job runs with (its workers' MASTER_ADDR and TORCHELASTIC_RUN_ID, the node group's key, describe --json,
+  // a rendered job): refused, never altered, when not UTF-8.
+  if (Status s = requireUtf8(*node.master_addr.value, "master address (from " + node.master_addr.source + ")",
+                             "give a host name or an IP address");
+      !s.ok()) {
+    return s;
+  }
+  if (Status s = requireUtf8(*node.run_id.value, "run id (from " + node.run_id.source + ")",
+                             "give an id of letters, digits and '-'");
+      !s.ok()) {
+    return s;
+  }
   if (*node.single_worker.value) {
     const int world = node.worldSize();
     if (*node.rank.value < 0 || *node.rank.value >= world)

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "taehv/env.h"
 #include "taehv/group/session.h"
 #include "taehv/group/tcp_node_group.h"
+#include "taehv/loadable.h"
 #include "taehv/process/run.h"
 #include "taehv/process/supervisor.h"
 #include "taehv/worker_env.h"
@@ -131,6 +133,34 @@ Checked<std::vector<int>> parseRankList(const std::string& text) {
   return result;
 }
 
+Status checkLogDir(const std::string& dir) {
+  const std::string where = "--log-dir " + dir + ": ";
+  if (dir.empty()) return {where + "empty; give a folder for the workers' rank_<RANK>.log files"};
+  // The path itself, else its nearest parent that exists: a folder the launch can create the rest in.
+  std::filesystem::path at = std::filesystem::path(dir).lexically_normal();
+  for (;;) {
+    struct stat st {};
+    if (::stat(at.c_str(), &st) == 0) {
+      const bool self = at == std::filesystem::path(dir).lexically_normal();
+      const std::string what = self ? std::string("it") : at.string();
+      if (!S_ISDIR(st.st_mode)) {
+        return {where + what + " is " + fileTypeName(st.st_mode) + ", not a folder; give a folder (it is created when " +
+                "missing) for the workers' rank_<RANK>.log files"};
+      }
+      if (::access(at.c_str(), W_OK | X_OK) != 0) {
+        return {where + (self ? "cannot write in it" : "cannot create it in " + at.string()) + " (" +
+                std::strerror(errno) + "); give a folder you can write in"};
+      }
+      return {};
+    }
+    const std::filesystem::path parent = at.has_parent_path() ? at.parent_path() : std::filesystem::path(".");
+    if ((errno != ENOENT && errno != ENOTDIR) || parent == at) {  // ENOTDIR: a file on the way, found above
+      return {where + "cannot look at " + at.string() + " (" + std::strerror(errno) + ")"};
+    }
+    at = parent;
+  }
+}
+
 namespace {
 
 /// "15 s", "2.5 s".
@@ -175,12 +205,16 @@ std::unique_ptr<group::NodeGroup> formGroup(const NodeDescriptor& node, const Gr
                            formatSeconds(plan.node_timeout) + "; job token: " +
                            (plan.token.source == group::TokenSource::kDerived ? "none given (derived, weaker)"
                                                                               : plan.token.description));
-  if (Status formed = g->form(std::chrono::steady_clock::now() + wait); !formed.ok()) {
+  const auto form_started = std::chrono::steady_clock::now();
+  if (Status formed = g->form(form_started + wait); !formed.ok()) {
     leader_lost = g->leaderLost();
     const std::string& e = formed.error;
+    // The time it waited, not the limit: node 0 may refuse a node at once (a node rank taken or out of range).
+    const auto waited =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - form_started);
     log(LogLevel::kError, e + " (master " + *node.master_addr.value + ":" + std::to_string(*node.master_port.value) +
-                              ", address from " + node.master_addr.source + "; waited " + std::to_string(wait.count()) +
-                              " s)");
+                              ", address from " + node.master_addr.source + "; waited " + formatSeconds(waited) +
+                              " of " + std::to_string(wait.count()) + " s)");
     g->requestStop("the group did not form: " + e);
     g->finish(false);
     return nullptr;

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <boost/dll/shared_library.hpp>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -16,6 +15,7 @@
 
 #include "taehv/elf_check.h"
 #include "taehv/env.h"
+#include "taehv/loadable.h"
 
 namespace taehv {
 namespace fs = std::filesystem;
@@ -23,12 +23,6 @@ namespace {
 
 constexpr const char* kPrefix = "taehv_plugin_";
 constexpr const char* kSuffix = ".so";
-
-std::string octalMode(mode_t mode) {
-  char buf[8];
-  std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(mode & 07777));
-  return buf;
-}
 
 /// Libraries stay loaded for the life of the process: never destroyed, so never unloaded.
 std::vector<boost::dll::shared_library>& keptLibraries() {
@@ -112,10 +106,8 @@ Discovery discoverPlugins(const std::vector<PluginDir>& dirs) {
       }
       continue;
     }
-    if (st.st_mode & S_IWOTH) {
-      out.errors.push_back(dir.path + ": plugin folder (from " + dir.origin + ") is writable by everyone (mode " +
-                           octalMode(st.st_mode) + "); refusing to load code from it: run chmod o-w '" + dir.path +
-                           "'");
+    if (Status trusted = checkOwnerAndMode(dir.path, st, "plugin folder (from " + dir.origin + ")"); !trusted.ok()) {
+      out.errors.push_back(trusted.error);
       continue;
     }
     std::error_code ec;
@@ -139,14 +131,10 @@ Discovery discoverPlugins(const std::vector<PluginDir>& dirs) {
 
 Checked<LoadedPlugin> loadPlugin(const std::string& path) {
   Checked<LoadedPlugin> result;
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    result.error = path + ": cannot read plugin file (" + std::strerror(errno) + ")";
-    return result;
-  }
-  if (st.st_mode & S_IWOTH) {
-    result.error = path + ": plugin file is writable by everyone (mode " + octalMode(st.st_mode) +
-                   "); refusing to load it: run chmod o-w '" + path + "'";
+  // Its type before anything opens it (a FIFO named like a plugin blocked every command that loads plugins), and
+  // that only root and this user can change it or its folder (loadable.h).
+  if (Status file = checkLoadableFile(path, "plugin file"); !file.ok()) {
+    result.error = file.error;
     return result;
   }
   // Before dlopen maps anything: a file cut short would otherwise end the process with SIGBUS (elf_check.h).

@@ -161,6 +161,76 @@ TEST(HostilePlugins, APluginCutShortIsOneLineAndTheOthersStillLoad) {
   fs::remove_all(dir);
 }
 
+// Issue 38, defect 11: a FIFO named like a plugin hung `plugins`, `describe` and every launch with --backend auto (the
+// ELF check opened it before looking at its type). Now one line names it and the other plugins still load.
+TEST(HostilePlugins, AFifoNamedLikeAPluginIsRefusedWithoutWaiting) {
+  const std::string dir = tempDir();
+  const std::string fifo = dir + "/taehv_plugin_fifo.so";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto limit = std::chrono::seconds(20);
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--plugin-dir", dir, "plugins"}, {"--plugin-dir", dir, "describe"}, {"--plugin-dir", dir, "--", "/bin/true"}}) {
+    std::vector<std::string> argv = {taehvRun()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const ProcessResult r = runProcess(argv, cleanEnv(), limit);
+    ASSERT_FALSE(r.timed_out) << args.back() << " waited on the FIFO";
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(fifo + ": plugin file is a FIFO, not a regular file; refusing to open it"), std::string::npos)
+        << r.err;
+  }
+  fs::remove_all(dir);
+}
+
+// Issue 38, defect 10: plugin folders and files writable by their group, or owned by another user, were loaded by root
+// without a word (only world-writable ones were refused). Each is refused with a line naming it, its owner and mode
+// and the command that fixes it; the same plugin loads once it is safe.
+TEST(HostilePlugins, AFolderOrPluginOthersCanChangeIsRefused) {
+  ASSERT_EQ(::geteuid(), 0u) << "the owner cases need root (the suites run as root)";
+  const std::string dir = tempDir();
+  const std::string file = dir + "/taehv_plugin_alpha.so";
+  fs::copy_file(pluginDir("alpha") + "/taehv_plugin_alpha.so", file);
+  ::chmod(file.c_str(), 0644);
+  const std::vector<std::string> args = {"--plugin-dir", dir, "--backend", "alpha", "describe"};
+  ASSERT_EQ(taehv(args).exit_code, 0) << "safe: loads";
+
+  ::chmod(dir.c_str(), 0770);
+  expectUsageError(taehv(args), {dir + ": plugin folder (from --plugin-dir) is writable by its group root (owner root, "
+                                       "mode 0770); refusing to load code from it: run chmod g-w " + dir});
+  ::chmod(dir.c_str(), 0700);
+  ::chmod(file.c_str(), 0664);
+  expectUsageError(taehv(args), {file + ": plugin file is writable by its group root (owner root, mode 0664)",
+                                 "run chmod g-w " + file});
+  ::chmod(file.c_str(), 0644);
+  ASSERT_EQ(::chown(file.c_str(), 65534, 65534), 0);
+  expectUsageError(taehv(args), {file + ": plugin file is owned by nobody, neither root nor root who runs taehv-run "
+                                        "(mode 0644); refusing to load code from it"});
+  ASSERT_EQ(::chown(file.c_str(), 0, 0), 0);
+  ASSERT_EQ(::chown(dir.c_str(), 65534, 65534), 0);
+  expectUsageError(taehv(args), {dir + ": plugin folder (from --plugin-dir) is owned by nobody"});
+  expectUsageError(taehv({"--plugin-dir", dir, "plugins"}), {"is owned by nobody"});
+  ASSERT_EQ(::chown(dir.c_str(), 0, 0), 0);
+  EXPECT_EQ(taehv(args).exit_code, 0) << "safe again: loads";
+  fs::remove_all(dir);
+}
+
+// Issue 38, defect 20: a plugin built for another CPU said dlopen's "No such file or directory".
+TEST(HostilePlugins, APluginForAnotherMachineNamesTheMachine) {
+  const std::string dir = tempDir();
+  const std::string file = dir + "/taehv_plugin_alpha.so";
+  fs::copy_file(pluginDir("alpha") + "/taehv_plugin_alpha.so", file);
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(18);  // e_machine, the same offset in 32- and 64-bit ELF headers; 183 = EM_AARCH64, little-endian
+    const char aarch64[2] = {static_cast<char>(183), 0};
+    f.write(aarch64, 2);
+  }
+  auto r = taehv({"--plugin-dir", dir, "--backend", "alpha", "describe"});
+  expectUsageError(r, {file + ": not a shared library taehv-run can load (built for AArch64 (ARM 64-bit), but this "
+                              "taehv-run runs on "});
+  EXPECT_EQ(r.err.find("No such file"), std::string::npos) << r.err;
+  fs::remove_all(dir);
+}
+
 // Issue 17, kind 3, through the real binary: no negative world size, no fork storm.
 TEST(HostileCli, HugeCountsAndTooManyCpuWorkersExitTwoBeforeAnythingStarts) {
   expectUsageError(taehv({"describe", "--nnodes", "2147483647", "--node-rank", "2147483646", "--nproc-per-node", "2",
@@ -290,6 +360,53 @@ TEST(HostileCli, UsageErrorsExitTwoWithOneLine) {
     EXPECT_EQ(r.exit_code, 2) << line << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << line << r.err;
   }
+}
+
+// Issue 38, defect 17: describe and doctor passed a --shutdown-grace of nan or -1 and a --log-dir that is a device or
+// a file, which the launch then refused. The three read these options through one function: the launch's line is
+// describe's line (exit 2) and doctor's failed row (exit 1).
+TEST(HostileCli, DescribeAndDoctorRefuseWhatTheLaunchRefuses) {
+  const std::string dir = tempDir();
+  const std::string file = dir + "/a-file";
+  std::ofstream(file) << "not a folder\n";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--shutdown-grace", "nan"}, "--shutdown-grace must be 0..86400 seconds, got nan"},
+      {{"--shutdown-grace", "-1"}, "--shutdown-grace must be 0..86400 seconds, got -1"},
+      {{"--log-dir", "/dev/null"}, "--log-dir /dev/null: it is a character device, not a folder"},
+      {{"--log-dir", file}, "--log-dir " + file + ": it is a file, not a folder"},
+      {{"--log-dir", file + "/logs"}, "--log-dir " + file + "/logs: " + file + " is a file, not a folder"},
+      {{"--local-ranks-filter", "3"}, "--local-ranks-filter names local rank 3 but this node runs 2 worker(s)"},
+  };
+  const std::vector<std::string> node = {"--backend", "local", "--standalone", "--nproc-per-node", "2"};
+  for (const auto& [options, says] : cases) {
+    SCOPED_TRACE(says);
+    std::vector<std::string> args = node;
+    args.insert(args.end(), options.begin(), options.end());
+    std::vector<std::string> launch = args;
+    launch.insert(launch.end(), {"--", "/bin/true"});
+    const ProcessResult launched = taehv(launch);
+    expectUsageError(launched, {says});
+    std::vector<std::string> describe = {"describe"};
+    describe.insert(describe.end(), args.begin(), args.end());
+    const ProcessResult described = taehv(describe);
+    expectUsageError(described, {says});
+    EXPECT_EQ(described.err, launched.err) << "the same line";
+    std::vector<std::string> doctor = {"doctor", "--output-dir", dir};
+    doctor.insert(doctor.end(), args.begin(), args.end());
+    const ProcessResult doctored = taehv(doctor);
+    EXPECT_EQ(doctored.exit_code, 1) << doctored.out << doctored.err;
+    EXPECT_NE(doctored.out.find("launch options"), std::string::npos) << doctored.out;
+    EXPECT_NE(doctored.out.find(says), std::string::npos) << doctored.out;
+  }
+  // A --log-dir that does not exist yet in a folder that can be written passes all three; the launch creates it.
+  const std::string logs = dir + "/new/logs";
+  EXPECT_EQ(taehv({"describe", "--standalone", "--log-dir", logs}).exit_code, 0);
+  const ProcessResult doctored = taehv({"doctor", "--backend", "local", "--standalone", "--output-dir", dir,
+                                        "--log-dir", logs});
+  EXPECT_EQ(doctored.out.find("launch options"), std::string::npos) << doctored.out;
+  EXPECT_EQ(taehv({"--standalone", "--log-dir", logs, "--", "/bin/true"}).exit_code, 0);
+  EXPECT_TRUE(fs::is_regular_file(logs + "/rank_0.log"));
+  fs::remove_all(dir);
 }
 
 TEST(Cli, AWorldWritableFolderIsRefused) {
@@ -571,6 +688,46 @@ TEST(Cli, ABackendThatTakesOverGetsTheLaunchOptionsAndCommand) {
     expectUsageError(r, {want});
     EXPECT_EQ(r.out, "") << "the backend must not run: " << r.out;
   }
+}
+
+// Issue 38, defect 4: text that is not UTF-8 aborted describe --json and plugins --json (nlohmann's type_error 316,
+// SIGABRT). A value the job runs with (master address, run id) is refused with one line showing the byte; free text
+// (a note, a path) is written with U+FFFD and a warning says so.
+TEST(HostileText, DescribeRefusesAMasterAddressOrRunIdThatIsNotUtf8) {
+  expectUsageError(taehv({"describe", "--json", "--nnodes", "2", "--node-rank", "1", "--master-addr", "h\xE9st"}),
+                   {"master address (from flag --master-addr) 'h\\xE9st' is not valid UTF-8 (byte 0xE9 at offset 1)",
+                    "give a host name or an IP address"});
+  expectUsageError(taehv({"describe", "--json", "--standalone", "--run-id", "ab\xE9" "c"}),
+                   {"run id (from flag --run-id) 'ab\\xE9c' is not valid UTF-8"});
+  expectUsageError(taehv({"describe", "--json", "--nproc-per-node", "1"}, {{"PET_RDZV_ID", "x\xFF"}}),
+                   {"run id (from env PET_RDZV_ID) 'x\\xFF' is not valid UTF-8"});
+  // The launch takes the same values the same way.
+  expectUsageError(taehv({"--standalone", "--run-id", "ab\xE9", "--", "/bin/true"}), {"run id", "not valid UTF-8"});
+}
+
+TEST(HostileText, JsonOutputsReplaceBytesThatAreNotUtf8AndSaySo) {
+  auto r = taehv({"describe", "--json", "--standalone"}, {{"TAEHV_NVML_LIBRARY", "/nonexistent/libnvidia-ml-\xE9.so"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json doc = Json::parse(r.out);  // throws on text that is not UTF-8
+  EXPECT_NE(doc.dump().find("libnvidia-ml-\xEF\xBF\xBD.so"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("warning: describe --json: 2 byte sequences that are not valid UTF-8 written as U+FFFD (the "
+                       "first at /0/notes/0)"),
+            std::string::npos)
+      << "the note names the library twice: " << r.err;
+
+  const std::string dir = tempDir() + "/plugins-\xE9";
+  fs::create_directories(dir);
+  fs::copy_file(pluginDir("alpha") + "/taehv_plugin_alpha.so", dir + "/taehv_plugin_alpha.so");
+  r = taehv({"--plugin-dir", dir, "plugins", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  bool found = false;
+  for (const auto& p : Json::parse(r.out)) found = found || p["name"] == "alpha";
+  EXPECT_TRUE(found) << r.out;
+  EXPECT_NE(r.out.find("plugins-\xEF\xBF\xBD/taehv_plugin_alpha.so"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("warning: plugins --json: 1 byte sequence that is not valid UTF-8 written as U+FFFD"),
+            std::string::npos)
+      << r.err;
+  fs::remove_all(fs::path(dir).parent_path());
 }
 
 TEST(Cli, DescribeTextShowsWhereEachValueCameFrom) {

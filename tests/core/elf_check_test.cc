@@ -100,6 +100,23 @@ TEST_F(HostileElfCheck, CorruptedHeadersAreRefusedWithoutOverflow) {
   EXPECT_EQ(check("this is text, not ELF\n"), "no ELF header");
 }
 
+// Issue 38, defect 20: a plugin built for another CPU was refused with dlopen's "No such file or directory". The
+// header says which machine it was built for; the check names it and this one.
+TEST_F(HostileElfCheck, AnotherMachineIsNamed) {
+  const std::string here = sizeof(void*) == 8 && header().e_machine == EM_X86_64 ? "x86-64" : "";
+  if (here.empty()) GTEST_SKIP() << "the names below are written for an x86-64 host";
+  ElfW(Ehdr) h = header();
+  h.e_machine = EM_AARCH64;
+  EXPECT_EQ(check(withHeader(h, bytes_.size())), "built for AArch64 (ARM 64-bit), but this taehv-run runs on x86-64");
+  h.e_machine = 4242;
+  EXPECT_EQ(check(withHeader(h, bytes_.size())), "built for machine 4242, but this taehv-run runs on x86-64");
+  // A big-endian file: its machine is read in its own byte order (IBM S/390 is 22, 0x0016).
+  h = header();
+  h.e_ident[EI_DATA] = ELFDATA2MSB;
+  h.e_machine = 0x1600;
+  EXPECT_EQ(check(withHeader(h, bytes_.size())), "built for IBM S/390, but this taehv-run runs on x86-64");
+}
+
 TEST_F(HostileElfCheck, ASegmentPastTheEndIsRefused) {
   // A program header whose segment lies past the end of an otherwise whole file.
   std::string content = bytes_;

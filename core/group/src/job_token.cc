@@ -48,7 +48,9 @@ Checked<JobToken> resolveJobToken(const Env& env, const std::string& token_file,
     }
     return result;
   }
-  if (const auto given = envValue(env, kJobTokenEnv)) {
+  // Set but empty is a token of 0 characters, refused like a short one: falling back to the derived key would let
+  // anyone who sees the job's command line join it, while the user meant to give a secret.
+  if (const std::string* given = findEnv(env, kJobTokenEnv)) {
     const std::string secret = trim(*given);
     if (secret.size() < kMinTokenChars) return {tooShort(std::string("env ") + kJobTokenEnv, secret.size())};
     token.source = TokenSource::kEnv;

@@ -61,7 +61,8 @@ std::string Session::context(Direction dir, MessageType type) const {
   // Handshake: bound to this connection's nonces (a JOIN or WELCOME from another connection does not verify).
   if (type == MessageType::kChallenge) return c;  // its nonce is in the body
   c += ns_;
-  if (type == MessageType::kWelcome) c += nc_;
+  // The leader's answer to a JOIN (admitted or refused) is bound to that JOIN's nonce too: no stranger can forge one.
+  if (type == MessageType::kWelcome || type == MessageType::kRefused) c += nc_;
   return c;
 }
 

@@ -47,6 +47,22 @@ void TcpNodeGroup::Impl::refuse(const ConnPtr& c, Attempt kind, const std::strin
   closeConn(c);
 }
 
+void TcpNodeGroup::Impl::refuseJoin(const ConnPtr& c, const Message& join, Attempt kind, const std::string& detail,
+                                    const std::string& why, bool may_retry) {
+  attempts_.note(kind, c->peer, detail);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++refused_;
+  }
+  // Kept with the unauthenticated connections until it closes: the handshake timeout ends one whose REFUSED never
+  // gets written.
+  c->closing = true;
+  c->session.setClientNonce(join.nonce);
+  Message refused{MessageType::kRefused, 0, 0, {}, why};
+  refused.procs = may_retry ? 1 : 0;
+  send(c, refused);
+}
+
 void TcpNodeGroup::Impl::dropPending(const ConnPtr& c) {
   for (auto it = pending_.begin(); it != pending_.end(); ++it) {
     if (*it == c) {
@@ -98,23 +114,42 @@ void TcpNodeGroup::Impl::admit(const ConnPtr& c, const Message& join) {
     return;
   }
   const auto rank = static_cast<long long>(join.rank);
+  const std::string refused = "node 0 (host " + o_.host + ") refused this node (--node-rank " + std::to_string(rank) +
+                              "): ";
+  const std::string nnodes = std::to_string(o_.nnodes);
   if (join.procs < 1 || join.procs > kMaxJoinProcs) {
-    dropPending(c);
-    refuse(c, Attempt::kBadRank, "rank " + std::to_string(rank) + " joined with " + std::to_string(join.procs) +
-                                     " processes (1.." + std::to_string(kMaxJoinProcs) + ")");
+    refuseJoin(c, join, Attempt::kBadRank,
+               "rank " + std::to_string(rank) + " joined with " + std::to_string(join.procs) + " processes (1.." +
+                   std::to_string(kMaxJoinProcs) + ")",
+               refused + "it runs " + std::to_string(join.procs) + " processes; a node runs 1 to " +
+                   std::to_string(kMaxJoinProcs),
+               false);
     return;
   }
   if (rank < 1 || rank >= o_.nnodes) {
-    dropPending(c);
-    refuse(c, Attempt::kBadRank, "rank " + std::to_string(rank) + ", job has " + std::to_string(o_.nnodes) + " nodes");
+    refuseJoin(c, join, Attempt::kBadRank, "rank " + std::to_string(rank) + ", job has " + nnodes + " nodes",
+               refused + (rank == 0 ? "node rank 0 is node 0's own"
+                                    : "the job has " + nnodes + " nodes, node ranks 0.." + std::to_string(o_.nnodes - 1)) +
+                   "; give every other node its own --node-rank from 1 to " + std::to_string(o_.nnodes - 1) +
+                   " and the same --nnodes",
+               false);
     return;
   }
-  if (members_.count(static_cast<int>(rank)) || formed_local_) {
-    dropPending(c);
-    refuse(c, Attempt::kDuplicateRank, "rank " + std::to_string(rank) +
-                                           (!formed_local_ ? ""
-                                            : elastic()    ? ", group already formed (it joins at the next formation)"
-                                                           : ", group already formed"));
+  if (const auto present = members_.find(static_cast<int>(rank)); present != members_.end()) {
+    const Conn& there = *present->second;
+    refuseJoin(c, join, Attempt::kDuplicateRank, "rank " + std::to_string(rank),
+               refused + "node rank " + std::to_string(rank) + " is already in the group (host " + there.host +
+                   ", address " + there.peer + "); give each node its own --node-rank",
+               false);
+    return;
+  }
+  if (formed_local_) {
+    refuseJoin(c, join, Attempt::kDuplicateRank,
+               "rank " + std::to_string(rank) + (elastic() ? ", group already formed (it joins at the next formation)"
+                                                           : ", group already formed"),
+               refused + "the group has formed without it" +
+                   (elastic() ? "; it joins at the next formation" : ""),
+               true);
     return;
   }
   dropPending(c);

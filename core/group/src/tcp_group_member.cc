@@ -71,6 +71,22 @@ void TcpNodeGroup::Impl::memberFrame(const ConnPtr& c, const std::string& payloa
       Message join{MessageType::kJoin, static_cast<std::uint32_t>(o_.node_rank), 0, c->session.makeClientNonce(), o_.host};
       join.procs = static_cast<std::uint32_t>(std::max(o_.nproc, 0));
       send(c, join);
+    } else if (in.message.type == MessageType::kRefused) {
+      // Node 0 says why (PROTOCOL.md, "Strangers"): a rank out of range or taken ends this node with that line; a
+      // group formed without it is waited out, as before, and said once.
+      const std::string why = in.message.text.empty() ? "node 0 refused this node" : in.message.text;
+      if (in.message.procs == 0) {
+        joinFailed(c, why);
+        return;
+      }
+      closeConn(c);
+      if (refusal_said_ != why) {
+        refusal_said_ = why;
+        log(LogLevel::kInfo, "node group: " + why + "; trying again every " +
+                                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(kJoinRetry).count()) +
+                                 " ms until the join timeout");
+      }
+      retryJoin(why);
     } else if (in.message.type == MessageType::kWelcome) {
       c->session.establish();
       c->joined = true;

@@ -203,8 +203,13 @@ void TcpNodeGroup::Impl::doWrite(const ConnPtr& c) {
   c->writing = true;
   asio::async_write(c->socket, asio::buffer(c->out.front()), [this, c](boost::system::error_code ec, std::size_t) {
     c->writing = false;
+    if (!ec) c->out.pop_front();
+    if (c->closing && (ec || c->out.empty())) {  // a REFUSED written (or not writable): the connection ends here
+      dropPending(c);
+      closeConn(c);
+      return;
+    }
     if (ec) return;  // the read side sees the broken connection
-    c->out.pop_front();
     if (!c->out.empty() && !c->closed) {
       doWrite(c);
     } else {
@@ -228,7 +233,7 @@ void TcpNodeGroup::Impl::checkFlushed() {
 
 void TcpNodeGroup::Impl::doRead(const ConnPtr& c) {
   c->socket.async_read_some(asio::buffer(c->buffer), [this, c](boost::system::error_code ec, std::size_t n) {
-    if (c->closed) return;
+    if (c->closed || c->closing) return;
     if (ec) {
       onDisconnect(c, ec == asio::error::eof ? "its connection closed" : "its connection broke (" + ec.message() + ")");
       return;
@@ -246,7 +251,7 @@ void TcpNodeGroup::Impl::doRead(const ConnPtr& c) {
       } else {
         memberFrame(c, *frame.value);
       }
-      if (c->closed) return;
+      if (c->closed || c->closing) return;
     }
     doRead(c);
   });

@@ -74,6 +74,7 @@ struct Conn {
   bool writing = false;
   bool closed = false;
   bool joined = false;  ///< handshake done (WELCOME sent / received)
+  bool closing = false;  ///< leader: answered with REFUSED; nothing more is read, closed once it is written
   int rank = -1;
   std::uint32_t procs = 0;  ///< leader: the member's process count (from JOIN)
   std::string peer;  ///< the other side's address
@@ -157,6 +158,10 @@ class TcpNodeGroup::Impl {
   void doAccept();
   void onAccept(tcp::socket socket);
   void refuse(const ConnPtr& c, Attempt kind, const std::string& detail);
+  /// Refuses a JOIN that verifies: logged like refuse(), and the member is told why with REFUSED (`why`, one line
+  /// for it to print; `may_retry`: it may join a later formation) before the connection closes.
+  void refuseJoin(const ConnPtr& c, const Message& join, Attempt kind, const std::string& detail,
+                  const std::string& why, bool may_retry);
   void dropPending(const ConnPtr& c);
   void leaderFrame(const ConnPtr& c, const std::string& payload);
   void admit(const ConnPtr& c, const Message& join);
@@ -198,6 +203,7 @@ class TcpNodeGroup::Impl {
   AgreedRanks agreed_;  ///< set with formed_
   bool flushed_ = false;
   std::string join_hint_;        ///< member: why the last join attempt failed
+  std::string refusal_said_;     ///< member: the last REFUSED reason logged (each is logged once)
   bool ever_connected_ = false;  ///< member: some connection to the leader was accepted
   int waiting_for_ = -1;      ///< stopped by this node's STOP: finish() lets it end first
   bool leader_gone_ = false;  ///< member: the leader's connection is gone

@@ -69,7 +69,8 @@ Checked<Message> decodeBody(std::string_view body) {
     return {"unknown protocol version " + std::to_string(static_cast<unsigned char>(body[0]))};
   }
   const auto type = static_cast<unsigned char>(body[1]);
-  if (type < static_cast<unsigned char>(MessageType::kChallenge) || type > static_cast<unsigned char>(MessageType::kLeave)) {
+  if (type < static_cast<unsigned char>(MessageType::kChallenge) ||
+      type > static_cast<unsigned char>(MessageType::kRefused)) {
     return {"unknown message type " + std::to_string(type)};
   }
   Checked<Message> result;

@@ -6,6 +6,7 @@
 
 #include "taehv/descriptor.h"
 #include "taehv/group_plan.h"
+#include "taehv/utf8.h"
 
 namespace taehv {
 
@@ -15,9 +16,10 @@ namespace taehv {
 /// each of the keys above and each env name -> where its value came from) and notes (array of strings: how the
 /// backend and sizing resolved ambiguous values, e.g. what a platform's WORLD_SIZE meant), node_group (object:
 /// enabled, why_off, address, port, port_source, token_source "env"/"file"/"derived", token; null without `group`).
-/// Pretty-printed, 2-space indent.
+/// Pretty-printed, 2-space indent. Valid UTF-8 whatever the text in it holds (dumpValidUtf8, taehv/utf8.h): what was
+/// replaced is said in `repair` (when given), for the caller to log.
 std::string describeJson(const NodeDescriptor& node, const std::vector<WorkerDescriptor>& workers,
-                         const GroupPlan* group = nullptr);
+                         const GroupPlan* group = nullptr, Utf8Repair* repair = nullptr);
 
 /// The human form: node summary and notes, the command, then per worker its fields and environment, each
 /// with its source.

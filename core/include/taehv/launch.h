@@ -52,4 +52,9 @@ std::string hostName();
 /// Parses --local-ranks-filter ("0", "0,2", "0-3,5"); fails on bad syntax or an empty list.
 Checked<std::vector<int>> parseRankList(const std::string& text);
 
+/// --log-dir `dir` as the launch will use it, looked at without creating anything: a folder this process can write in,
+/// or a path that does not exist yet whose nearest existing parent is one (the launch creates the rest). Fails with
+/// one line naming what is in the way: a file, a device, a FIFO, a folder that cannot be written.
+Status checkLogDir(const std::string& dir);
+
 }  // namespace taehv

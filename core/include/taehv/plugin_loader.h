@@ -6,7 +6,9 @@
 // the install or build tree (<dir of taehv-run>/../<libdir>/taehv/plugins, libdir as GNUInstallDirs says).
 //
 // Loading checks, each failure one line naming the file and what to do:
-//   folder or file writable by everyone -> refused; not an ELF shared library, or one whose headers point
+//   folder or file that anyone but root and the running user can change (writable by its group or by everyone, or
+//   owned by another user: loadable.h) -> refused; not a regular file (a FIFO: checked before anything opens it);
+//   not an ELF shared library of this machine, or one whose headers point
 //   past the end of the file (cut short: checked before dlopen, which would die of SIGBUS); dlopen failure (missing
 //   dependency); missing taehv_plugin_info; api_version != kPluginApiVersion (checked before anything else is
 //   touched); missing factory; factory returned null or threw.
@@ -62,7 +64,7 @@ std::vector<PluginDir> pluginSearchPath(const std::string& self_path, const std:
                                         const Env& env);
 
 /// The plugin files on `dirs` (first of each name wins), or the errors that forbid using the path at all
-/// (a world-writable folder, a --plugin-dir that does not exist).
+/// (a folder others can change, a --plugin-dir that does not exist).
 struct Discovery {
   std::vector<PluginFile> files;
   std::vector<std::string> errors;

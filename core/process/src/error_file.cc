@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "signal_name.h"
+#include "taehv/utf8.h"
 
 namespace taehv::process {
 
@@ -43,7 +44,12 @@ std::string errorFileJson(const SupervisorResult& result, std::time_t now) {
   doc["message"]["message"] = message;
   doc["message"]["extraInfo"] = extra;
   doc["message"]["errorCode"] = code;
-  return doc.dump();
+  // A worker's stderr is anybody's bytes (a Latin-1 file name, a binary's output): replaced, and said in the file.
+  Utf8Repair repair;
+  std::string text = dumpValidUtf8(doc, -1, &repair);
+  if (!repair.any()) return text;
+  doc["message"]["extraInfo"]["utf8_note"] = repair.sentence("this error file");
+  return dumpValidUtf8(doc);
 }
 
 std::string childErrorFileJson(const std::string& path, std::time_t not_before, int error_code) {
@@ -58,7 +64,7 @@ std::string childErrorFileJson(const std::string& path, std::time_t not_before, 
   nlohmann::json doc = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object() || !doc.contains("message")) return "";
   if (doc["message"].is_object() && error_code != 0) doc["message"]["errorCode"] = error_code;
-  return doc.dump();
+  return dumpValidUtf8(doc);  // parse() took UTF-8 only; the one way out all the same
 }
 
 Status writeFileAtomically(const std::string& path, const std::string& text) {

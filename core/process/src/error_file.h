@@ -15,7 +15,8 @@ namespace taehv::process {
 ///                "extraInfo": {"py_callstack": "<trace>", "timestamp": "<unix seconds>"},
 ///                "errorCode": <exit code>}}
 /// For a failed child, <Type> is ChildFailedError, the trace holds its last stderr lines, and extraInfo also
-/// carries rank, local label and host. For an interrupt, <Type> is SignalException (as torchrun's).
+/// carries rank, local label and host. For an interrupt, <Type> is SignalException (as torchrun's). Valid UTF-8
+/// whatever the child wrote: bytes that are not become U+FFFD and extraInfo.utf8_note says how many and where.
 std::string errorFileJson(const SupervisorResult& result, std::time_t now);
 
 /// When the failing child wrote its own torchelastic error file (its env's TORCHELASTIC_ERROR_FILE, written

@@ -40,11 +40,18 @@ std::string cudaUuidString(const CuUuid& u) {
   return out;
 }
 
-std::string loadFailureNote(const std::string& library, const std::string& what, const std::string& dl_error) {
-  if (detail::isNotFound(dl_error)) {
-    return library + " not found: no " + what + " on this node (" + dl_error + ")";
+/// Records why `lib` (named `library`) did not load: a note; a library refused before dlopen is also the inventory's
+/// error (a doctor warning, "GPU driver problem" in describe), since it was there and named on purpose.
+void noteLoadFailure(GpuInventory& inv, const std::string& library, const std::string& what,
+                     const detail::DynamicLibrary& lib) {
+  if (lib.refused()) {
+    inv.error = lib.error();
+    inv.notes.push_back(lib.error());
+  } else if (detail::isNotFound(lib.error())) {
+    inv.notes.push_back(library + " not found: no " + what + " on this node (" + lib.error() + ")");
+  } else {
+    inv.notes.push_back(library + " could not be loaded: " + lib.error());
   }
-  return library + " could not be loaded: " + dl_error;
 }
 
 // Parses "0-3,5" (SLURM's GPU lists) into indices; false on anything else.
@@ -70,9 +77,9 @@ bool parseIndexList(const std::string& text, std::vector<int>& out) {
 GpuInventory NvmlGpuProbe::probe() const {
   GpuInventory inv;
   inv.source = "none";
-  detail::DynamicLibrary lib(library_);
+  detail::DynamicLibrary lib(library_, "NVML library");
   if (!lib.loaded()) {
-    inv.notes.push_back(loadFailureNote(library_, "NVIDIA driver (NVML)", lib.error()));
+    noteLoadFailure(inv, library_, "NVIDIA driver (NVML)", lib);
     return inv;
   }
   auto init = lib.symbol<NvmlReturn (*)()>("nvmlInit_v2");
@@ -145,9 +152,9 @@ GpuInventory NvmlGpuProbe::probe() const {
 GpuInventory CudaDriverGpuProbe::probe() const {
   GpuInventory inv;
   inv.source = "none";
-  detail::DynamicLibrary lib(library_);
+  detail::DynamicLibrary lib(library_, "CUDA driver library");
   if (!lib.loaded()) {
-    inv.notes.push_back(loadFailureNote(library_, "CUDA driver", lib.error()));
+    noteLoadFailure(inv, library_, "CUDA driver", lib);
     return inv;
   }
   auto init = lib.symbol<CuResult (*)(unsigned)>("cuInit");

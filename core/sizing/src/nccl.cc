@@ -21,9 +21,9 @@ std::string ncclVersionText(int code) {
 NcclProbe probeNccl(const std::vector<std::string>& candidates) {
   NcclProbe probe;
   for (const std::string& name : candidates) {
-    detail::DynamicLibrary lib(name);
+    detail::DynamicLibrary lib(name, "NCCL library");
     if (!lib.loaded()) {
-      probe.notes.push_back(name + ": " + lib.error());
+      probe.notes.push_back(lib.refused() ? lib.error() : name + ": " + lib.error());  // refused: starts with the path
       continue;
     }
     // ncclResult_t ncclGetVersion(int* version); ncclSuccess = 0.

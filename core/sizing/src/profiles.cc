@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
+#include <optional>
 #include <regex>
 #include <sstream>
 
@@ -55,13 +57,17 @@ Checked<TrainProfile> loadProfile(const std::string& path) {
     return result;
   }
   p.name = fs::path(path).stem().string();
-  // Digits by the pattern; a count beyond an int reads as 0, which the check below refuses.
-  p.nodes = parseCount(m[2].str()).value_or(0);
-  p.gpus_per_node = parseCount(m[3].str()).value_or(0);
-  if (p.nodes < 1 || p.gpus_per_node < 1) {
-    error = path + ": the name says " + shape(p.nodes, p.gpus_per_node) + "; both counts must be at least 1";
+  // Digits by the pattern. A count past an int, or a world size (their product) past one, is refused with the counts
+  // as the name writes them (a count read as 0 or -1 named a profile the user never wrote).
+  const std::optional<int> nodes = parseCount(m[2].str(), 1), per_node = parseCount(m[3].str(), 1);
+  if (!nodes || !per_node || static_cast<long long>(*nodes) * *per_node > std::numeric_limits<int>::max()) {
+    error = path + ": the name says " + m[2].str() + "x" + m[3].str() + " (NODESxGPUS_PER_NODE); both counts must " +
+            "be at least 1 and their product, the world size, at most " +
+            std::to_string(std::numeric_limits<int>::max());
     return result;
   }
+  p.nodes = *nodes;
+  p.gpus_per_node = *per_node;
   YAML::Node root;
   try {
     root = YAML::LoadFile(path);

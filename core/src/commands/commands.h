@@ -2,6 +2,7 @@
 #pragma once
 
 #include "taehv/cli.h"
+#include "taehv/launch.h"
 
 namespace taehv {
 
@@ -13,5 +14,16 @@ int runDescribe(Cli& cli);
 int runPlugins(Cli& cli);
 /// `doctor [--output-dir DIR] [--data PATH] [--connect-timeout S]`: check this node before a job.
 int runDoctor(Cli& cli);
+
+/// How this node's workers run, from the launch options in `vm` (--shutdown-grace, --log-dir, --local-ranks-filter,
+/// --no-prefix) for `node` as sized, checked as the launch checks them: the one reading of them, by the launch,
+/// describe and doctor, so that what describe and doctor pass the launch takes. The command and the node group are
+/// left for the launch to fill in.
+Checked<LaunchSettings> launchSettings(const boost::program_options::variables_map& vm, const NodeDescriptor& node);
+
+/// What the launch checks of its options before it starts anything, for `r` (sized, when this node runs the
+/// workers): a backend that takes over gets the job flags (Cli::jobFlags), else this node's launchSettings. For
+/// describe and doctor, which start nothing.
+Status checkLaunchOptions(const Cli& cli, const boost::program_options::variables_map& vm, const ResolvedLaunch& r);
 
 }  // namespace taehv

@@ -27,6 +27,11 @@ int runDescribe(Cli& cli) {
       return kUsageError;
     }
   }
+  // What the launch would refuse, describe refuses too (a --shutdown-grace of nan, a --log-dir that is a file).
+  if (Status options = checkLaunchOptions(cli, vm, resolved.value); !options.ok()) {
+    cli.log(LogLevel::kError, options.error);
+    return kUsageError;
+  }
   const NodeDescriptor& node = resolved.value.node;
   auto workers = expandWorkers(node, cli.env());
   auto group = planGroup(node, groupFlags(vm), cli.env());
@@ -35,7 +40,9 @@ int runDescribe(Cli& cli) {
     return kUsageError;
   }
   if (vm.count("json")) {
-    std::cout << describeJson(node, workers, &group.value);
+    Utf8Repair repair;
+    std::cout << describeJson(node, workers, &group.value, &repair);
+    if (repair.any()) cli.log(LogLevel::kWarn, repair.sentence("describe --json"));
   } else {
     Checked<std::vector<std::string>> worker = cli.workerCommand();
     std::vector<std::string> command = worker.ok() ? worker.value : std::vector<std::string>{"<" + worker.error + ">"};

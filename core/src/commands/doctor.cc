@@ -169,6 +169,12 @@ int runDoctor(Cli& cli) {
 
   std::vector<sizing::CheckResult> rows = sizing::runDoctorChecks(in);
   if (resolved.ok()) {
+    // What the launch would refuse (a --shutdown-grace of nan, a --log-dir that is a device), for this node as sized.
+    ResolvedLaunch sized = resolved.value;
+    if (s.ok()) sized.node.nproc_per_node = in.descriptor.nproc_per_node;
+    if (Status options = checkLaunchOptions(cli, vm, sized); !options.ok()) {
+      rows.push_back({"launch options", sizing::CheckStatus::kFail, options.error, "fix the value named"});
+    }
     auto group = planGroup(resolved.value.node, groupFlags(vm), cli.env());
     if (!group.ok()) {
       rows.push_back({"node group", sizing::CheckStatus::kFail, group.error, "fix the value named"});

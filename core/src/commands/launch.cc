@@ -8,6 +8,36 @@
 namespace taehv {
 namespace po = boost::program_options;
 
+Checked<LaunchSettings> launchSettings(const po::variables_map& vm, const NodeDescriptor& node) {
+  Checked<LaunchSettings> result;
+  LaunchSettings& settings = result.value;
+  const Checked<std::chrono::milliseconds> grace = shutdownGrace(vm);
+  if (!grace.ok()) return {grace.error};
+  settings.shutdown_grace = grace.value;
+  settings.prefix_output = !vm.count("no-prefix");
+  if (vm.count("log-dir")) {
+    settings.log_dir = vm["log-dir"].as<std::string>();
+    if (Status dir = checkLogDir(settings.log_dir); !dir.ok()) return {dir.error};
+  }
+  if (vm.count("local-ranks-filter")) {
+    Checked<std::vector<int>> ranks = parseRankList(vm["local-ranks-filter"].as<std::string>());
+    if (!ranks.ok()) return {ranks.error};
+    for (int local : ranks.value) {
+      if (local >= *node.nproc_per_node.value) {
+        return {"--local-ranks-filter names local rank " + std::to_string(local) + " but this node runs " +
+                std::to_string(*node.nproc_per_node.value) + " worker(s)"};
+      }
+    }
+    settings.local_ranks = ranks.value;
+  }
+  return result;
+}
+
+Status checkLaunchOptions(const Cli& cli, const po::variables_map& vm, const ResolvedLaunch& r) {
+  if (r.backend_takes_over) return {cli.jobFlags(vm).error};
+  return {launchSettings(vm, r.node).error};
+}
+
 int runLaunch(Cli& cli) {
   po::variables_map vm;
   if (auto done = cli.parse(po::options_description(), vm)) return *done;
@@ -47,27 +77,15 @@ int runLaunch(Cli& cli) {
     cli.log(LogLevel::kError, sized.error);  // before anything starts
     return kUsageError;
   }
+  Checked<LaunchSettings> checked = launchSettings(vm, r.node);
+  if (!checked.ok()) {
+    cli.log(LogLevel::kError, checked.error);
+    return kUsageError;
+  }
   if (!r.node.profile.reason.empty()) cli.log(LogLevel::kInfo, "profile: " + r.node.profile.reason);
   insertProfileArgs(r.node, command);
-  LaunchSettings settings;
+  LaunchSettings& settings = checked.value;
   settings.command = command;
-  settings.shutdown_grace = grace.value;
-  settings.prefix_output = !vm.count("no-prefix");
-  if (vm.count("log-dir")) settings.log_dir = vm["log-dir"].as<std::string>();
-  if (vm.count("local-ranks-filter")) {
-    Checked<std::vector<int>> ranks = parseRankList(vm["local-ranks-filter"].as<std::string>());
-    for (int local : ranks.value) {
-      if (ranks.ok() && local >= *r.node.nproc_per_node.value) {
-        ranks.error = "--local-ranks-filter names local rank " + std::to_string(local) + " but this node runs " +
-                      std::to_string(*r.node.nproc_per_node.value) + " worker(s)";
-      }
-    }
-    if (!ranks.ok()) {
-      cli.log(LogLevel::kError, ranks.error);
-      return kUsageError;
-    }
-    settings.local_ranks = ranks.value;
-  }
   auto group = planGroup(r.node, groupFlags(vm), cli.env());
   if (!group.ok()) {
     cli.log(LogLevel::kError, group.error);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "commands/commands.h"
+#include "taehv/utf8.h"
 
 namespace taehv {
 namespace po = boost::program_options;
@@ -26,7 +27,9 @@ int runPlugins(Cli& cli) {
                      {"path", p->path},
                      {"description", p->description}});
     }
-    std::cout << out.dump(2) << "\n";
+    Utf8Repair repair;
+    std::cout << dumpValidUtf8(out, 2, &repair) << "\n";
+    if (repair.any()) cli.log(LogLevel::kWarn, repair.sentence("plugins --json"));
   } else {
     std::cout << "NAME        VERSION   API  PATH\n";
     for (const LoadedPlugin* p : plugins) {

@@ -190,10 +190,15 @@ Status parseK8sRenderArgs(const CommandArgs& args, K8sRenderOptions& out) {
         count("max-restarts", 0, kMaxJobRestarts, out.max_restarts)}) {
     if (!e.ok()) return e;
   }
-  torch_env::readTextOptions(given, {{"image", &out.image}, {"name", &out.name}, {"namespace", &out.namespace_name},
-                                     {"flavor", &out.flavor}, {"shm-size", &out.shm_size},
-                                     {"runtime-kind", &out.runtime_kind}, {"runtime", &out.runtime_name}});
-  out.command = args.command;
+  if (Status text = torch_env::readJobText(args,
+                                           {{"image", &out.image}, {"name", &out.name},
+                                            {"namespace", &out.namespace_name}, {"flavor", &out.flavor},
+                                            {"shm-size", &out.shm_size}, {"runtime-kind", &out.runtime_kind},
+                                            {"runtime", &out.runtime_name}},
+                                           out.command);
+      !text.ok()) {
+    return text;
+  }
   if (out.flavor != "indexed-job" && out.flavor != "pytorchjob" && out.flavor != "jobset" && out.flavor != "trainjob") {
     return {"--flavor " + out.flavor + " is unknown: use trainjob, jobset, indexed-job or pytorchjob"};
   }

@@ -10,6 +10,7 @@
 #include "taehv/torch_env/container_image.h"
 #include "taehv/torch_env/container_plan.h"
 #include "taehv/torch_env/torch_style.h"
+#include "taehv/utf8.h"
 
 namespace taehv::pai {
 
@@ -125,10 +126,14 @@ Status parsePaiRenderArgs(const CommandArgs& args, PaiRenderOptions& out) {
     }
     *target = *v;
   }
-  readTextOptions(given, {{"image", &out.image}, {"name", &out.name}, {"ecs-spec", &out.ecs_spec},
-                          {"resource-id", &out.resource_id}, {"workspace-id", &out.workspace_id}, {"cpu", &out.cpu},
-                          {"memory", &out.memory}});
-  out.command = args.command;
+  if (Status text = readJobText(args,
+                                {{"image", &out.image}, {"name", &out.name}, {"ecs-spec", &out.ecs_spec},
+                                 {"resource-id", &out.resource_id}, {"workspace-id", &out.workspace_id},
+                                 {"cpu", &out.cpu}, {"memory", &out.memory}},
+                                out.command);
+      !text.ok()) {
+    return text;
+  }
   if (given.count("cpu") && !parseCount(out.cpu, 1, kMaxCpusPerNode)) {
     return {"--cpu " + out.cpu + " is not a whole number of CPU cores from 1 to " + std::to_string(kMaxCpusPerNode)};
   }
@@ -180,7 +185,8 @@ std::string renderPai(const PaiRenderOptions& o) {
   body["JobSpecs"] = Json::array({spec("Master", 1)});
   if (o.nodes > 1) body["JobSpecs"].push_back(spec("Worker", o.nodes - 1));
   body["UserCommand"] = paiUserCommand(o.command);
-  return body.dump(2) + "\n";
+  // Every text in it was refused unless UTF-8 (readJobText); dumped the one way all the same, so that it never throws.
+  return dumpValidUtf8(body, 2) + "\n";
 }
 
 }  // namespace taehv::pai

@@ -2,6 +2,8 @@
 
 #include <regex>
 
+#include "taehv/utf8.h"
+
 namespace taehv::torch_env {
 
 Status checkImageReference(const std::string& image) {
@@ -25,10 +27,22 @@ std::vector<OptionSpec> renderJobOptions(const std::string& nodes_help, const st
           {"name", "NAME", name_help + " (default taehv-train)"}};
 }
 
-void readTextOptions(const OptionValues& given, std::initializer_list<std::pair<const char*, std::string*>> targets) {
+Status readJobText(const CommandArgs& args, std::initializer_list<std::pair<const char*, std::string*>> targets,
+                   std::vector<std::string>& command) {
+  const std::string fix = "a rendered job is UTF-8 text (YAML, JSON): give it in UTF-8";
   for (const auto& [name, target] : targets) {
-    if (const std::string* value = optionValue(given, name)) *target = *value;
+    const std::string* value = optionValue(args.options, name);
+    if (value == nullptr) continue;
+    if (Status utf8 = requireUtf8(*value, std::string("--") + name, fix); !utf8.ok()) return utf8;
+    *target = *value;
   }
+  for (std::size_t i = 0; i < args.command.size(); ++i) {
+    if (Status utf8 = requireUtf8(args.command[i], "the command's word " + std::to_string(i + 1), fix); !utf8.ok()) {
+      return utf8;
+    }
+  }
+  command = args.command;
+  return {};
 }
 
 }  // namespace taehv::torch_env

@@ -100,6 +100,21 @@ TEST(GroupCli, BadGroupValuesAreOneLineAndExit2) {
   }
 }
 
+// Issue 38, defect 10: TAEHV_JOB_TOKEN set but empty fell back to the derived key (anyone who sees the job's command
+// line can join it) while a 1-character token was refused. Now an empty or blank one is refused the same way.
+TEST(HostileGroupCli, AnEmptyJobTokenIsRefusedLikeAShortOne) {
+  const std::vector<std::string> argv = {taehvRun(), "describe", "--backend", "local", "--nnodes", "2",
+                                         "--master-addr", "10.0.0.5", "--nproc-per-node", "1"};
+  for (const std::string token : {"", "   ", "x"}) {
+    const auto r = runProcess(argv, envWith({{"TAEHV_JOB_TOKEN", token}}));
+    EXPECT_EQ(r.exit_code, 2) << "'" << token << "': " << r.out << r.err;
+    EXPECT_NE(r.err.find("env TAEHV_JOB_TOKEN holds a token of " + std::to_string(token == "x" ? 1 : 0) +
+                         " characters; use at least 16 random characters"),
+              std::string::npos)
+        << r.err;
+  }
+}
+
 TEST(GroupCli, AWorkerFailingOnNode1StopsNode0WhichNamesIt) {
   const int port = 29600 + static_cast<int>(::getpid() % 200) * 2;
   const auto env = envWith({{"TAEHV_JOB_TOKEN", kToken}});
@@ -137,6 +152,29 @@ TEST(GroupCli, Node1KilledWithSigkillStopsNode0AtOnceWhichNamesIt) {
   EXPECT_NE(r0.err.find("node 1 (host "), std::string::npos) << r0.err;
   EXPECT_NE(r0.err.find("lost: its connection closed"), std::string::npos) << r0.err;
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(12)) << r0.err;
+}
+
+// Issue 38, defect 21, through the real taehv-run: a second node given --node-rank 1 waited for the join timeout (300 s)
+// without a word. Now it exits 1 at once with node 0's reason; the two real nodes are not disturbed.
+TEST(HostileGroupCli, ANodeWithATakenRankExitsAtOnceWithNode0sReason) {
+  const int port = 29600 + static_cast<int>(::getpid() % 200) * 2 + 800;
+  const auto env = envWith({{"TAEHV_JOB_TOKEN", kToken}});
+  auto node0 = std::async(std::launch::async, [&] {
+    return runProcess(nodeArgs(0, port, {"--", "/bin/sh", "-c", "sleep 4"}), env, std::chrono::seconds(30));
+  });
+  auto node1 = std::async(std::launch::async, [&] {
+    return runProcess(nodeArgs(1, port, {"--", "/bin/sh", "-c", "sleep 4"}), env, std::chrono::seconds(30));
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // both in, workers running
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto twin = runProcess(nodeArgs(1, port, {"--", "/bin/true"}), env, std::chrono::seconds(20));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5)) << twin.err;
+  EXPECT_EQ(twin.exit_code, 1) << twin.err;
+  EXPECT_NE(twin.err.find("error: node group: node 0 (host "), std::string::npos) << twin.err;
+  EXPECT_NE(twin.err.find("refused this node (--node-rank 1): node rank 1 is already in the group"), std::string::npos)
+      << twin.err;
+  EXPECT_EQ(node0.get().exit_code, 0);
+  EXPECT_EQ(node1.get().exit_code, 0);
 }
 
 }  // namespace

@@ -76,6 +76,29 @@ TEST(GroupSession, SameTokenOtherRunIdDoesNotVerify) {
             Verdict::kBadMac);
 }
 
+// Issue 38, defect 21: the leader's REFUSED (why a JOIN is not admitted) is bound to that JOIN's nonces, like
+// WELCOME: the member it answers verifies it; a REFUSED sealed for another connection, or by a guessed key, does not.
+TEST(GroupSession, RefusedIsBoundToTheJoinItAnswers) {
+  const auto refusal = [](Session& leader, const std::string& nc) {
+    leader.setClientNonce(nc);
+    Message m{MessageType::kRefused, 0, 0, {}, "node rank 1 is already in the group"};
+    return payloadOf(leader.seal(m));
+  };
+  Session leader{jobKey("secret-token-0123456789", "run"), Direction::kToMember};
+  Session member{jobKey("secret-token-0123456789", "run"), Direction::kToLeader};
+  member.setServerNonce(leader.makeServerNonce());
+  const std::string nc = member.makeClientNonce();
+  const Opened ok = member.open(refusal(leader, nc));
+  ASSERT_EQ(ok.verdict, Verdict::kOk);
+  EXPECT_EQ(ok.message.type, MessageType::kRefused);
+  EXPECT_EQ(ok.message.text, "node rank 1 is already in the group");
+  EXPECT_EQ(member.open(refusal(leader, std::string(kNonceBytes, 'o'))).verdict, Verdict::kBadMac) << "another JOIN's";
+  Session guesser{jobKey("guessed-token-000000000", "run"), Direction::kToMember};
+  guesser.setServerNonce(std::string(kNonceBytes, 's'));
+  member.setServerNonce(std::string(kNonceBytes, 's'));
+  EXPECT_EQ(member.open(refusal(guesser, nc)).verdict, Verdict::kBadMac) << "a guessed key's";
+}
+
 TEST(GroupSession, JoinReplayedOnAnotherConnectionIsRefused) {
   Pair first;
   first.handshake();

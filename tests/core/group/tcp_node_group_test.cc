@@ -229,6 +229,56 @@ TEST(GroupTcp, AWrongTokenCannotJoinAndSaysWhy) {
   EXPECT_EQ(leader.stopReason(), "");
 }
 
+// Issue 38, defect 21: a node refused by the leader (its node rank taken or out of range) only waited, saying nothing,
+// until its join timeout. Now the leader answers REFUSED with the reason, and the node's form() ends at once with it;
+// the group still forms with the right nodes. A node late for a formed group is told why it waits.
+TEST(GroupTcp, ANodeRefusedByTheLeaderIsToldWhyAndEndsAtOnce) {
+  TcpNodeGroup leader(optionsFor(0, 3, 0));
+  ASSERT_EQ(leader.start().error, "");
+  const int port = leader.boundPort();
+  TcpNodeGroup first(optionsFor(1, 3, port));
+  ASSERT_EQ(first.start().error, "");
+  auto first_formed = std::async(std::launch::async, [&] { return first.form(Clock::now() + 20s); });
+  ASSERT_TRUE(eventually([&] { return leader.stats().members == 1; }));
+
+  const auto refusedAt = [&](int rank, int nnodes) {
+    TcpNodeGroup node(optionsFor(rank, nnodes, port));
+    EXPECT_EQ(node.start().error, "");
+    const auto t0 = Clock::now();
+    const std::string why = node.form(Clock::now() + 20s).error;
+    EXPECT_LT(Clock::now() - t0, 5s) << "waited for the join timeout: " << why;
+    return why;
+  };
+  std::string why = refusedAt(1, 3);  // a second node given --node-rank 1
+  EXPECT_EQ(why.rfind("node group: node 0 (host h0) refused this node (--node-rank 1): node rank 1 is already in the "
+                      "group (host h1, address 127.0.0.1:",
+                      0),
+            0u)
+      << why;
+  EXPECT_NE(why.find("); give each node its own --node-rank"), std::string::npos) << why;
+  why = refusedAt(5, 6);  // a node started with another --nnodes
+  EXPECT_EQ(why, "node group: node 0 (host h0) refused this node (--node-rank 5): the job has 3 nodes, node ranks 0..2; "
+                 "give every other node its own --node-rank from 1 to 2 and the same --nnodes");
+  EXPECT_EQ(leader.stats().members, 1) << "the node already there keeps its place";
+
+  TcpNodeGroup second(optionsFor(2, 3, port));
+  ASSERT_EQ(second.start().error, "");
+  auto second_formed = std::async(std::launch::async, [&] { return second.form(Clock::now() + 20s); });
+  ASSERT_EQ(leader.form(Clock::now() + 20s).error, "");
+  EXPECT_EQ(first_formed.get().error, "");
+  EXPECT_EQ(second_formed.get().error, "");
+  EXPECT_EQ(leader.stopReason(), "");
+
+  // Node 2 leaves (its workers finished); a node 2 started again now finds the group formed without it: it waits
+  // (a formation may come), and its timeout says why.
+  EXPECT_EQ(second.finish(true).error, "");
+  ASSERT_TRUE(eventually([&] { return leader.stats().members == 1; }));
+  TcpNodeGroup late(optionsFor(2, 3, port));
+  ASSERT_EQ(late.start().error, "");
+  why = late.form(Clock::now() + 2s).error;
+  EXPECT_NE(why.find("refused this node (--node-rank 2): the group has formed without it"), std::string::npos) << why;
+}
+
 TEST(GroupTcp, StrangersCanNeitherJoinStopNorCrashTheGroup) {
   TcpNodeGroup leader(optionsFor(0, 3, 0, 30s));
   ASSERT_EQ(leader.start().error, "");

@@ -67,6 +67,14 @@ TEST(GroupWire, MalformedBodiesAreRefusedWithAReason) {
   std::string wrong_type = body;
   wrong_type[1] = 99;
   EXPECT_NE(decodeBody(wrong_type).error.find("type"), std::string::npos);
+  wrong_type[1] = 9;  // one past the last type, REFUSED (8)
+  EXPECT_NE(decodeBody(wrong_type).error.find("unknown message type 9"), std::string::npos);
+  Message refused{MessageType::kRefused, 0, 0, {}, "why"};
+  refused.procs = 1;
+  const Checked<Message> back = decodeBody(encodeBody(refused));
+  ASSERT_TRUE(back.ok()) << back.error;
+  EXPECT_EQ(back.value.type, MessageType::kRefused);
+  EXPECT_EQ(back.value.procs, 1u);
   EXPECT_FALSE(decodeBody(body + "x").ok());  // trailing byte: lengths do not add up
   EXPECT_FALSE(decodeBody(body.substr(0, body.size() - 1)).ok());
 }

@@ -613,6 +613,23 @@ TEST(Supervisor, InterruptWritesASignalExceptionErrorFile) {
   EXPECT_EQ(doc.at("message").at("errorCode").get<int>(), 130);
 }
 
+// Issue 38, defect 4: a worker's stderr with a Latin-1 byte (0xE9) ended the supervisor with nlohmann's type_error
+// 316 (SIGABRT) while it wrote the error file. Now the file is valid JSON, the byte is U+FFFD and the file says so.
+TEST(HostileErrorFile, AWorkersStderrThatIsNotUtf8IsReplacedAndSaidSo) {
+  TempDir dir;
+  const std::string error_file = (dir.path() / "error.json").string();
+  Driver d(dir, {"--error-file", error_file, "--", "/bin/sh", "-c", "printf 'caf\\351 \\377 file\\n' >&2; exit 3"});
+  const Finished f = d.wait();
+  ASSERT_EQ(f.exit_code, 3) << f.err;
+  const auto doc = nlohmann::json::parse(readFile(error_file));
+  const auto& extra = doc.at("message").at("extraInfo");
+  EXPECT_NE(extra.at("py_callstack").get<std::string>().find("caf\xEF\xBF\xBD \xEF\xBF\xBD file\n"), std::string::npos)
+      << extra.dump();
+  EXPECT_EQ(extra.at("utf8_note").get<std::string>(),
+            "this error file: 2 byte sequences that are not valid UTF-8 written as U+FFFD (the first at "
+            "/message/extraInfo/py_callstack)");
+}
+
 // ---- the same guarantees through the product: taehv-run --standalone ----------------------------------
 
 std::string taehvRun() { return taehv::testing::builtProgram("taehv-run"); }

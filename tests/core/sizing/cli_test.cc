@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,10 +38,11 @@ struct RunResult {
   std::string out;  // stdout and stderr together
 };
 
-/// Runs taehv-run with `args` under `env` (NAME=VALUE words, added to a clean environment with PATH and HOME).
-RunResult run(const std::string& env_words, const std::string& args) {
-  const std::string cmd =
-      "env -i PATH=/usr/bin:/bin HOME=/tmp " + env_words + " " + quote(taehvRun()) + " " + args + " 2>&1";
+/// Runs taehv-run with `args` under `env` (NAME=VALUE words, added to a clean environment with PATH and HOME), killed
+/// (code 137) when it runs longer than `limit_s` seconds.
+RunResult run(const std::string& env_words, const std::string& args, int limit_s = 60) {
+  const std::string cmd = "env -i PATH=/usr/bin:/bin HOME=/tmp " + env_words + " timeout -s KILL " +
+                          std::to_string(limit_s) + " " + quote(taehvRun()) + " " + args + " 2>&1";
   RunResult r;
   FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
@@ -190,6 +192,31 @@ TEST_F(SizingCli, DoctorPassesOnAHealthyNodeAndFailsWithTheFix) {
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("did you mean --nnodes 2 --nproc-per-node 8?"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("cannot be reached from other nodes"), std::string::npos) << r.out;
+}
+
+// Issue 38, defect 5: TAEHV_NVML_LIBRARY naming a file cut short killed describe, the launch and doctor (SIGBUS); a
+// FIFO hung them. Now each runs on (CPU workers) and says why the library was not loaded.
+using HostileSizingCli = SizingCli;
+TEST_F(HostileSizingCli, ABrokenOrBlockingNvmlLibraryIsNamedAndNothingDies) {
+  const std::string cut = dir_ + "/libnvidia-ml.so.1";
+  fs::copy_file(TAEHV_FAKE_NVML_PATH, cut);
+  fs::resize_file(cut, fs::file_size(cut) / 2);
+  const std::string fifo = dir_ + "/fifo.so";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const auto& [library, why] : {std::pair<std::string, std::string>{cut, "(cut short"},
+                                     {fifo, "is a FIFO, not a regular file"}}) {
+    const std::string env_words = "TAEHV_NVML_LIBRARY=" + quote(library) + " TAEHV_CUDA_DRIVER_LIBRARY=/nonexistent/x";
+    RunResult r = run(env_words, "describe --backend local --standalone -- /bin/true", 20);
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("sizing: GPU driver problem: " + library + ": NVML library "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(why), std::string::npos) << r.out;
+    r = run(env_words, "--backend local --standalone -- /bin/sh -c 'echo DEV=$TAEHV_DEVICE'", 20);
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("DEV=cpu"), std::string::npos) << r.out;
+    r = run(env_words, "doctor --backend local --standalone --output-dir " + quote(dir_), 20);
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find(why), std::string::npos) << r.out;
+  }
 }
 
 TEST_F(SizingCli, DoctorOnNodeZeroFailsWhenTheMasterPortIsTaken) {

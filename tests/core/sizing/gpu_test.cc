@@ -5,8 +5,16 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <csignal>
+#include <cstring>
 #include <filesystem>
+#include <functional>
+
+#include "taehv/sizing/nccl.h"
 
 namespace taehv::sizing {
 namespace {
@@ -109,6 +117,119 @@ TEST(SizingGpuProbe, FirstWorkingProbeWinsAndKeepsEarlierNotes) {
 TEST(SizingGpuProbe, EnvironmentOverridesTheLibraryPath) {
   auto probe = makeSystemGpuProbe({{kNvmlLibraryEnv, TAEHV_FAKE_NVML_PATH}});
   EXPECT_EQ(probe->probe().gpus.size(), 8u);
+}
+
+// ---- Issue 38, defect 5: a library named by path passes the checks that guard plugins -----------------------------
+
+/// Runs `probe` in a child process, so that a SIGBUS or a hang (what these inputs did) fails the test instead of
+/// ending or stalling the runner: its result, or "died of signal N" (a hang ends with SIGALRM after 10 s).
+std::string inChild(const std::function<std::string()>& probe) {
+  int fds[2];
+  if (::pipe(fds) != 0) return "pipe failed";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    ::alarm(10);
+    const std::string out = probe();
+    (void)!::write(fds[1], out.data(), out.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (WIFSIGNALED(status)) return "died of signal " + std::to_string(WTERMSIG(status));
+  return out;
+}
+
+/// What an NVML probe of `library` found: "<gpus> GPUs; error: <error>".
+std::string nvmlProbe(const std::string& library) {
+  return inChild([&] {
+    const GpuInventory inv = NvmlGpuProbe(library).probe();
+    return std::to_string(inv.gpus.size()) + " GPUs; error: " + inv.error;
+  });
+}
+
+class HostileSizingLibrary : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/taehv-sizing-lib-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    lib_ = dir_ + "/libnvidia-ml.so.1";
+    std::filesystem::copy_file(TAEHV_FAKE_NVML_PATH, lib_);
+    ::chmod(lib_.c_str(), 0644);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_;
+  std::string lib_;
+};
+
+TEST_F(HostileSizingLibrary, ACutShortFileAFifoOrAFolderIsRefusedWithoutLoadingOrWaiting) {
+  ASSERT_EQ(nvmlProbe(lib_), "8 GPUs; error: ") << "the copy in a safe folder loads";
+  std::filesystem::resize_file(lib_, std::filesystem::file_size(lib_) / 2);
+  EXPECT_EQ(nvmlProbe(lib_).rfind("0 GPUs; error: " + lib_ + ": NVML library is not a shared library taehv-run can "
+                                  "load (cut short",
+                                  0),
+            0u)
+      << nvmlProbe(lib_);
+  const std::string nccl = inChild([&] {
+    const NcclProbe p = probeNccl({lib_});
+    return p.notes.empty() ? std::string("no note") : p.notes.front();
+  });
+  EXPECT_NE(nccl.find(lib_ + ": NCCL library is not a shared library taehv-run can load (cut short"),
+            std::string::npos)
+      << nccl;
+
+  const std::string fifo = dir_ + "/fifo.so";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(nvmlProbe(fifo), "0 GPUs; error: " + fifo +
+                                 ": NVML library is a FIFO, not a regular file; refusing to open it (reading a "
+                                 "FIFO or a device can wait for ever): remove it, or name the library's file");
+  std::filesystem::create_directory(dir_ + "/folder.so");
+  EXPECT_NE(nvmlProbe(dir_ + "/folder.so").find("NVML library is a folder, not a regular file"),
+            std::string::npos);
+  EXPECT_EQ(nvmlProbe(dir_ + "/missing.so").rfind("0 GPUs; error: ", 0), 0u) << "absent is a note, not an error";
+}
+
+TEST_F(HostileSizingLibrary, ALibraryOthersCanChangeIsNotLoaded) {
+  ::chmod(lib_.c_str(), 0666);
+  EXPECT_EQ(nvmlProbe(lib_), "0 GPUs; error: " + lib_ +
+                                 ": NVML library is writable by everyone (owner root, mode 0666); refusing to load "
+                                 "code from it: run chmod o-w " + lib_);
+  ::chmod(lib_.c_str(), 0664);
+  EXPECT_NE(nvmlProbe(lib_).find(": NVML library is writable by its group"), std::string::npos) << nvmlProbe(lib_);
+  ::chmod(lib_.c_str(), 0644);
+  ::chmod(dir_.c_str(), 0770);
+  EXPECT_NE(nvmlProbe(lib_).find(dir_ + ": folder holding the NVML library is writable by its group"),
+            std::string::npos)
+      << nvmlProbe(lib_);
+  ::chmod(dir_.c_str(), 0700);
+  ASSERT_EQ(::geteuid(), 0u) << "the owner cases need root (the suites run as root)";
+  ASSERT_EQ(::chown(lib_.c_str(), 65534, 65534), 0) << std::strerror(errno);
+  EXPECT_NE(nvmlProbe(lib_).find(": NVML library is owned by nobody, neither root nor root who runs taehv-run"),
+            std::string::npos)
+      << nvmlProbe(lib_);
+  ASSERT_EQ(::chown(lib_.c_str(), 0, 0), 0);
+  EXPECT_EQ(nvmlProbe(lib_), "8 GPUs; error: ") << "safe again: loads";
+
+  // A link, as drivers install it (libnvidia-ml.so.1 -> libnvidia-ml.so.550.54.15): the folder of the file it points
+  // to is checked too.
+  const std::string link = dir_ + "/linked.so";
+  ASSERT_EQ(::symlink(lib_.c_str(), link.c_str()), 0);
+  EXPECT_EQ(nvmlProbe(link), "8 GPUs; error: ") << "a link beside its file loads";
+  const std::string other = dir_ + "/other";
+  std::filesystem::create_directory(other);
+  std::filesystem::rename(lib_, other + "/libnvidia-ml.so.1");
+  ASSERT_EQ(::symlink((other + "/libnvidia-ml.so.1").c_str(), lib_.c_str()), 0);
+  ::chmod(other.c_str(), 0775);
+  EXPECT_NE(nvmlProbe(lib_).find(other + ": folder of the file the NVML library links to is writable by its group"),
+            std::string::npos)
+      << nvmlProbe(lib_);
 }
 
 TEST(SizingVisibleGpus, AllWhenNothingRestricts) {

@@ -131,6 +131,27 @@ TEST_F(SizingProfileDir, BrokenProfilesNameTheFileAndTheFix) {
   EXPECT_NE(p.error.find("at least 1"), std::string::npos) << p.error;
 }
 
+// Issue 38, defect 20: a profile named -99999999999999999999x8 was reported as 0x8 (earlier -1x8), a count the user
+// never wrote; 65536x65536 overflowed the world size. The name's counts are quoted as written.
+using HostileSizingProfileDir = SizingProfileDir;
+TEST_F(HostileSizingProfileDir, ACountOutOfRangeIsQuotedAsWritten) {
+  for (const std::string shape : {"99999999999999999999x8", "8x99999999999999999999", "65536x65536", "0x8"}) {
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    write("h-" + shape + ".yaml", "train:\n  lr: 1\n");
+    Checked<ProfileChoice> p = chooseProfile(dir_, 1, 8);
+    ASSERT_FALSE(p.ok()) << shape;
+    EXPECT_NE(p.error.find("h-" + shape + ".yaml: the name says " + shape + " (NODESxGPUS_PER_NODE); both counts must "
+                           "be at least 1 and their product, the world size, at most 2147483647"),
+              std::string::npos)
+        << p.error;
+  }
+  fs::remove_all(dir_);
+  fs::create_directories(dir_);
+  write("-99999999999999999999x8.yaml", "train:\n  lr: 1\n");
+  EXPECT_NE(chooseProfile(dir_, 1, 8).error.find("the name says 99999999999999999999x8"), std::string::npos);
+}
+
 TEST(SizingChooseProfile, MissingFolderIsAClearError) {
   Checked<ProfileChoice> p = chooseProfile("/nonexistent/configs", 1, 8);
   ASSERT_FALSE(p.ok());

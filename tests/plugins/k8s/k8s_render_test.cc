@@ -65,6 +65,25 @@ TEST(HostileK8sRender, TheImageIsAContainerImageReference) {
   EXPECT_EQ(out.rc, 0) << joinLogs(out);
 }
 
+// Issue 38, defect 4: a command word that is not UTF-8 went into the manifest as it was: YAML that is not UTF-8,
+// exit 0, and kubectl refusing it later. A rendered job's values are what the job runs with: refused, one line.
+TEST(HostileK8sRender, TextThatIsNotUtf8IsRefusedAndNamed) {
+  const std::vector<std::string> base = {"--nodes", "2", "--gpus-per-node", "8", "--image", "img"};
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--", "python", "a\xE9.py"}, "the command's word 2 'a\\xE9.py' is not valid UTF-8 (byte 0xE9 at offset 1)"},
+      {{"--namespace", "ns\xE9"}, "--namespace 'ns\\xE9' is not valid UTF-8"},
+      {{"--flavor", "jobset", "--shm-size", "1\xFFGi"}, "--shm-size '1\\xFFGi' is not valid UTF-8"},
+  };
+  for (const auto& [extra, expect] : cases) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto out = render(args);
+    EXPECT_EQ(out.rc, 2) << expect;
+    EXPECT_TRUE(out.out.empty()) << "no manifest that is not UTF-8";
+    EXPECT_NE(joinLogs(out).find(expect), std::string::npos) << joinLogs(out);
+  }
+}
+
 TEST(K8sRender, MissingOrBadArgumentsAreUsageErrors) {
   struct Case {
     std::vector<std::string> args;

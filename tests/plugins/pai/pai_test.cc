@@ -261,6 +261,32 @@ TEST(HostilePaiRender, RefusesWhatThePlatformWouldReject) {
   }
 }
 
+// Issue 38, defect 4: a command word that is not UTF-8 ended pai render with nlohmann's exception text. A rendered
+// job's values are what the job runs with: refused with one line naming the word or option and the byte.
+TEST(HostilePaiRender, TextThatIsNotUtf8IsRefusedAndNamed) {
+  const std::vector<std::string> base = {"--nodes", "2", "--gpus-per-node", "8", "--image", "img", "--ecs-spec", "e"};
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--", "python", "tr\xE9in.py"}, "the command's word 2 'tr\\xE9in.py' is not valid UTF-8 (byte 0xE9 at offset 2)"},
+      {{"--workspace-id", "w\xFF"}, "--workspace-id 'w\\xFF' is not valid UTF-8"},
+      {{"--name", "n\xE9"}, "--name 'n\\xE9' is not valid UTF-8"},
+  };
+  for (const auto& [extra, expect] : cases) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    for (const char* command : {"render", "submit"}) {
+      auto out = run(command, args);
+      EXPECT_EQ(out.rc, 2) << expect;
+      EXPECT_TRUE(out.out.empty()) << out.out;
+      EXPECT_NE(joinLogs(out).find(expect), std::string::npos) << joinLogs(out);
+      EXPECT_NE(joinLogs(out).find("give it in UTF-8"), std::string::npos) << joinLogs(out);
+    }
+  }
+  auto out = run("render", {"--nodes", "1", "--gpus-per-node", "0", "--image", "img", "--ecs-spec", "e", "--",
+                            "python", "caf\xC3\xA9.py"});
+  ASSERT_EQ(out.rc, 0) << joinLogs(out);
+  EXPECT_EQ(Json::parse(out.out)["UserCommand"], "taehv-run -- python 'caf\xC3\xA9.py'");
+}
+
 TEST(PaiRender, CommittedExamplesAreCurrent) {
   const std::string dir = testing::sourceDir() + "/examples/pai";
   int seen = 0;

@@ -34,8 +34,9 @@ struct JobFacts {
   int nnodes = 0;
 };
 
-/// The token: `token_file` (first line) if given, else TAEHV_JOB_TOKEN of `env`, else derived from `facts`.
-/// Fails with one line saying what is wrong (unreadable file, token shorter than kMinTokenChars) and how to fix it.
+/// The token: `token_file` (first line) if given, else TAEHV_JOB_TOKEN of `env` when it is set (an empty value too),
+/// else derived from `facts`. Fails with one line saying what is wrong (unreadable file, token shorter than
+/// kMinTokenChars, an empty one included) and how to fix it.
 Checked<JobToken> resolveJobToken(const Env& env, const std::string& token_file, const JobFacts& facts);
 
 /// A new random token (64 hex characters, 32 bytes from OpenSSL's CSPRNG) for a job taehv-run starts.

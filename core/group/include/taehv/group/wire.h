@@ -21,6 +21,11 @@ enum class MessageType : std::uint8_t {
   kHeartbeat = 5,  ///< both ways, every kHeartbeatPeriod
   kStop = 6,       ///< both ways: stop every node; text = the reason
   kLeave = 7,      ///< member -> leader: my workers finished with success; stop watching me
+  /// leader -> member, in answer to a JOIN that verifies but cannot be admitted: text = why (one line for the member
+  /// to print); procs = 1 when the member may try again (the group formed without it), 0 when it must not (its node
+  /// rank is out of range or already in the group, its process count out of range). Added within version 3: an older
+  /// member reads it as an unknown type and ends ("not the group protocol") instead of waiting.
+  kRefused = 8,
 };
 
 /// 2: JOIN carries the member's process count, FORMED the member's first rank and the world size (nodes may run
@@ -40,8 +45,8 @@ struct Message {
   std::uint32_t rank = 0;     ///< the sender's node rank
   std::uint64_t counter = 0;  ///< per connection and direction; 0 during the handshake
   std::string nonce;          ///< kChallenge, kJoin: kNonceBytes random bytes
-  std::string text;           ///< kJoin: host; kStop: reason
-  std::uint32_t procs = 0;       ///< kJoin: the sender's process count; kFormed: the job's world size; else 0
+  std::string text;           ///< kJoin: host; kStop, kRefused: reason
+  std::uint32_t procs = 0;  ///< kJoin: the sender's process count; kFormed: the job's world size; kRefused: 1 = may retry
   std::uint32_t first_rank = 0;  ///< kFormed: the receiver's first global rank; else 0
   std::uint32_t nnodes = 0;      ///< kFormed: nodes in this formation; else 0
   std::uint32_t node_rank = 0;   ///< kFormed: the receiver's node rank in this formation; else 0

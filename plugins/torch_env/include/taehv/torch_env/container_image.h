@@ -25,8 +25,11 @@ Status checkImageReference(const std::string& image);
 std::vector<OptionSpec> renderJobOptions(const std::string& nodes_help, const std::string& gpus_help,
                                          const std::string& name_help);
 
-/// Sets each target to the value of its option in `given`, for the options given (text taken as it is; the renderer
-/// checks it after).
-void readTextOptions(const OptionValues& given, std::initializer_list<std::pair<const char*, std::string*>> targets);
+/// Reads what a renderer puts in the job as text: each target gets the value of its option in `args` (for the options
+/// given; the renderer checks the value's form after), and `command` the words after --. A rendered job is YAML or
+/// JSON, UTF-8 only, and these are values the job runs with: one that is not valid UTF-8 is refused with one line
+/// naming the option or word and the byte (taehv/utf8.h's requireUtf8), never altered.
+Status readJobText(const CommandArgs& args, std::initializer_list<std::pair<const char*, std::string*>> targets,
+                   std::vector<std::string>& command);
 
 }  // namespace taehv::torch_env

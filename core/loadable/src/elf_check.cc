@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace taehv {
@@ -41,6 +42,43 @@ bool readAt(int fd, void* out, std::size_t size, std::uint64_t offset) {
   return true;
 }
 
+/// The ELF machine this process runs on (EM_*), 0 when this table does not know it (then nothing is compared).
+constexpr std::uint16_t kHostMachine =
+#if defined(__x86_64__)
+    EM_X86_64;
+#elif defined(__aarch64__)
+    EM_AARCH64;
+#elif defined(__i386__)
+    EM_386;
+#elif defined(__arm__)
+    EM_ARM;
+#elif defined(__powerpc64__)
+    EM_PPC64;
+#elif defined(__riscv)
+    EM_RISCV;
+#elif defined(__s390x__)
+    EM_S390;
+#else
+    0;
+#endif
+
+/// A machine's name as `file` and `readelf -h` say it, for the ones taehv-run is built for; else its number.
+std::string machineName(std::uint16_t machine) {
+  switch (machine) {
+    case EM_X86_64: return "x86-64";
+    case EM_AARCH64: return "AArch64 (ARM 64-bit)";
+    case EM_386: return "Intel 80386 (x86 32-bit)";
+    case EM_ARM: return "ARM (32-bit)";
+    case EM_PPC64: return "PowerPC64";
+    case EM_PPC: return "PowerPC";
+    case EM_RISCV: return "RISC-V";
+    case EM_S390: return "IBM S/390";
+    case EM_MIPS: return "MIPS";
+    case EM_SPARCV9: return "SPARC V9";
+    default: return "machine " + std::to_string(machine);
+  }
+}
+
 constexpr unsigned char kHostClass = sizeof(void*) == 8 ? ELFCLASS64 : ELFCLASS32;
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 constexpr unsigned char kHostData = ELFDATA2LSB;
@@ -51,7 +89,8 @@ constexpr unsigned char kHostData = ELFDATA2MSB;
 }  // namespace
 
 Status checkElfSharedObject(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO put here after the caller's stat() does not block the open (and fails the type check below).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return {std::string("cannot open it (") + std::strerror(errno) + ")"};
   FdCloser closer{fd};
   struct stat st {};
@@ -69,6 +108,14 @@ Status checkElfSharedObject(const std::string& path) {
     return {"no ELF header"};
   }
   if (std::memcmp(ehdr.e_ident, ELFMAG, SELFMAG) != 0) return {"no ELF header"};
+  // The machine first, in the file's byte order (e_machine sits at the same offset in both classes): dlopen says
+  // only "No such file or directory" for another one.
+  const bool swapped = ehdr.e_ident[EI_DATA] != kHostData;
+  const std::uint16_t machine =
+      swapped ? static_cast<std::uint16_t>((ehdr.e_machine >> 8) | (ehdr.e_machine << 8)) : ehdr.e_machine;
+  if (kHostMachine != 0 && machine != kHostMachine) {
+    return {"built for " + machineName(machine) + ", but this taehv-run runs on " + machineName(kHostMachine)};
+  }
   if (ehdr.e_ident[EI_CLASS] != kHostClass) {
     return {std::string("an ELF file of the other class (") + (ehdr.e_ident[EI_CLASS] == ELFCLASS32 ? "32" : "64") +
             "-bit or unknown) than this " + std::to_string(sizeof(void*) * 8) + "-bit taehv-run"};
