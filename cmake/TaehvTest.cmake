@@ -4,15 +4,16 @@
 # slow (real SLURM / sshd in network namespaces; run alone with `ctest -L slow`).
 # Every test sees TAEHV_SHARED_DIR (../shared), TAEHV_BIN_DIR (taehv-run, taehv-train),
 # TAEHV_PLUGIN_DIR (built plugins) and TAEHV_SOURCE_DIR in its environment. The programs' folder and whether this
-# build has the trainer are also compiled in (TAEHV_TEST_BIN_DIR, TAEHV_TEST_WITH_TRAINER), so that a test run outside
-# ctest finds them too and fails, never skips, when a program it needs is missing.
+# build has the trainer and FFmpeg are also compiled in (TAEHV_TEST_BIN_DIR, TAEHV_TEST_WITH_TRAINER,
+# TAEHV_TEST_WITH_FFMPEG), so that a test run outside ctest finds them too and fails, never skips, when a program it
+# needs is missing; only a build made without FFmpeg skips the tests of video files (TAEHV_REQUIRE_VIDEO_FILES).
 # RESOURCE_LOCK: ctest runs no two tests holding the same lock at once (fixed namespaces, ports, ...).
 
 # taehv_test_knows_programs(<target>): compiles in where this build's programs are and whether it has the trainer,
 # for tests/infra/built_programs.h (taehv_add_gtest does it for every suite).
 function(taehv_test_knows_programs target)
   target_compile_definitions(${target} PRIVATE TAEHV_TEST_BIN_DIR="${PROJECT_BINARY_DIR}/bin"
-    TAEHV_TEST_WITH_TRAINER=$<BOOL:${TAEHV_WITH_TRAINER}>)
+    TAEHV_TEST_WITH_TRAINER=$<BOOL:${TAEHV_WITH_TRAINER}> TAEHV_TEST_WITH_FFMPEG=$<BOOL:${TAEHV_WITH_FFMPEG}>)
   target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
 endfunction()
 

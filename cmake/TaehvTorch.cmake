@@ -1,18 +1,52 @@
 # Finds the libtorch the trainer builds against and checks that it is one taehv-train can use. Each refusal is one
 # configure-time message naming what was found and what is needed.
 #
-# Which libtorch: -DTorch_DIR=<libtorch>/share/cmake/Torch or CMAKE_PREFIX_PATH as usual; without either, the one in
-# the project's Python environment (.venv/, made by scripts/setup.sh: torch 2.13.0, CPU). scripts/build-cuda.sh
-# points Torch_DIR at .venv-cuda/ (torch 2.14.1, CUDA 13).
+# Which libtorch, the first of: -DTorch_DIR=<libtorch>/share/cmake/Torch; a libtorch in CMAKE_PREFIX_PATH; the one in
+# the project's Python environment (.venv/, made by scripts/setup.sh: torch 2.13.0, CPU); the torch of the python3 on
+# PATH (a PyTorch image's or a user's virtual environment: any torch 2.x from 2.9 on, CPU or CUDA 12/13).
+# scripts/build-cuda.sh points Torch_DIR at .venv-cuda/ (torch 2.14.1, CUDA 13).
 #
-# Sets: TAEHV_TORCH_CUDA (ON for a CUDA libtorch), TAEHV_CUDA_VERSION ("13.0", or "none").
-set(TAEHV_MIN_TORCH_VERSION 2.4)
+# Sets: TAEHV_TORCH_CUDA (ON for a CUDA libtorch), TAEHV_CUDA_VERSION ("13.0", or "none"), TAEHV_TORCH_PYTHON (the
+# Python whose torch this is, when it came from a Python).
+set(TAEHV_MIN_TORCH_VERSION 2.9)
 
-if(NOT Torch_DIR AND NOT CMAKE_PREFIX_PATH)
+if(NOT Torch_DIR)
+  find_path(taehv_prefix_torch TorchConfig.cmake PATHS ${CMAKE_PREFIX_PATH} PATH_SUFFIXES share/cmake/Torch
+            NO_DEFAULT_PATH NO_CACHE)
   file(GLOB taehv_venv_torch "${PROJECT_SOURCE_DIR}/.venv/lib/python3*/site-packages/torch/share/cmake/Torch")
-  if(taehv_venv_torch)
+  if(taehv_prefix_torch)
+    set(Torch_DIR "${taehv_prefix_torch}" CACHE PATH "Folder with TorchConfig.cmake (from CMAKE_PREFIX_PATH)")
+  elseif(taehv_venv_torch)
     list(GET taehv_venv_torch 0 taehv_venv_torch)
     set(Torch_DIR "${taehv_venv_torch}" CACHE PATH "Folder with TorchConfig.cmake (default: the one in .venv/)")
+    set(TAEHV_TORCH_PYTHON "${PROJECT_SOURCE_DIR}/.venv/bin/python")
+  else()
+    find_program(TAEHV_PATH_PYTHON3 python3 DOC "The python3 whose torch the trainer builds against")
+    if(NOT TAEHV_PATH_PYTHON3)
+      message(FATAL_ERROR "No libtorch found: no -DTorch_DIR, no .venv/ (scripts/setup.sh makes it) and no python3 on "
+                          "PATH to ask for its torch. Put a python3 with torch >= ${TAEHV_MIN_TORCH_VERSION} on PATH, "
+                          "run scripts/setup.sh, or configure with -DTAEHV_WITH_TRAINER=OFF to build the launcher "
+                          "alone.")
+    endif()
+    execute_process(
+      COMMAND "${TAEHV_PATH_PYTHON3}" -c "import torch, torch.utils; print(torch.utils.cmake_prefix_path); print(torch.__version__)"
+      OUTPUT_VARIABLE taehv_python_torch ERROR_VARIABLE taehv_python_error RESULT_VARIABLE taehv_python_rc
+      OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(NOT taehv_python_rc EQUAL 0)
+      string(REGEX MATCH "[^\n]+\n?$" taehv_python_error "${taehv_python_error}")
+      string(STRIP "${taehv_python_error}" taehv_python_error)
+      message(FATAL_ERROR "The python3 on PATH (${TAEHV_PATH_PYTHON3}) has no usable torch ('import torch' said: "
+                          "${taehv_python_error}). Install torch >= ${TAEHV_MIN_TORCH_VERSION} into it, run "
+                          "scripts/setup.sh (torch 2.13.0 in .venv/), or point -DTorch_DIR at a libtorch.")
+    endif()
+    string(REPLACE "\n" ";" taehv_python_torch "${taehv_python_torch}")
+    list(GET taehv_python_torch 0 taehv_python_prefix)
+    list(GET taehv_python_torch 1 taehv_python_torch_version)
+    set(Torch_DIR "${taehv_python_prefix}/Torch" CACHE PATH
+        "Folder with TorchConfig.cmake (from the python3 on PATH: torch ${taehv_python_torch_version})")
+    set(TAEHV_TORCH_PYTHON "${TAEHV_PATH_PYTHON3}")
+    message(STATUS "taehv-train: libtorch of the python3 on PATH (${TAEHV_PATH_PYTHON3}, torch "
+                   "${taehv_python_torch_version})")
   endif()
 endif()
 

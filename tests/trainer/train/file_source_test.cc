@@ -79,7 +79,7 @@ bool makeVideo(const std::string& path, int frames) {
 
 // (The decoder's own window, frame count and refusals: tests/trainer/video, VideoReader.)
 TEST(FileSource, VideosDecodeAndCorruptOnesAreSkippedAndCounted) {
-  ASSERT_TRUE(taehv::testing::ffmpegProgramOnPath());
+  TAEHV_REQUIRE_VIDEO_FILES();
   const auto dir = tempDir();
   ASSERT_TRUE(makeVideo(dir + "/a.mp4", 30));
   ASSERT_TRUE(makeVideo(dir + "/b.mkv", 20));
@@ -111,7 +111,7 @@ TEST(FileSource, VideosDecodeAndCorruptOnesAreSkippedAndCounted) {
 // of a data folder, in any case (.ts was not, before the rule was one); images, audio and latents are not. A real
 // .ts is cut into a clip here and read whole by readVideo, the encode path's reader.
 TEST(FileSource, EveryVideoFileNameIsAnItemAndATsClipDecodes) {
-  ASSERT_TRUE(taehv::testing::ffmpegProgramOnPath());
+  TAEHV_REQUIRE_VIDEO_FILES();
   const auto dir = tempDir();
   ASSERT_TRUE(makeVideo(dir + "/clip.ts", 12));
   std::set<std::string> videos{dir + "/clip.ts"};

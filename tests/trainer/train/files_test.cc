@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 using namespace taehv::testing;  // train_runs.h: launch, wait, tiny, ...
 
 TEST(Files, CorruptVideoIsSkippedAndEvalReportsPsnrSsim) {
-  ASSERT_TRUE(taehv::testing::ffmpegProgramOnPath());
+  TAEHV_REQUIRE_VIDEO_FILES();
   const auto dir = runDir();
   fs::create_directories(dir + "/videos");
   for (const char* name : {"a.mp4", "b.webm"}) {
@@ -65,7 +65,7 @@ TEST(Files, CorruptVideoIsSkippedAndEvalReportsPsnrSsim) {
 }
 
 TEST(Files, TeacherLatentsSwitchToDistillation) {
-  ASSERT_TRUE(taehv::testing::ffmpegProgramOnPath());
+  TAEHV_REQUIRE_VIDEO_FILES();
   const auto dir = runDir();
   // Two frame folders, each with the teacher latents of its first 4 frames (as the full VAE would give them).
   for (const char* name : {"clipA", "clipB"}) {

@@ -21,6 +21,15 @@ inline ::testing::AssertionResult ffmpegProgramOnPath() {
                                           "(scripts/setup.sh installs it)";
 }
 
+/// At the top of a test that makes or reads video files: skips it in a build made without FFmpeg (taehv::video
+/// refuses every video file there, by design: tests/trainer/video tests that refusal's message), else fails it when the
+/// ffmpeg program is missing.
+#define TAEHV_REQUIRE_VIDEO_FILES()                                                                   \
+  do {                                                                                                \
+    if (!TAEHV_TEST_WITH_FFMPEG) GTEST_SKIP() << "this taehv-train was built without FFmpeg (no video files)"; \
+    ASSERT_TRUE(taehv::testing::ffmpegProgramOnPath());                                               \
+  } while (false)
+
 /// Runs `ffmpeg -y -loglevel error ARGS OUT`; a failed test when ffmpeg fails.
 inline void ffmpeg(const std::string& args, const std::string& out) {
   const std::string command = "ffmpeg -nostdin -y -hide_banner -loglevel error " + args + " '" + out + "'";

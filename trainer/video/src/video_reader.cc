@@ -1,7 +1,6 @@
 // The one FFmpeg decoder: VideoReader (encode/decode/roundtrip through readVideo, and the training data's file
-// source) and the video file-name rule.
+// source).
 #include <algorithm>
-#include <cctype>
 #include <utility>
 
 #include "av_handles.h"
@@ -97,6 +96,8 @@ class FrameTaker {
 };
 
 }  // namespace
+
+bool videoFilesSupported() { return true; }
 
 VideoReader::VideoReader(const std::string& path) : path_(path), stream_(std::make_unique<Stream>()) {
   av_log_set_level(AV_LOG_QUIET);
@@ -211,25 +212,6 @@ Video readVideo(const std::string& path) {
   std::vector<torch::Tensor> frames = reader.read({}, RgbConversion::kAccurate, OnDamage::kFail);
   if (rate.num <= 0) throw VideoError(path + ": its video stream has no frame rate");
   return {torch::stack(frames), rate};
-}
-
-bool isVideoFileName(const std::string& path) {
-  const std::string::size_type dot = path.rfind('.');
-  if (dot == std::string::npos || path.find('/', dot) != std::string::npos) return false;
-  std::string extension = path.substr(dot);
-  std::transform(extension.begin(), extension.end(), extension.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return std::any_of(kVideoFileExtensions.begin(), kVideoFileExtensions.end(),
-                     [&](const char* known) { return extension == known; });
-}
-
-std::string videoFileExtensionList() {
-  std::string out;
-  for (const char* extension : kVideoFileExtensions) {
-    if (!out.empty()) out += ' ';
-    out += extension;
-  }
-  return out;
 }
 
 }  // namespace taehv::video

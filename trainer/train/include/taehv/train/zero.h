@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "taehv/train/config.h"
@@ -136,7 +137,10 @@ class ShardedAdamW {
   std::vector<size_t> bucket_of_;  ///< per parameter index
   std::vector<bool> reported_;     ///< per parameter index: its gradient is final in this synchronising pass
   size_t next_launch_ = 0;
-  std::vector<c10::intrusive_ptr<torch::autograd::Node>> accumulators_;  ///< kept alive: they hold the hooks
+  /// Kept alive: they hold the hooks. The pointer type is libtorch's (std::shared_ptr up to 2.11, c10::intrusive_ptr
+  /// from 2.12 on).
+  using NodePtr = decltype(torch::autograd::impl::grad_accumulator(std::declval<const torch::Tensor&>()));
+  std::vector<NodePtr> accumulators_;
   std::vector<uintptr_t> hook_keys_;
   bool sync_ = true;
   bool prepared_ = false;

@@ -21,6 +21,10 @@ struct VideoError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Whether this build reads and writes video files: false where FFmpeg's libraries were missing at configure time
+/// (then every read and write below throws VideoError saying so).
+bool videoFilesSupported();
+
 /// Frames per second as a fraction (30000/1001 stays exact).
 struct FrameRate {
   int num = 0;
