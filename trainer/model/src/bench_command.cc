@@ -2,10 +2,14 @@
 // bench/model compares with PyTorch's own loop.
 #include <sys/resource.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
+#if defined(TAEHV_WITH_CUDA)
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <string>
 
 #include "command_line.h"
 #include "taehv/log.h"
@@ -270,6 +274,19 @@ BenchTimes timeSteps(BenchStep& step, const BenchSettings& s) {
   return t;
 }
 
+/// " peak_gpu_mb=X" on a CUDA device: the most memory its tensors held at once (the caching allocator's peak of
+/// allocated bytes, as Python's torch.cuda.max_memory_allocated), over all steps; "" otherwise.
+std::string gpuPeakText(const torch::Device& device) {
+#if defined(TAEHV_WITH_CUDA)
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.has_index() ? device.index() : 0);
+    return log::format(" peak_gpu_mb=%.1f", static_cast<double>(stats.allocated_bytes[0].peak) / (1024.0 * 1024.0));
+  }
+#endif
+  (void)device;
+  return "";
+}
+
 /// The last lines, which scripts parse: FLOPs (and MFU with --peak-tflops), CPU time and faults, frames/s.
 void reportSummary(const BenchSettings& s, BenchTimes t) {
   const double step_s = t.timed_s / static_cast<double>(s.steps);
@@ -294,9 +311,9 @@ void reportSummary(const BenchSettings& s, BenchTimes t) {
   log::report(log::format("cpu_s_per_step=%.4f minor_faults_per_step=%.0f",
                           (cpu_seconds(t.after) - cpu_seconds(t.before)) / steps,
                           static_cast<double>(t.after.ru_minflt - t.before.ru_minflt) / steps));
-  log::report(log::format("frames_per_s=%.3f step_s=%.4f peak_rss_mb=%.1f",
+  log::report(log::format("frames_per_s=%.3f step_s=%.4f peak_rss_mb=%.1f%s",
                           static_cast<double>(s.batch * s.frames) / step_s, step_s,
-                          static_cast<double>(t.after.ru_maxrss) / 1024.0));
+                          static_cast<double>(t.after.ru_maxrss) / 1024.0, gpuPeakText(s.device).c_str()));
 }
 
 }  // namespace
