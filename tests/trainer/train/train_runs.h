@@ -71,6 +71,9 @@ inline Job launch(int world, const std::vector<std::string>& args, const std::st
     argv.insert(argv.end(), args.begin(), args.end());
     if (static_cast<size_t>(r) < per_rank.size()) argv.insert(argv.end(), per_rank[r].begin(), per_rank[r].end());
     std::vector<std::string> env = extra_env;  // first: getenv returns the first match, so these win
+    // These tests check CPU (Gloo) training, exactly: on a machine with a GPU, train.device auto would pick it (and
+    // NCCL, which refuses ranks sharing one GPU). A test may still pass TAEHV_DEVICE in extra_env.
+    env.push_back("TAEHV_DEVICE=cpu");
     for (char** e = environ; *e; ++e) env.emplace_back(*e);
     if (world > 1) {
       env.push_back("RANK=" + std::to_string(r));

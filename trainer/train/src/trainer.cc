@@ -499,8 +499,19 @@ int failed(std::unique_ptr<Distributed>& dist, const std::string& reason, int st
 
 }  // namespace
 
+std::string errorMessage(const std::exception& e) {
+  // libtorch's errors carry a C++ backtrace of ~20 frames after the message: the user gets the message.
+  const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
+  std::string text = torch_error != nullptr ? torch_error->what_without_backtrace() : e.what();
+  if (text.find("Duplicate GPU detected") != std::string::npos) {
+    text += " (NCCL takes one GPU per rank: start one process per GPU, e.g. taehv-run --nproc-per-node auto, or "
+            "share a GPU over Gloo with dist.backend=gloo)";
+  }
+  return text;
+}
+
 int reportRunError(const std::exception& e) {
-  log::error((dynamic_cast<const DataError*>(&e) != nullptr ? "data: " : "") + std::string(e.what()));
+  log::error((dynamic_cast<const DataError*>(&e) != nullptr ? "data: " : "") + errorMessage(e));
   return isBadInput(e) ? 2 : 1;
 }
 
@@ -533,7 +544,7 @@ int runTraining(const TrainOptions& options) {
       log::error("stopped because another rank failed");
       return failed(dist, "", kAbortExitCode);
     }
-    return failed(dist, e.what(), reportRunError(e));
+    return failed(dist, errorMessage(e), reportRunError(e));
   }
 }
 

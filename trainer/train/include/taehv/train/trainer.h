@@ -21,6 +21,10 @@ struct TrainOptions {
 /// kAbortExitCode when another rank failed.
 int runTraining(const TrainOptions& options);
 
+/// The text of an error for the user: a libtorch error's message without its C++ backtrace, with a hint where NCCL
+/// refused ranks sharing a GPU.
+std::string errorMessage(const std::exception& e);
+
 /// The one message (taehv/log.h) for an error that ends a training or evaluation run, and the run's exit status: 2
 /// for bad input the user can fix (ConfigError, CheckpointError, DataError, whose message says "data: "), else 1.
 int reportRunError(const std::exception& e);
