@@ -16,6 +16,7 @@
 
 #include "taehv/elf_check.h"
 #include "taehv/env.h"
+#include "taehv/files/input_file.h"
 
 namespace taehv {
 namespace fs = std::filesystem;
@@ -139,6 +140,11 @@ Discovery discoverPlugins(const std::vector<PluginDir>& dirs) {
 
 Checked<LoadedPlugin> loadPlugin(const std::string& path) {
   Checked<LoadedPlugin> result;
+  // Its type before anything opens it (input_file.h): a FIFO named like a plugin would block the open for ever.
+  if (Status regular = files::checkInputFile(path, "plugin file", files::Role::kOther); !regular.ok()) {
+    result.error = regular.error + " (or remove it from the plugin folder)";
+    return result;
+  }
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     result.error = path + ": cannot read plugin file (" + std::strerror(errno) + ")";

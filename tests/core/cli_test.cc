@@ -161,6 +161,30 @@ TEST(HostilePlugins, APluginCutShortIsOneLineAndTheOthersStillLoad) {
   fs::remove_all(dir);
 }
 
+// Issue 38, defect 11: a FIFO named like a plugin hung `plugins`, `describe` and every launch with --backend auto
+// (the ELF check opened it before looking at its type, and opening a FIFO waits for a writer). Now one line names
+// it, at once, and the other plugins still load.
+TEST(HostilePlugins, AFifoNamedLikeAPluginIsOneLineNotAHang) {
+  const std::string dir = tempDir();
+  const std::string fifo = dir + "/taehv_plugin_fifo.so";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  const auto bounded = [&](std::vector<std::string> args) {
+    auto env = cleanEnv();
+    args.insert(args.begin(), taehvRun());
+    const ProcessResult r = runProcess(args, env, std::chrono::seconds(20));
+    EXPECT_FALSE(r.timed_out) << "taehv-run waited on the FIFO";
+    return r;
+  };
+  const std::string says = fifo + ": a FIFO (named pipe), not a regular file";
+  ProcessResult r = bounded({"--plugin-dir", dir, "plugins"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+  for (const char* name : {"slurm", "k8s", "pai", "ssh"}) EXPECT_NE(r.out.find(name), std::string::npos) << r.out;
+  expectUsageError(bounded({"--plugin-dir", dir, "describe"}), {says});
+  expectUsageError(bounded({"--plugin-dir", dir, "--", "/bin/true"}), {says});
+  fs::remove_all(dir);
+}
+
 // Issue 17, kind 3, through the real binary: no negative world size, no fork storm.
 TEST(HostileCounts, HugeCountsAndTooManyCpuWorkersExitTwoBeforeAnythingStarts) {
   expectUsageError(taehv({"describe", "--nnodes", "2147483647", "--node-rank", "2147483646", "--nproc-per-node", "2",
@@ -263,7 +287,7 @@ TEST(HostileCli, DescribeWithTheSshBackendShowsTheHostfilesPlan) {
   ASSERT_EQ(j.size(), 2u);
   EXPECT_EQ(j[1]["world_size"], 6);
   expectUsageError(taehv({"describe", "--backend", "ssh", "--hostfile", dir + "/missing"}),
-                   {"cannot read " + dir + "/missing"});
+                   {"--hostfile " + dir + "/missing: cannot read it"});
   expectUsageError(taehv({"describe", "--backend", "ssh"}), {"pass --hostfile FILE"});
   fs::remove_all(dir);
 }
