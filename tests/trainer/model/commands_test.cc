@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -103,7 +104,7 @@ TEST(CommandsTest, BadInputGivesOneClearMessageAndStatus2) {
        "switches"},
       {decodeCommand,
        {"--variant", "taehv", "--weights", dir.file("missing.safetensors"), "--input", "x", "--output", out},
-       "cannot open"},
+       "cannot read it"},
       {decodeCommand,
        {"--weights", ref + "/taeh3.f16.safetensors", "--input", ref + "/taeh3.public.io.safetensors", "--output", out,
         "--streaming"},
@@ -168,6 +169,61 @@ TEST(CommandsTest, BenchRunsATrainingStepAndPrintsTheSummaryLast) {
     EXPECT_EQ(run(benchCommand, {"--device", "cuda", "--steps", "1"}, &err), 2);
     EXPECT_NE(err.find("no CUDA device"), std::string::npos) << err;
   }
+}
+
+std::string readText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Issue 38, defect 16: `bench --profile` to /dev/full, a folder, a missing folder or a read-only file system exited 0
+// with no trace (the profiler's own file writer reports nothing). Each is now one line and status 2 before any step;
+// a write that fails later is one line and status 1.
+TEST(HostileBenchProfile, AProfileThatCannotBeWrittenIsOneLineAndNotExitZero) {
+  testing::useTestThreads();
+  TempDir dir;
+  const std::vector<std::string> bench = {"--variant", "taehv", "--batch", "1", "--frames", "4", "--size", "16",
+                                          "--steps", "1", "--warmup", "0", "--threads", "1", "--profile"};
+  std::filesystem::create_directory(dir.file("folder"));
+  struct Case {
+    std::string profile;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{{"/dev/full", "--profile: cannot write '/dev/full': it is a character device"},
+                                         {dir.file("folder"), "it is a folder"},
+                                         {dir.file("missing/trace.json"), "No such file or directory"}}) {
+    std::vector<std::string> args = bench;
+    args.push_back(c.profile);
+    std::string err;
+    EXPECT_EQ(run(benchCommand, args, &err), 2) << c.profile;
+    EXPECT_NE(err.find(c.says), std::string::npos) << err;
+  }
+  std::vector<std::string> args = bench;
+  args.push_back(dir.file("trace.json"));
+  std::string err;
+  ASSERT_EQ(run(benchCommand, args, &err), 0) << err;
+  EXPECT_EQ(readText(dir.file("trace.json")).rfind("[", 0), 0u) << "a chrome trace is a JSON array";
+}
+
+// The read-only file system through the real binary, in a private mount namespace (root, as CI runs).
+TEST(HostileBenchProfile, AProfileOnAReadOnlyFileSystemIsOneLine) {
+  const char* bin = std::getenv("TAEHV_BIN_DIR");
+  const std::string exe = std::string(bin ? bin : "") + "/taehv-train";
+  TempDir dir;
+  std::filesystem::create_directory(dir.file("ro"));
+  const std::string command = "unshare -m sh -c 'mount -t tmpfs -o ro none " + dir.file("ro") + " && exec " + exe +
+                              " bench --variant taehv --batch 1 --frames 4 --size 16 --steps 1 --warmup 0 "
+                              "--threads 1 --profile " + dir.file("ro/trace.json") + "' 2> " + dir.file("err");
+  const int status = std::system(command.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  const std::string err = readText(dir.file("err"));
+  EXPECT_NE(err.find("--profile: cannot write '" + dir.file("ro/trace.json") + "': its folder " + dir.file("ro") +
+                     " is not writable (Read-only file system)"),
+            std::string::npos)
+      << err;
 }
 
 }  // namespace

@@ -229,7 +229,7 @@ TEST(SafetensorsTest, MalformedFilesAreRejectedWithTheFileAndTensorNamed) {
   expectRejected(path, {"not an object"});
   writeBytes(path, rawFile("\xff\xfe{}", 16));
   expectRejected(path, {"JSON"});
-  expectRejected(dir.file("does-not-exist.safetensors"), {"cannot open"});
+  expectRejected(dir.file("does-not-exist.safetensors"), {"cannot read it"});
 }
 
 }  // namespace

@@ -2,11 +2,15 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+
+#include "infra/fifo_guard.h"
+#include "taehv/model/output_file.h"
 
 namespace taehv::train {
 namespace {
@@ -210,6 +214,58 @@ TEST(HostileCheckpoints, AManifestOrStateThatIsNotOursIsRefusedNotFollowed) {
   EXPECT_EQ(st.data_skipped, 0);
   EXPECT_EQ(st.world_size, 2);
   EXPECT_EQ(st.grad_accum, 0);  // absent: not needed to resume
+}
+
+// Issue 38, defect 9: checkpoint files were written with mode 0644 whatever the umask (the manifest, and every file
+// written through the one output writer). Now 0666 less the umask, set here in a child process.
+TEST(HostileCheckpoints, CheckpointFilesFollowTheUmask) {
+  const auto dir = tempDir();
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::umask(077);
+    try {
+      saveCheckpoint(dir, 7, 1, [](const std::string& tmp) {
+        const std::string weights = "weights";
+        writeFileAtomically(tmp + "/model.pt",
+                            [&](int fd) { return writeAllBytes(fd, weights.data(), weights.size()); });
+      });
+    } catch (...) {
+      _exit(1);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  for (const char* file : {"manifest.json", "model.pt"}) {
+    struct stat st {};
+    ASSERT_EQ(::stat((dir + "/checkpoint-7/" + file).c_str(), &st), 0) << file;
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << file << " ignored the umask";
+  }
+  fs::remove_all(dir);
+}
+
+// Issue 38, defect 11: `eval --checkpoint` on a folder holding a FIFO blocked for ever (its manifest and files were
+// opened before their type was checked). Now the checkpoint is damaged, with a reason naming the FIFO, at once.
+TEST(HostileCheckpoints, AFifoInACheckpointFolderIsRefusedNotWaitedOn) {
+  const auto dir = tempDir();
+  const std::string folder = save(dir, 5);
+  ASSERT_TRUE(fs::remove(folder + "/model.pt"));
+  std::string why;
+  {
+    test::FifoGuard fifo(folder + "/model.pt", std::chrono::seconds(5));
+    EXPECT_FALSE(verifyCheckpoint(folder, &why));
+    EXPECT_FALSE(fifo.fired()) << "model.pt was opened";
+  }
+  EXPECT_NE(why.find(folder + "/model.pt: a FIFO (named pipe), not a regular file"), std::string::npos) << why;
+  ASSERT_TRUE(fs::remove(folder + "/manifest.json"));
+  {
+    test::FifoGuard fifo(folder + "/manifest.json", std::chrono::seconds(5));
+    EXPECT_FALSE(verifyCheckpoint(folder, &why));
+    EXPECT_FALSE(fifo.fired()) << "manifest.json was opened";
+  }
+  EXPECT_NE(why.find("manifest.json: a FIFO (named pipe), not a regular file"), std::string::npos) << why;
+  fs::remove_all(dir);
 }
 
 TEST(Checkpoint, StateJsonWrittenIsReadBackWhole) {

@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -409,6 +413,61 @@ TEST(HostileConfig, AFolderAsConfigIsRefusedNamingItsYamlFiles) {
     EXPECT_NE(std::string(e.what()).find("is a folder"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("quickstart.yaml"), std::string::npos) << e.what();
   }
+  std::filesystem::remove_all(dir);
+}
+
+// mergeYamlFile(path) in a child process with at most 1 GiB of address space and 10 s: the ConfigError's message,
+// or what ended the child instead. The bounds let the old unbounded read end (the child dies) instead of hanging
+// or filling the machine.
+std::string configErrorInChild(const std::string& path) {
+  int out[2];
+  if (::pipe(out) != 0) return "pipe failed";
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(out[0]);
+    ::alarm(10);
+    const struct rlimit space = {1ul << 30, 1ul << 30};
+    ::setrlimit(RLIMIT_AS, &space);
+    std::string said = "no ConfigError";
+    try {
+      Config c;
+      c.mergeYamlFile(path);
+    } catch (const ConfigError& e) {
+      said = e.what();
+    } catch (const std::exception& e) {
+      said = std::string("another exception: ") + e.what();
+    }
+    ssize_t ignored = ::write(out[1], said.data(), said.size());
+    (void)ignored;
+    _exit(0);
+  }
+  ::close(out[1]);
+  std::string said;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;) said.append(buf, static_cast<size_t>(n));
+  ::close(out[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  if (WIFSIGNALED(status)) return "the child died of signal " + std::to_string(WTERMSIG(status));
+  return said;
+}
+
+// Issue 38, defects 11 and 12: `taehv-train --config /dev/zero` grew by ~1 GB/s for ever, a FIFO blocked, and a
+// file of gigabytes was read whole. Each is now one line naming --config, at once.
+TEST(HostileConfig, DevZeroAFifoAndAHugeFileAreOneLineAtOnce) {
+  char tmpl[] = "/tmp/taehv-cfg-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string fifo = dir + "/config.yaml";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string huge = dir + "/huge.yaml";
+  std::ofstream(huge) << "train:\n  steps: 1\n";
+  std::filesystem::resize_file(huge, 8ull << 30);  // sparse: 8 GiB that take no disk
+  EXPECT_EQ(configErrorInChild("/dev/zero"),
+            "--config /dev/zero: a character device, not a regular file; give the path of a regular file");
+  EXPECT_NE(configErrorInChild(fifo).find("--config " + fifo + ": a FIFO (named pipe), not a regular file"),
+            std::string::npos);
+  EXPECT_EQ(configErrorInChild(huge), "--config " + huge + ": larger than 4 MiB, the most taken for it; give the "
+                                      "right file");
   std::filesystem::remove_all(dir);
 }
 

@@ -57,7 +57,7 @@ struct BadVideo {
 
 inline std::vector<BadVideo> makeBadVideos(const std::string& dir) {
   std::vector<BadVideo> bad;
-  bad.push_back({"missing file", dir + "/missing.mp4", "cannot read it as a video"});
+  bad.push_back({"missing file", dir + "/missing.mp4", "cannot read it"});
   writeAll(dir + "/garbage.mp4", std::string(4096, '\x5a'));
   bad.push_back({"unreadable bytes", dir + "/garbage.mp4", "cannot read it as a video"});
   ffmpeg("-f lavfi -i sine=frequency=440:duration=0.5", dir + "/audio.wav");

@@ -89,8 +89,16 @@ struct VideoInput {
 /// Reads `path` (--input) through FFmpeg; a bad video file is a UsageError naming the file and the reason.
 VideoInput readVideoInput(const std::string& path, const TAEHV& model);
 
-/// Checks a video --output before any work: a name FFmpeg has a container for, and a path writeFileAtomically may
-/// replace (not a folder or a device). UsageError otherwise.
+/// Checks before any work that --weights and --input (those given that exist) are regular files, and remembers them
+/// as this command's inputs, which no output may replace (taehv/files/input_file.h). UsageError otherwise.
+void requireInputFiles(const Args& args);
+
+/// Checks an --output before any work (taehv/files/output_file.h checkOutputFile): a path a write may replace (not a
+/// folder or a device), in a writable folder, and not one of the command's inputs however spelled. UsageError
+/// otherwise.
+void requireOutputFile(const std::string& path);
+
+/// Checks a video --output before any work: a video file name (taehv::video's rule), then requireOutputFile.
 void requireVideoOutput(const std::string& path);
 
 /// Writes frames (1, T, 3, H, W) in [0, 1] to `path` (--output) as H.264 at rate_num/rate_den frames/s; a size or

@@ -6,12 +6,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <sstream>
 #include <stdexcept>
 
 #include "command_line.h"
+#include "taehv/files/input_file.h"
+#include "taehv/files/output_file.h"
 #include "taehv/log.h"
 #include "taehv/model/safetensors.h"
 #include "taehv/model/streaming.h"
@@ -75,6 +78,23 @@ TAEHVOptions modelOptions(const Args& args) {
     o.decoder_space_upscale = {s[0], s[1], s[2]};
   }
   return o;
+}
+
+void requireInputFiles(const Args& args) {
+  for (const char* option : {"weights", "input"}) {
+    const std::string path = args.get(option, "");
+    std::error_code ec;
+    // Absent or missing: named where it is read, after the options are checked.
+    if (path.empty() || !std::filesystem::exists(path, ec)) continue;
+    const std::string what = std::string("--") + option;
+    if (Status regular = files::checkInputFile(path, what, files::Role::kInput); !regular.ok()) {
+      throw UsageError(regular.error);
+    }
+  }
+}
+
+void requireOutputFile(const std::string& path) {
+  if (Status writable = files::checkOutputFile(path); !writable.ok()) throw UsageError("--output: " + writable.error);
 }
 
 void applyThreads(const Args& args) {
@@ -295,6 +315,8 @@ int encodeCommand(const std::vector<std::string>& argv) {
     const Args args = codecOptions().parse(argv);
     applyThreads(args);
     const std::string output = args.required("output");
+    requireInputFiles(args);
+    requireOutputFile(output);
     const bool streaming = args.flag("streaming");
     TAEHV model = loadModel(args, streaming);
     const int64_t p = model->options().patch_size;
@@ -330,7 +352,12 @@ int decodeCommand(const std::vector<std::string>& argv) {
     const bool to_video = !isSafetensorsPath(output);
     const int fps = static_cast<int>(args.integer("fps", 24, 1, 1000));
     if (args.has("fps") && !to_video) throw UsageError("--fps is for a video --output, not .safetensors");
-    if (to_video) requireVideoOutput(output);
+    requireInputFiles(args);
+    if (to_video) {
+      requireVideoOutput(output);
+    } else {
+      requireOutputFile(output);
+    }
     const bool streaming = args.flag("streaming");
     TAEHV model = loadModel(args, streaming);
     const int64_t c = model->options().latent_channels;

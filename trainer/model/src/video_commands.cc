@@ -7,7 +7,6 @@
 #include "taehv/model/commands.h"
 #include "taehv/model/cpu_tuning.h"
 #include "taehv/model/metrics.h"
-#include "taehv/model/output_file.h"
 #include "taehv/video/video_file.h"
 
 namespace taehv {
@@ -82,11 +81,7 @@ void requireVideoOutput(const std::string& path) {
     throw UsageError("--output '" + path + "': neither .safetensors nor a video file name (" +
                      video::videoFileExtensionList() + "; H.264 goes into .mp4, .mkv, .mov)");
   }
-  try {
-    writableTarget(path);
-  } catch (const OutputFileError& e) {
-    throw UsageError(std::string("--output: ") + e.what());
-  }
+  requireOutputFile(path);
 }
 
 void writeVideoOutput(const std::string& path, const torch::Tensor& frames, int rate_num, int rate_den) {
@@ -116,6 +111,7 @@ int roundtripCommand(const std::vector<std::string>& argv) {
     if (isSafetensorsPath(output)) {
       throw UsageError("--output '" + output + "': name a video file (.mp4, .mkv, .mov); roundtrip writes no tensors");
     }
+    requireInputFiles(args);
     requireVideoOutput(output);
     // Freed activations stay in the heap instead of going back to the kernel and page-faulting in again at the
     // next frame or stage (measured at 256x256, 17 frames, 2 threads: encode 5.7-9.0 -> 11.3-12.2 frames/s parallel,

@@ -7,11 +7,12 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "taehv/files/input_file.h"
 #include "taehv/model/output_file.h"
 #include "taehv/train/events.h"
 
@@ -33,17 +34,20 @@ std::optional<int64_t> stepOfName(const std::string& name) {
 }
 
 uint32_t fileCrc(const std::string& path, uint64_t* size) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) throw std::runtime_error("cannot read " + path);
+  // A checkpoint folder may be any folder a user names (eval --checkpoint): types checked before the open.
+  const Checked<files::OpenedFile> file = files::openInputFile(path, "checkpoint file", files::Role::kOther);
+  if (!file.ok()) throw std::runtime_error(file.error);
   uint32_t crc = 0;
   uint64_t n_total = 0;
   std::vector<char> buf(1 << 20);
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) {
-    crc = crc32c(buf.data(), n, crc);
-    n_total += n;
+  while (true) {
+    const ssize_t n = ::read(file.value.fd.get(), buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
+    if (n == 0) break;
+    crc = crc32c(buf.data(), static_cast<size_t>(n), crc);
+    n_total += static_cast<uint64_t>(n);
   }
-  std::fclose(f);
   *size = n_total;
   return crc;
 }
@@ -114,14 +118,6 @@ std::string saveCheckpoint(const std::string& output_dir, int64_t step, int64_t 
   return final_dir.string();
 }
 
-// FILE.tmp.XXXXXX: a temporary of writeFileAtomically (mkstemp's six characters), left by a killed write.
-bool isAtomicWriteTemporary(const std::string& name) {
-  const auto at = name.rfind(".tmp.");
-  if (at == std::string::npos || at == 0 || name.size() - at != 11) return false;
-  return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(at) + 5, name.end(),
-                     [](unsigned char c) { return std::isalnum(c) != 0; });
-}
-
 std::vector<std::string> removeStaleTemporaries(const std::string& output_dir) {
   std::vector<std::string> removed;
   std::error_code ec;
@@ -129,7 +125,7 @@ std::vector<std::string> removeStaleTemporaries(const std::string& output_dir) {
   for (const auto& folder : {fs::path(output_dir), fs::path(output_dir) / "previews"}) {
     for (const auto& e : fs::directory_iterator(folder, ec)) {
       std::error_code rm;
-      if (e.is_regular_file(rm) && isAtomicWriteTemporary(e.path().filename().string()) && fs::remove(e.path(), rm)) {
+      if (e.is_regular_file(rm) && files::isAtomicWriteTemporary(e.path().filename().string()) && fs::remove(e.path(), rm)) {
         removed.push_back(e.path().string());
       }
     }
@@ -218,14 +214,20 @@ std::string formatCheckpointState(const CheckpointState& state) {
 }
 
 bool verifyCheckpoint(const std::string& dir, std::string* why) {
-  std::ifstream in(fs::path(dir) / kManifest);
-  if (!in) {
+  const std::string manifest_path = (fs::path(dir) / kManifest).string();
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(manifest_path, ec))) {
     *why = "no manifest.json (the save was interrupted)";
+    return false;
+  }
+  const Checked<std::string> text = files::readInputFile(manifest_path, "checkpoint manifest", files::Role::kOther);
+  if (!text.ok()) {
+    *why = text.error;
     return false;
   }
   CheckpointManifest manifest;
   try {
-    manifest = parseCheckpointManifest(std::string(std::istreambuf_iterator<char>(in), {}));
+    manifest = parseCheckpointManifest(text.value);
   } catch (const CheckpointError& e) {
     *why = e.what();
     return false;
@@ -236,8 +238,8 @@ bool verifyCheckpoint(const std::string& dir, std::string* why) {
     uint32_t crc = 0;
     try {
       crc = fileCrc(path, &size);
-    } catch (const std::exception&) {
-      *why = f.name + " is missing or unreadable";
+    } catch (const std::exception& e) {
+      *why = e.what();  // names the file: missing, unreadable, or not a regular file
       return false;
     }
     if (size != f.size) {

@@ -12,6 +12,7 @@
 #include <variant>
 
 #include "taehv/env.h"
+#include "taehv/files/input_file.h"
 #include "taehv/model/variants.h"
 #include "taehv/parse.h"
 #include "taehv/suggest.h"
@@ -341,16 +342,10 @@ void Config::mergeYamlFile(const std::string& path) {
                       (files.empty() ? std::string() : " (this folder has: " + files + ")") +
                       ". (taehv-run --config takes a folder of profiles and picks the file for the job's size.)");
   }
-  std::string text;
-  {
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) throw ConfigError("cannot read config file '" + path + "': check the path");
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-    std::fclose(f);
-  }
-  mergeYamlText(text, path);
+  // Type checked before the open, size bounded (taehv/files/input_file.h): a FIFO or /dev/zero is one line.
+  const Checked<std::string> text = files::readInputFile(path, "--config", files::Role::kInput);
+  if (!text.ok()) throw ConfigError(text.error);
+  mergeYamlText(text.value, path);
 }
 
 void Config::applyOverride(const std::string& assignment) {

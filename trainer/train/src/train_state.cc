@@ -1,11 +1,11 @@
 #include "train_state.h"
 
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <utility>
 
 #include "run_setup.h"
+#include "taehv/files/input_file.h"
 #include "taehv/model/output_file.h"
 
 namespace taehv::train {
@@ -24,6 +24,15 @@ void saveTensors(const std::string& path, const std::vector<std::pair<std::strin
   saveArchive(archive, path);
 }
 
+/// `path`, a file of a checkpoint folder, checked to be a regular file before libtorch opens it by name (a FIFO
+/// there would block its open: taehv/files/input_file.h). Throws CheckpointError.
+std::string checkpointFile(const std::string& path) {
+  if (Status regular = files::checkInputFile(path, "checkpoint file", files::Role::kOther); !regular.ok()) {
+    throw CheckpointError(regular.error);
+  }
+  return path;
+}
+
 }  // namespace
 
 void writeText(const std::string& path, const std::string& text) {
@@ -33,7 +42,7 @@ void writeText(const std::string& path, const std::string& text) {
 void loadTensors(const std::string& path, TAEHV& model, const std::vector<torch::Tensor>& into,
                  const torch::Device& device) {
   torch::serialize::InputArchive archive;
-  archive.load_from(path, device);
+  archive.load_from(checkpointFile(path), device);
   torch::NoGradGuard no_grad;
   const auto named = namedParams(model);
   for (size_t i = 0; i < into.size(); ++i) {
@@ -128,14 +137,14 @@ BatchShape batchShape(const TrainConfig& train, int64_t world, const std::option
 }
 
 CheckpointState loadTrainState(const std::string& dir, TrainState& state, const torch::Device& device) {
-  std::ifstream in(fs::path(dir) / "state.json");
-  std::ostringstream text;
-  text << in.rdbuf();
-  const CheckpointState saved = parseCheckpointState(text.str());
+  const Checked<std::string> text =
+      files::readInputFile((fs::path(dir) / "state.json").string(), "checkpoint file", files::Role::kOther);
+  if (!text.ok()) throw CheckpointError(text.error);
+  const CheckpointState saved = parseCheckpointState(text.value);
   loadTensors((fs::path(dir) / "model.pt").string(), state.model, state.params, device);
   {
     torch::serialize::InputArchive archive;
-    archive.load_from((fs::path(dir) / "optimizer.pt").string(), device);
+    archive.load_from(checkpointFile((fs::path(dir) / "optimizer.pt").string()), device);
     state.optimizer->load(archive);
     // This rank's shard, at any earlier world size and stage.
     if (state.zero) state.zero->importState(dynamic_cast<torch::optim::AdamW&>(*state.optimizer));
@@ -145,7 +154,7 @@ CheckpointState loadTrainState(const std::string& dir, TrainState& state, const 
   }
   if (fs::exists(fs::path(dir) / "rng.pt")) {
     torch::Tensor rng_state;
-    torch::load(rng_state, (fs::path(dir) / "rng.pt").string());
+    torch::load(rng_state, checkpointFile((fs::path(dir) / "rng.pt").string()));
     at::Generator generator = at::detail::getDefaultCPUGenerator();
     generator.set_state(rng_state);
   }

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "av_handles.h"
+#include "taehv/files/input_file.h"
 #include "taehv/video/video_file.h"
 
 namespace taehv::video {
@@ -100,6 +101,10 @@ class FrameTaker {
 
 VideoReader::VideoReader(const std::string& path) : path_(path), stream_(std::make_unique<Stream>()) {
   av_log_set_level(AV_LOG_QUIET);
+  // FFmpeg opens the file by name: its type is checked first (a FIFO would block the open, a device never ends).
+  if (Status regular = files::checkInputFile(path, "", files::Role::kOther); !regular.ok()) {
+    throw VideoError(regular.error);
+  }
   AVFormatContext* raw = nullptr;
   if (const int rc = avformat_open_input(&raw, path.c_str(), nullptr, nullptr); rc < 0) {
     throw VideoError(path + ": cannot read it as a video: " + avError(rc));

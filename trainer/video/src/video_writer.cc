@@ -34,17 +34,30 @@ using AvioBuffer = const uint8_t*;
 using AvioBuffer = uint8_t*;
 #endif
 
+// The muxer FFmpeg picks for `path`'s name. One that opens files of its own (AVFMT_NOFILE: image sequences, HLS,
+// DASH, segment, tee) is refused: it would ignore the temporary file writeFileAtomically hands out, write the
+// target and files beside it directly, and leave them behind on failure.
+const AVOutputFormat* fileMuxer(const std::string& path) {
+  const AVOutputFormat* muxer = av_guess_format(nullptr, path.c_str(), nullptr);
+  if (muxer == nullptr) throw VideoError(path + ": FFmpeg knows no container for this file name (use .mp4 or .mkv)");
+  if ((muxer->flags & AVFMT_NOFILE) != 0) {
+    throw VideoError(path + ": FFmpeg's " + muxer->name + " muxer writes files of its own, which cannot be written "
+                     "to a temporary file and renamed; use .mp4 or .mkv");
+  }
+  return muxer;
+}
+
 // Encodes to the file descriptor writeFileAtomically gives, through a seekable AVIOContext (MP4 seeks back to
 // finish its header). Throws VideoError for encoder failures; returns false with errno set when a write failed.
 class H264Writer {
  public:
-  H264Writer(const std::string& path, int fd) : path_(path), fd_(fd) {}
+  H264Writer(const std::string& path, const AVOutputFormat* muxer, int fd) : path_(path), muxer_(muxer), fd_(fd) {}
 
   bool write(const torch::Tensor& frames, FrameRate rate) {
     const int h = static_cast<int>(frames.size(1)), w = static_cast<int>(frames.size(2));
     AVFormatContext* raw = nullptr;
-    if (avformat_alloc_output_context2(&raw, nullptr, nullptr, path_.c_str()) < 0 || raw == nullptr) {
-      throw VideoError(path_ + ": FFmpeg knows no container for this file name (use .mp4 or .mkv)");
+    if (avformat_alloc_output_context2(&raw, muxer_, nullptr, nullptr) < 0 || raw == nullptr) {
+      throw VideoError(path_ + ": cannot set up FFmpeg's " + muxer_->name + " muxer");
     }
     std::unique_ptr<AVFormatContext, OutputFree> format(raw);
     const AVCodec* encoder = avcodec_find_encoder_by_name("libx264");
@@ -145,6 +158,7 @@ class H264Writer {
   }
 
   std::string path_;
+  const AVOutputFormat* muxer_;
   int fd_;
   int write_errno_ = 0;
 };
@@ -164,7 +178,8 @@ void writeVideo(const std::string& path, const torch::Tensor& frames, FrameRate 
     throw VideoError(path + ": not a video file name (" + videoFileExtensionList() + "; H.264 in .mp4 or .mkv)");
   }
   av_log_set_level(AV_LOG_QUIET);
-  writeFileAtomically(path, [&](int fd) { return H264Writer(path, fd).write(frames, rate); });
+  const AVOutputFormat* muxer = fileMuxer(path);  // before any file is made
+  writeFileAtomically(path, [&](int fd) { return H264Writer(path, muxer, fd).write(frames, rate); });
 }
 
 }  // namespace taehv::video
