@@ -131,7 +131,7 @@ TEST(HostileResume, ACheckpointOfAnotherOptimizerOrVariantIsNamedBeforeLoading) 
   const std::vector<Case> cases = {
       {cat(plus(tiny(out, 2), {}), {"--resume", "latest"}),
        "checkpoint " + checkpoint + " was saved by a run with train.optimizer=sgd; this run has "
-       "train.optimizer=adamw: use it with --set train.optimizer=sgd"},
+       "train.optimizer=adamw: run with --set train.optimizer=sgd to use this checkpoint"},
       {cat(plus(tiny(out, 2), {"train.optimizer=sgd", "model.variant=taew2_1"}), {"--resume", "latest"}),
        "was saved by a run with model.variant=taehv; this run has model.variant=taew2_1"},
       {{"eval", "--checkpoint", "latest", "--set", "output.dir=" + out, "--set", "model.variant=taeltx_2", "--set",

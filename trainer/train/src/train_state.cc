@@ -67,8 +67,8 @@ void requireSavedSettings(const std::string& dir, const Config& cfg, const std::
   for (const std::string& key : keys) {
     if (saved.get(key) == cfg.get(key)) continue;
     throw CheckpointError("checkpoint " + dir + " was saved by a run with " + key + "=" + saved.get(key) +
-                          "; this run has " + key + "=" + cfg.get(key) + ": use it with --set " + key + "=" +
-                          saved.get(key) + ", or start from scratch in another output.dir");
+                          "; this run has " + key + "=" + cfg.get(key) + ": run with --set " + key + "=" +
+                          saved.get(key) + " to use this checkpoint");
   }
 }
 
