@@ -123,6 +123,31 @@ TEST(CommandsTest, BadInputGivesOneClearMessageAndStatus2) {
   EXPECT_FALSE(std::filesystem::exists(out));  // nothing written on failure
 }
 
+// An input of 0 clips, shape (0, T, C, H, W): encode said libtorch's "min(): Expected reduction dim to be specified
+// for input.numel() == 0", decode died of SIGFPE. Now one error naming the tensor and its shape, exit 2.
+TEST(HostileCommands, AnInputOfZeroClipsIsOneLineNotACrash) {
+  const std::string ref = testing::referenceDir();
+  TempDir dir;
+  const std::string weights = ref + "/taehv.f16.safetensors";
+  const std::string out = dir.file("out.safetensors");
+  writeSafetensors(dir.file("frames0.safetensors"), {{"input", torch::zeros({0, 4, 3, 16, 16})}});
+  writeSafetensors(dir.file("latents0.safetensors"), {{"latents", torch::zeros({0, 1, 16, 2, 2})}});
+  std::string err;
+  struct Case {
+    int (*command)(const std::vector<std::string>&);
+    std::string input, tensor;
+  };
+  for (const Case& c : {Case{encodeCommand, dir.file("frames0.safetensors"), "input"},
+                        Case{decodeCommand, dir.file("latents0.safetensors"), "latents"}}) {
+    EXPECT_EQ(run(c.command, {"--variant", "taehv", "--weights", weights, "--input", c.input, "--output", out}, &err),
+              2)
+        << err;
+    EXPECT_NE(err.find("tensor '" + c.tensor + "' holds 0 clips (shape [0, "), std::string::npos) << err;
+    EXPECT_EQ(err.find("error:"), err.rfind("error:")) << "one error line (then the usage):\n" << err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
 // encode --streaming then decode --streaming, the variant taken from the weights file's name: upstream
 // StreamingTAEHV's stream_latents and stream_frames.
 TEST(CommandsTest, StreamingEncodeDecodeMatchUpstreamStreamingTAEHV) {

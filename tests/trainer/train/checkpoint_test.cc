@@ -288,5 +288,26 @@ TEST(Checkpoint, StateJsonWrittenIsReadBackWhole) {
   EXPECT_THROW(parseCheckpointState("{\"step\": 1, \"samples_consumed\": 0, \"world_size\": -2}"), CheckpointError);
 }
 
+
+// A folder named like a checkpoint whose step is no 64-bit number made --resume say only "error: stoll" (and a
+// temporary's PID likewise): names are parsed, and one that is no checkpoint's is skipped with a line naming it.
+TEST(HostileCheckpoints, AFolderNameWhoseStepIsNoNumberIsSkippedWithALine) {
+  const auto dir = tempDir();
+  const std::string two = save(dir, 2);
+  fs::create_directories(dir + "/checkpoint-99999999999999999999");
+  fs::create_directories(dir + "/.tmp-checkpoint-5-99999999999999999999");
+  std::vector<std::string> warnings;
+  const auto found = resolveResume("latest", dir, [&](const std::string& w) { warnings.push_back(w); });
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(*found, two);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("checkpoint-99999999999999999999"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("skipped"), std::string::npos) << warnings[0];
+  EXPECT_EQ(listCheckpoints(dir).size(), 1u);
+  EXPECT_NO_THROW(removeStaleTemporaries(dir));
+  EXPECT_TRUE(fs::exists(dir + "/.tmp-checkpoint-5-99999999999999999999")) << "no PID of ours: left alone";
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace taehv::train

@@ -129,6 +129,10 @@ torch::Tensor readVideo(const std::string& path, const std::string& name, int64_
                      (names.empty() ? "none" : names) + "); " + what);
   }
   const torch::Tensor& t = it->second;
+  if (t.dim() == 5 && t.size(0) == 0) {  // nothing to code: libtorch's reductions and the decoder fail on it
+    throw UsageError("--input '" + path + "', tensor '" + name + "' holds 0 clips (shape " + shapeText(t.sizes()) +
+                     "); give at least one: " + what);
+  }
   if (t.dim() != 5 || t.size(2) != channels || t.size(1) < 1 || t.size(3) < 1 || t.size(4) < 1) {
     throw UsageError("--input '" + path + "', tensor '" + name + "': shape " + shapeText(t.sizes()) + ", expected " +
                      what);

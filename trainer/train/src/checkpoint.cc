@@ -10,10 +10,13 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <limits>
 #include <stdexcept>
+#include <string_view>
 
 #include "taehv/files/input_file.h"
 #include "taehv/model/output_file.h"
+#include "taehv/parse.h"
 #include "taehv/train/events.h"
 
 namespace taehv::train {
@@ -26,11 +29,12 @@ constexpr const char* kTmpPrefix = ".tmp-";          // a save in progress (or k
 constexpr const char* kOldPrefix = ".old-";          // an intact folder being replaced by a save of its step
 constexpr const char* kDamagedPrefix = "damaged-";   // a damaged folder a save of its step moved aside
 
+bool hasCheckpointPrefix(const std::string& name) { return name.rfind(kPrefix, 0) == 0; }
+
+/// STEP of a folder named checkpoint-STEP: digits with a value a step can have; nullopt otherwise.
 std::optional<int64_t> stepOfName(const std::string& name) {
-  if (name.rfind(kPrefix, 0) != 0) return std::nullopt;
-  const std::string digits = name.substr(std::string(kPrefix).size());
-  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return std::nullopt;
-  return std::stoll(digits);
+  if (!hasCheckpointPrefix(name)) return std::nullopt;
+  return parseCount<int64_t>(std::string_view(name).substr(std::string_view(kPrefix).size()));
 }
 
 uint32_t fileCrc(const std::string& path, uint64_t* size) {
@@ -138,9 +142,9 @@ std::vector<std::string> removeStaleTemporaries(const std::string& output_dir) {
     // .tmp-checkpoint-STEP-PID: the PID that wrote it. A live process with that PID may be another run's save in
     // progress (two runs in one folder is already an error, but not ours to break): leave those.
     const auto dash = file.rfind('-');
-    const std::string pid_text = file.substr(dash + 1);
-    if (pid_text.empty() || !std::all_of(pid_text.begin(), pid_text.end(), ::isdigit)) continue;
-    const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+    const std::optional<pid_t> parsed = parseCount<pid_t>(std::string_view(file).substr(dash + 1), 1);
+    if (!parsed) continue;  // no PID: not a temporary of ours
+    const pid_t pid = *parsed;
     if (pid != getpid() && (::kill(pid, 0) == 0 || errno == EPERM)) continue;
     std::error_code rm;
     fs::remove_all(e.path(), rm);
@@ -254,12 +258,18 @@ bool verifyCheckpoint(const std::string& dir, std::string* why) {
   return true;
 }
 
-std::vector<std::pair<int64_t, std::string>> listCheckpoints(const std::string& output_dir) {
+std::vector<std::pair<int64_t, std::string>> listCheckpoints(const std::string& output_dir,
+                                                             std::vector<std::string>* not_steps) {
   std::vector<std::pair<int64_t, std::string>> out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(output_dir, ec)) {
     if (!e.is_directory()) continue;
-    if (auto step = stepOfName(e.path().filename().string())) out.emplace_back(*step, e.path().string());
+    const std::string name = e.path().filename().string();
+    if (auto step = stepOfName(name)) {
+      out.emplace_back(*step, e.path().string());
+    } else if (not_steps != nullptr && hasCheckpointPrefix(name)) {
+      not_steps->push_back(e.path().string());
+    }
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   return out;
@@ -271,8 +281,13 @@ std::optional<std::string> resolveResume(const std::string& resume, const std::s
   // The newest valid checkpoint in `dir`; the damaged ones newer than it are named. When there are checkpoints and
   // none is valid, refuse: training from step 0 would overwrite them, and they may be repairable (or all there is).
   auto newestValid = [&](const std::string& dir, const std::string& flag) -> std::optional<std::string> {
-    std::vector<std::string> damaged;
-    for (const auto& [step, path] : listCheckpoints(dir)) {
+    std::vector<std::string> damaged, not_steps;
+    const auto checkpoints = listCheckpoints(dir, &not_steps);
+    for (const auto& path : not_steps) {
+      warn(path + " is not a checkpoint-STEP folder (STEP must be a whole number up to " +
+           std::to_string(std::numeric_limits<int64_t>::max()) + "): skipped");
+    }
+    for (const auto& [step, path] : checkpoints) {
       std::string why;
       if (verifyCheckpoint(path, &why)) {
         for (const auto& d : damaged) warn("checkpoint " + d + "; resuming from the older " + path);

@@ -6,6 +6,7 @@
 
 #include "run_setup.h"
 #include "taehv/files/input_file.h"
+#include "taehv/log.h"
 #include "taehv/model/output_file.h"
 
 namespace taehv::train {
@@ -45,10 +46,38 @@ void loadTensors(const std::string& path, TAEHV& model, const std::vector<torch:
   archive.load_from(checkpointFile(path), device);
   torch::NoGradGuard no_grad;
   const auto named = namedParams(model);
+  const auto shape = [](c10::IntArrayRef sizes) { return c10::str(sizes); };
   for (size_t i = 0; i < into.size(); ++i) {
     torch::Tensor t;
-    archive.read(named[i].first, t);
+    if (!archive.try_read(named[i].first, t)) {
+      throw CheckpointError(path + " has no tensor '" + named[i].first + "' of this run's model: it holds another "
+                            "model.variant's weights (see config.yaml beside it)");
+    }
+    if (t.sizes() != into[i].sizes()) {
+      throw CheckpointError(path + ": tensor '" + named[i].first + "' has shape " + shape(t.sizes()) +
+                            ", this run's model has " + shape(into[i].sizes()) +
+                            ": it holds another model.variant's weights (see config.yaml beside it)");
+    }
     into[i].copy_(t);
+  }
+}
+
+void requireSavedSettings(const std::string& dir, const Config& cfg, const std::vector<std::string>& keys) {
+  const fs::path file = fs::path(dir) / "config.yaml";
+  if (!fs::exists(file)) return;  // a checkpoint of an older version: its tensors are checked as they are read
+  Config saved;
+  try {
+    saved.mergeYamlFile(file.string());
+  } catch (const ConfigError& e) {
+    log::warn("cannot compare checkpoint " + dir + " with this run's config (" + e.what() +
+              "); its tensors are checked as they are read");
+    return;
+  }
+  for (const std::string& key : keys) {
+    if (saved.get(key) == cfg.get(key)) continue;
+    throw CheckpointError("checkpoint " + dir + " was saved by a run with " + key + "=" + saved.get(key) +
+                          "; this run has " + key + "=" + cfg.get(key) + ": run with --set " + key + "=" +
+                          saved.get(key) + " to use this checkpoint");
   }
 }
 
@@ -145,7 +174,13 @@ CheckpointState loadTrainState(const std::string& dir, TrainState& state, const 
   {
     torch::serialize::InputArchive archive;
     archive.load_from(checkpointFile((fs::path(dir) / "optimizer.pt").string()), device);
-    state.optimizer->load(archive);
+    try {
+      state.optimizer->load(archive);
+    } catch (const c10::Error& e) {  // another optimizer's state: libtorch asserts ("report a bug to PyTorch")
+      const std::string what = e.what_without_backtrace();
+      throw CheckpointError("checkpoint " + dir + ": optimizer.pt does not hold this run's train.optimizer state (" +
+                            what.substr(0, what.find('\n')) + "): resume with the optimizer it was saved with");
+    }
     // This rank's shard, at any earlier world size and stage.
     if (state.zero) state.zero->importState(dynamic_cast<torch::optim::AdamW&>(*state.optimizer));
   }
