@@ -122,6 +122,30 @@ TEST(CommandsTest, BadInputGivesOneClearMessageAndStatus2) {
   EXPECT_FALSE(std::filesystem::exists(out));  // nothing written on failure
 }
 
+// Issue 38 (1): a safetensors file whose header nests a shape 500,000 arrays deep, as --weights or as --input of
+// encode and decode: exit status 2 and one message naming the option and the file (it was a SIGSEGV).
+TEST(HostileModelCommands, ADeeplyNestedSafetensorsHeaderIsOneMessageAsWeightsOrInput) {
+  const std::string ref = testing::referenceDir();
+  TempDir dir;
+  const std::string weights = ref + "/taehv.f16.safetensors";
+  const std::string nested = dir.file("nested.safetensors");
+  const std::size_t depth = 500'000;
+  const std::string json = R"({"input":{"dtype":"F32","shape":)" + std::string(depth, '[') + "1" +
+                           std::string(depth, ']') + R"(,"data_offsets":[0,4]}})";
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[static_cast<std::size_t>(i)] = static_cast<char>((json.size() >> (8 * i)) & 0xff);
+  std::ofstream(nested, std::ios::binary) << bytes << json << std::string(4, '\0');
+  const std::string out = dir.file("out.safetensors");
+  std::string err;
+  for (const auto command : {encodeCommand, decodeCommand}) {
+    EXPECT_EQ(run(command, {"--variant", "taehv", "--weights", nested, "--input", "x", "--output", out}, &err), 2);
+    EXPECT_NE(err.find("--weights: safetensors file '" + nested + "': header nests JSON"), std::string::npos) << err;
+    EXPECT_EQ(run(command, {"--variant", "taehv", "--weights", weights, "--input", nested, "--output", out}, &err), 2);
+    EXPECT_NE(err.find("--input: safetensors file '" + nested + "': header nests JSON"), std::string::npos) << err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
 // encode --streaming then decode --streaming, the variant taken from the weights file's name: upstream
 // StreamingTAEHV's stream_latents and stream_frames.
 TEST(CommandsTest, StreamingEncodeDecodeMatchUpstreamStreamingTAEHV) {
