@@ -148,6 +148,70 @@ TEST(HostileCommands, AnInputOfZeroClipsIsOneLineNotACrash) {
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
+// Issue 38 (1): a safetensors file whose header nests a shape 500,000 arrays deep, as --weights or as --input of
+// encode and decode: exit status 2 and one message naming the option and the file (it was a SIGSEGV).
+TEST(HostileModelCommands, ADeeplyNestedSafetensorsHeaderIsOneMessageAsWeightsOrInput) {
+  const std::string ref = testing::referenceDir();
+  TempDir dir;
+  const std::string weights = ref + "/taehv.f16.safetensors";
+  const std::string nested = dir.file("nested.safetensors");
+  const std::size_t depth = 500'000;
+  const std::string json = R"({"input":{"dtype":"F32","shape":)" + std::string(depth, '[') + "1" +
+                           std::string(depth, ']') + R"(,"data_offsets":[0,4]}})";
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[static_cast<std::size_t>(i)] = static_cast<char>((json.size() >> (8 * i)) & 0xff);
+  std::ofstream(nested, std::ios::binary) << bytes << json << std::string(4, '\0');
+  const std::string out = dir.file("out.safetensors");
+  std::string err;
+  for (const auto command : {encodeCommand, decodeCommand}) {
+    EXPECT_EQ(run(command, {"--variant", "taehv", "--weights", nested, "--input", "x", "--output", out}, &err), 2);
+    EXPECT_NE(err.find("--weights: safetensors file '" + nested + "': header nests JSON"), std::string::npos) << err;
+    EXPECT_EQ(run(command, {"--variant", "taehv", "--weights", weights, "--input", nested, "--output", out}, &err), 2);
+    EXPECT_NE(err.find("--input: safetensors file '" + nested + "': header nests JSON"), std::string::npos) << err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+// Issue 38 (20): a decoder switch the variant's weights cannot have (time upscaling in a stage the variant does not
+// upscale, a super decoder's space upscaling changed) is named as that, not as "wrong --variant for these weights".
+TEST(HostileModelCommands, DecoderSwitchesTheWeightsCannotHaveAreNamedAsSuch) {
+  const std::string ref = testing::referenceDir();
+  TempDir dir;
+  const std::string out = dir.file("out.safetensors");
+  std::string err;
+  EXPECT_EQ(run(decodeCommand,
+                {"--weights", ref + "/taehv.f16.safetensors", "--input", ref + "/taehv.public.io.safetensors",
+                 "--output", out, "--decoder-time-upscale", "1,1,1"},
+                &err),
+            2);
+  EXPECT_NE(err.find("--decoder-time-upscale 1,1,1: stage 0 of taehv's decoder does not upscale time"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("(taehv: 0,1,1)"), std::string::npos) << err;
+  EXPECT_EQ(err.find("wrong --variant"), std::string::npos) << err;
+  EXPECT_EQ(run(decodeCommand,
+                {"--weights", ref + "/taew2_2_super.f16.safetensors", "--input",
+                 ref + "/taew2_2_super.public.io.safetensors", "--output", out, "--decoder-space-upscale", "1,1,0"},
+                &err),
+            2);
+  EXPECT_NE(err.find("--decoder-space-upscale 1,1,0: taew2_2_super's super decoder"), std::string::npos) << err;
+  EXPECT_EQ(err.find("wrong --variant"), std::string::npos) << err;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  // What the weights have stays allowed: taeltx_2 upscales time in all three stages, taehv's space switches are free.
+  EXPECT_EQ(run(decodeCommand,
+                {"--weights", ref + "/taeltx_2.f16.safetensors", "--input", ref + "/taeltx_2.public.io.safetensors",
+                 "--output", out, "--decoder-time-upscale", "1,1,1", "--threads", "1"},
+                &err),
+            0)
+      << err;
+  EXPECT_EQ(run(decodeCommand,
+                {"--weights", ref + "/taehv.f16.safetensors", "--input", ref + "/taehv.public.io.safetensors",
+                 "--output", out, "--decoder-space-upscale", "1,1,0", "--threads", "1"},
+                &err),
+            0)
+      << err;
+}
+
 // encode --streaming then decode --streaming, the variant taken from the weights file's name: upstream
 // StreamingTAEHV's stream_latents and stream_frames.
 TEST(CommandsTest, StreamingEncodeDecodeMatchUpstreamStreamingTAEHV) {
