@@ -1,7 +1,12 @@
 # taehv_add_gtest(<name> SOURCES ... [LIBRARIES ...] [LABELS ...] [TIMEOUT s] [RESOURCE_LOCK name])
 # One GoogleTest executable; each TEST becomes a ctest test (gtest_discover_tests) carrying LABELS.
 # Labels in use: unit (fast, no infrastructure), integration (real processes, loopback),
-# slow (real SLURM / sshd in network namespaces; run alone with `ctest -L slow`).
+# slow (real SLURM / sshd in network namespaces; run alone with `ctest -L slow`), hostile (below).
+# The standing hostile suite: every test whose name holds "Hostile" (suites HostileArea.Sentence, instantiations
+# Name/HostileArea.Sentence/0) also carries the label `hostile`, beside its own, so `ctest -L hostile` and
+# `ctest -R Hostile` select the same tests, each registered once. GoogleTest names are only known once a suite is
+# built (gtest_discover_tests writes them into ctest's files): a ctest include file read after the discovered list
+# adds the label there. Tests made by add_test in a folder that has a suite get it at the end of configuring it.
 # Every test sees TAEHV_SHARED_DIR (../shared), TAEHV_BIN_DIR (taehv-run, taehv-train),
 # TAEHV_PLUGIN_DIR (built plugins) and TAEHV_SOURCE_DIR in its environment. The programs' folder and whether this
 # build has the trainer and FFmpeg are also compiled in (TAEHV_TEST_BIN_DIR, TAEHV_TEST_WITH_TRAINER,
@@ -40,8 +45,41 @@ function(taehv_add_gtest name)
   endif()
   gtest_discover_tests(${name}
     DISCOVERY_TIMEOUT 60
+    TEST_LIST ${name}_discovered
     PROPERTIES
       LABELS "${T_LABELS}"
       TIMEOUT ${T_TIMEOUT}
       ${lock_properties})
+  # Read by ctest after the discovered tests (gtest_discover_tests appended its include file first): one
+  # set_tests_properties per hostile test, its labels and `hostile` (only LABELS: the other properties stay).
+  set(hostile_file "${CMAKE_CURRENT_BINARY_DIR}/${name}_hostile_label.cmake")
+  file(WRITE "${hostile_file}"
+    "foreach(test IN LISTS ${name}_discovered)\n"
+    "  if(test MATCHES \"Hostile\")\n"
+    "    set_tests_properties(\"\${test}\" PROPERTIES LABELS \"${T_LABELS};hostile\")\n"
+    "  endif()\n"
+    "endforeach()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${hostile_file}")
+  get_property(deferred DIRECTORY PROPERTY TAEHV_HOSTILE_LABEL_DEFERRED)
+  if(NOT deferred)
+    set_property(DIRECTORY PROPERTY TAEHV_HOSTILE_LABEL_DEFERRED ON)
+    cmake_language(DEFER CALL taehv_label_hostile_script_tests)
+  endif()
+endfunction()
+
+# The add_test tests of this folder whose name holds "Hostile" get the label `hostile` beside their own (called at
+# the end of each folder that has a GoogleTest suite, when its add_test calls are all made).
+function(taehv_label_hostile_script_tests)
+  get_property(tests DIRECTORY PROPERTY TESTS)
+  foreach(test IN LISTS tests)
+    if(test MATCHES "Hostile")
+      get_test_property(${test} LABELS labels)
+      if(NOT labels)
+        set(labels "")
+      endif()
+      if(NOT "hostile" IN_LIST labels)
+        set_property(TEST ${test} APPEND PROPERTY LABELS hostile)
+      endif()
+    endif()
+  endforeach()
 endfunction()

@@ -21,7 +21,7 @@
 #include "taehv/env.h"
 #include "taehv/group/session.h"
 #include "taehv/group/tcp_node_group.h"
-#include "taehv/loadable.h"
+#include "taehv/files/input_file.h"
 #include "taehv/process/run.h"
 #include "taehv/process/supervisor.h"
 #include "taehv/worker_env.h"
@@ -144,8 +144,8 @@ Status checkLogDir(const std::string& dir) {
       const bool self = at == std::filesystem::path(dir).lexically_normal();
       const std::string what = self ? std::string("it") : at.string();
       if (!S_ISDIR(st.st_mode)) {
-        return {where + what + " is " + fileTypeName(st.st_mode) + ", not a folder; give a folder (it is created when " +
-                "missing) for the workers' rank_<RANK>.log files"};
+        return {where + what + " is " + files::fileKind(st.st_mode) +
+                ", not a folder; give a folder (it is created when missing) for the workers' rank_<RANK>.log files"};
       }
       if (::access(at.c_str(), W_OK | X_OK) != 0) {
         return {where + (self ? "cannot write in it" : "cannot create it in " + at.string()) + " (" +

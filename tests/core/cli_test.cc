@@ -175,7 +175,7 @@ TEST(HostilePlugins, AFifoNamedLikeAPluginIsRefusedWithoutWaiting) {
     const ProcessResult r = runProcess(argv, cleanEnv(), limit);
     ASSERT_FALSE(r.timed_out) << args.back() << " waited on the FIFO";
     EXPECT_EQ(r.exit_code, 2) << r.err;
-    EXPECT_NE(r.err.find(fifo + ": plugin file is a FIFO, not a regular file; refusing to open it"), std::string::npos)
+    EXPECT_NE(r.err.find(fifo + ": plugin file is a FIFO (named pipe), not a regular file; refusing to open it"), std::string::npos)
         << r.err;
   }
   fs::remove_all(dir);
@@ -333,7 +333,7 @@ TEST(HostileCli, DescribeWithTheSshBackendShowsTheHostfilesPlan) {
   ASSERT_EQ(j.size(), 2u);
   EXPECT_EQ(j[1]["world_size"], 6);
   expectUsageError(taehv({"describe", "--backend", "ssh", "--hostfile", dir + "/missing"}),
-                   {"cannot read " + dir + "/missing"});
+                   {"--hostfile " + dir + "/missing: cannot read it"});
   expectUsageError(taehv({"describe", "--backend", "ssh"}), {"pass --hostfile FILE"});
   fs::remove_all(dir);
 }
@@ -373,8 +373,8 @@ TEST(HostileCli, DescribeAndDoctorRefuseWhatTheLaunchRefuses) {
       {{"--shutdown-grace", "nan"}, "--shutdown-grace must be 0..86400 seconds, got nan"},
       {{"--shutdown-grace", "-1"}, "--shutdown-grace must be 0..86400 seconds, got -1"},
       {{"--log-dir", "/dev/null"}, "--log-dir /dev/null: it is a character device, not a folder"},
-      {{"--log-dir", file}, "--log-dir " + file + ": it is a file, not a folder"},
-      {{"--log-dir", file + "/logs"}, "--log-dir " + file + "/logs: " + file + " is a file, not a folder"},
+      {{"--log-dir", file}, "--log-dir " + file + ": it is a regular file, not a folder"},
+      {{"--log-dir", file + "/logs"}, "--log-dir " + file + "/logs: " + file + " is a regular file, not a folder"},
       {{"--local-ranks-filter", "3"}, "--local-ranks-filter names local rank 3 but this node runs 2 worker(s)"},
   };
   const std::vector<std::string> node = {"--backend", "local", "--standalone", "--nproc-per-node", "2"};

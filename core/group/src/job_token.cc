@@ -2,11 +2,8 @@
 
 #include <sys/stat.h>
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-
 #include "taehv/env.h"
+#include "taehv/files/input_file.h"
 #include "taehv/group/session.h"
 
 namespace taehv::group {
@@ -30,14 +27,9 @@ Checked<JobToken> resolveJobToken(const Env& env, const std::string& token_file,
   Checked<JobToken> result;
   JobToken& token = result.value;
   if (!token_file.empty()) {
-    std::ifstream in(token_file);
-    if (!in) {
-      return {"--job-token-file " + token_file + ": cannot read it (" + std::strerror(errno) +
-              "); give a file whose first line is the job's secret"};
-    }
-    std::string line;
-    std::getline(in, line);
-    line = trim(line);
+    const Checked<std::string> text = files::readInputFile(token_file, "--job-token-file", files::Role::kInput);
+    if (!text.ok()) return {text.error};
+    const std::string line = trim(text.value.substr(0, text.value.find('\n')));
     if (line.size() < kMinTokenChars) return {tooShort("--job-token-file " + token_file, line.size())};
     token.source = TokenSource::kFile;
     token.secret = line;

@@ -1,9 +1,7 @@
 #include "taehv/elf_check.h"
 
 #include <elf.h>
-#include <fcntl.h>
 #include <link.h>  // ElfW(): the ELF types of this process's class
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,16 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "taehv/files/input_file.h"
+
 namespace taehv {
 namespace {
-
-/// Closes the file descriptor at the end of the scope.
-struct FdCloser {
-  int fd;
-  ~FdCloser() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 /// Does [offset, offset + count * size) fit in a file of `file_size` bytes? Overflow-safe.
 bool fits(std::uint64_t offset, std::uint64_t count, std::uint64_t size, std::uint64_t file_size) {
@@ -89,14 +81,11 @@ constexpr unsigned char kHostData = ELFDATA2MSB;
 }  // namespace
 
 Status checkElfSharedObject(const std::string& path) {
-  // O_NONBLOCK: a FIFO put here after the caller's stat() does not block the open (and fails the type check below).
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return {std::string("cannot open it (") + std::strerror(errno) + ")"};
-  FdCloser closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) return {std::string("cannot stat it (") + std::strerror(errno) + ")"};
-  if (!S_ISREG(st.st_mode)) return {"not a regular file"};
-  const auto file_size = static_cast<std::uint64_t>(st.st_size);
+  // Type checked before the open (input_file.h): a FIFO named like a library is refused, not waited on.
+  const Checked<files::OpenedFile> file = files::openInputFile(path, "", files::Role::kOther);
+  if (!file.ok()) return {file.error};
+  const int fd = file.value.fd.get();
+  const std::uint64_t file_size = file.value.size;
   const std::string size_text = std::to_string(file_size) + " bytes";
 
   ElfW(Ehdr) ehdr{};

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "taehv/files/input_file.h"
 #include "taehv/shell_quote.h"
 
 namespace taehv {
@@ -54,16 +55,6 @@ Status checkFolder(const std::string& folder, const std::string& what) {
 
 }  // namespace
 
-std::string fileTypeName(mode_t mode) {
-  static const std::pair<mode_t, const char*> kTypes[] = {
-      {S_IFREG, "a file"},           {S_IFDIR, "a folder"},        {S_IFIFO, "a FIFO"},
-      {S_IFCHR, "a character device"}, {S_IFBLK, "a block device"}, {S_IFSOCK, "a socket"}};
-  for (const auto& [type, name] : kTypes) {
-    if ((mode & S_IFMT) == type) return name;
-  }
-  return "a file of unknown type";
-}
-
 Status checkOwnerAndMode(const std::string& path, const struct stat& st, const std::string& what) {
   const uid_t me = ::geteuid();
   const std::string refusing = "; refusing to load code from it: ";
@@ -93,7 +84,7 @@ Status checkLoadableFile(const std::string& path, const std::string& what, bool*
     return {path + ": cannot read the " + what + " (" + std::strerror(error) + ")"};
   }
   if (!S_ISREG(st.st_mode)) {
-    return {path + ": " + what + " is " + fileTypeName(st.st_mode) + ", not a regular file; refusing to open it (" +
+    return {path + ": " + what + " is " + files::fileKind(st.st_mode) + ", not a regular file; refusing to open it (" +
             "reading a FIFO or a device can wait for ever): remove it, or name the library's file"};
   }
   if (Status file = checkOwnerAndMode(path, st, what); !file.ok()) return file;

@@ -3,13 +3,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "signal_name.h"
+#include "taehv/files/input_file.h"
 #include "taehv/utf8.h"
 
 namespace taehv::process {
@@ -58,32 +55,14 @@ std::string childErrorFileJson(const std::string& path, std::time_t not_before, 
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0 || st.st_mtime < not_before) {
     return "";
   }
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json doc = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  // The child's file, not the user's: bounded, and not an input (it may be the very file written next).
+  const Checked<std::string> text =
+      files::readInputFile(path, "the worker's TORCHELASTIC_ERROR_FILE", files::Role::kOther);
+  if (!text.ok()) return "";
+  nlohmann::json doc = nlohmann::json::parse(text.value, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object() || !doc.contains("message")) return "";
   if (doc["message"].is_object() && error_code != 0) doc["message"]["errorCode"] = error_code;
   return dumpValidUtf8(doc);  // parse() took UTF-8 only; the one way out all the same
-}
-
-Status writeFileAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    out.close();
-    if (!out) {
-      ::unlink(tmp.c_str());
-      return {"cannot write error file '" + path + "': " + std::strerror(errno)};
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return {"cannot write error file '" + path + "': " + std::strerror(err)};
-  }
-  return {};
 }
 
 }  // namespace taehv::process

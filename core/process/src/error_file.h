@@ -4,7 +4,6 @@
 #include <ctime>
 #include <string>
 
-#include "taehv/checked.h"
 #include "taehv/process/supervisor.h"
 
 namespace taehv::process {
@@ -23,8 +22,5 @@ std::string errorFileJson(const SupervisorResult& result, std::time_t now);
 /// after it started, e.g. by @record), returns its content with message.errorCode set to the child's exit code,
 /// like torchrun's dump_error_file; else "".
 std::string childErrorFileJson(const std::string& path, std::time_t not_before, int error_code);
-
-/// Writes text to path (replacing it, via a temporary file and rename); fails with a message naming the file.
-Status writeFileAtomically(const std::string& path, const std::string& text);
 
 }  // namespace taehv::process

@@ -29,6 +29,7 @@
 #include "spawn.h"
 #include "subreaper.h"
 #include "taehv/env.h"
+#include "taehv/files/output_file.h"
 
 namespace taehv::process {
 namespace {
@@ -191,11 +192,13 @@ class Generation {
     std::error_code ec;
     const std::filesystem::path path(c.spec.log_file);
     if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
-    c.log_fd = ::open(c.spec.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (c.log_fd < 0) {
-      say("taehv-run: warning: cannot open log file '" + c.spec.log_file + "' for " + who(c.spec) + ": " +
-          std::strerror(errno) + "; its output goes to the console only\n");
+    Checked<files::FileDescriptor> log = files::openForAppend(c.spec.log_file);
+    if (!log.ok()) {
+      say("taehv-run: warning: log file for " + who(c.spec) + ": " + log.error + "; its output goes to the console "
+          "only\n");
+      return;
     }
+    c.log_fd = log.value.release();
   }
 
   bool anyRunning() const {
@@ -531,8 +534,8 @@ SupervisorResult supervise(const std::function<std::vector<ChildSpec>(int restar
       json = childErrorFileJson(last.child_error_file, last.failure_started, result.exit_code);
     }
     if (json.empty()) json = errorFileJson(result, std::time(nullptr));
-    if (Status written = writeFileAtomically(options.error_file, json); !written.ok()) {
-      say("taehv-run: " + written.error + "\n");
+    if (Status written = files::writeFileAtomically(options.error_file, json); !written.ok()) {
+      say("taehv-run: error file (TORCHELASTIC_ERROR_FILE): " + written.error + "\n");
     }
   }
   return result;

@@ -12,6 +12,7 @@
 #include <regex>
 #include <sstream>
 
+#include "taehv/files/input_file.h"
 #include "taehv/parse.h"
 
 namespace taehv::sizing {
@@ -68,9 +69,14 @@ Checked<TrainProfile> loadProfile(const std::string& path) {
   }
   p.nodes = *nodes;
   p.gpus_per_node = *per_node;
+  const Checked<std::string> text = files::readInputFile(path, "--config profile", files::Role::kInput);
+  if (!text.ok()) {
+    error = text.error;
+    return result;
+  }
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
+    root = YAML::Load(text.value);
   } catch (const YAML::Exception& e) {
     error = path + ": not valid YAML: " + e.what();
     return result;

@@ -7,10 +7,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 
 #include "taehv/env.h"
+#include "taehv/files/output_file.h"
 #include "taehv/plugin_api.h"
 #include "taehv/process/run.h"
 #include "taehv/slurm/hostlist.h"
@@ -84,10 +84,8 @@ int runSubmit(const HostContext& host, const CommandArgs& args) {
   }
   std::string script = renderSbatchScript(opts, host.self_path, host.version);
   if (!opts.script_file.empty()) {
-    std::ofstream f(opts.script_file);
-    f << script;
-    if (!f.flush()) {
-      logTo(host, LogLevel::kError, "submit: cannot write the script to " + opts.script_file);
+    if (Status written = files::writeFileAtomically(opts.script_file, script); !written.ok()) {
+      logTo(host, LogLevel::kError, "submit: --script: " + written.error);
       return 1;
     }
   }

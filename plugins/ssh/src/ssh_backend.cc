@@ -16,12 +16,11 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <random>
 #include <set>
-#include <sstream>
 
 #include "taehv/env.h"
+#include "taehv/files/input_file.h"
 #include "taehv/group/job_token.h"
 #include "taehv/group/node_group.h"
 #include "taehv/parse.h"
@@ -88,14 +87,6 @@ class ControlSockets {
   std::set<int> used_;
 };
 
-Checked<std::string> readFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return {"cannot read " + path + ": " + std::strerror(errno)};
-  std::ostringstream s;
-  s << in.rdbuf();
-  return {"", s.str()};
-}
-
 std::string currentDirectory() {
   char buf[PATH_MAX];
   return ::getcwd(buf, sizeof buf) ? std::string(buf) : std::string();
@@ -112,7 +103,7 @@ std::string lastOption(const OptionValues& options, const std::string& name) {
 Checked<JobShape> loadJobShape(const OptionValues& opts, const JobFlags& flags, std::optional<int> nproc) {
   const std::string hostfile = lastOption(opts, "hostfile");
   if (hostfile.empty()) return {"--hostfile needs a file name"};
-  const Checked<std::string> text = readFile(hostfile);
+  const Checked<std::string> text = files::readInputFile(hostfile, "--hostfile", files::Role::kInput);
   if (!text.ok()) return {text.error};
   HostsResult parsed = parseHostfile(text.value, hostfile);
   if (!parsed.ok()) return {parsed.error};
@@ -269,7 +260,7 @@ class FanOut {
     }
     for (const auto& file : env_files) {
       if (::access(file.c_str(), F_OK) != 0) continue;
-      const Checked<std::string> content = readFile(file);
+      const Checked<std::string> content = files::readInputFile(file, "environment file", files::Role::kInput);
       if (!content.ok()) return {content.error};
       if (Status parsed = parseEnvFile(content.value, file, &env_); !parsed.ok()) return parsed;
       log(LogLevel::kDebug, "forwarding the variables of " + file);

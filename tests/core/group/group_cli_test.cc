@@ -115,6 +115,36 @@ TEST(HostileGroupCli, AnEmptyJobTokenIsRefusedLikeAShortOne) {
   }
 }
 
+// Issue 38, defects 11, 12 and 20: the token file was opened before its type was checked and read without a bound:
+// a FIFO blocked describe and every launch, /dev/zero grew by ~1 GB/s for ever, and a folder "held a token of 0
+// characters". Each is now one line naming the file and what it is, at once. The address space is capped at 1 GiB
+// (ulimit -v) so that the unbounded read of the old code ends instead of filling the machine.
+TEST(HostileJobTokenFile, AFifoDevZeroAndAFolderAreOneLineEachAtOnce) {
+  const std::string dir = tempDir();
+  const std::string fifo = dir + "/token";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  struct Case {
+    std::string file;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{{fifo, "--job-token-file " + fifo + ": a FIFO (named pipe), not a regular file"},
+                                         {"/dev/zero", "--job-token-file /dev/zero: a character device, not a regular file"},
+                                         {dir, "--job-token-file " + dir + ": a folder, not a regular file"}}) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto r = runProcess({"/bin/sh", "-c", "ulimit -v 1048576; exec \"$0\" \"$@\"", taehvRun(), "describe",
+                               "--backend", "local", "--nnodes", "2", "--master-addr", "10.0.0.5", "--nproc-per-node",
+                               "1", "--job-token-file", c.file, "--", "/bin/true"},
+                              envWith({}), std::chrono::seconds(20));
+    EXPECT_FALSE(r.timed_out) << c.file;
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << c.file;
+    EXPECT_EQ(r.exit_code, 2) << c.file << ": " << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("characters"), std::string::npos) << r.err;
+  }
+  ::unlink(fifo.c_str());
+  ::rmdir(dir.c_str());
+}
+
 TEST(GroupCli, AWorkerFailingOnNode1StopsNode0WhichNamesIt) {
   const int port = 29600 + static_cast<int>(::getpid() % 200) * 2;
   const auto env = envWith({{"TAEHV_JOB_TOKEN", kToken}});

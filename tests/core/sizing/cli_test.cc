@@ -204,7 +204,7 @@ TEST_F(HostileSizingCli, ABrokenOrBlockingNvmlLibraryIsNamedAndNothingDies) {
   const std::string fifo = dir_ + "/fifo.so";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   for (const auto& [library, why] : {std::pair<std::string, std::string>{cut, "(cut short"},
-                                     {fifo, "is a FIFO, not a regular file"}}) {
+                                     {fifo, "is a FIFO (named pipe), not a regular file"}}) {
     const std::string env_words = "TAEHV_NVML_LIBRARY=" + quote(library) + " TAEHV_CUDA_DRIVER_LIBRARY=/nonexistent/x";
     RunResult r = run(env_words, "describe --backend local --standalone -- /bin/true", 20);
     EXPECT_EQ(r.code, 0) << r.out;

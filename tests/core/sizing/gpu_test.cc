@@ -188,8 +188,9 @@ TEST_F(HostileSizingLibrary, ACutShortFileAFifoOrAFolderIsRefusedWithoutLoadingO
   const std::string fifo = dir_ + "/fifo.so";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   EXPECT_EQ(nvmlProbe(fifo), "0 GPUs; error: " + fifo +
-                                 ": NVML library is a FIFO, not a regular file; refusing to open it (reading a "
-                                 "FIFO or a device can wait for ever): remove it, or name the library's file");
+                                 ": NVML library is a FIFO (named pipe), not a regular file; refusing to open it "
+                                 "(reading a FIFO or a device can wait for ever): remove it, or name the library's "
+                                 "file");
   std::filesystem::create_directory(dir_ + "/folder.so");
   EXPECT_NE(nvmlProbe(dir_ + "/folder.so").find("NVML library is a folder, not a regular file"),
             std::string::npos);

@@ -3,9 +3,14 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <string>
+
+#include "infra/fifo_guard.h"
 
 #include "taehv/command_line.h"
 #include "taehv/plugin_api.h"
@@ -113,6 +118,29 @@ TEST_F(SlurmModule, SubmitReportsAMissingSbatch) {
   EXPECT_EQ(run("submit", {"--nodes", "1"}, &out), 1);
   EXPECT_EQ(out, "");
   EXPECT_NE(log_.find("sbatch failed (exit code 127)"), std::string::npos) << log_;
+}
+
+// Issue 38: `submit --script FILE` wrote with std::ofstream: a FIFO there blocked the command (an open for writing
+// waits for a reader) and a device or folder was written into or failed without its reason. The script now goes
+// through the one output writer (taehv/files/output_file.h): each is one line, status 1, nothing opened.
+TEST_F(SlurmModule, HostileScriptPathsAreOneLineNotAHang) {
+  const std::string dir = ::testing::TempDir() + "/slurm-script-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir + "/folder");
+  {
+    test::FifoGuard fifo(dir + "/job.sbatch", std::chrono::seconds(5));
+    for (const std::string& script : {fifo.path(), dir + "/folder", std::string("/dev/full")}) {
+      std::string out;
+      log_.clear();
+      EXPECT_EQ(run("submit", {"--nodes", "1", "--dry-run", "--script", script}, &out), 1) << script;
+      EXPECT_NE(log_.find("submit: --script: cannot write '" + script + "': it is a"), std::string::npos) << log_;
+      EXPECT_EQ(out, "");
+    }
+    EXPECT_FALSE(fifo.fired()) << "the script was written into the FIFO";
+  }
+  std::string out;
+  EXPECT_EQ(run("submit", {"--nodes", "1", "--dry-run", "--script", dir + "/job.sbatch"}, &out), 0) << log_;
+  EXPECT_EQ(out.rfind("#!/bin/bash\n", 0), 0u) << out;
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(SlurmModule, PlanThroughTheInterface) {

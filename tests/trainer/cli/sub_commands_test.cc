@@ -106,9 +106,9 @@ TEST_F(SubCommands, ValuesAfterAnEqualsSignOrAsTheNextArgument) {
     for (const std::string& sub : {"", "train "}) {
       const Outcome r = taehvTrain(sub + config + " --set=train.lr=0.5 --set data.size=96 --print-config");
       EXPECT_EQ(r.status, 0) << config << r.err;
-      EXPECT_NE(r.out.find("  steps: 7\n"), std::string::npos) << config << r.out;
-      EXPECT_NE(r.out.find("  lr: 0.5\n"), std::string::npos) << r.out;
-      EXPECT_NE(r.out.find("  size: 96\n"), std::string::npos) << r.out;
+      EXPECT_NE(r.out.find("  steps: 7  # "), std::string::npos) << config << r.out;  // then the key's range
+      EXPECT_NE(r.out.find("  lr: 0.5  # "), std::string::npos) << r.out;
+      EXPECT_NE(r.out.find("  size: 96  # "), std::string::npos) << r.out;
     }
   }
   Outcome r = taehvTrain("--stop-at-step=0");

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -103,7 +104,7 @@ TEST(CommandsTest, BadInputGivesOneClearMessageAndStatus2) {
        "switches"},
       {decodeCommand,
        {"--variant", "taehv", "--weights", dir.file("missing.safetensors"), "--input", "x", "--output", out},
-       "cannot open"},
+       "cannot read it"},
       {decodeCommand,
        {"--weights", ref + "/taeh3.f16.safetensors", "--input", ref + "/taeh3.public.io.safetensors", "--output", out,
         "--streaming"},
@@ -120,6 +121,95 @@ TEST(CommandsTest, BadInputGivesOneClearMessageAndStatus2) {
     EXPECT_NE(err.find(c.needle), std::string::npos) << "'" << c.needle << "' not in: " << err;
   }
   EXPECT_FALSE(std::filesystem::exists(out));  // nothing written on failure
+}
+
+// An input of 0 clips, shape (0, T, C, H, W): encode said libtorch's "min(): Expected reduction dim to be specified
+// for input.numel() == 0", decode died of SIGFPE. Now one error naming the tensor and its shape, exit 2.
+TEST(HostileCommands, AnInputOfZeroClipsIsOneLineNotACrash) {
+  const std::string ref = testing::referenceDir();
+  TempDir dir;
+  const std::string weights = ref + "/taehv.f16.safetensors";
+  const std::string out = dir.file("out.safetensors");
+  writeSafetensors(dir.file("frames0.safetensors"), {{"input", torch::zeros({0, 4, 3, 16, 16})}});
+  writeSafetensors(dir.file("latents0.safetensors"), {{"latents", torch::zeros({0, 1, 16, 2, 2})}});
+  std::string err;
+  struct Case {
+    int (*command)(const std::vector<std::string>&);
+    std::string input, tensor;
+  };
+  for (const Case& c : {Case{encodeCommand, dir.file("frames0.safetensors"), "input"},
+                        Case{decodeCommand, dir.file("latents0.safetensors"), "latents"}}) {
+    EXPECT_EQ(run(c.command, {"--variant", "taehv", "--weights", weights, "--input", c.input, "--output", out}, &err),
+              2)
+        << err;
+    EXPECT_NE(err.find("tensor '" + c.tensor + "' holds 0 clips (shape [0, "), std::string::npos) << err;
+    EXPECT_EQ(err.find("error:"), err.rfind("error:")) << "one error line (then the usage):\n" << err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+// Issue 38 (1): a safetensors file whose header nests a shape 500,000 arrays deep, as --weights or as --input of
+// encode and decode: exit status 2 and one message naming the option and the file (it was a SIGSEGV).
+TEST(HostileModelCommands, ADeeplyNestedSafetensorsHeaderIsOneMessageAsWeightsOrInput) {
+  const std::string ref = testing::referenceDir();
+  TempDir dir;
+  const std::string weights = ref + "/taehv.f16.safetensors";
+  const std::string nested = dir.file("nested.safetensors");
+  const std::size_t depth = 500'000;
+  const std::string json = R"({"input":{"dtype":"F32","shape":)" + std::string(depth, '[') + "1" +
+                           std::string(depth, ']') + R"(,"data_offsets":[0,4]}})";
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[static_cast<std::size_t>(i)] = static_cast<char>((json.size() >> (8 * i)) & 0xff);
+  std::ofstream(nested, std::ios::binary) << bytes << json << std::string(4, '\0');
+  const std::string out = dir.file("out.safetensors");
+  std::string err;
+  for (const auto command : {encodeCommand, decodeCommand}) {
+    EXPECT_EQ(run(command, {"--variant", "taehv", "--weights", nested, "--input", "x", "--output", out}, &err), 2);
+    EXPECT_NE(err.find("--weights: safetensors file '" + nested + "': header nests JSON"), std::string::npos) << err;
+    EXPECT_EQ(run(command, {"--variant", "taehv", "--weights", weights, "--input", nested, "--output", out}, &err), 2);
+    EXPECT_NE(err.find("--input: safetensors file '" + nested + "': header nests JSON"), std::string::npos) << err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+// Issue 38 (20): a decoder switch the variant's weights cannot have (time upscaling in a stage the variant does not
+// upscale, a super decoder's space upscaling changed) is named as that, not as "wrong --variant for these weights".
+TEST(HostileModelCommands, DecoderSwitchesTheWeightsCannotHaveAreNamedAsSuch) {
+  const std::string ref = testing::referenceDir();
+  TempDir dir;
+  const std::string out = dir.file("out.safetensors");
+  std::string err;
+  EXPECT_EQ(run(decodeCommand,
+                {"--weights", ref + "/taehv.f16.safetensors", "--input", ref + "/taehv.public.io.safetensors",
+                 "--output", out, "--decoder-time-upscale", "1,1,1"},
+                &err),
+            2);
+  EXPECT_NE(err.find("--decoder-time-upscale 1,1,1: stage 0 of taehv's decoder does not upscale time"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("(taehv: 0,1,1)"), std::string::npos) << err;
+  EXPECT_EQ(err.find("wrong --variant"), std::string::npos) << err;
+  EXPECT_EQ(run(decodeCommand,
+                {"--weights", ref + "/taew2_2_super.f16.safetensors", "--input",
+                 ref + "/taew2_2_super.public.io.safetensors", "--output", out, "--decoder-space-upscale", "1,1,0"},
+                &err),
+            2);
+  EXPECT_NE(err.find("--decoder-space-upscale 1,1,0: taew2_2_super's super decoder"), std::string::npos) << err;
+  EXPECT_EQ(err.find("wrong --variant"), std::string::npos) << err;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  // What the weights have stays allowed: taeltx_2 upscales time in all three stages, taehv's space switches are free.
+  EXPECT_EQ(run(decodeCommand,
+                {"--weights", ref + "/taeltx_2.f16.safetensors", "--input", ref + "/taeltx_2.public.io.safetensors",
+                 "--output", out, "--decoder-time-upscale", "1,1,1", "--threads", "1"},
+                &err),
+            0)
+      << err;
+  EXPECT_EQ(run(decodeCommand,
+                {"--weights", ref + "/taehv.f16.safetensors", "--input", ref + "/taehv.public.io.safetensors",
+                 "--output", out, "--decoder-space-upscale", "1,1,0", "--threads", "1"},
+                &err),
+            0)
+      << err;
 }
 
 // encode --streaming then decode --streaming, the variant taken from the weights file's name: upstream
@@ -168,6 +258,61 @@ TEST(CommandsTest, BenchRunsATrainingStepAndPrintsTheSummaryLast) {
     EXPECT_EQ(run(benchCommand, {"--device", "cuda", "--steps", "1"}, &err), 2);
     EXPECT_NE(err.find("no CUDA device"), std::string::npos) << err;
   }
+}
+
+std::string readText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Issue 38, defect 16: `bench --profile` to /dev/full, a folder, a missing folder or a read-only file system exited 0
+// with no trace (the profiler's own file writer reports nothing). Each is now one line and status 2 before any step;
+// a write that fails later is one line and status 1.
+TEST(HostileBenchProfile, AProfileThatCannotBeWrittenIsOneLineAndNotExitZero) {
+  testing::useTestThreads();
+  TempDir dir;
+  const std::vector<std::string> bench = {"--variant", "taehv", "--batch", "1", "--frames", "4", "--size", "16",
+                                          "--steps", "1", "--warmup", "0", "--threads", "1", "--profile"};
+  std::filesystem::create_directory(dir.file("folder"));
+  struct Case {
+    std::string profile;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{{"/dev/full", "--profile: cannot write '/dev/full': it is a character device"},
+                                         {dir.file("folder"), "it is a folder"},
+                                         {dir.file("missing/trace.json"), "No such file or directory"}}) {
+    std::vector<std::string> args = bench;
+    args.push_back(c.profile);
+    std::string err;
+    EXPECT_EQ(run(benchCommand, args, &err), 2) << c.profile;
+    EXPECT_NE(err.find(c.says), std::string::npos) << err;
+  }
+  std::vector<std::string> args = bench;
+  args.push_back(dir.file("trace.json"));
+  std::string err;
+  ASSERT_EQ(run(benchCommand, args, &err), 0) << err;
+  EXPECT_EQ(readText(dir.file("trace.json")).rfind("[", 0), 0u) << "a chrome trace is a JSON array";
+}
+
+// The read-only file system through the real binary, in a private mount namespace (root, as CI runs).
+TEST(HostileBenchProfile, AProfileOnAReadOnlyFileSystemIsOneLine) {
+  const char* bin = std::getenv("TAEHV_BIN_DIR");
+  const std::string exe = std::string(bin ? bin : "") + "/taehv-train";
+  TempDir dir;
+  std::filesystem::create_directory(dir.file("ro"));
+  const std::string command = "unshare -m sh -c 'mount -t tmpfs -o ro none " + dir.file("ro") + " && exec " + exe +
+                              " bench --variant taehv --batch 1 --frames 4 --size 16 --steps 1 --warmup 0 "
+                              "--threads 1 --profile " + dir.file("ro/trace.json") + "' 2> " + dir.file("err");
+  const int status = std::system(command.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  const std::string err = readText(dir.file("err"));
+  EXPECT_NE(err.find("--profile: cannot write '" + dir.file("ro/trace.json") + "': its folder " + dir.file("ro") +
+                     " is not writable (Read-only file system)"),
+            std::string::npos)
+      << err;
 }
 
 }  // namespace

@@ -2,12 +2,17 @@
 // made by ffmpeg's testsrc, with the reference taehv weights; and each bad video file: exit status 2, one message
 // naming the file and the problem, and no output file (not even a temporary).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "../video/test_videos.h"
 #include "taehv/model/metrics.h"
@@ -27,13 +32,14 @@ struct CommandRun {
   std::string err;  // stderr
 };
 
-// Runs taehv-train with `args` (one thread), capturing stdout and stderr.
-CommandRun taehvTrain(const std::string& args, const TempDir& dir) {
+// Runs taehv-train with `args` (one thread), capturing stdout and stderr; `shell` runs before it in the same shell
+// command (e.g. "umask 077; timeout 20"), and the status is that of the whole command.
+CommandRun taehvTrain(const std::string& args, const TempDir& dir, const std::string& shell = "") {
   const char* bin = std::getenv("TAEHV_BIN_DIR");
   const std::string exe = std::string(bin ? bin : "") + "/taehv-train";
   EXPECT_TRUE(bin && std::filesystem::exists(exe)) << "taehv-train not built at " << exe;
-  const std::string command =
-      exe + " " + args + " --threads 1 > '" + dir.file("stdout") + "' 2> '" + dir.file("stderr") + "'";
+  const std::string command = shell + " " + exe + " " + args + " --threads 1 > '" + dir.file("stdout") + "' 2> '" +
+                              dir.file("stderr") + "'";
   CommandRun run;
   const int status = std::system(command.c_str());
   run.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -208,5 +214,124 @@ TEST(RoundtripTest, EachBadVideoIsOneMessageStatus2AndNoOutputFile) {
   }
 }
 
+mode_t modeOf(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+// Issue 38, defect 7: `roundtrip --output` equal to `--input` replaced the user's video with its reconstruction, and
+// `encode --output` naming the weights another way replaced the weights with latents; both exited 0. An output that
+// is one of the command's inputs (same device and inode: any spelling, a symbolic or a hard link) is now refused
+// before any work, and the input is left as it was.
+TEST(HostileModelFiles, AnOutputThatIsAnInputOfTheCommandIsRefusedAndTheInputKept) {
+  TempDir dir;
+  testing::makeTestVideo(dir.file("in.mp4"), 64, 48, 5, "10");
+  const std::string video = testing::readAll(dir.file("in.mp4"));
+  std::filesystem::create_directory(dir.file("sub"));
+  std::filesystem::create_hard_link(dir.file("in.mp4"), dir.file("hard.mp4"));
+  for (const std::string& output : {dir.file("in.mp4"), dir.file("sub/../in.mp4"), dir.file("hard.mp4")}) {
+    const CommandRun run = taehvTrain("roundtrip --variant taehv --weights " + weights() + " --input " +
+                                          dir.file("in.mp4") + " --output " + output,
+                                      dir);
+    EXPECT_EQ(run.status, 2) << output << ": " << run.err;
+    EXPECT_NE(run.err.find("it is the file this command reads as --input " + dir.file("in.mp4")), std::string::npos)
+        << run.err;
+    EXPECT_TRUE(testing::readAll(dir.file("in.mp4")) == video) << output << " replaced the input video";
+  }
+  // The weights, named through a symbolic link and another spelling.
+  std::filesystem::copy_file(weights(), dir.file("taehv.safetensors"));
+  const std::string before = testing::readAll(dir.file("taehv.safetensors"));
+  std::filesystem::create_symlink(dir.file("taehv.safetensors"), dir.file("latents.safetensors"));
+  for (const std::string& output : {dir.file("latents.safetensors"), dir.file("sub/../taehv.safetensors")}) {
+    const CommandRun run = taehvTrain("encode --weights " + dir.file("taehv.safetensors") + " --input " +
+                                          dir.file("in.mp4") + " --output " + output,
+                                      dir);
+    EXPECT_EQ(run.status, 2) << output << ": " << run.err;
+    EXPECT_NE(run.err.find("it is the file this command reads as --weights " + dir.file("taehv.safetensors")),
+              std::string::npos)
+        << run.err;
+    EXPECT_TRUE(testing::readAll(dir.file("taehv.safetensors")) == before) << output << " replaced the weights";
+  }
+}
+
+// Issue 38, defect 9: every written output got mode 0644, whatever the umask, and a replaced 0600 file became
+// world-readable. A new output now gets 0666 less the umask; a replaced one keeps its mode.
+TEST(HostileModelFiles, OutputsFollowTheUmaskAndAReplacedFileKeepsItsMode) {
+  TempDir dir;
+  testing::makeTestVideo(dir.file("in.mp4"), 64, 48, 5, "10");
+  const std::string encode = "encode --variant taehv --weights " + weights() + " --input " + dir.file("in.mp4");
+  CommandRun run = taehvTrain(encode + " --output " + dir.file("new.safetensors"), dir, "umask 077;");
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(modeOf(dir.file("new.safetensors")), 0600u);
+  run = taehvTrain("roundtrip --variant taehv --weights " + weights() + " --input " + dir.file("in.mp4") +
+                       " --output " + dir.file("new.mp4"),
+                   dir, "umask 027;");
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(modeOf(dir.file("new.mp4")), 0640u);
+  std::ofstream(dir.file("secret.safetensors")) << "old";
+  ASSERT_EQ(::chmod(dir.file("secret.safetensors").c_str(), 0600), 0);
+  run = taehvTrain(encode + " --output " + dir.file("secret.safetensors"), dir, "umask 022;");
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(modeOf(dir.file("secret.safetensors")), 0600u) << "the replaced file became readable by others";
+  EXPECT_EQ(readSafetensors(dir.file("secret.safetensors")).count("latents"), 1u);
+}
+
+// Issue 38, defect 11: a FIFO as --weights or --input blocked taehv-train for ever (opened before its type was
+// checked). Now each is one line at once. `timeout` ends the old behaviour (status 124) instead of the suite.
+TEST(HostileModelFiles, AFifoAsWeightsOrInputIsOneLineAtOnce) {
+  TempDir dir;
+  testing::makeTestVideo(dir.file("in.mp4"), 64, 48, 5, "10");
+  ASSERT_EQ(::mkfifo(dir.file("taehv.safetensors").c_str(), 0600), 0);
+  ASSERT_EQ(::mkfifo(dir.file("fifo.mp4").c_str(), 0600), 0);
+  ASSERT_EQ(::mkfifo(dir.file("fifo.safetensors").c_str(), 0600), 0);
+  struct Case {
+    std::string args;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"encode --weights " + dir.file("taehv.safetensors") + " --input " + dir.file("in.mp4") + " --output " +
+                dir.file("o.safetensors"),
+            "--weights " + dir.file("taehv.safetensors") + ": a FIFO (named pipe), not a regular file"},
+           {"roundtrip --variant taehv --weights " + weights() + " --input " + dir.file("fifo.mp4") + " --output " +
+                dir.file("o.mp4"),
+            "--input " + dir.file("fifo.mp4") + ": a FIFO (named pipe), not a regular file"},
+           {"decode --variant taehv --weights " + weights() + " --input " + dir.file("fifo.safetensors") +
+                " --output " + dir.file("o.safetensors"),
+            "--input " + dir.file("fifo.safetensors") + ": a FIFO (named pipe), not a regular file"}}) {
+    const auto start = std::chrono::steady_clock::now();
+    const CommandRun run = taehvTrain(c.args, dir, "timeout 30");
+    EXPECT_EQ(run.status, 2) << c.args << ": " << run.err;
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20)) << c.args;
+    EXPECT_NE(run.err.find(c.says), std::string::npos) << run.err;
+  }
+}
+
+// Issue 38, defect 8: output names of image, HLS and DASH muxers (.png, .m3u8, .mpd) skipped the temporary-then-
+// rename write: an existing file was overwritten although the command failed, and .m3u8/.mpd exited 0 with segment
+// files beside them (an existing o0.ts was overwritten). Each is refused before any work, and nothing in the folder
+// changes.
+TEST(HostileModelFiles, MuxersThatWriteFilesOfTheirOwnAreRefusedAndNothingChanges) {
+  TempDir dir;
+  testing::makeTestVideo(dir.file("in.mp4"), 64, 48, 5, "10");
+  for (const char* name : {"o.png", "o.m3u8", "o.mpd", "o0.ts", "o-%d.png"}) std::ofstream(dir.file(name)) << "keep";
+  const auto listing = [&] {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(dir.file(""))) {
+      const std::string name = e.path().filename().string();
+      if (name != "stdout" && name != "stderr") names.push_back(name + "=" + testing::readAll(e.path().string()).substr(0, 4));
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  const auto before = listing();
+  for (const char* name : {"o.png", "o.m3u8", "o.mpd", "o-%d.png"}) {
+    const CommandRun run = taehvTrain("roundtrip --variant taehv --weights " + weights() + " --input " +
+                                          dir.file("in.mp4") + " --output " + dir.file(name),
+                                      dir);
+    EXPECT_EQ(run.status, 2) << name << ": " << run.err;
+    EXPECT_EQ(listing(), before) << name;
+  }
+}
 }  // namespace
 }  // namespace taehv

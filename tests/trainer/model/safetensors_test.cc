@@ -229,7 +229,35 @@ TEST(SafetensorsTest, MalformedFilesAreRejectedWithTheFileAndTensorNamed) {
   expectRejected(path, {"not an object"});
   writeBytes(path, rawFile("\xff\xfe{}", 16));
   expectRejected(path, {"JSON"});
-  expectRejected(dir.file("does-not-exist.safetensors"), {"cannot open"});
+  expectRejected(dir.file("does-not-exist.safetensors"), {"cannot read it"});
+}
+
+// Issue 38 (1): a 1 MB header whose shape nests arrays 500,000 deep overflowed the stack (SIGSEGV) while the
+// message about it was built. Nesting beyond kSafetensorsMaxJsonDepth is refused as it is parsed, wherever it is;
+// a shallow wrong shape is named by its top-level entries.
+TEST(HostileSafetensors, DeeplyNestedJsonIsRefusedWithoutRecursing) {
+  TempDir dir;
+  const std::string path = dir.file("nested.safetensors");
+  const std::size_t depth = 500'000;
+  const std::string nested = std::string(depth, '[') + "1" + std::string(depth, ']');
+  writeBytes(path, rawFile(R"({"a":{"dtype":"F32","shape":)" + nested + R"(,"data_offsets":[0,4]}})", 4));
+  expectRejected(path, {"nests JSON arrays or objects more than 16 deep"});
+  writeBytes(path, rawFile(R"({"__metadata__":{"k":)" + nested + "}}", 0));
+  expectRejected(path, {"more than 16 deep"});
+  std::string objects;  // {"a":{"a":...{}...}}
+  for (std::size_t i = 0; i < depth / 4; ++i) objects += R"({"a":)";
+  objects += "{}" + std::string(depth / 4, '}');
+  writeBytes(path, rawFile(objects, 0));
+  expectRejected(path, {"more than 16 deep"});
+  writeBytes(path, rawFile(std::string(depth, '['), 0));  // never closed: not JSON
+  expectRejected(path, {"not valid JSON"});
+  // Within the bound: the usual message, the shape shown by its top level.
+  writeBytes(path, rawFile(R"({"a":{"dtype":"F32","shape":[2,[[[1]]],"x"],"data_offsets":[0,4]}})", 4));
+  expectRejected(path, {"'a'", "shape [2, array, string] has an entry that is not a non-negative integer"});
+  writeBytes(path, rawFile(R"({"a":{"dtype":"F32","shape":[)" + std::string(12, '[') + std::string(12, ']') +
+                               R"(],"data_offsets":[0,4]}})",
+                           4));
+  expectRejected(path, {"'a'", "shape [array]"});
 }
 
 }  // namespace

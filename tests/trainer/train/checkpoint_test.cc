@@ -2,11 +2,15 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+
+#include "infra/fifo_guard.h"
+#include "taehv/model/output_file.h"
 
 namespace taehv::train {
 namespace {
@@ -212,6 +216,58 @@ TEST(HostileCheckpoints, AManifestOrStateThatIsNotOursIsRefusedNotFollowed) {
   EXPECT_EQ(st.grad_accum, 0);  // absent: not needed to resume
 }
 
+// Issue 38, defect 9: checkpoint files were written with mode 0644 whatever the umask (the manifest, and every file
+// written through the one output writer). Now 0666 less the umask, set here in a child process.
+TEST(HostileCheckpoints, CheckpointFilesFollowTheUmask) {
+  const auto dir = tempDir();
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::umask(077);
+    try {
+      saveCheckpoint(dir, 7, 1, [](const std::string& tmp) {
+        const std::string weights = "weights";
+        writeFileAtomically(tmp + "/model.pt",
+                            [&](int fd) { return writeAllBytes(fd, weights.data(), weights.size()); });
+      });
+    } catch (...) {
+      _exit(1);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  for (const char* file : {"manifest.json", "model.pt"}) {
+    struct stat st {};
+    ASSERT_EQ(::stat((dir + "/checkpoint-7/" + file).c_str(), &st), 0) << file;
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << file << " ignored the umask";
+  }
+  fs::remove_all(dir);
+}
+
+// Issue 38, defect 11: `eval --checkpoint` on a folder holding a FIFO blocked for ever (its manifest and files were
+// opened before their type was checked). Now the checkpoint is damaged, with a reason naming the FIFO, at once.
+TEST(HostileCheckpoints, AFifoInACheckpointFolderIsRefusedNotWaitedOn) {
+  const auto dir = tempDir();
+  const std::string folder = save(dir, 5);
+  ASSERT_TRUE(fs::remove(folder + "/model.pt"));
+  std::string why;
+  {
+    test::FifoGuard fifo(folder + "/model.pt", std::chrono::seconds(5));
+    EXPECT_FALSE(verifyCheckpoint(folder, &why));
+    EXPECT_FALSE(fifo.fired()) << "model.pt was opened";
+  }
+  EXPECT_NE(why.find(folder + "/model.pt: a FIFO (named pipe), not a regular file"), std::string::npos) << why;
+  ASSERT_TRUE(fs::remove(folder + "/manifest.json"));
+  {
+    test::FifoGuard fifo(folder + "/manifest.json", std::chrono::seconds(5));
+    EXPECT_FALSE(verifyCheckpoint(folder, &why));
+    EXPECT_FALSE(fifo.fired()) << "manifest.json was opened";
+  }
+  EXPECT_NE(why.find("manifest.json: a FIFO (named pipe), not a regular file"), std::string::npos) << why;
+  fs::remove_all(dir);
+}
+
 TEST(Checkpoint, StateJsonWrittenIsReadBackWhole) {
   CheckpointState st;
   st.step = 300;
@@ -230,6 +286,27 @@ TEST(Checkpoint, StateJsonWrittenIsReadBackWhole) {
   EXPECT_EQ(back.grad_accum, 1);
   EXPECT_EQ(back.seed, -7);
   EXPECT_THROW(parseCheckpointState("{\"step\": 1, \"samples_consumed\": 0, \"world_size\": -2}"), CheckpointError);
+}
+
+
+// A folder named like a checkpoint whose step is no 64-bit number made --resume say only "error: stoll" (and a
+// temporary's PID likewise): names are parsed, and one that is no checkpoint's is skipped with a line naming it.
+TEST(HostileCheckpoints, AFolderNameWhoseStepIsNoNumberIsSkippedWithALine) {
+  const auto dir = tempDir();
+  const std::string two = save(dir, 2);
+  fs::create_directories(dir + "/checkpoint-99999999999999999999");
+  fs::create_directories(dir + "/.tmp-checkpoint-5-99999999999999999999");
+  std::vector<std::string> warnings;
+  const auto found = resolveResume("latest", dir, [&](const std::string& w) { warnings.push_back(w); });
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(*found, two);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("checkpoint-99999999999999999999"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("skipped"), std::string::npos) << warnings[0];
+  EXPECT_EQ(listCheckpoints(dir).size(), 1u);
+  EXPECT_NO_THROW(removeStaleTemporaries(dir));
+  EXPECT_TRUE(fs::exists(dir + "/.tmp-checkpoint-5-99999999999999999999")) << "no PID of ours: left alone";
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // Evaluation (evaluation.cc, eval_clips.cc): the held-out eval during training and taehv-train eval.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -63,6 +65,33 @@ TEST(Eval, HeldOutEvalDuringTrainingIsLoggedAndLeavesTrainingUnchanged) {
   EXPECT_TRUE(result.at("held_out").get<bool>());
   EXPECT_NEAR(result.at("psnr").get<double>(), evals[1].at("eval_psnr").get<double>(), 1e-3) << out;
   fs::remove_all(dir);
+}
+
+// Issue 38, defect 11: `eval --checkpoint` blocked for ever on a FIFO: a FIFO named as the weights file, and a FIFO
+// model.pt in a checkpoint folder whose manifest does not list it (libtorch opened it by name). Each is now one line
+// and a non-zero exit at once.
+TEST(HostileEvalFiles, AFifoAsTheCheckpointIsOneLineAtOnce) {
+  const auto dir = runDir();
+  const std::string weights = dir + "/taehv.safetensors";
+  ASSERT_EQ(::mkfifo(weights.c_str(), 0600), 0);
+  const std::string folder = dir + "/out/checkpoint-5";
+  fs::create_directories(folder);
+  std::ofstream(folder + "/manifest.json") << "{\"step\": 5, \"files\": {}}\n";
+  std::ofstream(folder + "/state.json") << "{\"step\": 5, \"samples_consumed\": 5}\n";
+  ASSERT_EQ(::mkfifo((folder + "/model.pt").c_str(), 0600), 0);
+  struct Case {
+    std::string checkpoint;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{{weights, weights + ": a FIFO (named pipe), not a regular file"},
+                                         {folder, folder + "/model.pt: a FIFO (named pipe), not a regular file"}}) {
+    Job job = launch(1, {"eval", "--checkpoint", c.checkpoint, "--set", "train.threads=1", "--set",
+                         "output.dir=" + dir + "/out"},
+                     dir + "/eval");
+    ASSERT_TRUE(wait(job, 30)) << "eval waited on the FIFO; log:\n" << slurp(job.logs[0]);
+    EXPECT_NE(job.status[0], 0);
+    EXPECT_NE(slurp(job.logs[0]).find(c.says), std::string::npos) << slurp(job.logs[0]);
+  }
 }
 
 }  // namespace

@@ -85,15 +85,52 @@ TEST(FailFast, FrozenRankIsFoundByItsHeartbeatAtZeroStageTwo) { frozenRankStopsT
 
 TEST(FailFast, RankFailingWithAnErrorStopsTheOthers) {
   const auto dir = runDir();
-  // Rank 1 is misconfigured (its data source does not exist); rank 0 must not wait out a collective timeout.
+  // Rank 1 fails after the rendezvous (the checkpoint it is told to resume does not exist; a config that differs
+  // between ranks is refused before it, HostileDist below); rank 0 must not wait out a collective timeout.
   Job job = launch(2, plus(tiny(dir + "/out", 100000), {"dist.timeout_s=600"}), dir + "/out",
-                   {{}, {"--set", "data.source=" + dir + "/missing"}});
+                   {{}, {"--resume", dir + "/missing"}});
   const auto t0 = Clock::now();
   ASSERT_TRUE(wait(job, 90)) << slurp(job.logs[0]);
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 45);
   EXPECT_EQ(job.status[1], 2) << slurp(job.logs[1]);
-  EXPECT_NE(slurp(job.logs[1]).find("does not exist"), std::string::npos) << slurp(job.logs[1]);
+  EXPECT_NE(slurp(job.logs[1]).find("missing: not a folder"), std::string::npos) << slurp(job.logs[1]);
   EXPECT_NE(job.status[0], 0) << slurp(job.logs[0]);
+  fs::remove_all(dir);
+}
+
+// Ranks whose configs differ (train.steps 3 and 5 ended in an uncaught Gloo exception, SIGABRT, on one rank) are
+// refused at the start, before the process group: every rank exits 2 with the same line naming the keys and each
+// rank's value, and nobody hangs. Keys that follow what each node has (train.threads here) may differ.
+TEST(HostileDist, RanksWhoseConfigsDifferAllStopWithTheSameLineNamingTheKeys) {
+  const auto dir = runDir();
+  const auto line = [](const std::string& log) {
+    const auto at = log.find("the ranks' configs differ: ");
+    return at == std::string::npos ? std::string("(none)") : log.substr(at, log.find('\n', at) - at);
+  };
+  Job two = launch(2, plus(tiny(dir + "/out", 3), {"dist.timeout_s=600"}), dir + "/two",
+                   {{}, {"--set", "train.steps=5"}});
+  ASSERT_TRUE(wait(two, 60)) << "a rank hung:\n" << slurp(two.logs[0]) << slurp(two.logs[1]);
+  for (size_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(two.status[r], 2) << slurp(two.logs[r]);
+    EXPECT_EQ(line(slurp(two.logs[r])),
+              "the ranks' configs differ: train.steps (3 on rank 0, 5 on rank 1); every rank must run the same config: "
+              "give every node the same --config file and --set values")
+        << slurp(two.logs[r]);
+  }
+  Job three = launch(3, plus(tiny(dir + "/out", 3), {"dist.timeout_s=600"}), dir + "/three",
+                     {{}, {"--set", "data.size=64"}, {"--set", "data.size=64", "--set", "train.lr=0.001"}});
+  ASSERT_TRUE(wait(three, 60)) << "a rank hung:\n" << slurp(three.logs[0]);
+  for (size_t r = 0; r < 3; ++r) {
+    EXPECT_EQ(three.status[r], 2) << slurp(three.logs[r]);
+    EXPECT_EQ(line(slurp(three.logs[r])), line(slurp(three.logs[0]))) << "rank " << r;
+  }
+  EXPECT_NE(line(slurp(three.logs[0])).find("data.size (32 on rank 0, 64 on rank "), std::string::npos)
+      << line(slurp(three.logs[0]));
+  EXPECT_NE(line(slurp(three.logs[0])).find("(2 ranks differ from rank 0)"), std::string::npos)
+      << line(slurp(three.logs[0]));
+  EXPECT_FALSE(fs::exists(dir + "/out")) << "nothing written";
+  Job threads = launch(2, tiny(dir + "/ok", 1), dir + "/threads", {{}, {"--set", "train.threads=2"}});
+  expectSuccess(threads, 120);
   fs::remove_all(dir);
 }
 

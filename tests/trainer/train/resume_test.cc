@@ -114,5 +114,42 @@ TEST(Resume, AtAnotherWorldSizeKeepsTheGlobalBatchAndTheSampleStream) {
   fs::remove_all(dir);
 }
 
+
+// A checkpoint of another optimizer or model.variant: resume and eval say which setting differs and the value to use,
+// before loading anything (resuming SGD's state as AdamW's was libtorch's "INTERNAL ASSERT FAILED ... report a bug to
+// PyTorch" with a stack trace; evaluating it as another variant, a tensor size mismatch from inside the model).
+TEST(HostileResume, ACheckpointOfAnotherOptimizerOrVariantIsNamedBeforeLoading) {
+  const auto dir = runDir();
+  const std::string out = dir + "/out";
+  Job sgd = launch(1, plus(tiny(out, 1), {"train.optimizer=sgd"}), dir + "/sgd");
+  expectSuccess(sgd, 120);
+  const std::string checkpoint = out + "/checkpoint-1";
+  struct Case {
+    std::vector<std::string> args;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {cat(plus(tiny(out, 2), {}), {"--resume", "latest"}),
+       "checkpoint " + checkpoint + " was saved by a run with train.optimizer=sgd; this run has "
+       "train.optimizer=adamw: run with --set train.optimizer=sgd to use this checkpoint"},
+      {cat(plus(tiny(out, 2), {"train.optimizer=sgd", "model.variant=taew2_1"}), {"--resume", "latest"}),
+       "was saved by a run with model.variant=taehv; this run has model.variant=taew2_1"},
+      {{"eval", "--checkpoint", "latest", "--set", "output.dir=" + out, "--set", "model.variant=taeltx_2", "--set",
+        "data.frames=8", "--set", "data.size=32"},
+       "was saved by a run with model.variant=taehv; this run has model.variant=taeltx_2"},
+  };
+  for (const auto& c : cases) {
+    Job job = launch(1, c.args, dir + "/job");
+    ASSERT_TRUE(wait(job, 120));
+    const std::string log = slurp(job.logs[0]);
+    EXPECT_EQ(job.status[0], 2) << log;
+    EXPECT_NE(log.find(c.expected), std::string::npos) << log;
+    EXPECT_EQ(log.find("INTERNAL ASSERT"), std::string::npos) << log;
+    EXPECT_EQ(log.find("frame #"), std::string::npos) << "no stack trace:\n" << log;
+  }
+  EXPECT_FALSE(fs::exists(out + "/checkpoint-2")) << "nothing trained on the refused checkpoint";
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace taehv::train

@@ -2,7 +2,9 @@
 // bad input exits 2 with a hint, GPU settings without a GPU, the launcher's variables in the effective config.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -69,7 +71,60 @@ TEST(TrainCli, LauncherTimeoutAndDeviceReachTheEffectiveConfig) {
   Job b = launch(1, {"--print-config", "--set", "dist.timeout_s=55"}, dir + "/b", {}, launcher_env);
   ASSERT_TRUE(wait(b, 30));
   EXPECT_EQ(b.status[0], 0) << slurp(b.logs[0]);
-  EXPECT_NE(slurp(b.logs[0]).find("timeout_s: 55\n"), std::string::npos) << slurp(b.logs[0]);
+  EXPECT_NE(slurp(b.logs[0]).find("timeout_s: 55  # 0 (auto) or [1, 604800] (seconds)\n"), std::string::npos)
+      << slurp(b.logs[0]);
+  fs::remove_all(dir);
+}
+
+
+// --print-config shows each numeric key's range beside its value, the range set() checks it against.
+TEST(TrainCli, PrintConfigShowsEachNumbersRange) {
+  const auto dir = runDir();
+  Job a = launch(1, {"--print-config"}, dir + "/a");
+  ASSERT_TRUE(wait(a, 30));
+  EXPECT_EQ(a.status[0], 0) << slurp(a.logs[0]);
+  for (const char* line : {"  steps: 300  # [1, 1000000000]\n", "  threads: 0  # 0 (auto) or [1, 1024]\n",
+                           "  lr: 0.0003  # (0, 1]\n", "  prefetch: 4  # [1, 64] (batches decoded ahead",
+                           "  size: 0  # 0 (= data.size) or [8, 8192]\n", "  variant: \"taehv\"\n"}) {
+    EXPECT_NE(slurp(a.logs[0]).find(line), std::string::npos) << line << " not in:\n" << slurp(a.logs[0]);
+  }
+  fs::remove_all(dir);
+}
+
+// Hostile config files end in one line and exit 2, in training, eval and --print-config alike (issue 38: a key that
+// is a list aborted all three, nested aliases of mappings ran for ever, a second YAML document was ignored).
+TEST(HostileTrainCli, HostileConfigFilesExitTwoWithOneLine) {
+  const auto dir = runDir();
+  std::string aliases = "a0: &a0 {x: 1}\n";
+  for (int i = 1; i < 20; ++i) {
+    const std::string p = "*a" + std::to_string(i - 1);
+    aliases += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " {a: " + p + ", b: " + p + ", c: " + p +
+               ", d: " + p + "}\n";
+  }
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"train:\n  ? [a, b]\n  : 1\n", "line 2: a key that is a list is not a plain name"},
+      {aliases, "unknown config key 'a0.x'"},
+      {"---\n# settings\n---\ntrain:\n  steps: 1\n", "holds 2 YAML documents"},
+      {"train: 5\n", "'train' is a section, not a value"},
+  };
+  int n = 0;
+  for (const auto& [text, expected] : files) {
+    const std::string file = dir + "/c" + std::to_string(n++) + ".yaml";
+    std::ofstream(file) << text;
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"--config", file, "--print-config"},
+          {"--config", file, "--set", "output.dir=" + dir + "/out"},
+          {"eval", "--checkpoint", "latest", "--config", file}}) {
+      Job job = launch(1, args, dir + "/run");
+      ASSERT_TRUE(wait(job, 30)) << file << " did not end";
+      const std::string log = slurp(job.logs[0]);
+      EXPECT_EQ(job.status[0], 2) << log;
+      EXPECT_NE(log.find("error: " + file + ": "), std::string::npos) << log;
+      EXPECT_NE(log.find(expected), std::string::npos) << log;
+      EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << "one line:\n" << log;
+    }
+  }
+  EXPECT_FALSE(fs::exists(dir + "/out"));
   fs::remove_all(dir);
 }
 

@@ -27,6 +27,11 @@ TEST(VideoWithoutFfmpeg, ReadsAndWritesAreOneMessageAndNamesStillFollowTheRule) 
   EXPECT_FALSE(isVideoFileName("/data/frame.png"));
   expectRefusal([] { VideoReader reader("clip.mp4"); });
   expectRefusal([] { readVideo("clip.mp4"); });
+  expectRefusal([] {
+    VideoReader reader("clip.mp4");
+    reader.start({}, RgbConversion::kAccurate, OnDamage::kFail);
+  });
+  EXPECT_NE(frameRateProblem({25, 1}).find("built without FFmpeg"), std::string::npos);
   expectRefusal([] { writeVideo("clip.mp4", torch::zeros({2, 8, 8, 3}, torch::kUInt8), {10, 1}); });
 }
 

@@ -57,6 +57,18 @@ inline void writeAll(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
 }
 
+/// A copy of y4m file `in` whose stream header has `field` (W, H or F) set to `value` ("0", "1:2147483647").
+inline void writeY4mWithHeaderField(const std::string& in, const std::string& out, char field,
+                                    const std::string& value) {
+  const std::string y4m = readAll(in);
+  std::string header = y4m.substr(0, y4m.find('\n'));
+  const auto at = header.find(std::string(" ") + field);
+  ASSERT_NE(at, std::string::npos) << header;
+  const auto end = header.find(' ', at + 1);
+  header.replace(at + 2, (end == std::string::npos ? header.size() : end) - at - 2, value);
+  writeAll(out, header + y4m.substr(y4m.find('\n')));
+}
+
 /// The bad inputs, each made in `dir`: {name, file}.
 struct BadVideo {
   std::string kind;
@@ -66,7 +78,7 @@ struct BadVideo {
 
 inline std::vector<BadVideo> makeBadVideos(const std::string& dir) {
   std::vector<BadVideo> bad;
-  bad.push_back({"missing file", dir + "/missing.mp4", "cannot read it as a video"});
+  bad.push_back({"missing file", dir + "/missing.mp4", "cannot read it"});
   writeAll(dir + "/garbage.mp4", std::string(4096, '\x5a'));
   bad.push_back({"unreadable bytes", dir + "/garbage.mp4", "cannot read it as a video"});
   ffmpeg("-f lavfi -i sine=frequency=440:duration=0.5", dir + "/audio.wav");

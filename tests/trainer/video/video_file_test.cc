@@ -117,6 +117,97 @@ TEST(VideoFileTest, LosslessRgbReadsBackExactlyInBothConversions) {
   }
 }
 
+// Issue 38 (2): swscale's SIMD converters write whole vectors past the end of an RGB row; into an exactly sized
+// frame that was heap corruption (a glibc abort while training on 240p video: 426 px wide) at widths 8, 24, 40 and
+// 426, or silently wrong pixels beside the frame. Every frame of such widths, in both conversions, as the training
+// data (a window, kept damage) and encode (the whole file) read them, and the writer's conversion of them: the right
+// size, testsrc's picture, the same frames in every read (H.264 lossless, so any difference is the reader's), and
+// no abort. Under valgrind (see
+// tests/trainer/video/CMakeLists.txt) the unfixed reader showed the invalid writes after each frame's block.
+TEST(HostileVideoFile, WidthsWhoseRowsSwscaleOverrunsDecodeIntact) {
+  ASSERT_TRUE(testing::ffmpegProgramOnPath());
+  TempDir dir;
+  const int frames = 24;
+  for (const int w : {8, 24, 40, 426}) {
+    const int h = w == 426 ? 240 : 16;
+    SCOPED_TRACE(std::to_string(w) + "x" + std::to_string(h));
+    const std::string path = dir.file("w" + std::to_string(w) + ".mp4");
+    testing::makeTestVideo(path, w, h, frames, "10", "-qp 0");
+    for (const RgbConversion conversion : {RgbConversion::kAccurate, RgbConversion::kFast}) {
+      std::vector<torch::Tensor> reads[2];
+      for (auto& read : reads) {
+        read = VideoReader(path).read({}, conversion, OnDamage::kFail);
+        ASSERT_EQ(static_cast<int>(read.size()), frames);
+        for (const auto& frame : read) ASSERT_EQ(frame.sizes(), (std::vector<int64_t>{h, w, 3}));
+      }
+      const torch::Tensor a = torch::stack(reads[0]), b = torch::stack(reads[1]);
+      EXPECT_TRUE(torch::equal(a, b));
+      EXPECT_GT(a.to(torch::kFloat).std().item<double>(), 20.0) << "testsrc is not flat";
+      const auto window = VideoReader(path).read({1, 2, -1}, conversion, OnDamage::kKeepDecoded);
+      ASSERT_EQ(static_cast<int>(window.size()), frames / 2);
+      EXPECT_TRUE(torch::equal(torch::stack(window), a.slice(0, 1, frames, 2)));
+      // The writer's conversion (RGB rows in, swscale reading whole vectors) at the same widths.
+      const std::string out = dir.file("out.mp4");
+      writeVideo(out, a, {10, 1});
+      EXPECT_EQ(readVideo(out).frames.sizes(), a.sizes());
+    }
+  }
+}
+
+// Issue 38 (20): a 0x0 y4m was refused as "Device or resource busy" (the code FFmpeg returns); its own logged
+// reason names the size. Frame rates MP4 cannot store (a frame every 68 years; terms near 2^31) failed while
+// packets were written, as the output's fault: the slow ones are refused before any file is made, with the rule,
+// and the others written.
+TEST(HostileVideoFile, AZeroSizeAndUnwritableFrameRatesAreNamed) {
+  ASSERT_TRUE(testing::ffmpegProgramOnPath());
+  TempDir dir;
+  testing::ffmpeg("-f lavfi -i testsrc=size=64x48:rate=10 -frames:v 3 -pix_fmt yuv420p", dir.file("in.y4m"));
+  testing::writeY4mWithHeaderField(dir.file("in.y4m"), dir.file("wide.y4m"), 'W', "0");
+  testing::writeY4mWithHeaderField(dir.file("wide.y4m"), dir.file("zero.y4m"), 'H', "0");
+  try {
+    readVideo(dir.file("zero.y4m"));
+    ADD_FAILURE() << "a 0x0 video was read";
+  } catch (const VideoError& e) {
+    EXPECT_NE(std::string(e.what()).find(dir.file("zero.y4m") + ": cannot read it as a video: Picture size 0x0 is "
+                                         "invalid"),
+              std::string::npos)
+        << e.what();
+    EXPECT_EQ(std::string(e.what()).find("busy"), std::string::npos) << e.what();
+  }
+  const torch::Tensor frames = readVideo(dir.file("in.y4m")).frames;
+  for (const FrameRate rate : {FrameRate{1, 2147483647}, FrameRate{1, 601}, FrameRate{1, 3600}, FrameRate{1001, 1}, FrameRate{0, 1}}) {
+    SCOPED_TRACE(std::to_string(rate.num) + "/" + std::to_string(rate.den));
+    EXPECT_NE(frameRateProblem(rate), "");
+    try {
+      writeVideo(dir.file("out.mp4"), frames, rate);
+      ADD_FAILURE() << "written";
+    } catch (const VideoError& e) {
+      EXPECT_NE(std::string(e.what()).find(frameRateProblem(rate)), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(std::filesystem::exists(dir.file("out.mp4")));
+  }
+  // Within the rule every rate is written, into MP4 too: 12 frames (x264 uses B-frames, whose time offsets once
+  // overflowed with 1073741823/1073741822); terms above 2^20 as the nearest fraction within them.
+  const torch::Tensor twelve = frames.repeat({4, 1, 1, 1});
+  for (const FrameRate rate : {FrameRate{1, 600}, FrameRate{1000, 1}, FrameRate{30000, 1001},
+                               FrameRate{1073741823, 1073741822}, FrameRate{2147483647, 2147483000},
+                               FrameRate{27000000, 900901}}) {
+    SCOPED_TRACE(std::to_string(rate.num) + "/" + std::to_string(rate.den));
+    EXPECT_EQ(frameRateProblem(rate), "");
+    for (const std::string name : {"out.mp4", "out.mkv"}) {
+      ASSERT_NO_THROW(writeVideo(dir.file(name), twelve, rate)) << name;
+      Video back;
+      ASSERT_NO_THROW(back = readVideo(dir.file(name))) << name;
+      EXPECT_EQ(back.frames.size(0), 12) << name;
+      EXPECT_NEAR(back.rate.value() / rate.value(), 1.0, 1e-6) << name;
+    }
+  }
+  writeVideo(dir.file("ntsc.mp4"), twelve, {30000, 1001});
+  const Video ntsc = readVideo(dir.file("ntsc.mp4"));
+  EXPECT_EQ(ntsc.rate.num, 30000);
+  EXPECT_EQ(ntsc.rate.den, 1001);
+}
+
 // Where the training asks to keep what decodes, a file cut short gives its frames before the cut, exactly (lossless
 // RGB in NUT, one packet a frame), where readVideo refuses it. The bad files that have no frame to give are errors
 // either way, with the reason readVideo gives (the truncated MP4's decoder has returned no frame before the cut).

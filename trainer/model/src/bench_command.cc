@@ -9,9 +9,12 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include "command_line.h"
+#include "taehv/files/output_file.h"
 #include "taehv/log.h"
 #include "taehv/model/autocast.h"
 #include "taehv/model/commands.h"
@@ -124,6 +127,12 @@ BenchSettings benchSettings(const Args& args) {
     }
   }
   s.profile = args.get("profile", "");
+  if (!s.profile.empty()) {
+    // Before any step: /dev/full, a folder, a missing folder or a read-only file system is one line here.
+    if (Status writable = files::checkOutputFile(s.profile); !writable.ok()) {
+      throw UsageError("--profile: " + writable.error);
+    }
+  }
   return s;
 }
 
@@ -260,13 +269,22 @@ BenchTimes timeSteps(BenchStep& step, const BenchSettings& s) {
       t.flops_before = convFlops();
     }
     if (i == timed_end) getrusage(RUSAGE_SELF, &t.after);
+    // The trace goes to memory, then to the file through the one output writer (taehv/files/output_file.h): the
+    // profiler's own file writer reports no failure at all.
+    std::ostringstream trace;
     std::unique_ptr<torch::autograd::profiler::RecordProfile> recording;
-    if (i == timed_end) recording = std::make_unique<torch::autograd::profiler::RecordProfile>(s.profile);
+    if (i == timed_end) recording = std::make_unique<torch::autograd::profiler::RecordProfile>(trace);
     sync();
     const auto start = std::chrono::steady_clock::now();
     const double loss = step.run();
     sync();
     const double seconds = secondsSince(start);
+    if (recording) {
+      recording.reset();  // writes the trace
+      if (Status written = files::writeFileAtomically(s.profile, trace.str()); !written.ok()) {
+        throw std::runtime_error("--profile: " + written.error);
+      }
+    }
     if (i >= s.warmup && i < timed_end) t.timed_s += seconds;
     log::report(log::format("step %lld%s: %.3f s loss %.6f", static_cast<long long>(i),
                             i < s.warmup ? " (warmup)" : "", seconds, loss));

@@ -3,15 +3,19 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <sstream>
 #include <stdexcept>
 
 #include "command_line.h"
+#include "taehv/files/input_file.h"
+#include "taehv/files/output_file.h"
 #include "taehv/log.h"
 #include "taehv/model/safetensors.h"
 #include "taehv/model/streaming.h"
@@ -50,15 +54,22 @@ std::string variantName(const Args& args) {
   return named;
 }
 
+std::string switchesText(const std::array<bool, 3>& on) {
+  return std::string(on[0] ? "1" : "0") + "," + (on[1] ? "1" : "0") + "," + (on[2] ? "1" : "0");
+}
+
 TAEHVOptions modelOptions(const Args& args) {
   TAEHVOptions o;
+  const std::string name = variantName(args);
   try {
-    o = TAEHVOptions::forVariant(variantName(args));
+    o = TAEHVOptions::forVariant(name);
   } catch (const std::invalid_argument& e) {
     throw UsageError(std::string("--variant: ") + e.what());
   }
   if (args.has("decoder-time-upscale")) {
-    const auto s = parseSwitches("decoder-time-upscale", args.get("decoder-time-upscale", ""));
+    const std::string text = args.get("decoder-time-upscale", "");
+    const auto s = parseSwitches("decoder-time-upscale", text);
+    const std::array<bool, 3> variant = o.decoder_time_upscale;
     if (s.size() == 2) {
       o.decoder_time_upscale = {false, s[0], s[1]};  // upstream's (a, b) means stages 1 and 2
     } else if (s.size() == 3) {
@@ -66,15 +77,50 @@ TAEHVOptions modelOptions(const Args& args) {
     } else {
       throw UsageError("--decoder-time-upscale takes 2 switches a,b (stages 1 and 2) or 3, e.g. 1,1 or 0,0");
     }
+    // A stage's weights hold its upscaled frames (TGrow): a switch turns off a stage the variant has, never adds one.
+    for (std::size_t stage = 0; stage < 3; ++stage) {
+      if (o.decoder_time_upscale[stage] && !variant[stage]) {
+        throw UsageError("--decoder-time-upscale " + text + ": stage " + std::to_string(stage) + " of " + name +
+                         "'s decoder does not upscale time, and its weights hold no frames to add there; the "
+                         "switches can only turn off stages the variant upscales (" + name + ": " +
+                         switchesText(variant) + ")");
+      }
+    }
   }
   if (args.has("decoder-space-upscale")) {
-    const auto s = parseSwitches("decoder-space-upscale", args.get("decoder-space-upscale", ""));
+    const std::string text = args.get("decoder-space-upscale", "");
+    const auto s = parseSwitches("decoder-space-upscale", text);
     if (s.size() != 3) {
       throw UsageError("--decoder-space-upscale takes 3 switches a,b,c, e.g. 1,1,1");
     }
+    const std::array<bool, 3> variant = o.decoder_space_upscale;
     o.decoder_space_upscale = {s[0], s[1], s[2]};
+    // The super decoder upscales through a convolution with 4x the channels (PixelShuffle): its weights fix the
+    // switches.
+    if (o.decoder_arch == DecoderArch::kSuper && o.decoder_space_upscale != variant) {
+      throw UsageError("--decoder-space-upscale " + text + ": " + name + "'s super decoder upscales space with " +
+                       "convolutions whose weights are made for " + switchesText(variant) +
+                       ", so the switches cannot change; leave the option out");
+    }
   }
   return o;
+}
+
+void requireInputFiles(const Args& args) {
+  for (const char* option : {"weights", "input"}) {
+    const std::string path = args.get(option, "");
+    std::error_code ec;
+    // Absent or missing: named where it is read, after the options are checked.
+    if (path.empty() || !std::filesystem::exists(path, ec)) continue;
+    const std::string what = std::string("--") + option;
+    if (Status regular = files::checkInputFile(path, what, files::Role::kInput); !regular.ok()) {
+      throw UsageError(regular.error);
+    }
+  }
+}
+
+void requireOutputFile(const std::string& path) {
+  if (Status writable = files::checkOutputFile(path); !writable.ok()) throw UsageError("--output: " + writable.error);
 }
 
 void applyThreads(const Args& args) {
@@ -109,6 +155,10 @@ torch::Tensor readVideo(const std::string& path, const std::string& name, int64_
                      (names.empty() ? "none" : names) + "); " + what);
   }
   const torch::Tensor& t = it->second;
+  if (t.dim() == 5 && t.size(0) == 0) {  // nothing to code: libtorch's reductions and the decoder fail on it
+    throw UsageError("--input '" + path + "', tensor '" + name + "' holds 0 clips (shape " + shapeText(t.sizes()) +
+                     "); give at least one: " + what);
+  }
   if (t.dim() != 5 || t.size(2) != channels || t.size(1) < 1 || t.size(3) < 1 || t.size(4) < 1) {
     throw UsageError("--input '" + path + "', tensor '" + name + "': shape " + shapeText(t.sizes()) + ", expected " +
                      what);
@@ -255,34 +305,57 @@ class OutputVideo {
   torch::Tensor video_;
 };
 
-// encode --streaming: one input frame at a time, then the encoder flushed.
-torch::Tensor encodeStreaming(const TAEHV& model, const torch::Tensor& frames, const StreamProgress& progress) {
+torch::Tensor encodeStreaming(const TAEHV& model, const TensorSource& next, int64_t expected,
+                              const StreamProgress& progress) {
   StreamingTAEHV stream(model);
-  OutputVideo out(model->encodedLatents(frames.size(1)), progress);
-  for (int64_t t = 0; t < frames.size(1); ++t) {
-    if (auto z = stream.encode(frames.slice(1, t, t + 1))) {
-      out.add(*z);
-    }
+  std::vector<torch::Tensor> latents;  // each (N, 1, C, h, w): a few percent of the frames they encode
+  const auto add = [&](torch::Tensor z) {
+    latents.push_back(std::move(z));
+    if (progress) progress(static_cast<int64_t>(latents.size()), expected);
+  };
+  while (std::optional<torch::Tensor> frame = next()) {
+    if (auto z = stream.encode(*frame)) add(std::move(*z));
   }
-  for (const auto& z : stream.flushEncoder()) {
-    out.add(z);
-  }
-  return out.finish();
+  for (auto& z : stream.flushEncoder()) add(std::move(z));
+  TORCH_CHECK(!latents.empty(), "encodeStreaming: no frames");
+  return torch::cat(latents, 1);
 }
 
-// decode --streaming: one latent at a time, its frames drained one by one.
-torch::Tensor decodeStreaming(const TAEHV& model, const torch::Tensor& latents, const StreamProgress& progress) {
-  StreamingTAEHV stream(model);
+torch::Tensor encodeStreaming(const TAEHV& model, const torch::Tensor& frames, const StreamProgress& progress) {
+  int64_t t = 0;
+  return encodeStreaming(
+      model,
+      [&]() -> std::optional<torch::Tensor> {
+        if (t == frames.size(1)) return std::nullopt;
+        ++t;
+        return frames.slice(1, t - 1, t);
+      },
+      model->encodedLatents(frames.size(1)), progress);
+}
+
+StreamDecoder::StreamDecoder(const TAEHV& model, torch::Tensor latents)
+    : stream_(model), latents_(std::move(latents)) {}
+
+int64_t StreamDecoder::frames() const {
+  const TAEHV& model = stream_.model();
   const bool trims = model->options().time_layout != TimeLayout::kCogVideoX;  // upstream streaming: taecvx never
-  OutputVideo out(latents.size(1) * model->timeUpscale() - (trims ? model->framesToTrim() : 0), progress);
-  for (int64_t t = 0; t < latents.size(1); ++t) {
-    for (auto x = stream.decode(latents.slice(1, t, t + 1)); x; x = stream.decode()) {
-      out.add(*x);
-    }
+  return latents_.size(1) * model->timeUpscale() - (trims ? model->framesToTrim() : 0);
+}
+
+std::optional<torch::Tensor> StreamDecoder::next() {
+  // One latent queued at a time, its frames drained one by one before the next goes in.
+  if (std::optional<torch::Tensor> x = stream_.decode()) return x;
+  while (next_latent_ < latents_.size(1)) {
+    const int64_t t = next_latent_++;
+    if (std::optional<torch::Tensor> x = stream_.decode(latents_.slice(1, t, t + 1))) return x;
   }
-  for (const auto& x : stream.flushDecoder()) {
-    out.add(x);
-  }
+  return std::nullopt;
+}
+
+torch::Tensor decodeStreaming(const TAEHV& model, const torch::Tensor& latents, const StreamProgress& progress) {
+  StreamDecoder decoder(model, latents);
+  OutputVideo out(decoder.frames(), progress);
+  while (std::optional<torch::Tensor> x = decoder.next()) out.add(*x);
   return out.finish();
 }
 
@@ -295,10 +368,13 @@ int encodeCommand(const std::vector<std::string>& argv) {
     const Args args = codecOptions().parse(argv);
     applyThreads(args);
     const std::string output = args.required("output");
+    requireInputFiles(args);
+    requireOutputFile(output);
     const bool streaming = args.flag("streaming");
     TAEHV model = loadModel(args, streaming);
-    const int64_t p = model->options().patch_size;
     const std::string input = args.required("input");
+    if (streaming && !isSafetensorsPath(input)) return encodeVideoFileStreaming(model, input, output);
+    const int64_t p = model->options().patch_size;
     torch::Tensor frames = isSafetensorsPath(input) ? readVideo(input, "input", 3, "(N, T, 3, H, W) frames in [0, 1]")
                                                     : readVideoInput(input, model).frames;
     if (frames.size(3) % p != 0 || frames.size(4) % p != 0) {
@@ -330,7 +406,12 @@ int decodeCommand(const std::vector<std::string>& argv) {
     const bool to_video = !isSafetensorsPath(output);
     const int fps = static_cast<int>(args.integer("fps", 24, 1, 1000));
     if (args.has("fps") && !to_video) throw UsageError("--fps is for a video --output, not .safetensors");
-    if (to_video) requireVideoOutput(output);
+    requireInputFiles(args);
+    if (to_video) {
+      requireVideoOutput(output);
+    } else {
+      requireOutputFile(output);
+    }
     const bool streaming = args.flag("streaming");
     TAEHV model = loadModel(args, streaming);
     const int64_t c = model->options().latent_channels;

@@ -1,7 +1,5 @@
 #include "taehv/model/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,28 +14,6 @@ namespace taehv {
 namespace {
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is little-endian; this code assumes the host is too");
-
-// Closes a POSIX file descriptor on scope exit.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) {
-      ::close(fd_);
-    }
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  int release() {
-    const int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-
- private:
-  int fd_;
-};
 
 std::string errnoText() { return std::strerror(errno); }
 
@@ -95,19 +71,12 @@ std::string shapeText(c10::IntArrayRef shape) {
 
 }  // namespace
 
-std::map<std::string, torch::Tensor> readSafetensors(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    throw SafetensorsError("cannot open safetensors file '" + path + "': " + errnoText());
-  }
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) {
-    throw SafetensorsError("cannot stat safetensors file '" + path + "': " + errnoText());
-  }
-  if (!S_ISREG(st.st_mode)) {
-    throw SafetensorsError("safetensors file '" + path + "' is not a regular file");
-  }
-  const auto file_size = static_cast<uint64_t>(st.st_size);
+std::map<std::string, torch::Tensor> readSafetensors(const std::string& path, files::Role role) {
+  // Its type is checked before the open (a FIFO would block it); taehv/files/input_file.h.
+  const Checked<files::OpenedFile> file = files::openInputFile(path, "safetensors file", role);
+  if (!file.ok()) throw SafetensorsError(file.error);
+  const files::FileDescriptor& fd = file.value.fd;
+  const uint64_t file_size = file.value.size;
   // Read the length field, then (after the parser bounded it by the file size) the JSON header.
   std::vector<uint8_t> prefix(std::min<uint64_t>(file_size, 8));
   if (!preadAll(fd.get(), prefix.data(), prefix.size(), 0)) {

@@ -60,6 +60,19 @@ std::string printable(const std::string& s) {
   return s.size() > 80 ? out + "..." : out;
 }
 
+// A shape as its entries for messages, "[2, 2]" or "[2, array, -1]", at most about 80 characters. Only the top
+// level: never recurses into (or dumps) what a hostile header nests inside it.
+std::string shapeText(const Json& shape) {
+  std::string out = "[";
+  for (const auto& dim : shape) {
+    if (out.size() > 80) {
+      return out + ", ...]";
+    }
+    out += (out.size() > 1 ? ", " : "") + (dim.is_number() ? dim.dump() : std::string(dim.type_name()));
+  }
+  return out + "]";
+}
+
 SafetensorsEntry parseEntry(const std::string& file, const std::string& name, const Json& spec,
                             uint64_t data_size) {
   SafetensorsEntry entry;
@@ -93,7 +106,7 @@ SafetensorsEntry parseEntry(const std::string& file, const std::string& name, co
   for (const auto& dim : *shape) {
     uint64_t d = 0;
     if (!readUnsigned(dim, d) || d > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      failTensor(file, name, "shape " + printable(shape->dump(-1, ' ', false, Json::error_handler_t::replace)) + " has an entry that is not a non-negative integer");
+      failTensor(file, name, "shape " + shapeText(*shape) + " has an entry that is not a non-negative integer");
     }
     entry.shape.push_back(static_cast<int64_t>(d));
     if (d != 0 && bytes > std::numeric_limits<uint64_t>::max() / d) {
@@ -118,7 +131,7 @@ SafetensorsEntry parseEntry(const std::string& file, const std::string& name, co
   }
   if (overflow || bytes != entry.end - entry.begin) {
     failTensor(file, name,
-               "shape " + printable(shape->dump(-1, ' ', false, Json::error_handler_t::replace)) + " with dtype " + safetensorsDtypeName(entry.dtype) + " needs " +
+               "shape " + shapeText(*shape) + " with dtype " + safetensorsDtypeName(entry.dtype) + " needs " +
                    (overflow ? std::string("more than 2^64") : std::to_string(bytes)) + " bytes but data_offsets span " +
                    std::to_string(entry.end - entry.begin));
   }
@@ -171,7 +184,15 @@ SafetensorsHeader parseSafetensorsHeader(const uint8_t* prefix, std::size_t pref
   // Duplicate top-level names would silently shadow each other in a JSON object: reject them.
   std::set<std::string> seen;
   std::string duplicate;
-  const auto reject_duplicates = [&](int depth, Json::parse_event_t event, Json& parsed) {
+  // nlohmann's parser keeps its own stack on the heap, but copying, comparing and dumping a value recurse: a
+  // container deeper than kSafetensorsMaxJsonDepth is discarded as it starts (nothing inside it is built).
+  bool too_deep = false;
+  const auto check_structure = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    if ((event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) &&
+        depth >= kSafetensorsMaxJsonDepth) {
+      too_deep = true;
+      return false;
+    }
     if (depth == 1 && event == Json::parse_event_t::key && duplicate.empty()) {
       const std::string key = parsed.get<std::string>();
       if (!seen.insert(key).second) {
@@ -181,9 +202,13 @@ SafetensorsHeader parseSafetensorsHeader(const uint8_t* prefix, std::size_t pref
     return true;
   };
   const auto* json_begin = reinterpret_cast<const char*>(prefix + 8);
-  Json root = Json::parse(json_begin, json_begin + header_len, reject_duplicates, /*allow_exceptions=*/false);
+  Json root = Json::parse(json_begin, json_begin + header_len, check_structure, /*allow_exceptions=*/false);
   if (root.is_discarded()) {
     fail(file, "header is not valid JSON (corrupted or not a safetensors file)");
+  }
+  if (too_deep) {
+    fail(file, "header nests JSON arrays or objects more than " + std::to_string(kSafetensorsMaxJsonDepth) +
+                   " deep (a safetensors header needs 3): corrupted or not a safetensors file");
   }
   if (!duplicate.empty()) {
     failTensor(file, printable(duplicate), "appears twice in the header");

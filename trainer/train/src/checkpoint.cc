@@ -7,12 +7,16 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
+#include <limits>
 #include <stdexcept>
+#include <string_view>
 
+#include "taehv/files/input_file.h"
 #include "taehv/model/output_file.h"
+#include "taehv/parse.h"
 #include "taehv/train/events.h"
 
 namespace taehv::train {
@@ -25,25 +29,29 @@ constexpr const char* kTmpPrefix = ".tmp-";          // a save in progress (or k
 constexpr const char* kOldPrefix = ".old-";          // an intact folder being replaced by a save of its step
 constexpr const char* kDamagedPrefix = "damaged-";   // a damaged folder a save of its step moved aside
 
+bool hasCheckpointPrefix(const std::string& name) { return name.rfind(kPrefix, 0) == 0; }
+
+/// STEP of a folder named checkpoint-STEP: digits with a value a step can have; nullopt otherwise.
 std::optional<int64_t> stepOfName(const std::string& name) {
-  if (name.rfind(kPrefix, 0) != 0) return std::nullopt;
-  const std::string digits = name.substr(std::string(kPrefix).size());
-  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return std::nullopt;
-  return std::stoll(digits);
+  if (!hasCheckpointPrefix(name)) return std::nullopt;
+  return parseCount<int64_t>(std::string_view(name).substr(std::string_view(kPrefix).size()));
 }
 
 uint32_t fileCrc(const std::string& path, uint64_t* size) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) throw std::runtime_error("cannot read " + path);
+  // A checkpoint folder may be any folder a user names (eval --checkpoint): types checked before the open.
+  const Checked<files::OpenedFile> file = files::openInputFile(path, "checkpoint file", files::Role::kOther);
+  if (!file.ok()) throw std::runtime_error(file.error);
   uint32_t crc = 0;
   uint64_t n_total = 0;
   std::vector<char> buf(1 << 20);
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) {
-    crc = crc32c(buf.data(), n, crc);
-    n_total += n;
+  while (true) {
+    const ssize_t n = ::read(file.value.fd.get(), buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
+    if (n == 0) break;
+    crc = crc32c(buf.data(), static_cast<size_t>(n), crc);
+    n_total += static_cast<uint64_t>(n);
   }
-  std::fclose(f);
   *size = n_total;
   return crc;
 }
@@ -114,14 +122,6 @@ std::string saveCheckpoint(const std::string& output_dir, int64_t step, int64_t 
   return final_dir.string();
 }
 
-// FILE.tmp.XXXXXX: a temporary of writeFileAtomically (mkstemp's six characters), left by a killed write.
-bool isAtomicWriteTemporary(const std::string& name) {
-  const auto at = name.rfind(".tmp.");
-  if (at == std::string::npos || at == 0 || name.size() - at != 11) return false;
-  return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(at) + 5, name.end(),
-                     [](unsigned char c) { return std::isalnum(c) != 0; });
-}
-
 std::vector<std::string> removeStaleTemporaries(const std::string& output_dir) {
   std::vector<std::string> removed;
   std::error_code ec;
@@ -129,7 +129,7 @@ std::vector<std::string> removeStaleTemporaries(const std::string& output_dir) {
   for (const auto& folder : {fs::path(output_dir), fs::path(output_dir) / "previews"}) {
     for (const auto& e : fs::directory_iterator(folder, ec)) {
       std::error_code rm;
-      if (e.is_regular_file(rm) && isAtomicWriteTemporary(e.path().filename().string()) && fs::remove(e.path(), rm)) {
+      if (e.is_regular_file(rm) && files::isAtomicWriteTemporary(e.path().filename().string()) && fs::remove(e.path(), rm)) {
         removed.push_back(e.path().string());
       }
     }
@@ -142,9 +142,9 @@ std::vector<std::string> removeStaleTemporaries(const std::string& output_dir) {
     // .tmp-checkpoint-STEP-PID: the PID that wrote it. A live process with that PID may be another run's save in
     // progress (two runs in one folder is already an error, but not ours to break): leave those.
     const auto dash = file.rfind('-');
-    const std::string pid_text = file.substr(dash + 1);
-    if (pid_text.empty() || !std::all_of(pid_text.begin(), pid_text.end(), ::isdigit)) continue;
-    const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+    const std::optional<pid_t> parsed = parseCount<pid_t>(std::string_view(file).substr(dash + 1), 1);
+    if (!parsed) continue;  // no PID: not a temporary of ours
+    const pid_t pid = *parsed;
     if (pid != getpid() && (::kill(pid, 0) == 0 || errno == EPERM)) continue;
     std::error_code rm;
     fs::remove_all(e.path(), rm);
@@ -218,14 +218,20 @@ std::string formatCheckpointState(const CheckpointState& state) {
 }
 
 bool verifyCheckpoint(const std::string& dir, std::string* why) {
-  std::ifstream in(fs::path(dir) / kManifest);
-  if (!in) {
+  const std::string manifest_path = (fs::path(dir) / kManifest).string();
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(manifest_path, ec))) {
     *why = "no manifest.json (the save was interrupted)";
+    return false;
+  }
+  const Checked<std::string> text = files::readInputFile(manifest_path, "checkpoint manifest", files::Role::kOther);
+  if (!text.ok()) {
+    *why = text.error;
     return false;
   }
   CheckpointManifest manifest;
   try {
-    manifest = parseCheckpointManifest(std::string(std::istreambuf_iterator<char>(in), {}));
+    manifest = parseCheckpointManifest(text.value);
   } catch (const CheckpointError& e) {
     *why = e.what();
     return false;
@@ -236,8 +242,8 @@ bool verifyCheckpoint(const std::string& dir, std::string* why) {
     uint32_t crc = 0;
     try {
       crc = fileCrc(path, &size);
-    } catch (const std::exception&) {
-      *why = f.name + " is missing or unreadable";
+    } catch (const std::exception& e) {
+      *why = e.what();  // names the file: missing, unreadable, or not a regular file
       return false;
     }
     if (size != f.size) {
@@ -252,12 +258,18 @@ bool verifyCheckpoint(const std::string& dir, std::string* why) {
   return true;
 }
 
-std::vector<std::pair<int64_t, std::string>> listCheckpoints(const std::string& output_dir) {
+std::vector<std::pair<int64_t, std::string>> listCheckpoints(const std::string& output_dir,
+                                                             std::vector<std::string>* not_steps) {
   std::vector<std::pair<int64_t, std::string>> out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(output_dir, ec)) {
     if (!e.is_directory()) continue;
-    if (auto step = stepOfName(e.path().filename().string())) out.emplace_back(*step, e.path().string());
+    const std::string name = e.path().filename().string();
+    if (auto step = stepOfName(name)) {
+      out.emplace_back(*step, e.path().string());
+    } else if (not_steps != nullptr && hasCheckpointPrefix(name)) {
+      not_steps->push_back(e.path().string());
+    }
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   return out;
@@ -269,8 +281,13 @@ std::optional<std::string> resolveResume(const std::string& resume, const std::s
   // The newest valid checkpoint in `dir`; the damaged ones newer than it are named. When there are checkpoints and
   // none is valid, refuse: training from step 0 would overwrite them, and they may be repairable (or all there is).
   auto newestValid = [&](const std::string& dir, const std::string& flag) -> std::optional<std::string> {
-    std::vector<std::string> damaged;
-    for (const auto& [step, path] : listCheckpoints(dir)) {
+    std::vector<std::string> damaged, not_steps;
+    const auto checkpoints = listCheckpoints(dir, &not_steps);
+    for (const auto& path : not_steps) {
+      warn(path + " is not a checkpoint-STEP folder (STEP must be a whole number up to " +
+           std::to_string(std::numeric_limits<int64_t>::max()) + "): skipped");
+    }
+    for (const auto& [step, path] : checkpoints) {
       std::string why;
       if (verifyCheckpoint(path, &why)) {
         for (const auto& d : damaged) warn("checkpoint " + d + "; resuming from the older " + path);

@@ -24,7 +24,7 @@ constexpr const char* kTrainUsage =
     "  --set key=value    override one key, e.g. --set train.steps=500 --set data.source=/data/videos\n"
     "  --resume latest    continue from the newest valid checkpoint in output.dir (PATH: a checkpoint folder)\n"
     "  --stop-at-step N   after step N save a checkpoint and exit 0, as SIGTERM would\n"
-    "  --print-config     print the effective config and exit\n";
+    "  --print-config     print the effective config, each number with its valid range, and exit\n";
 
 constexpr const char* kEvalUsage =
     "usage: taehv-train eval --checkpoint latest|PATH [--config FILE] [--set key=value]... [--no-ema]\n"
@@ -97,7 +97,7 @@ int trainCommand(const std::vector<std::string>& argv) {
       return 2;
     }
     if (args.flag("print-config")) {
-      log::print(log::Stream::kStdout, options.config.toYaml());
+      log::print(log::Stream::kStdout, options.config.toYaml(Config::YamlComments::kOriginsAndRanges));
       return 0;
     }
     // Before any thread starts: freed activations stay in the heap. Without it each CPU step page-faults its

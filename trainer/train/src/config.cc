@@ -12,6 +12,7 @@
 #include <variant>
 
 #include "taehv/env.h"
+#include "taehv/files/input_file.h"
 #include "taehv/model/variants.h"
 #include "taehv/parse.h"
 #include "taehv/suggest.h"
@@ -61,72 +62,191 @@ Choice choice(E* field, const Names<E>& names) {
   return c;
 }
 
-using Field = std::variant<int64_t*, double*, bool*, std::string*, DataSource*, Choice>;
+/// Integers and reals as the range messages and --print-config write them: integral values in full (1000000, not
+/// 1e+06), others with up to 10 significant digits.
+std::string formatNumber(double v) {
+  if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
+  std::ostringstream out;
+  out.precision(10);
+  out << v;
+  return out.str();
+}
+std::string formatNumber(int64_t v) { return std::to_string(v); }
+
+/// The valid values of a numeric key: lo to hi, each end closed unless it is open, and 0 besides when `zero` says
+/// what 0 means for a key whose range starts above it. In the key table, so that set() checks a value against it
+/// when it is set, validate() checks values assigned in code, and --print-config shows it.
+template <typename T>
+struct Range {
+  T lo, hi;
+  bool lo_open = false, hi_open = false;
+  const char* zero = nullptr;  ///< what 0 means when it lies outside [lo, hi] ("auto", "= data.size")
+  const char* note = nullptr;  ///< what the values mean or why the bound, for the refusal
+
+  Range openBelow() const { return copy([](Range& r) { r.lo_open = true; }); }
+  Range openAbove() const { return copy([](Range& r) { r.hi_open = true; }); }
+  Range orZero(const char* meaning) const { return copy([&](Range& r) { r.zero = meaning; }); }
+  Range because(const char* why) const { return copy([&](Range& r) { r.note = why; }); }
+
+  bool contains(T v) const {
+    if (zero != nullptr && v == 0) return true;
+    return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);  // false for NaN
+  }
+  /// "[1, 4096]", "(0, 1]", "0 (auto) or [1, 1024]", "[0, 100] (0 = off)".
+  std::string text() const { return (zero != nullptr ? "0 (" + std::string(zero) + ") or " : "") + interval(); }
+  /// The refusal of `value` (as given) for `key`: "train.threads must be 0 (auto) or in [1, 1024], got 4294967297".
+  ConfigError refusal(const std::string& key, const std::string& value) const {
+    return ConfigError(key + " must be " + (zero != nullptr ? "0 (" + std::string(zero) + ") or in " : "in ") +
+                       interval() + ", got " + value);
+  }
+
+ private:
+  template <typename F>
+  Range copy(F change) const {
+    Range r = *this;
+    change(r);
+    return r;
+  }
+  std::string interval() const {
+    std::string out;
+    if constexpr (std::is_integral_v<T>) {
+      if (lo == std::numeric_limits<T>::min() && hi == std::numeric_limits<T>::max()) out = "any 64-bit integer";
+    }
+    if (out.empty()) {
+      out = (lo_open ? "(" : "[") + formatNumber(lo) + ", " + formatNumber(hi) + (hi_open ? ")" : "]");
+    }
+    return note != nullptr ? out + " (" + note + ")" : out;
+  }
+};
+
+/// A numeric key: where its value lives and its range.
+template <typename T>
+struct Number {
+  T* value;
+  Range<T> range;
+};
+
+using Field = std::variant<Number<int64_t>, Number<double>, bool*, std::string*, DataSource*, Choice>;
+
+/// dist.timeout_s when it is not 0 (auto), and TAEHV_COLLECTIVE_TIMEOUT_S: taehv-run's --collective-timeout range.
+const Range<double> kTimeoutRange = Range<double>{1, 7 * 86400}.because("seconds");
 
 struct Entry {
   std::string key;
   Field field;
+  /// What each node has (its device, cores, memory): may differ between the ranks of a job. Every other key must be
+  /// the same on every rank (Config::sharedSettings).
+  bool per_rank = false;
 };
+constexpr bool kPerRank = true;
 
-// The one table of keys: order here is the print order of toYaml().
+Field count(int64_t* value, Range<int64_t> range) { return Number<int64_t>{value, range}; }
+Field real(double* value, Range<double> range) { return Number<double>{value, range}; }
+
+// The one table of keys: order here is the print order of toYaml(). Bounds far above any real run keep every
+// product of counts from overflowing and turn a typo (extra zeros) into a message instead of an allocation failure.
 std::vector<Entry> table(Config& c) {
+  constexpr int64_t kSteps = Config::kMaxSteps;
+  const Range<double> weight = Range<double>{0, 100}.because("0 = off");
   return {
       {"model.variant", &c.model.variant},
       {"model.init", &c.model.init},
-      {"model.init_output_scale", &c.model.init_output_scale},
-      {"train.steps", &c.train.steps},
-      {"train.batch_per_rank", &c.train.batch_per_rank},
-      {"train.grad_accum", &c.train.grad_accum},
+      {"model.init_output_scale", real(&c.model.init_output_scale, {0, 10})},
+      {"train.steps", count(&c.train.steps, {1, kSteps})},
+      {"train.batch_per_rank", count(&c.train.batch_per_rank, {1, Config::kMaxBatch})},
+      {"train.grad_accum", count(&c.train.grad_accum, {1, Config::kMaxAccum})},
       {"train.optimizer", choice(&c.train.optimizer, kOptimizers)},
-      {"train.zero_stage", &c.train.zero_stage},
-      {"train.lr", &c.train.lr},
-      {"train.warmup_steps", &c.train.warmup_steps},
-      {"train.min_lr_ratio", &c.train.min_lr_ratio},
-      {"train.weight_decay", &c.train.weight_decay},
-      {"train.beta1", &c.train.beta1},
-      {"train.beta2", &c.train.beta2},
-      {"train.grad_clip", &c.train.grad_clip},
-      {"train.ema", &c.train.ema},
-      {"train.seed", &c.train.seed},
-      {"train.threads", &c.train.threads},
-      {"train.slices", &c.train.slices},
+      {"train.zero_stage",
+       count(&c.train.zero_stage, Range<int64_t>{0, 2}.because("parameter sharding, ZeRO-3, is not built: see "
+                                                                "docs/zero.md"))},
+      {"train.lr", real(&c.train.lr, Range<double>{0, 1}.openBelow())},
+      {"train.warmup_steps", count(&c.train.warmup_steps, {0, kSteps})},
+      {"train.min_lr_ratio", real(&c.train.min_lr_ratio, {0, 1})},
+      {"train.weight_decay", real(&c.train.weight_decay, Range<double>{0, 1}.openAbove())},
+      {"train.beta1", real(&c.train.beta1, Range<double>{0, 1}.openAbove())},
+      {"train.beta2", real(&c.train.beta2, Range<double>{0, 1}.openAbove())},
+      {"train.grad_clip", real(&c.train.grad_clip, Range<double>{0, 1e6}.because("0 = off"))},
+      {"train.ema", real(&c.train.ema, Range<double>{0, 1}.openAbove().because("0 = off"))},
+      {"train.seed", count(&c.train.seed, {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()})},
+      {"train.threads", count(&c.train.threads, Range<int64_t>{1, Config::kMaxThreads}.orZero("auto")), kPerRank},
+      {"train.slices", count(&c.train.slices, Range<int64_t>{1, Config::kMaxBatch}.orZero("auto"))},
       {"train.loss", choice(&c.train.loss, kLosses)},
-      {"train.frame_diff_weight", &c.train.frame_diff_weight},
-      {"train.edge_weight", &c.train.edge_weight},
-      {"train.ssim_weight", &c.train.ssim_weight},
-      {"train.ssim_from_step", &c.train.ssim_from_step},
+      {"train.frame_diff_weight", real(&c.train.frame_diff_weight, weight)},
+      {"train.edge_weight", real(&c.train.edge_weight, weight)},
+      {"train.ssim_weight", real(&c.train.ssim_weight, weight)},
+      {"train.ssim_from_step", count(&c.train.ssim_from_step, Range<int64_t>{0, kSteps}.because("0 = from the first"))},
       {"train.objective", choice(&c.train.objective, kObjectives)},
-      {"train.device", &c.train.device},
+      {"train.device", &c.train.device, kPerRank},
       {"train.bf16", &c.train.bf16},
       {"train.cpu_precision", choice(&c.train.cpu_precision, kCpuPrecisions)},
       {"train.keep_global_batch", &c.train.keep_global_batch},
       {"data.source", &c.data.source},
-      {"data.frames", &c.data.frames},
-      {"data.size", &c.data.size},
-      {"data.stride_max", &c.data.stride_max},
-      {"data.crop_min", &c.data.crop_min},
-      {"data.synthetic_clips", &c.data.synthetic_clips},
+      {"data.frames", count(&c.data.frames, {1, Config::kMaxFrames})},
+      {"data.size", count(&c.data.size, {1, Config::kMaxSize})},
+      {"data.stride_max", count(&c.data.stride_max, {1, 1000})},
+      {"data.crop_min", real(&c.data.crop_min, Range<double>{0, 1}.openBelow())},
+      {"data.synthetic_clips", count(&c.data.synthetic_clips, {1, kSteps})},
       {"data.synthetic_texture", &c.data.synthetic_texture},
-      {"data.synthetic_shapes", &c.data.synthetic_shapes},
-      {"data.synthetic_shape_scale", &c.data.synthetic_shape_scale},
+      {"data.synthetic_shapes",
+       count(&c.data.synthetic_shapes,
+             Range<int64_t>{1, 5}.because("a scene draws 2-5 shapes and keeps at most this many"))},
+      {"data.synthetic_shape_scale",
+       real(&c.data.synthetic_shape_scale,
+            Range<double>{0, 3}.openBelow().because("a multiplier of the shapes' radius 0.06-0.22"))},
       {"data.synthetic_flat_background", &c.data.synthetic_flat_background},
-      {"data.synthetic_scene_size", &c.data.synthetic_scene_size},
-      {"data.prefetch", &c.data.prefetch},
+      {"data.synthetic_scene_size",
+       count(&c.data.synthetic_scene_size, Range<int64_t>{1, Config::kMaxSize}.orZero("= data.size"))},
+      {"data.prefetch",
+       count(&c.data.prefetch, Range<int64_t>{1, 64}.because("batches decoded ahead, each train.batch_per_rank clips")),
+       kPerRank},
       {"dist.backend", choice(&c.dist.backend, kBackends)},
-      {"dist.timeout_s", &c.dist.timeout_s},
-      {"dist.bucket_mb", &c.dist.bucket_mb},
-      {"checkpoint.every", &c.checkpoint.every},
-      {"checkpoint.keep", &c.checkpoint.keep},
+      {"dist.timeout_s", real(&c.dist.timeout_s, kTimeoutRange.orZero("auto"))},
+      {"dist.bucket_mb", real(&c.dist.bucket_mb, Range<double>{0, 1024}.openBelow())},
+      {"checkpoint.every", count(&c.checkpoint.every, Range<int64_t>{0, kSteps}.because("0 = at the end and on a stop"))},
+      {"checkpoint.keep", count(&c.checkpoint.keep, {1, 1'000'000})},
       {"checkpoint.export_safetensors", &c.checkpoint.export_safetensors},
-      {"log.every", &c.log.every},
-      {"log.preview_every", &c.log.preview_every},
+      {"log.every", count(&c.log.every, {1, kSteps})},
+      {"log.preview_every", count(&c.log.preview_every, Range<int64_t>{0, kSteps}.because("0 = off"))},
       {"log.tensorboard", &c.log.tensorboard},
       {"output.dir", &c.output.dir},
-      {"eval.clips", &c.eval.clips},
-      {"eval.every", &c.eval.every},
-      {"eval.size", &c.eval.size},
-      {"eval.frames", &c.eval.frames},
+      {"eval.clips", count(&c.eval.clips, {1, 1'000'000})},
+      {"eval.every", count(&c.eval.every, Range<int64_t>{0, kSteps}.because("0 = off"))},
+      {"eval.size", count(&c.eval.size, Range<int64_t>{8, Config::kMaxSize}.orZero("= data.size"))},
+      {"eval.frames", count(&c.eval.frames, Range<int64_t>{1, Config::kMaxFrames}.orZero("= data.frames"))},
   };
+}
+
+/// The entry of `key`; nullptr when there is none.
+const Entry* find(const std::vector<Entry>& entries, const std::string& key) {
+  const auto it = std::find_if(entries.begin(), entries.end(), [&](const Entry& e) { return e.key == key; });
+  return it == entries.end() ? nullptr : &*it;
+}
+
+/// The sections (the part of each key before its dot), in table order.
+std::vector<std::string> sections() {
+  std::vector<std::string> out;
+  for (const std::string& key : Config::keys()) {
+    const std::string section = key.substr(0, key.find('.'));
+    if (std::find(out.begin(), out.end(), section) == out.end()) out.push_back(section);
+  }
+  return out;
+}
+
+bool isSection(const std::string& name) {
+  const std::vector<std::string> all = sections();
+  return std::find(all.begin(), all.end(), name) != all.end();
+}
+
+/// "'train' is a section, not a value: ..." with the keys it holds.
+ConfigError sectionGivenAValue(const std::string& section) {
+  std::string leaves;
+  for (const std::string& key : Config::keys()) {
+    if (key.rfind(section + ".", 0) == 0) leaves += (leaves.empty() ? "" : ", ") + key.substr(section.size() + 1);
+  }
+  const std::string first = leaves.substr(0, leaves.find(','));
+  return ConfigError("'" + section + "' is a section, not a value: give one of its keys, e.g. --set " + section + "." +
+                     first + "=..., or in YAML '" + first + ": ...' indented under '" + section + ":'; it holds " +
+                     leaves);
 }
 
 std::string trim(const std::string& s) {
@@ -134,41 +254,6 @@ std::string trim(const std::string& s) {
   if (b == std::string::npos) return "";
   const auto e = s.find_last_not_of(" \t\r\n");
   return s.substr(b, e - b + 1);
-}
-
-std::string formatDouble(double v) {
-  std::ostringstream out;
-  out.precision(10);
-  out << v;
-  return out.str();
-}
-
-void flatten(const YAML::Node& node, const std::string& prefix, std::vector<std::pair<std::string, YAML::Node>>& out,
-             const std::string& origin) {
-  if (node.IsMap()) {
-    for (const auto& kv : node) {
-      const std::string key = kv.first.as<std::string>();
-      flatten(kv.second, prefix.empty() ? key : prefix + "." + key, out, origin);
-    }
-  } else if (node.IsScalar() || node.IsNull()) {
-    if (prefix.empty()) throw ConfigError(origin + ": expected a YAML mapping of sections (train:, data:, ...)");
-    for (const auto& [key, earlier] : out) {
-      if (key == prefix) {  // YAML forbids duplicate keys; yaml-cpp would silently keep the last one
-        throw ConfigError(origin + ": key '" + prefix + "' is given twice (lines " +
-                          std::to_string(earlier.Mark().line + 1) + " and " + std::to_string(node.Mark().line + 1) +
-                          "); keep one");
-      }
-    }
-    out.emplace_back(prefix, node);
-  } else {
-    throw ConfigError(origin + ": key '" + prefix + "' holds a list; every config value is a single scalar");
-  }
-}
-
-std::string formatNumber(double v) {
-  std::ostringstream out;
-  out << v;
-  return out.str();
 }
 
 bool validDevice(const std::string& d) {
@@ -204,6 +289,102 @@ std::string keyHint(const std::string& key) {
   return " (did you mean '" + named[0] + "'" + (named.size() > 1 ? " or '" + named[1] + "'" : "") + "?)";
 }
 
+/// "line N: " of a YAML node, or "" when yaml-cpp has no position for it.
+std::string lineOf(const YAML::Node& node) {
+  const YAML::Mark mark = node.Mark();
+  return mark.is_null() ? std::string() : "line " + std::to_string(mark.line + 1) + ": ";
+}
+
+/// "a list", "a mapping", "empty".
+std::string kindOf(const YAML::Node& node) {
+  if (node.IsNull() || (node.IsScalar() && node.Scalar().empty())) return "empty";
+  return node.IsSequence() ? "a list" : node.IsMap() ? "a mapping" : "a value";
+}
+
+/// The name a mapping key gives; a key that is a list, a mapping or nothing is refused at its line.
+std::string keyName(const YAML::Node& key) {
+  if (!key.IsScalar() || key.Scalar().empty()) {
+    throw ConfigError(lineOf(key) + "a key that is " + kindOf(key) +
+                      " is not a plain name; keys are names, such as 'train:' or 'steps:'");
+  }
+  return key.Scalar();
+}
+
+/// Reads a YAML document as the config is shaped: a mapping of sections, each a mapping of keys to single values,
+/// setting each value as it is read. The work is bounded by the keys there are: an alias is read where it is used, one
+/// level deep, and the first name that is no section or key ends the read (a walk of every path first went on for
+/// ever through nested aliases of mappings). Throws ConfigError (without the file's name).
+class YamlReader {
+ public:
+  explicit YamlReader(Config& config) : config_(config) {}
+
+  void read(const YAML::Node& root) {
+    if (!root.IsMap()) throw ConfigError("expected a YAML mapping of sections (train:, data:, ...)");
+    for (const auto& section : root) {
+      const std::string name = keyName(section.first);
+      const YAML::Node& body = section.second;
+      if (body.IsMap()) {
+        for (const auto& key : body) value(name + "." + keyName(key.first), key.second);
+      } else if (!(body.IsNull() && isSection(name))) {  // an empty section sets nothing
+        value(name, body);  // `lr: 1`, `train: 5`: set() says what is wrong with the name
+      }
+    }
+  }
+
+ private:
+  void value(const std::string& key, const YAML::Node& node) {
+    if (node.IsSequence() || node.IsMap()) {
+      throw ConfigError(lineOf(node) + "key '" + key + "' holds " + kindOf(node) +
+                        "; every config value is a single scalar");
+    }
+    const int line = node.Mark().line + 1;
+    if (const auto [earlier, fresh] = lines_.emplace(key, line); !fresh) {
+      // YAML forbids duplicate keys; yaml-cpp would silently keep the last one.
+      throw ConfigError("key '" + key + "' is given twice (lines " + std::to_string(earlier->second) + " and " +
+                        std::to_string(line) + "); keep one");
+    }
+    config_.set(key, node.IsNull() ? std::string() : node.Scalar());
+  }
+
+  Config& config_;
+  std::map<std::string, int> lines_;  ///< key -> the line it was given on
+};
+
+/// A numeric value in its range, or the refusal naming the key, the value and the range.
+template <typename T>
+void checkRange(const std::string& key, const Number<T>& number, const std::string& given) {
+  if (!number.range.contains(*number.value)) throw number.range.refusal(key, given);
+}
+
+/// sharedSettings() escapes a value's backslashes and line ends, so that each setting is one line.
+std::string escapeLine(const std::string& text) {
+  std::string out;
+  for (const char ch : text) {
+    if (ch == '\\') {
+      out += "\\\\";
+    } else if (ch == '\n') {
+      out += "\\n";
+    } else if (ch == '\r') {
+      out += "\\r";
+    } else {
+      out.push_back(ch);
+    }
+  }
+  return out;
+}
+
+/// key -> value of sharedSettings() text.
+std::map<std::string, std::string> settingsMap(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    const auto eq = line.find('=');
+    if (eq != std::string::npos) out[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return out;
+}
+
 }  // namespace
 
 void Config::applyLauncherEnvironment(const Env& env) {
@@ -211,9 +392,9 @@ void Config::applyLauncherEnvironment(const Env& env) {
     if (const std::optional<std::string> raw = envValue(env, "TAEHV_COLLECTIVE_TIMEOUT_S")) {
       const std::string value = trim(*raw);
       const std::optional<double> v = parseNumber(value);
-      if (!v || !(*v > 0)) {
-        throw ConfigError("TAEHV_COLLECTIVE_TIMEOUT_S='" + value +
-                          "' is not a positive number of seconds; fix or unset it, or set dist.timeout_s");
+      if (!v || !kTimeoutRange.contains(*v)) {
+        throw ConfigError("TAEHV_COLLECTIVE_TIMEOUT_S='" + value + "' is not a number of seconds in " +
+                          kTimeoutRange.text() + "; fix or unset it, or set dist.timeout_s");
       }
       dist.timeout_s = *v;
       origins["dist.timeout_s"] = "from TAEHV_COLLECTIVE_TIMEOUT_S (dist.timeout_s=0: auto)";
@@ -242,31 +423,34 @@ std::vector<std::string> Config::keys() {
 }
 
 void Config::set(const std::string& key, const std::string& raw) {
-  auto entries = table(*this);
-  auto it = std::find_if(entries.begin(), entries.end(), [&](const Entry& e) { return e.key == key; });
-  if (it == entries.end()) {
+  const std::vector<Entry> entries = table(*this);
+  const Entry* entry = find(entries, key);
+  if (entry == nullptr) {
+    if (isSection(key)) throw sectionGivenAValue(key);
     throw ConfigError("unknown config key '" + key + "'" + keyHint(key));
   }
   const std::string value = trim(raw);
-  auto bad = [&](const char* what) {
+  auto bad = [&](const std::string& what) {
     return ConfigError("config key '" + key + "': '" + value + "' is not " + what);
   };
   std::visit(
       [&](auto p) {
-        using T = std::remove_pointer_t<decltype(p)>;
-        if constexpr (std::is_same_v<decltype(p), Choice>) {
+        using F = decltype(p);
+        if constexpr (std::is_same_v<F, Choice>) {
           if (!p.assign(value)) {
             throw ConfigError(key + " must be " + oneOf(p.names) + ", got '" + value + "'");
           }
-        } else if constexpr (std::is_same_v<T, int64_t>) {
+        } else if constexpr (std::is_same_v<F, Number<int64_t>>) {
           const std::optional<int64_t> v = parseInteger<int64_t>(value);
-          if (!v) throw bad("an integer");
-          *p = *v;
-        } else if constexpr (std::is_same_v<T, double>) {
+          if (!v) throw bad("an integer in " + p.range.text());
+          if (!p.range.contains(*v)) throw p.range.refusal(key, value);
+          *p.value = *v;
+        } else if constexpr (std::is_same_v<F, Number<double>>) {
           const std::optional<double> v = parseNumber(value);
-          if (!v) throw bad("a number");
-          *p = *v;
-        } else if constexpr (std::is_same_v<T, bool>) {
+          if (!v) throw bad("a number in " + p.range.text());
+          if (!p.range.contains(*v)) throw p.range.refusal(key, value);
+          *p.value = *v;
+        } else if constexpr (std::is_same_v<F, bool*>) {
           std::string v = value;
           std::transform(v.begin(), v.end(), v.begin(), [](unsigned char ch) { return std::tolower(ch); });
           if (v == "true" || v == "yes" || v == "on" || v == "1") {
@@ -280,51 +464,66 @@ void Config::set(const std::string& key, const std::string& raw) {
           *p = value;  // std::string, DataSource
         }
       },
-      it->field);
+      entry->field);
 }
 
+namespace {
+
+/// The text of one entry's value (get, toYaml, sharedSettings).
+std::string valueText(const Entry& entry) {
+  return std::visit(
+      [](const auto& p) -> std::string {
+        using F = std::decay_t<decltype(p)>;
+        if constexpr (std::is_same_v<F, Choice>) {
+          return p.text();
+        } else if constexpr (std::is_same_v<F, Number<int64_t>> || std::is_same_v<F, Number<double>>) {
+          return formatNumber(*p.value);
+        } else if constexpr (std::is_same_v<F, bool*>) {
+          return *p ? "true" : "false";
+        } else if constexpr (std::is_same_v<F, DataSource*>) {
+          return p->text();
+        } else {
+          return *p;
+        }
+      },
+      entry.field);
+}
+
+/// The range of a numeric entry as --print-config shows it; "" for the others.
+std::string rangeText(const Entry& entry) {
+  if (const auto* n = std::get_if<Number<int64_t>>(&entry.field)) return n->range.text();
+  if (const auto* n = std::get_if<Number<double>>(&entry.field)) return n->range.text();
+  return "";
+}
+
+}  // namespace
+
 std::string Config::get(const std::string& key) const {
-  auto entries = table(const_cast<Config&>(*this));
-  for (const auto& e : entries) {
-    if (e.key != key) continue;
-    return std::visit(
-        [](const auto& p) -> std::string {
-          using T = std::remove_pointer_t<std::decay_t<decltype(p)>>;
-          if constexpr (std::is_same_v<T, Choice>) {
-            return p.text();
-          } else if constexpr (std::is_same_v<T, int64_t>) {
-            return std::to_string(*p);
-          } else if constexpr (std::is_same_v<T, double>) {
-            return formatDouble(*p);
-          } else if constexpr (std::is_same_v<T, bool>) {
-            return *p ? "true" : "false";
-          } else if constexpr (std::is_same_v<T, DataSource>) {
-            return p->text();
-          } else {
-            return *p;
-          }
-        },
-        e.field);
-  }
-  throw ConfigError("unknown config key '" + key + "'" + keyHint(key));
+  const std::vector<Entry> entries = table(const_cast<Config&>(*this));
+  const Entry* entry = find(entries, key);
+  if (entry == nullptr) throw ConfigError("unknown config key '" + key + "'" + keyHint(key));
+  return valueText(*entry);
 }
 
 void Config::mergeYamlText(const std::string& text, const std::string& origin) {
-  YAML::Node root;
+  std::vector<YAML::Node> documents;
   try {
-    root = YAML::Load(text);
+    documents = YAML::LoadAll(text);
   } catch (const YAML::Exception& e) {
     throw ConfigError(origin + ": not valid YAML: " + e.what());
   }
-  if (root.IsNull()) return;
-  std::vector<std::pair<std::string, YAML::Node>> flat;
-  flatten(root, "", flat, origin);
-  for (const auto& [key, node] : flat) {
-    try {
-      set(key, node.IsNull() ? std::string() : node.Scalar());
-    } catch (const ConfigError& e) {
-      throw ConfigError(origin + ": " + e.what());
-    }
+  if (documents.size() > 1) {
+    // Only the first was read before: a file that starts with '---', a comment and another '---' trained on the
+    // defaults.
+    throw ConfigError(origin + ": holds " + std::to_string(documents.size()) +
+                      " YAML documents (a line '---' starts each); a config is one document: remove the extra '---' "
+                      "lines");
+  }
+  if (documents.empty() || documents[0].IsNull()) return;
+  try {
+    YamlReader(*this).read(documents[0]);
+  } catch (const ConfigError& e) {
+    throw ConfigError(origin + ": " + e.what());
   }
 }
 
@@ -341,16 +540,10 @@ void Config::mergeYamlFile(const std::string& path) {
                       (files.empty() ? std::string() : " (this folder has: " + files + ")") +
                       ". (taehv-run --config takes a folder of profiles and picks the file for the job's size.)");
   }
-  std::string text;
-  {
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) throw ConfigError("cannot read config file '" + path + "': check the path");
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-    std::fclose(f);
-  }
-  mergeYamlText(text, path);
+  // Type checked before the open, size bounded (taehv/files/input_file.h): a FIFO or /dev/zero is one line.
+  const Checked<std::string> text = files::readInputFile(path, "--config", files::Role::kInput);
+  if (!text.ok()) throw ConfigError(text.error);
+  mergeYamlText(text.value, path);
 }
 
 void Config::applyOverride(const std::string& assignment) {
@@ -363,104 +556,64 @@ void Config::applyOverride(const std::string& assignment) {
 
 void Config::validate() const {
   auto fail = [](const std::string& m) { throw ConfigError(m); };
-  if (train.steps < 1) fail("train.steps must be >= 1");
-  if (train.batch_per_rank < 1) fail("train.batch_per_rank must be >= 1");
-  if (train.grad_accum < 1) fail("train.grad_accum must be >= 1");
-  // Ranges: what the optimizer and data can use. Counts are bounded far above any real run, so that no product of
-  // them overflows and a typo (an extra 0s) is an error here rather than an allocation failure later.
-  auto in = [&](double v, double lo, double hi, bool hi_open, const std::string& key, const std::string& range) {
-    if (!std::isfinite(v) || v < lo || v > hi || (hi_open && v == hi)) {
-      fail(key + " must be in " + range + ", got " + formatNumber(v));
-    }
-  };
-  if (train.steps > kMaxSteps) fail("train.steps must be <= " + std::to_string(kMaxSteps));
-  if (train.batch_per_rank > kMaxBatch) fail("train.batch_per_rank must be <= " + std::to_string(kMaxBatch));
-  if (train.grad_accum > kMaxAccum) fail("train.grad_accum must be <= " + std::to_string(kMaxAccum));
-  if (data.frames > kMaxFrames) {
-    fail("data.frames must be <= " + std::to_string(kMaxFrames) + ", got " + std::to_string(data.frames));
+  // Every numeric value in its range: set() refuses one as it is set; this catches values assigned in code.
+  for (const Entry& e : table(const_cast<Config&>(*this))) {
+    if (const auto* n = std::get_if<Number<int64_t>>(&e.field)) checkRange(e.key, *n, valueText(e));
+    if (const auto* n = std::get_if<Number<double>>(&e.field)) checkRange(e.key, *n, valueText(e));
   }
-  if (data.size > kMaxSize) fail("data.size must be <= " + std::to_string(kMaxSize) + ", got " + std::to_string(data.size));
-  in(model.init_output_scale, 0, 10, false, "model.init_output_scale", "[0, 10]");
-  in(train.lr, 0, 1, false, "train.lr", "(0, 1]");
-  if (!(train.lr > 0)) fail("train.lr must be > 0");
-  in(train.min_lr_ratio, 0, 1, false, "train.min_lr_ratio", "[0, 1]");
-  in(train.weight_decay, 0, 1, true, "train.weight_decay", "[0, 1)");
-  in(train.beta1, 0, 1, true, "train.beta1", "[0, 1)");
-  in(train.beta2, 0, 1, true, "train.beta2", "[0, 1)");
-  in(train.grad_clip, 0, 1e6, false, "train.grad_clip", "[0, 1e6] (0 = off)");
-  if (train.warmup_steps < 0) fail("train.warmup_steps must be >= 0");
-  if (train.ssim_from_step < 0) fail("train.ssim_from_step must be >= 0 (0 = from the first step)");
-  if (train.threads < 0) fail("train.threads must be >= 0 (0 = auto)");
-  if (train.slices < 0) fail("train.slices must be >= 0 (0 = auto, 1 = one pass)");
+  // What depends on more than one value.
   if (train.cpu_precision != CpuPrecision::kFp32 && train.slices > 1) {
     fail("train.slices " + std::to_string(train.slices) + " slices fp32 CPU steps; a bf16 step runs as one pass: "
          "use train.slices=0 or 1, or train.cpu_precision=fp32");
-  }
-  if (train.zero_stage < 0 || train.zero_stage > 2) {
-    fail("train.zero_stage must be 0, 1 or 2, got " + std::to_string(train.zero_stage) +
-         " (parameter sharding, ZeRO-3, is not built: see docs/zero.md)");
   }
   if (train.zero_stage > 0 && train.optimizer != OptimizerKind::kAdamW) {
     fail("train.zero_stage " + std::to_string(train.zero_stage) + " shards AdamW's state; train.optimizer=" +
          get("train.optimizer") + " has none to shard: use train.zero_stage=0");
   }
-  if (train.ema < 0 || train.ema >= 1) fail("train.ema must be in [0, 1) (0 = off)");
-  in(train.frame_diff_weight, 0, 100, false, "train.frame_diff_weight", "[0, 100]");
-  in(train.edge_weight, 0, 100, false, "train.edge_weight", "[0, 100]");
-  in(train.ssim_weight, 0, 100, false, "train.ssim_weight", "[0, 100]");
   if (!validDevice(train.device)) {
     fail("train.device must be auto, cpu, cuda or cuda:N, got '" + train.device + "'");
   }
   const VariantSpec* variant = findVariant(model.variant);
   if (variant == nullptr) fail("model.variant: " + unknownVariantMessage(model.variant));
   const int64_t frame_multiple = variant->clipFrameMultiple();
-  if (data.frames < frame_multiple || data.frames % frame_multiple != 0) {
+  const std::string frames_why =
+      variant->time_layout == TimeLayout::kH3
+          ? std::string("H3 encodes chunks of 17 frames")
+          : "the model encodes " + std::to_string(frame_multiple) + " frames per latent";
+  if (data.frames % frame_multiple != 0) {
     fail("data.frames must be a positive multiple of " + std::to_string(frame_multiple) + " for model.variant " +
-         variant->name + " (" +
-         (variant->time_layout == TimeLayout::kH3 ? std::string("H3 encodes chunks of 17 frames")
-                                                  : "the model encodes " + std::to_string(frame_multiple) +
-                                                        " frames per latent") +
-         "), got " + std::to_string(data.frames));
+         variant->name + " (" + frames_why + "), got " + std::to_string(data.frames));
   }
   const int64_t size_multiple = variant->sizeMultiple();
-  if (data.size < size_multiple || data.size % size_multiple != 0) {
+  const std::string size_why =
+      "the model downsamples 8x after patches of " + std::to_string(variant->patch_size);
+  if (data.size % size_multiple != 0) {
     fail("data.size must be a positive multiple of " + std::to_string(size_multiple) + " for model.variant " +
-         variant->name + " (the model downsamples 8x after patches of " + std::to_string(variant->patch_size) +
-         "), got " + std::to_string(data.size));
+         variant->name + " (" + size_why + "), got " + std::to_string(data.size));
   }
-  if (data.stride_max < 1) fail("data.stride_max must be >= 1");
-  if (data.crop_min <= 0 || data.crop_min > 1) fail("data.crop_min must be in (0, 1]");
-  if (data.synthetic_clips < 1) fail("data.synthetic_clips must be >= 1");
-  if (data.synthetic_shapes < 1 || data.synthetic_shapes > 5) {
-    fail("data.synthetic_shapes must be in [1, 5] (a scene draws 2-5 shapes and keeps at most this many), got " +
-         std::to_string(data.synthetic_shapes));
+  if (eval.size % size_multiple != 0) {
+    fail("eval.size must be 0 (= data.size) or a positive multiple of " + std::to_string(size_multiple) +
+         " for model.variant " + variant->name + " (" + size_why + "), got " + std::to_string(eval.size));
   }
-  if (!(data.synthetic_shape_scale > 0 && data.synthetic_shape_scale <= 3)) {
-    fail("data.synthetic_shape_scale must be in (0, 3] (a multiplier of the shapes' radius 0.06-0.22), got " +
-         formatNumber(data.synthetic_shape_scale));
+  if (eval.frames % frame_multiple != 0) {
+    fail("eval.frames must be 0 (= data.frames) or a positive multiple of " + std::to_string(frame_multiple) +
+         " for model.variant " + variant->name + " (" + frames_why + "), got " + std::to_string(eval.frames));
   }
   if (data.synthetic_scene_size != 0 && data.synthetic_scene_size < data.size) {
     fail("data.synthetic_scene_size must be 0 (= data.size) or >= data.size=" + std::to_string(data.size) +
          " (the clip is a data.size window of a scene this many pixels across), got " +
          std::to_string(data.synthetic_scene_size));
   }
-  if (data.prefetch < 1) fail("data.prefetch must be >= 1");
   if (data.source.text().empty()) fail("data.source must be 'synthetic' or a path");
-  if (!(dist.timeout_s >= 0)) fail("dist.timeout_s must be > 0 (seconds), or 0 for auto");
-  if (!(dist.bucket_mb > 0)) fail("dist.bucket_mb must be > 0");
-  if (checkpoint.every < 0) fail("checkpoint.every must be >= 0");
-  if (checkpoint.keep < 1) fail("checkpoint.keep must be >= 1");
-  if (log.every < 1) fail("log.every must be >= 1");
-  if (log.preview_every < 0) fail("log.preview_every must be >= 0");
   if (output.dir.empty()) fail("output.dir must not be empty");
-  if (eval.clips < 1) fail("eval.clips must be >= 1");
-  if (eval.every < 0) fail("eval.every must be >= 0 (0 = no evaluation during training)");
-  if (eval.size != 0 && (eval.size < 8 || eval.size % 8 != 0)) {
-    fail("eval.size must be 0 (= data.size) or a positive multiple of 8, got " + std::to_string(eval.size));
+}
+
+std::string Config::sharedSettings() const {
+  std::string out;
+  for (const Entry& e : table(const_cast<Config&>(*this))) {
+    if (!e.per_rank) out += e.key + "=" + escapeLine(valueText(e)) + "\n";
   }
-  if (eval.frames != 0 && (eval.frames < 4 || eval.frames % 4 != 0)) {
-    fail("eval.frames must be 0 (= data.frames) or a positive multiple of 4, got " + std::to_string(eval.frames));
-  }
+  return out;
 }
 
 uint64_t Config::cpuStepMemoryEstimate(int world_size) const {
@@ -502,12 +655,12 @@ std::string Config::memoryCheck(uint64_t available_bytes, int local_ranks, int w
          "keeps the batch per optimizer step without the memory)";
 }
 
-std::string Config::toYaml() const {
+std::string Config::toYaml(YamlComments comments) const {
   // Grouped by section, in table order; strings are quoted by yaml-cpp where needed.
   YAML::Emitter out;
   out << YAML::BeginMap;
   std::string section;
-  auto entries = table(const_cast<Config&>(*this));
+  const std::vector<Entry> entries = table(const_cast<Config&>(*this));
   for (const auto& e : entries) {
     const auto dot = e.key.find('.');
     const std::string s = e.key.substr(0, dot);
@@ -521,15 +674,41 @@ std::string Config::toYaml() const {
     const bool text = std::holds_alternative<std::string*>(e.field) || std::holds_alternative<DataSource*>(e.field) ||
                       std::holds_alternative<Choice>(e.field);
     if (text) {
-      out << YAML::DoubleQuoted << get(e.key);
+      out << YAML::DoubleQuoted << valueText(e);
     } else {
-      out << get(e.key);
+      out << valueText(e);
     }
-    if (auto o = origins.find(e.key); o != origins.end()) out << YAML::Comment(o->second);
+    std::string comment;
+    if (auto o = origins.find(e.key); o != origins.end()) comment = o->second;
+    if (const std::string range = rangeText(e); comments == YamlComments::kOriginsAndRanges && !range.empty()) {
+      comment += (comment.empty() ? "" : "; ") + range;
+    }
+    if (!comment.empty()) out << YAML::Comment(comment);
   }
   if (!section.empty()) out << YAML::EndMap;
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
+}
+
+std::string settingsDifference(const std::string& a, int rank_a, const std::string& b, int rank_b) {
+  constexpr std::size_t kNamed = 5;  // keys named in full; the rest are counted
+  const std::map<std::string, std::string> in_a = settingsMap(a), in_b = settingsMap(b);
+  std::vector<std::string> keys;
+  for (const std::string& key : Config::keys()) {  // table order
+    const auto x = in_a.find(key), y = in_b.find(key);
+    if ((x == in_a.end()) != (y == in_b.end()) || (x != in_a.end() && x->second != y->second)) keys.push_back(key);
+  }
+  std::string out;
+  for (std::size_t i = 0; i < keys.size() && i < kNamed; ++i) {
+    const auto value = [&](const std::map<std::string, std::string>& m) {
+      const auto it = m.find(keys[i]);
+      return it == m.end() ? std::string("(none)") : it->second;
+    };
+    out += (i == 0 ? "" : ", ") + keys[i] + " (" + value(in_a) + " on rank " + std::to_string(rank_a) + ", " +
+           value(in_b) + " on rank " + std::to_string(rank_b) + ")";
+  }
+  if (keys.size() > kNamed) out += " and " + std::to_string(keys.size() - kNamed) + " more";
+  return out.empty() ? "no key (the texts differ: another taehv-train version?)" : out;
 }
 
 }  // namespace taehv::train

@@ -13,6 +13,7 @@
 #include "taehv/log.h"
 #include "taehv/parse.h"
 #include "taehv/train/config.h"
+#include "taehv/train/events.h"  // crc32c
 
 namespace taehv::train {
 namespace {
@@ -29,6 +30,10 @@ constexpr std::chrono::milliseconds kPeerSilence{6000};
 constexpr int kAllGatherTag = 1;
 /// After another rank failed: time the training thread gets to notice by itself before the process exits.
 constexpr std::chrono::milliseconds kAbortGrace{3000};
+/// The store keys of the start-time comparison of the ranks' configs (agreeOnSettings).
+constexpr const char* kSettingsPrefix = "taehv/config/";
+/// On a refusal, how long rank 0 (whose process serves the store) waits for every rank to read the reason.
+constexpr std::chrono::milliseconds kSettingsReadWait{10000};
 
 /// `name` as a whole number in [min_value, 2^30], or `fallback` when it is unset or empty.
 int envInt(const Env& vars, const char* name, int fallback, int min_value) {
@@ -37,6 +42,43 @@ int envInt(const Env& vars, const char* name, int fallback, int min_value) {
               "a valid integer >= " + std::to_string(min_value) + " (it is set by taehv-run/torchrun)");
   if (!read.ok()) throw std::runtime_error("environment variable " + read.error);
   return read.value.value_or(fallback);
+}
+
+/// Every rank must run rank 0's settings (Config::sharedSettings): ranks whose configs differ (train.steps 3 and
+/// 5) otherwise meet in a collective that one of them never joins, and Gloo aborts. Checked through the store before
+/// the process group exists. Each rank compares the CRC-32C of its settings with rank 0's; the first rank that differs
+/// publishes the keys that do (only a differing rank reads rank 0's whole text); once every rank has compared, every
+/// rank throws ConfigError with that same line. Rank 0's process serves the store, so on a refusal it waits (up to
+/// kSettingsReadWait) until every rank has read the line before it leaves. A rank that never comes is waited for as
+/// long as the store's timeout, as the process group would.
+void agreeOnSettings(c10d::Store& store, const DistEnv& env, const std::string& settings) {
+  const auto key = [](const char* name) { return std::string(kSettingsPrefix) + name; };
+  const auto bytes = [](const std::string& text) { return std::vector<uint8_t>(text.begin(), text.end()); };
+  const auto text = [](const std::vector<uint8_t>& data) { return std::string(data.begin(), data.end()); };
+  const std::string crc = std::to_string(crc32c(settings.data(), settings.size()));
+  if (env.rank == 0) {
+    store.set(key("rank0"), bytes(settings));
+    store.set(key("rank0-crc"), bytes(crc));
+  }
+  if (text(store.get(key("rank0-crc"))) != crc) {
+    const std::string line = settingsDifference(text(store.get(key("rank0"))), 0, settings, env.rank);
+    if (store.add(key("differing"), 1) == 1) store.set(key("difference"), bytes(line));  // before "compared"
+  }
+  if (store.add(key("compared"), 1) == env.world_size) store.set(key("all-compared"), bytes("1"));
+  store.get(key("all-compared"));  // blocks until every rank has compared
+  const int64_t differing = store.add(key("differing"), 0);
+  if (differing == 0) return;
+  const std::string difference = text(store.get(key("difference")));
+  store.add(key("read"), 1);
+  if (env.rank == 0) {
+    const auto deadline = std::chrono::steady_clock::now() + kSettingsReadWait;
+    while (store.add(key("read"), 0) < env.world_size && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  throw ConfigError("the ranks' configs differ: " + difference +
+                    (differing > 1 ? " (" + std::to_string(differing) + " ranks differ from rank 0)" : "") +
+                    "; every rank must run the same config: give every node the same --config file and --set values");
 }
 
 class WorkHandle : public PendingCollective {
@@ -177,7 +219,7 @@ struct Distributed::Impl {
 };
 
 Distributed::Distributed(const DistEnv& env, DistBackend backend, std::chrono::milliseconds timeout,
-                         const torch::Device& device)
+                         const torch::Device& device, const std::string& shared_settings)
     : env_(env), impl_(std::make_unique<Impl>()) {
   impl_->timeout = timeout;
   if (env_.world_size == 1) return;
@@ -200,6 +242,7 @@ Distributed::Distributed(const DistEnv& env, DistBackend backend, std::chrono::m
     throw std::runtime_error("cannot reach the rendezvous store at " + env_.master_addr + ":" +
                              std::to_string(env_.master_port) + " (MASTER_ADDR/MASTER_PORT): " + e.what());
   }
+  agreeOnSettings(*impl_->store, env_, shared_settings);
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("taehv/pg", impl_->store);
 #if defined(TAEHV_WITH_NCCL)
   if (chosen == DistBackend::kNccl) {

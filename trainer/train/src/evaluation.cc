@@ -115,6 +115,7 @@ EvalResult runEval(const EvalOptions& options) {
     auto found = resolveResume(
         path, cfg.output.dir, [](const std::string& w) { log::warn(w); }, "--checkpoint");
     if (!found) throw std::runtime_error("no checkpoint in " + cfg.output.dir + "; pass --checkpoint PATH");
+    requireSavedSettings(*found, cfg, {"model.variant"});
     const bool use_ema = options.ema && fs::exists(fs::path(*found) / "ema.pt");
     loadTensors((fs::path(*found) / (use_ema ? "ema.pt" : "model.pt")).string(), model, model->parameters(),
                 torch::kCPU);

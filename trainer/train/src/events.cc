@@ -9,14 +9,18 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <stdexcept>
 
+#include "taehv/files/input_file.h"
 #include "taehv/model/output_file.h"
 
 namespace taehv::train {
 namespace {
+
+/// The largest metrics.jsonl a resume rewrites (a row is ~300 bytes: over three million steps).
+constexpr uint64_t kMaxMetricsBytes = 1ull << 30;
 
 std::array<uint32_t, 256> makeCrcTable() {
   std::array<uint32_t, 256> table{};
@@ -124,8 +128,10 @@ TfEventsWriter::TfEventsWriter(const std::string& dir) {
   char host[256] = "localhost";
   gethostname(host, sizeof host - 1);
   path_ = dir + "/events.out.tfevents." + std::to_string(static_cast<int64_t>(now())) + "." + host;
-  file_ = std::fopen(path_.c_str(), "ab");
-  if (!file_) throw std::runtime_error("cannot create TensorBoard event file " + path_);
+  files::FileDescriptor fd = openForAppend(path_);  // taehv/model/output_file.h; throws OutputFileError
+  file_ = ::fdopen(fd.get(), "ab");
+  if (!file_) throw OutputFileError("cannot write TensorBoard event file " + path_ + ": " + std::strerror(errno));
+  fd.release();  // file_ owns it now
   writeRecord(encodeFileVersionEvent(now()));
 }
 
@@ -220,15 +226,10 @@ RgbImage decodeJpeg(const std::vector<uint8_t>& bytes) {
   return out;
 }
 
-std::vector<uint8_t> readFileBytes(const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
-  std::vector<uint8_t> out;
-  uint8_t buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.insert(out.end(), buf, buf + n);
-  std::fclose(f);
-  return out;
+std::vector<uint8_t> readFileBytes(const std::string& path, uint64_t max_bytes) {
+  const Checked<std::string> bytes = files::readInputFile(path, "", files::Role::kOther, max_bytes);
+  if (!bytes.ok()) throw std::runtime_error(bytes.error);
+  return std::vector<uint8_t>(bytes.value.begin(), bytes.value.end());
 }
 
 void writeFileBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
@@ -236,8 +237,12 @@ void writeFileBytes(const std::string& path, const std::vector<uint8_t>& bytes) 
 }
 
 void trimMetrics(const std::string& path, int64_t step) {
-  std::ifstream in(path);
-  if (!in) return;
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) return;
+  // The run's own file, rewritten below: not an input of the command (taehv/files/input_file.h).
+  const Checked<std::string> text = files::readInputFile(path, "metrics file", files::Role::kOther, kMaxMetricsBytes);
+  if (!text.ok()) throw OutputFileError(text.error);
+  std::istringstream in(text.value);
   std::string kept, line;
   while (std::getline(in, line)) {
     const auto row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);

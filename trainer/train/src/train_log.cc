@@ -37,8 +37,7 @@ TrainLog::TrainLog(const Config& cfg, bool rank0, int64_t start_step, bool resum
   fs::create_directories(out_dir);
   if (cfg.log.tensorboard) tb_ = std::make_unique<TfEventsWriter>((fs::path(out_dir) / "tensorboard").string());
   if (resumed) trimMetrics((fs::path(out_dir) / "metrics.jsonl").string(), start_step);
-  metrics_.open(fs::path(out_dir) / "metrics.jsonl", std::ios::app);
-  if (!metrics_) throw OutputFileError("cannot open " + out_dir + "/metrics.jsonl for appending: " + std::strerror(errno));
+  metrics_ = openForAppend((fs::path(out_dir) / "metrics.jsonl").string());  // throws OutputFileError
 }
 
 void TrainLog::say(const std::string& line) const {
@@ -51,10 +50,10 @@ double TrainLog::elapsed() const {
 }
 
 void TrainLog::appendMetrics(const std::string& json_line) {
-  metrics_ << json_line << "\n" << std::flush;
-  if (!metrics_) {
-    throw OutputFileError("cannot append to " + cfg_.output.dir + "/metrics.jsonl (" + freeSpaceNote(cfg_.output.dir) +
-                          ")");
+  const std::string row = json_line + "\n";
+  if (!writeAllBytes(metrics_.get(), row.data(), row.size())) {
+    throw OutputFileError("cannot append to " + cfg_.output.dir + "/metrics.jsonl: " + std::strerror(errno) + " (" +
+                          freeSpaceNote(cfg_.output.dir) + ")");
   }
 }
 

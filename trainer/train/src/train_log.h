@@ -5,11 +5,11 @@
 
 #include <chrono>
 #include <cstdint>
-#include <fstream>
 #include <memory>
 #include <string>
 
 #include "evaluation.h"
+#include "taehv/files/file_descriptor.h"
 #include "taehv/train/config.h"
 #include "taehv/train/events.h"
 
@@ -55,7 +55,7 @@ class TrainLog {
   int64_t frames_per_step_;
   std::chrono::steady_clock::time_point start_;
   std::unique_ptr<TfEventsWriter> tb_;
-  std::ofstream metrics_;
+  files::FileDescriptor metrics_;  ///< metrics.jsonl, open for appending (rank 0)
   // The window since the last log line, and the ETA's moving average of the step time.
   double step_avg_ = 0, wait_sum_ = 0, step_sum_ = 0, loss_sum_ = 0, psnr_sum_ = 0, optimizer_sum_ = 0, update_sum_ = 0;
   int64_t window_ = 0;

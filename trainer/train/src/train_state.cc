@@ -1,11 +1,12 @@
 #include "train_state.h"
 
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <utility>
 
 #include "run_setup.h"
+#include "taehv/files/input_file.h"
+#include "taehv/log.h"
 #include "taehv/model/output_file.h"
 
 namespace taehv::train {
@@ -24,6 +25,15 @@ void saveTensors(const std::string& path, const std::vector<std::pair<std::strin
   saveArchive(archive, path);
 }
 
+/// `path`, a file of a checkpoint folder, checked to be a regular file before libtorch opens it by name (a FIFO
+/// there would block its open: taehv/files/input_file.h). Throws CheckpointError.
+std::string checkpointFile(const std::string& path) {
+  if (Status regular = files::checkInputFile(path, "checkpoint file", files::Role::kOther); !regular.ok()) {
+    throw CheckpointError(regular.error);
+  }
+  return path;
+}
+
 }  // namespace
 
 void writeText(const std::string& path, const std::string& text) {
@@ -33,13 +43,41 @@ void writeText(const std::string& path, const std::string& text) {
 void loadTensors(const std::string& path, TAEHV& model, const std::vector<torch::Tensor>& into,
                  const torch::Device& device) {
   torch::serialize::InputArchive archive;
-  archive.load_from(path, device);
+  archive.load_from(checkpointFile(path), device);
   torch::NoGradGuard no_grad;
   const auto named = namedParams(model);
+  const auto shape = [](c10::IntArrayRef sizes) { return c10::str(sizes); };
   for (size_t i = 0; i < into.size(); ++i) {
     torch::Tensor t;
-    archive.read(named[i].first, t);
+    if (!archive.try_read(named[i].first, t)) {
+      throw CheckpointError(path + " has no tensor '" + named[i].first + "' of this run's model: it holds another "
+                            "model.variant's weights (see config.yaml beside it)");
+    }
+    if (t.sizes() != into[i].sizes()) {
+      throw CheckpointError(path + ": tensor '" + named[i].first + "' has shape " + shape(t.sizes()) +
+                            ", this run's model has " + shape(into[i].sizes()) +
+                            ": it holds another model.variant's weights (see config.yaml beside it)");
+    }
     into[i].copy_(t);
+  }
+}
+
+void requireSavedSettings(const std::string& dir, const Config& cfg, const std::vector<std::string>& keys) {
+  const fs::path file = fs::path(dir) / "config.yaml";
+  if (!fs::exists(file)) return;  // a checkpoint of an older version: its tensors are checked as they are read
+  Config saved;
+  try {
+    saved.mergeYamlFile(file.string());
+  } catch (const ConfigError& e) {
+    log::warn("cannot compare checkpoint " + dir + " with this run's config (" + e.what() +
+              "); its tensors are checked as they are read");
+    return;
+  }
+  for (const std::string& key : keys) {
+    if (saved.get(key) == cfg.get(key)) continue;
+    throw CheckpointError("checkpoint " + dir + " was saved by a run with " + key + "=" + saved.get(key) +
+                          "; this run has " + key + "=" + cfg.get(key) + ": run with --set " + key + "=" +
+                          saved.get(key) + " to use this checkpoint");
   }
 }
 
@@ -128,15 +166,21 @@ BatchShape batchShape(const TrainConfig& train, int64_t world, const std::option
 }
 
 CheckpointState loadTrainState(const std::string& dir, TrainState& state, const torch::Device& device) {
-  std::ifstream in(fs::path(dir) / "state.json");
-  std::ostringstream text;
-  text << in.rdbuf();
-  const CheckpointState saved = parseCheckpointState(text.str());
+  const Checked<std::string> text =
+      files::readInputFile((fs::path(dir) / "state.json").string(), "checkpoint file", files::Role::kOther);
+  if (!text.ok()) throw CheckpointError(text.error);
+  const CheckpointState saved = parseCheckpointState(text.value);
   loadTensors((fs::path(dir) / "model.pt").string(), state.model, state.params, device);
   {
     torch::serialize::InputArchive archive;
-    archive.load_from((fs::path(dir) / "optimizer.pt").string(), device);
-    state.optimizer->load(archive);
+    archive.load_from(checkpointFile((fs::path(dir) / "optimizer.pt").string()), device);
+    try {
+      state.optimizer->load(archive);
+    } catch (const c10::Error& e) {  // another optimizer's state: libtorch asserts ("report a bug to PyTorch")
+      const std::string what = e.what_without_backtrace();
+      throw CheckpointError("checkpoint " + dir + ": optimizer.pt does not hold this run's train.optimizer state (" +
+                            what.substr(0, what.find('\n')) + "): resume with the optimizer it was saved with");
+    }
     // This rank's shard, at any earlier world size and stage.
     if (state.zero) state.zero->importState(dynamic_cast<torch::optim::AdamW&>(*state.optimizer));
   }
@@ -145,7 +189,7 @@ CheckpointState loadTrainState(const std::string& dir, TrainState& state, const 
   }
   if (fs::exists(fs::path(dir) / "rng.pt")) {
     torch::Tensor rng_state;
-    torch::load(rng_state, (fs::path(dir) / "rng.pt").string());
+    torch::load(rng_state, checkpointFile((fs::path(dir) / "rng.pt").string()));
     at::Generator generator = at::detail::getDefaultCPUGenerator();
     generator.set_state(rng_state);
   }

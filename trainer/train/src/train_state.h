@@ -57,8 +57,14 @@ BatchShape batchShape(const TrainConfig& train, int64_t world, const std::option
 std::string saveTrainState(const std::string& out_dir, int64_t keep, TrainState& state, const CheckpointState& saved,
                            const Config& cfg, bool rank0);
 
+/// Refuses checkpoint folder `dir` (CheckpointError naming both values) when its config.yaml gives any of `keys`
+/// (model.variant, train.optimizer: what its files' layout follows) another value than `cfg`. Called before its
+/// tensors are loaded, which would otherwise fail inside libtorch. A checkpoint without config.yaml passes.
+void requireSavedSettings(const std::string& dir, const Config& cfg, const std::vector<std::string>& keys);
+
 /// Reads the tensors named as the model's parameters from checkpoint file `path` (model.pt, ema.pt) into `into`
-/// (the model's parameters or their EMA copies, in named_parameters() order).
+/// (the model's parameters or their EMA copies, in named_parameters() order). A tensor missing or of another shape
+/// is a CheckpointError naming it.
 void loadTensors(const std::string& path, TAEHV& model, const std::vector<torch::Tensor>& into,
                  const torch::Device& device);
 

@@ -240,6 +240,7 @@ void TrainingRun::resume() {
   }
   found_ = checkpointToResume(options_.resume, out_dir_, [](const std::string& w) { log::warn(w); });
   if (found_) {
+    requireSavedSettings(*found_, cfg_, {"model.variant", "train.optimizer"});
     resumed_ = loadTrainState(*found_, state_, device_);
   } else if (!options_.resume.empty() && rank0_) {
     log::info("resume: no checkpoint in " + out_dir_ + " yet; starting from step 0");
@@ -537,7 +538,7 @@ int runTraining(const TrainOptions& options) {
                                                                 : DistConfig::kDefaultTimeoutS;
     dist = std::make_unique<Distributed>(env, options.config.dist.backend,
                                          std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)),
-                                         device);
+                                         device, options.config.sharedSettings());
     return train(options, *dist, env, device);
   } catch (const std::exception& e) {
     if (dist && dist->aborted() && !isBadInput(e)) {

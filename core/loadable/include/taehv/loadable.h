@@ -16,10 +16,6 @@
 
 namespace taehv {
 
-/// A file's type as messages name it: "a file", "a folder", "a FIFO", "a character device", "a block device",
-/// "a socket".
-std::string fileTypeName(mode_t mode);
-
 /// Fails when anyone but root and the running user can change `st` (a file or folder at `path`; `what` names it, e.g.
 /// "plugin folder (from --plugin-dir)"): owned by another user, writable by everyone, or writable by its group. The
 /// line names the path, what it is, its owner, group and mode, and the command that fixes it, e.g.

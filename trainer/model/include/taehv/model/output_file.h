@@ -1,18 +1,14 @@
-// Files the trainer writes for a user (weights, latents, previews, checkpoint files): what a write may replace,
-// and the one message a failed write gives. No libtorch here.
-//
-// The rule: outputs are replaced atomically (a temporary file beside the target, fsynced, renamed over it), so a
-// crash or a full disk never leaves half a file under the final name. A rename replaces whatever has the name, so
-// before writing, the target is checked: a regular file or nothing is replaced; a symbolic link is written through
-// (its target gets the new content and the link stays, as `cp` does); anything else (a device such as /dev/null,
-// a FIFO, a socket, a folder) is refused, because replacing it would destroy it.
+// Files the trainer writes for a user (weights, latents, videos, previews, checkpoint files, metrics): the trainer's
+// face of taehv/files/output_file.h, where the rule lives (a temporary beside the target, renamed; the umask and an
+// old file's mode kept; never over a device, a FIFO, a folder or an input of the same command), with its failures
+// thrown as OutputFileError, as the trainer's commands report them. No libtorch here.
 #pragma once
-
-#include <sys/types.h>
 
 #include <functional>
 #include <stdexcept>
 #include <string>
+
+#include "taehv/files/output_file.h"
 
 namespace taehv {
 
@@ -22,19 +18,15 @@ struct OutputFileError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// The path a write to `path` replaces: `path`, or the end of the symbolic-link chain at `path`. Throws
-/// OutputFileError when that exists and is not a regular file, or when the links loop.
-std::string writableTarget(const std::string& path);
+/// files::writeFileAtomically: `fill(fd)` writes the content and returns false with errno set when a write fails.
+/// Throws OutputFileError (an exception `fill` throws is rethrown unchanged); nothing at `path` changes then.
+void writeFileAtomically(const std::string& path, const std::function<bool(int fd)>& fill);
 
-/// "FOLDER has N MiB free" from statvfs, or "the free space of FOLDER is unknown".
-std::string freeSpaceNote(const std::string& folder);
+/// files::openForAppend: a descriptor to append to `path` (created with the umask's mode when missing). Throws
+/// OutputFileError.
+files::FileDescriptor openForAppend(const std::string& path);
 
-/// Writes `path` atomically (see the rule above): `fill(fd)` writes the content into the temporary file and
-/// returns false with errno set when a write fails. The temporary is removed on every failure, an exception
-/// `fill` throws included (it is rethrown unchanged). Throws OutputFileError.
-void writeFileAtomically(const std::string& path, const std::function<bool(int fd)>& fill, mode_t mode = 0644);
-
-/// write(2) of all `size` bytes, retried on EINTR and short writes. False with errno set on failure.
-bool writeAllBytes(int fd, const void* data, size_t size);
+using files::freeSpaceNote;
+using files::writeAllBytes;
 
 }  // namespace taehv

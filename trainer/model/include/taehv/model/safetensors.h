@@ -7,14 +7,18 @@
 #include <map>
 #include <string>
 
+#include "taehv/files/input_file.h"
 #include "taehv/model/safetensors_format.h"
 
 namespace taehv {
 
 class TAEHVImpl;
 
-/// Reads every tensor of `path` (in its stored dtype, on the CPU). Throws SafetensorsError.
-std::map<std::string, torch::Tensor> readSafetensors(const std::string& path);
+/// Reads every tensor of `path` (in its stored dtype, on the CPU); its type is checked before it is opened
+/// (taehv/files/input_file.h). Throws SafetensorsError. `role`: kInput makes it one of this command's inputs, which
+/// no output of the command may replace (the commands name theirs before any work: requireInputFiles).
+std::map<std::string, torch::Tensor> readSafetensors(const std::string& path,
+                                                     files::Role role = files::Role::kOther);
 
 /// Writes `tensors` (contiguous CPU copies, each converted to `dtype`: kFloat, kHalf or kBFloat16) to `path`
 /// atomically (temporary file, fsync, rename). Throws SafetensorsError.

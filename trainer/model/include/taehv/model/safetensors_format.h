@@ -47,6 +47,10 @@ struct SafetensorsHeader {
 
 /// Largest header accepted (the reference implementation's limit), in bytes.
 constexpr uint64_t kSafetensorsMaxHeaderBytes = 100'000'000;
+/// Deepest nesting of JSON arrays and objects a header may have (a valid one has 3: the header object, a tensor's
+/// object, its shape or data_offsets array). Deeper input is refused while it is parsed, before anything recurses
+/// over it (building a message from a shape nested 500,000 deep once overflowed the stack).
+constexpr int kSafetensorsMaxJsonDepth = 16;
 
 /// Parses and validates the header of a safetensors file of `file_size` bytes whose first `prefix_size` bytes
 /// are `prefix` (at least the 8 length bytes plus the JSON header, or the whole file). `file` is only used in

@@ -63,16 +63,18 @@ std::string formatCheckpointState(const CheckpointState& state);
 /// wrong otherwise.
 bool verifyCheckpoint(const std::string& dir, std::string* why);
 
-/// checkpoint-STEP folders under `output_dir`, newest first.
-std::vector<std::pair<int64_t, std::string>> listCheckpoints(const std::string& output_dir);
+/// checkpoint-STEP folders under `output_dir`, newest first. Folders named checkpoint-* whose STEP is no step
+/// number (not digits, or above 2^63-1) are not checkpoints; `not_steps`, when given, receives their paths.
+std::vector<std::pair<int64_t, std::string>> listCheckpoints(const std::string& output_dir,
+                                                             std::vector<std::string>* not_steps = nullptr);
 
 /// Removes what killed saves left in `output_dir` (.tmp-checkpoint-STEP-PID, .old-checkpoint-STEP-PID whose PID
 /// is not a live process) and killed file writes left in it and in previews/ (FILE.tmp.XXXXXX of
 /// writeFileAtomically). Returns the removed paths, for the log.
 std::vector<std::string> removeStaleTemporaries(const std::string& output_dir);
 
-/// Resolves `--resume`: "latest" -> the newest valid checkpoint in `output_dir` (invalid newer ones are
-/// skipped, each with a warning through `warn`; nullopt when there is no checkpoint at all); a checkpoint folder
+/// Resolves `--resume`: "latest" -> the newest valid checkpoint in `output_dir` (invalid newer ones, and folders
+/// named checkpoint-* whose STEP is no number, are skipped, each with a warning through `warn`; nullopt when there is no checkpoint at all); a checkpoint folder
 /// -> it; an output folder -> its newest valid checkpoint. Throws CheckpointError when checkpoints exist but none
 /// is valid (training from scratch would overwrite them), or the folder given fails verification.
 /// `option` is the flag the value came from, for the messages.

@@ -180,13 +180,16 @@ struct Config {
   OutputConfig output;
   EvalConfig eval;
 
-  // Limits validate() enforces on counts (docs/trainer.md): far above any real run, they keep every product of
-  // counts from overflowing and turn a typo (extra zeros) into a message instead of an allocation failure.
+  // Limits of counts that more than one key or file shares (docs/trainer.md); every numeric key's range is in the key
+  // table (config.cc), checked when the value is set and shown by --print-config. Far above any real run, they keep
+  // every product of counts from overflowing and turn a typo (extra zeros) into a message instead of an allocation
+  // failure.
   static constexpr int64_t kMaxSteps = 1'000'000'000;
   static constexpr int64_t kMaxBatch = 4096;
   static constexpr int64_t kMaxAccum = 65536;
   static constexpr int64_t kMaxFrames = 4096;
   static constexpr int64_t kMaxSize = 8192;
+  static constexpr int64_t kMaxThreads = 1024;  ///< train.threads: intra-op threads of one rank
 
   /// Where a value came from when it is not the config file / --set / default (key -> origin, e.g.
   /// "dist.timeout_s" -> "from TAEHV_COLLECTIVE_TIMEOUT_S"); toYaml prints it as a comment.
@@ -200,19 +203,26 @@ struct Config {
   void applyLauncherEnvironment(const Env& env);
   /// Every valid dotted key, in print order.
   static std::vector<std::string> keys();
-  /// Sets `key` from its text form. Throws ConfigError (unknown key -> names the close ones; bad value; a name
-  /// that is none of an enum key's: "train.loss must be mse, l1 or mse+l1, got 'x'").
+  /// Sets `key` from its text form. Throws ConfigError (unknown key -> names the close ones; a section ("train") ->
+  /// the keys it holds; a number outside the key's range -> "train.threads must be 0 (auto) or in [1, 1024], got
+  /// 4294967297"; a name that is none of an enum key's: "train.loss must be mse, l1 or mse+l1, got 'x'").
   void set(const std::string& key, const std::string& value);
   /// Text form of `key`'s value.
   std::string get(const std::string& key) const;
-  /// Merges a YAML document (nested maps) into this config. Throws ConfigError naming the file.
+  /// Merges a YAML document (sections of keys: `train:` then `steps: 5` indented under it) into this config, each
+  /// value set() as it is read. Throws ConfigError naming the file: not YAML, more than one document, a key that is
+  /// not a plain name, a value that is a list or a mapping, a key given twice, or what set() refuses.
   void mergeYamlFile(const std::string& path);
   void mergeYamlText(const std::string& text, const std::string& origin = "<text>");
   /// Applies "a.b=value".
   void applyOverride(const std::string& assignment);
-  /// Checks every value's range (the limits above, optimizer betas in [0, 1), ...) and cross-field constraints
-  /// (frames multiple of 4, ...). Throws ConfigError.
+  /// Checks every numeric value's range again (for values assigned in code; set() checks what it sets) and the
+  /// constraints between values (data.frames a multiple of the variant's frames per latent, ...). Throws ConfigError.
   void validate() const;
+  /// The settings every rank of a job must share, "key=value" lines in table order: every key but those that
+  /// follow what each node has (train.device, train.threads, data.prefetch). The ranks compare a hash of it at
+  /// start (Distributed), and name the keys that differ with settingsDifference().
+  std::string sharedSettings() const;
   /// Peak memory of one CPU training process with this config, estimated as kProcessBaseBytes (libtorch, the model,
   /// AdamW state) + kBytesPerFramePixel x batch_per_rank x frames x size x size (activations kept for the backward
   /// pass). Measured with libtorch 2.13, bf16 autocast, 1 thread (peak RSS): 654 MB at 1x4x32x32, 736 at
@@ -228,8 +238,15 @@ struct Config {
   /// "" when `local_ranks` processes of cpuStepMemoryEstimate(world_size) fit in `available_bytes`; else the
   /// message.
   std::string memoryCheck(uint64_t available_bytes, int local_ranks, int world_size = 1) const;
+  /// What toYaml writes as comments after the values: where a value came from (origins), and for --print-config
+  /// also each numeric key's range.
+  enum class YamlComments { kOrigins, kOriginsAndRanges };
   /// The effective config as YAML (nested), loadable by mergeYamlText.
-  std::string toYaml() const;
+  std::string toYaml(YamlComments comments = YamlComments::kOrigins) const;
 };
+
+/// The keys whose values differ between two ranks' Config::sharedSettings() texts, for a message:
+/// "train.steps (3 on rank 0, 5 on rank 1)", at most 5 keys named, then how many more.
+std::string settingsDifference(const std::string& a, int rank_a, const std::string& b, int rank_b);
 
 }  // namespace taehv::train

@@ -74,11 +74,12 @@ class PeerLiveness {
 /// (the training thread, or autograd hooks running on it); every rank issues them in the same order.
 class Distributed {
  public:
-  /// Connects to the store (rank 0 serves it) and creates the process group on `backend` (auto: nccl for a CUDA
-  /// `device`, else gloo).
+  /// Connects to the store (rank 0 serves it), checks that every rank runs the same config (`shared_settings`:
+  /// Config::sharedSettings(); a mismatch throws ConfigError naming the keys that differ, the same line on every
+  /// rank) and creates the process group on `backend` (auto: nccl for a CUDA `device`, else gloo).
   /// With world_size 1 no store or group is created and collectives are no-ops.
   Distributed(const DistEnv& env, DistBackend backend, std::chrono::milliseconds timeout,
-              const torch::Device& device);
+              const torch::Device& device, const std::string& shared_settings);
   ~Distributed();
   Distributed(const Distributed&) = delete;
   Distributed& operator=(const Distributed&) = delete;

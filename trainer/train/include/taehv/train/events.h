@@ -10,6 +10,9 @@
 
 namespace taehv::train {
 
+/// readFileBytes' bound: a data set's image (a 16384 x 16384 RGB PNG stored uncompressed is 768 MiB).
+inline constexpr uint64_t kMaxImageFileBytes = 1ull << 30;
+
 /// CRC-32C (Castagnoli), as TFRecord uses it. crc32c("123456789") == 0xE3069283.
 uint32_t crc32c(const void* data, size_t size, uint32_t crc = 0);
 /// TFRecord's masked CRC: ((crc >> 15) | (crc << 17)) + 0xa282ead8.
@@ -28,8 +31,9 @@ std::vector<uint8_t> encodePng(const RgbImage& image);
 RgbImage decodePng(const std::vector<uint8_t>& bytes);
 /// Decodes JPEG bytes to RGB (libturbojpeg). Throws std::runtime_error.
 RgbImage decodeJpeg(const std::vector<uint8_t>& bytes);
-/// Whole file as bytes. Throws std::runtime_error naming the file.
-std::vector<uint8_t> readFileBytes(const std::string& path);
+/// Whole file as bytes, a regular file of at most `max_bytes` (taehv/files/input_file.h: a FIFO or device is
+/// refused before it is opened). Throws std::runtime_error naming the file.
+std::vector<uint8_t> readFileBytes(const std::string& path, uint64_t max_bytes = kMaxImageFileBytes);
 /// Writes bytes to path atomically (taehv/model/output_file.h: never over a device, FIFO or folder). Throws
 /// OutputFileError naming the file and its folder's free space.
 void writeFileBytes(const std::string& path, const std::vector<uint8_t>& bytes);

@@ -8,7 +8,9 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -65,8 +67,9 @@ struct FrameSelection {
   int64_t count = -1;   ///< at most this many (decoding stops once it has them); -1: to the end of the stream
 };
 
-/// A video file opened for reading: its best video stream (any container and codec FFmpeg reads). One read() per
-/// reader (it consumes the stream); neither copyable nor movable (it owns FFmpeg's objects through stream_).
+/// A video file opened for reading: its best video stream (any container and codec FFmpeg reads). One read (read(),
+/// or start() then next()) per reader: it consumes the stream. Neither copyable nor movable (it owns FFmpeg's
+/// objects through stream_).
 class VideoReader {
  public:
   /// Opens `path` and finds its video stream. Throws VideoError: unreadable, no video stream, no decoder for it.
@@ -81,11 +84,22 @@ class VideoReader {
 
   /// Decodes the selected frames, each (H, W, 3) uint8 RGB. Throws VideoError when there is no frame to return,
   /// and on damage as `on_damage` says. With kFail and no count, a stream shorter than the container announces is
-  /// damage (truncated).
+  /// damage (truncated). start() and next() until the end, the frames kept.
   std::vector<torch::Tensor> read(const FrameSelection& selection, RgbConversion conversion, OnDamage on_damage);
 
+  /// Starts decoding the selected frames, for next() to take one at a time (memory of one frame, whatever the
+  /// length). Throws VideoError when the decoder cannot be opened. Once per reader (it consumes the stream), and not
+  /// with read().
+  void start(const FrameSelection& selection, RgbConversion conversion, OnDamage on_damage);
+  /// The next selected frame, (H, W, 3) uint8 RGB; nothing after the last. Throws VideoError as read() does: damage
+  /// as the damage rule says, and at the end a read that gave no frame, or (kFail, no count) a stream shorter than
+  /// its container announces, which is found only once its frames have been given out.
+  std::optional<torch::Tensor> next();
+
  private:
-  struct Stream;  // FFmpeg's objects (video_reader.cc)
+  struct Stream;  // FFmpeg's objects and the decoding state (video_reader.cc)
+  void feedPacket();
+  void checkEnd() const;
   std::string path_;
   std::unique_ptr<Stream> stream_;
 };
@@ -109,10 +123,24 @@ bool isVideoFileName(const std::string& path);
 /// kVideoFileExtensions as one line for messages: ".mp4 .m4v ... .nut".
 std::string videoFileExtensionList();
 
+/// Why writeVideo cannot write at `rate`, "" when it can: frame rates from one frame every ten minutes (1/600 fps)
+/// to a thousand frames a second (MP4 and MOV lose frames of an hour, Matroska keeps milliseconds). A rate whose numerator or denominator is
+/// above 2^20 is written as the nearest fraction of terms up to 2^20 (relative difference below 1e-6).
+std::string frameRateProblem(FrameRate rate);
+
 /// Writes `frames` ((T, H, W, 3) uint8 RGB, T >= 1) as H.264 (libx264, yuv420p, CRF 18) at `rate` in the
-/// container the extension names. H.264 4:2:0 needs an even width and height: anything else is a VideoError, thrown
-/// before any file is made. The file is written by writeFileAtomically (taehv/model/output_file.h): a temporary
-/// beside the target, renamed over it when complete, so a failure leaves no partial file (OutputFileError).
+/// container the extension names. H.264 4:2:0 needs an even width and height, and the rate must pass
+/// frameRateProblem: anything else is a VideoError, thrown before any file is made. The file is written by
+/// writeFileAtomically (taehv/model/output_file.h): a temporary beside the target, renamed over it when complete, so
+/// a failure leaves no partial file (OutputFileError).
 void writeVideo(const std::string& path, const torch::Tensor& frames, FrameRate rate);
+
+/// The frames of a video to write, one per call: (H, W, 3) uint8 RGB, nothing after the last.
+using FrameSource = std::function<std::optional<torch::Tensor>()>;
+
+/// writeVideo with the frames taken from `next` one at a time as they are encoded (memory of one frame, whatever
+/// the length), each width x height. The checks come before the first call of `next`; an exception it throws
+/// leaves no file (rethrown unchanged), as does a source without frames (VideoError).
+void writeVideo(const std::string& path, int64_t width, int64_t height, FrameRate rate, const FrameSource& next);
 
 }  // namespace taehv::video
