@@ -10,15 +10,16 @@
 # Python whose torch this is, when it came from a Python).
 set(TAEHV_MIN_TORCH_VERSION 2.9)
 
+# (FORCE below: an empty -DTorch_DIR= is a cache entry that a plain set(... CACHE) would keep.)
 if(NOT Torch_DIR)
   find_path(taehv_prefix_torch TorchConfig.cmake PATHS ${CMAKE_PREFIX_PATH} PATH_SUFFIXES share/cmake/Torch
             NO_DEFAULT_PATH NO_CACHE)
   file(GLOB taehv_venv_torch "${PROJECT_SOURCE_DIR}/.venv/lib/python3*/site-packages/torch/share/cmake/Torch")
   if(taehv_prefix_torch)
-    set(Torch_DIR "${taehv_prefix_torch}" CACHE PATH "Folder with TorchConfig.cmake (from CMAKE_PREFIX_PATH)")
+    set(Torch_DIR "${taehv_prefix_torch}" CACHE PATH "Folder with TorchConfig.cmake (from CMAKE_PREFIX_PATH)" FORCE)
   elseif(taehv_venv_torch)
     list(GET taehv_venv_torch 0 taehv_venv_torch)
-    set(Torch_DIR "${taehv_venv_torch}" CACHE PATH "Folder with TorchConfig.cmake (default: the one in .venv/)")
+    set(Torch_DIR "${taehv_venv_torch}" CACHE PATH "Folder with TorchConfig.cmake (default: the one in .venv/)" FORCE)
     set(TAEHV_TORCH_PYTHON "${PROJECT_SOURCE_DIR}/.venv/bin/python")
   else()
     find_program(TAEHV_PATH_PYTHON3 python3 DOC "The python3 whose torch the trainer builds against")
@@ -43,7 +44,7 @@ if(NOT Torch_DIR)
     list(GET taehv_python_torch 0 taehv_python_prefix)
     list(GET taehv_python_torch 1 taehv_python_torch_version)
     set(Torch_DIR "${taehv_python_prefix}/Torch" CACHE PATH
-        "Folder with TorchConfig.cmake (from the python3 on PATH: torch ${taehv_python_torch_version})")
+        "Folder with TorchConfig.cmake (from the python3 on PATH: torch ${taehv_python_torch_version})" FORCE)
     set(TAEHV_TORCH_PYTHON "${TAEHV_PATH_PYTHON3}")
     message(STATUS "taehv-train: libtorch of the python3 on PATH (${TAEHV_PATH_PYTHON3}, torch "
                    "${taehv_python_torch_version})")
@@ -96,7 +97,7 @@ if(NOT Torch_FOUND)
 endif()
 if(Torch_VERSION VERSION_LESS TAEHV_MIN_TORCH_VERSION)
   message(FATAL_ERROR "The libtorch in ${Torch_DIR} is ${Torch_VERSION}; taehv-train needs libtorch >= "
-                      "${TAEHV_MIN_TORCH_VERSION} (c10d's Backend API, device-typed autocast). scripts/setup.sh "
+                      "${TAEHV_MIN_TORCH_VERSION} (built and tested with 2.11, 2.13 and 2.14). scripts/setup.sh "
                       "installs torch 2.13.0 into .venv/, which this build uses by default.")
 endif()
 # The torch target adds TORCH_CXX_FLAGS (-D_GLIBCXX_USE_CXX11_ABI=N) to whatever links it. With the old ABI
