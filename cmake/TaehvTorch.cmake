@@ -121,3 +121,22 @@ foreach(header TCPStore.hpp ProcessGroupGloo.hpp)
   endif()
   unset(taehv_c10d_header)
 endforeach()
+# Some libtorch builds (PyPI's torch 2.11 among them; 2.13 not) export a static copy of libstdc++'s std::filesystem
+# from libtorch.so (64 functions). A program that links libtorch before libstdc++ binds its own std::filesystem calls
+# to that copy, and its remove_all jumps to address 0: on an H200 with torch 2.11, every test with a temporary folder
+# died of SIGSEGV when removing it, and so would taehv-train pruning old checkpoints. Such a libtorch gets
+# libstdc++.so first among every program's libraries, so that the C++ runtime's own functions are the ones bound.
+find_library(taehv_libtorch_so torch HINTS "${TORCH_INSTALL_PREFIX}/lib" NO_DEFAULT_PATH NO_CACHE)
+find_program(taehv_nm nm NO_CACHE)
+if(taehv_libtorch_so AND taehv_nm)
+  execute_process(COMMAND "${taehv_nm}" -D --defined-only "${taehv_libtorch_so}" OUTPUT_VARIABLE taehv_torch_symbols
+                  ERROR_QUIET)
+  string(REGEX MATCHALL " T _ZNSt10filesystem[^\n]*" taehv_torch_std_fs "${taehv_torch_symbols}")
+  list(LENGTH taehv_torch_std_fs taehv_torch_std_fs_count)
+  if(taehv_torch_std_fs_count GREATER 0)
+    add_link_options("SHELL:-Wl,--push-state,--no-as-needed -lstdc++ -Wl,--pop-state")
+    message(STATUS "taehv-train: this libtorch.so exports ${taehv_torch_std_fs_count} std::filesystem functions of "
+                   "its own: libstdc++ is linked first, so programs use the C++ runtime's")
+  endif()
+  unset(taehv_torch_symbols)
+endif()
