@@ -208,7 +208,9 @@ std::vector<Entry> table(Config& c) {
       {"log.every", count(&c.log.every, {1, kSteps})},
       {"log.preview_every", count(&c.log.preview_every, Range<int64_t>{0, kSteps}.because("0 = off"))},
       {"log.tensorboard", &c.log.tensorboard},
-      {"output.dir", &c.output.dir},
+      // A path on each node's own file system: nodes may mount their disk or the shared one at different paths (the
+      // node-group tests run three nodes on one machine, each with its own folder).
+      {"output.dir", &c.output.dir, kPerRank},
       {"eval.clips", count(&c.eval.clips, {1, 1'000'000})},
       {"eval.every", count(&c.eval.every, Range<int64_t>{0, kSteps}.because("0 = off"))},
       {"eval.size", count(&c.eval.size, Range<int64_t>{8, Config::kMaxSize}.orZero("= data.size"))},
