@@ -1,7 +1,8 @@
 # taehv_add_gtest(<name> SOURCES ... [LIBRARIES ...] [LABELS ...] [TIMEOUT s] [RESOURCE_LOCK name])
 # One GoogleTest executable; each TEST becomes a ctest test (gtest_discover_tests) carrying LABELS.
 # Labels in use: unit (fast, no infrastructure), integration (real processes, loopback),
-# slow (real SLURM / sshd in network namespaces; run alone with `ctest -L slow`), hostile (below).
+# slow (real SLURM / sshd in network namespaces; run alone with `ctest -L slow`), hostile (below), fuzz (every
+# libFuzzer target for a bounded time: tests/fuzz_test.sh).
 # The standing hostile suite: every test whose name holds "Hostile" (suites HostileArea.Sentence, instantiations
 # Name/HostileArea.Sentence/0) also carries the label `hostile`, beside its own, so `ctest -L hostile` and
 # `ctest -R Hostile` select the same tests, each registered once. GoogleTest names are only known once a suite is

@@ -17,6 +17,8 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace taehv::train {
 namespace {
@@ -599,6 +601,29 @@ TEST(HostileConfig, AFileOfSeveralYamlDocumentsIsRefused) {
   }
   EXPECT_EQ(yamlError(""), "accepted");
   EXPECT_EQ(yamlError("# only a comment\n"), "accepted");
+}
+
+// A ',' outside [...] or {...} made yaml-cpp's LoadAll hand out empty documents for ever (jbeder/yaml-cpp#1040),
+// growing by gigabytes (found by taehv_config_fuzz, ", au/-"). Now one line naming the place, at once; read in a child
+// bounded to 1 GiB and 10 s, so the old loop fails this test instead of hanging it.
+TEST(HostileConfig, ACommaWhereAValueShouldStartIsOneLineNotAHang) {
+  char tmpl[] = "/tmp/taehv-cfg-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string path = dir + "/comma.yaml";
+  for (const auto& [yaml, place] : std::vector<std::pair<std::string, std::string>>{
+           {", au/-\n", "line 1, column 1"}, {"# settings\n,\n", "line 2, column 1"},
+           {"{train: {steps: 1}},\n", "line 1, column 20"}}) {
+    std::ofstream(path) << yaml;
+    EXPECT_EQ(configErrorInChild(path), path + ": not valid YAML: yaml-cpp: error at " + place +
+                                            ": a ',' outside [...] or {...} starts no value")
+        << yaml;
+  }
+  std::filesystem::remove_all(dir);
+  // A ',' inside a flow collection, or inside a value, is YAML as before.
+  Config c;
+  c.mergeYamlText("train: {steps: 3, lr: 0.5}\noutput:\n  dir: a,b\n", "ok.yaml");
+  EXPECT_EQ(c.train.steps, 3);
+  EXPECT_EQ(c.output.dir, "a,b");
 }
 
 // `train: 5` suggested 'train.lr': a section given a value is named as a section, with the keys it holds.

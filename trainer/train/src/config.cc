@@ -1,5 +1,6 @@
 #include "taehv/train/config.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -312,6 +313,40 @@ std::string keyName(const YAML::Node& key) {
   return key.Scalar();
 }
 
+/// Counts the YAML documents of a text (parser events only: no node is built, no alias expanded). yaml-cpp's LoadAll
+/// never ends on a ',' outside [...] or {...} (jbeder/yaml-cpp#1040, fixed after 0.8.0): the parser hands out an empty
+/// document there again and again without reading on, and the list of them grew until memory ran out. A document
+/// that starts where the one before it started is that ',': refused at its place, as yaml-cpp refuses other text.
+class DocumentCounter : public YAML::EventHandler {
+ public:
+  /// The number of documents; throws YAML::ParserException for text yaml-cpp refuses and for the stuck ','.
+  static std::size_t count(const std::string& text) {
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    DocumentCounter counter;
+    while (parser.HandleNextDocument(counter)) {
+      const auto& s = counter.starts_;
+      if (s.size() > 1 && s[s.size() - 1].pos == s[s.size() - 2].pos) {
+        throw YAML::ParserException(s.back(), "a ',' outside [...] or {...} starts no value");
+      }
+    }
+    return counter.starts_.size();
+  }
+
+  void OnDocumentStart(const YAML::Mark& mark) override { starts_.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+ private:
+  std::vector<YAML::Mark> starts_;
+};
+
 /// Reads a YAML document as the config is shaped: a mapping of sections, each a mapping of keys to single values,
 /// setting each value as it is read. The work is bounded by the keys there are: an alias is read where it is used, one
 /// level deep, and the first name that is no section or key ends the read (a walk of every path first went on for
@@ -508,22 +543,24 @@ std::string Config::get(const std::string& key) const {
 }
 
 void Config::mergeYamlText(const std::string& text, const std::string& origin) {
-  std::vector<YAML::Node> documents;
+  std::size_t documents = 0;
+  YAML::Node document;
   try {
-    documents = YAML::LoadAll(text);
+    documents = DocumentCounter::count(text);  // (not YAML::LoadAll: see DocumentCounter)
+    if (documents == 1) document = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw ConfigError(origin + ": not valid YAML: " + e.what());
   }
-  if (documents.size() > 1) {
+  if (documents > 1) {
     // Only the first was read before: a file that starts with '---', a comment and another '---' trained on the
     // defaults.
-    throw ConfigError(origin + ": holds " + std::to_string(documents.size()) +
+    throw ConfigError(origin + ": holds " + std::to_string(documents) +
                       " YAML documents (a line '---' starts each); a config is one document: remove the extra '---' "
                       "lines");
   }
-  if (documents.empty() || documents[0].IsNull()) return;
+  if (documents == 0 || document.IsNull()) return;
   try {
-    YamlReader(*this).read(documents[0]);
+    YamlReader(*this).read(document);
   } catch (const ConfigError& e) {
     throw ConfigError(origin + ": " + e.what());
   }
