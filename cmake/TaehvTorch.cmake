@@ -6,8 +6,7 @@
 # PATH (a PyTorch image's or a user's virtual environment: any torch 2.x from 2.9 on, CPU or CUDA 12/13).
 # scripts/build-cuda.sh points Torch_DIR at .venv-cuda/ (torch 2.14.1, CUDA 13).
 #
-# Sets: TAEHV_TORCH_CUDA (ON for a CUDA libtorch), TAEHV_CUDA_VERSION ("13.0", or "none"), TAEHV_TORCH_PYTHON (the
-# Python whose torch this is, when it came from a Python).
+# Sets: TAEHV_TORCH_CUDA (ON for a CUDA libtorch), TAEHV_CUDA_VERSION ("13.0", or "none").
 set(TAEHV_MIN_TORCH_VERSION 2.9)
 
 # (FORCE below: an empty -DTorch_DIR= is a cache entry that a plain set(... CACHE) would keep.)
@@ -20,7 +19,6 @@ if(NOT Torch_DIR)
   elseif(taehv_venv_torch)
     list(GET taehv_venv_torch 0 taehv_venv_torch)
     set(Torch_DIR "${taehv_venv_torch}" CACHE PATH "Folder with TorchConfig.cmake (default: the one in .venv/)" FORCE)
-    set(TAEHV_TORCH_PYTHON "${PROJECT_SOURCE_DIR}/.venv/bin/python")
   else()
     find_program(TAEHV_PATH_PYTHON3 python3 DOC "The python3 whose torch the trainer builds against")
     if(NOT TAEHV_PATH_PYTHON3)
@@ -45,7 +43,6 @@ if(NOT Torch_DIR)
     list(GET taehv_python_torch 1 taehv_python_torch_version)
     set(Torch_DIR "${taehv_python_prefix}/Torch" CACHE PATH
         "Folder with TorchConfig.cmake (from the python3 on PATH: torch ${taehv_python_torch_version})" FORCE)
-    set(TAEHV_TORCH_PYTHON "${TAEHV_PATH_PYTHON3}")
     message(STATUS "taehv-train: libtorch of the python3 on PATH (${TAEHV_PATH_PYTHON3}, torch "
                    "${taehv_python_torch_version})")
   endif()
