@@ -344,22 +344,30 @@ Status Cli::planNode(const LaunchFlags& flags, bool plan_when_taken_over, Resolv
                           availableCpuCores(), freeTcpPort);
   if (!node.ok()) return {node.error};
   r.node = std::move(node.value);
+  r.node.role = torchrun_.role;
   return {};
 }
 
 int Cli::run() {
+  // torchrun's form (a training script, no `--`): what follows the script is the script's, not ours to scan. Read
+  // with the launch options only (the backends' are not loaded yet); dispatch() reads it again with all of them.
+  std::vector<std::string> ours = raw_args_;
+  if (!has_separator_) {
+    const Checked<TorchrunLine> line = readTorchrunLine(raw_args_, torchrunContext(launchOptions(), {}));
+    if (line.ok()) ours = line.value.launcher_args;
+  }
   // Before the plugins load, so that --verbose shows where they are searched for.
-  if (std::find(raw_args_.begin(), raw_args_.end(), "--verbose") != raw_args_.end() ||
-      std::find(raw_args_.begin(), raw_args_.end(), "-v") != raw_args_.end()) {
+  if (std::find(ours.begin(), ours.end(), "--verbose") != ours.end() ||
+      std::find(ours.begin(), ours.end(), "-v") != ours.end()) {
     taehv::log::setVerbose(true);
   }
   // Where plugins come from is needed before the full option table exists (backends add options).
-  auto backends = scanOption(raw_args_, "backend");
+  auto backends = scanOption(ours, "backend");
   if (!backends.empty()) backend_ = backends.back();
-  plugin_dirs_ = scanOption(raw_args_, "plugin-dir");
+  plugin_dirs_ = scanOption(ours, "plugin-dir");
   // --standalone means this machine only: auto-detection is skipped, so the plugins need not be loaded either
   // (that keeps the launch overhead of the common single-machine case at a few milliseconds).
-  if (backend_ == "auto" && std::find(raw_args_.begin(), raw_args_.end(), "--standalone") != raw_args_.end()) {
+  if (backend_ == "auto" && std::find(ours.begin(), ours.end(), "--standalone") != ours.end()) {
     backend_ = "local";
   }
   // A failed load is not reported here: --help, --version and `plugins` still work; resolve() and a backend's
@@ -368,9 +376,46 @@ int Cli::run() {
   return dispatch();
 }
 
+TorchrunContext Cli::torchrunContext(const po::options_description& table,
+                                     const std::vector<std::string>& backend_commands) const {
+  TorchrunContext context;
+  context.env = env_;
+  context.arity = [&table](const std::string& name) {
+    const po::option_description* d = table.find_nothrow(name, false, false, false);
+    if (d == nullptr) return OptionArity::kUnknown;
+    return d->semantic()->max_tokens() > 0 ? OptionArity::kValue : OptionArity::kFlag;
+  };
+  for (const auto& c : subCommands()) context.sub_commands.push_back(c.name);
+  context.sub_commands.insert(context.sub_commands.end(), backend_commands.begin(), backend_commands.end());
+  context.has_separator = has_separator_;
+  context.free_port = freeTcpPort;
+  return context;
+}
+
+std::optional<int> Cli::readTorchrun(const po::options_description& table) {
+  std::vector<std::string> backend_commands;
+  for (const auto& p : backends_.plugins()) {
+    for (const auto& c : p.backend->commands()) backend_commands.push_back(c.name);
+  }
+  Checked<TorchrunLine> line = readTorchrunLine(raw_args_, torchrunContext(table, backend_commands));
+  if (!line.ok()) {
+    log(LogLevel::kError, line.error);
+    return kUsageError;
+  }
+  torchrun_ = std::move(line.value);
+  raw_args_ = torchrun_.launcher_args;
+  if (torchrun_.command) {
+    command_ = *torchrun_.command;
+    has_separator_ = true;
+  }
+  for (const auto& note : torchrun_.notes) log(LogLevel::kDebug, "torchrun: " + note);
+  return std::nullopt;
+}
+
 int Cli::dispatch() {
   po::options_description all;
   all.add(launchOptions()).add(backendOptions());
+  if (auto done = readTorchrun(all)) return *done;
   // The first token that is neither an option nor an option's value names the sub-command.
   std::size_t sub = raw_args_.size();
   for (std::size_t i = 0; i < raw_args_.size(); ++i) {
@@ -416,6 +461,12 @@ int Cli::dispatch() {
   }
 
   args_ = raw_args_;
+  if (sub == raw_args_.size() && torchrun_.command) {
+    if (Status worker = checkTorchrunWorker(torchrun_, env_); !worker.ok()) {
+      log(LogLevel::kError, worker.error);  // before anything starts
+      return kUsageError;
+    }
+  }
   if (sub == raw_args_.size()) return runLaunch(*this);
   const std::string name = raw_args_[sub];
   args_.erase(args_.begin() + static_cast<long>(sub));

@@ -69,6 +69,23 @@ Status tryConnect(const std::string& addr, int port) {
   return {error};
 }
 
+/// torchrun's log layout for one worker (--redirects / --tee with --log-dir): its streams' files in
+/// workerLogFolder(), what of them stays on the console, and its TORCHELASTIC_ERROR_FILE there (error.json).
+void applyStreamLogs(const LaunchSettings& settings, const std::string& run_id, int attempt, int local,
+                     process::ChildSpec& child) {
+  const auto it = settings.stream_logs.find(local);
+  if (it == settings.stream_logs.end()) return;
+  const std::string folder = workerLogFolder(settings.log_dir, run_id, attempt, local);
+  const int files = static_cast<int>(it->second.files);
+  const int console = static_cast<int>(it->second.console_too);
+  const int out = static_cast<int>(LogStreams::kOut), err = static_cast<int>(LogStreams::kErr);
+  if (files & out) child.stdout_file = folder + "/stdout.log";
+  if (files & err) child.stderr_file = folder + "/stderr.log";
+  child.echo_stdout = !(files & out) || (console & out);
+  child.echo_stderr = !(files & err) || (console & err);
+  if (child.env.count("TORCHELASTIC_ERROR_FILE") == 0) child.env["TORCHELASTIC_ERROR_FILE"] = folder + "/error.json";
+}
+
 }  // namespace
 
 Status waitForMaster(const std::string& addr, int port, std::chrono::milliseconds timeout) {
@@ -262,11 +279,13 @@ process::SupervisorResult runWorkers(const NodeDescriptor& node, const LaunchSet
       child.rank = *w.rank.value;
       child.label = std::to_string(*w.node_rank.value) + ":" + std::to_string(child.rank);
       child.host = node.host;
-      if (!settings.log_dir.empty()) {
+      const int local = *w.local_rank.value;
+      if (!settings.stream_logs.empty()) {
+        applyStreamLogs(settings, *w.run_id.value, attempt, local, child);
+      } else if (!settings.log_dir.empty()) {
         child.log_file = (std::filesystem::path(settings.log_dir) / ("rank_" + std::to_string(child.rank) + ".log"))
                              .string();
       }
-      const int local = *w.local_rank.value;
       child.echo = settings.local_ranks.empty() || std::find(settings.local_ranks.begin(), settings.local_ranks.end(),
                                                              local) != settings.local_ranks.end();
       children.push_back(std::move(child));

@@ -39,12 +39,22 @@ void buildWorkerEnvironment(const NodeDescriptor& node, WorkerDescriptor& w, con
   env["GROUP_WORLD_SIZE"] = fromField(w.nnodes, "nnodes");
   env["ROLE_RANK"] = fromField(w.rank, "rank (one role)");
   env["ROLE_WORLD_SIZE"] = fromField(w.world_size, "world_size (one role)");
-  env["ROLE_NAME"] = literal("default", "rule: torchrun's single role");
+  env["ROLE_NAME"] = literal(node.role, node.role == "default" ? "rule: torchrun's single role" : "--role");
   env["MASTER_ADDR"] = fromField(w.master_addr, "master_addr");
   env["MASTER_PORT"] = fromField(w.master_port, "master_port");
   env["TORCHELASTIC_RESTART_COUNT"] = fromField(w.restart_count, "restart_count");
   env["TORCHELASTIC_MAX_RESTARTS"] = fromField(node.max_restarts, "max_restarts");
   env["TORCHELASTIC_RUN_ID"] = fromField(w.run_id, "run_id");
+  // torchrun's agent hands its rendezvous store to the workers (True); taehv-run has none, so rank 0's
+  // init_process_group creates the store at MASTER_ADDR:MASTER_PORT, as it does under a plain launcher.
+  env["TORCHELASTIC_USE_AGENT_STORE"] = literal("False", "rule: taehv-run has no agent store");
+  // torchrun exports its --signals-to-handle; these are the signals taehv-run forwards (torchrun's default set).
+  env["TORCHELASTIC_SIGNALS_TO_HANDLE"] = literal("SIGTERM,SIGINT,SIGHUP,SIGQUIT", "rule: the signals forwarded");
+  if (const auto async = envValue(inherited, "TORCH_NCCL_ASYNC_ERROR_HANDLING")) {
+    env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = literal(*async, "env TORCH_NCCL_ASYNC_ERROR_HANDLING (inherited)");
+  } else {
+    env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = literal("1", "rule: torchrun's default");
+  }
   if (const auto omp = envValue(inherited, "OMP_NUM_THREADS")) {
     env["OMP_NUM_THREADS"] = literal(*omp, "env OMP_NUM_THREADS (inherited)");
   } else {

@@ -26,6 +26,7 @@
 #include "taehv/launch.h"
 #include "taehv/plugin_api.h"
 #include "taehv/plugin_loader.h"
+#include "taehv/torchrun_compat.h"
 
 namespace taehv {
 
@@ -75,6 +76,8 @@ class Cli {
   /// Launch options from `vm` as the user typed them, for every node's taehv-run (JobRequest::launcher_args):
   /// those that place a node in the job excepted.
   std::vector<std::string> launcherArgs() const { return launcher_args_; }
+  /// The command line read as torchrun's (torchrun_compat.h): role, log streams, notes.
+  const TorchrunLine& torchrun() const { return torchrun_; }
 
   /// The launch flags of `vm`, typed and checked, for a backend that takes over the launch (JobRequest::flags).
   Checked<JobFlags> jobFlags(const boost::program_options::variables_map& vm) const;
@@ -83,6 +86,11 @@ class Cli {
   boost::program_options::options_description launchOptions() const;
   boost::program_options::options_description backendOptions() const;
   int dispatch();
+  /// Reads raw_args_ as torchrun's command line with the options of `table`; nullopt, or the exit code.
+  std::optional<int> readTorchrun(const boost::program_options::options_description& table);
+  /// What readTorchrunLine needs: `table`'s options (it must outlive the context), the sub-command names.
+  TorchrunContext torchrunContext(const boost::program_options::options_description& table,
+                                  const std::vector<std::string>& backend_commands) const;
   // The steps of resolve(); each fills its part of `r` or fails with the error that ends it.
   Status chooseBackend(const LaunchFlags& flags, ResolvedLaunch& r, std::string& passed_over);
   Status backendRequest(const boost::program_options::variables_map& vm, ResolvedLaunch& r) const;
@@ -101,6 +109,7 @@ class Cli {
   BackendRegistry backends_;     // the plugins loaded for this invocation's backend choice
   bool backend_loaded_ = false;  // backends_.load() succeeded (always for auto and local)
   std::vector<std::string> launcher_args_;
+  TorchrunLine torchrun_;
 };
 
 /// A built-in sub-command.

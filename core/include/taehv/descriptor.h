@@ -75,6 +75,8 @@ struct NodeDescriptor {
   Sourced<int> local_rank;  ///< single_worker only
   Sourced<int> master_wait_seconds;
   std::map<std::string, Sourced<std::string>> extra_env;
+  /// The workers' ROLE_NAME: torchrun's --role, "default" unless given.
+  std::string role = "default";
   /// Extra variables of one worker, by local rank (sizing: the device it owns), applied after extra_env.
   std::map<int, std::map<std::string, Sourced<std::string>>> local_env;
   std::vector<std::string> notes;

@@ -3,11 +3,13 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "taehv/descriptor.h"
 #include "taehv/group_plan.h"
+#include "taehv/torchrun_compat.h"
 #include "taehv/plugin_api.h"
 #include "taehv/process/supervisor.h"
 
@@ -20,6 +22,9 @@ struct LaunchSettings {
   bool prefix_output = true;
   std::string log_dir;           ///< "" = no per-rank log files; else <log_dir>/rank_<RANK>.log
   std::vector<int> local_ranks;  ///< --local-ranks-filter: only these local ranks echo output; empty = all
+  /// torchrun's --redirects / --tee with --log-dir, by local rank: its streams go to stdout.log / stderr.log in
+  /// workerLogFolder() (torchrun_compat.h) instead of rank_<RANK>.log. Empty: the rank_<RANK>.log layout.
+  std::map<int, WorkerLogStreams> stream_logs;
   GroupPlan group;               ///< the node group (off unless planGroup() turned it on)
 };
 

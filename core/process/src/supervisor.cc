@@ -58,6 +58,7 @@ struct Stream {
   int fd = -1;
   bool is_stderr = false;
   LineBuffer lines;
+  int file_fd = -1;  ///< ChildSpec::stdout_file / stderr_file, -1: none
 };
 
 struct Child {
@@ -161,6 +162,7 @@ class Generation {
     for (std::size_t i = 0; i < children_.size(); ++i) {
       Child& c = children_[i];
       openLog(c);
+      openStreamFiles(c);
       c.started_at = std::time(nullptr);
       Checked<SpawnedChild> spawned = spawnChild(c.spec);
       if (!spawned.ok()) {
@@ -199,6 +201,25 @@ class Generation {
       return;
     }
     c.log_fd = log.value.release();
+  }
+
+  /// ChildSpec::stdout_file / stderr_file, each created empty (its folder too).
+  void openStreamFiles(Child& c) {
+    for (auto [path, stream] : {std::pair{&c.spec.stdout_file, &c.out}, std::pair{&c.spec.stderr_file, &c.err}}) {
+      if (path->empty()) continue;
+      std::error_code ec;
+      std::filesystem::create_directories(std::filesystem::path(*path).parent_path(), ec);
+      std::filesystem::remove(*path, ec);  // a new file for each attempt, as torchrun's
+      Checked<files::FileDescriptor> file = files::openForAppend(*path);
+      if (!file.ok()) {
+        say("taehv-run: warning: log file for " + who(c.spec) + ": " + file.error +
+            "; that output goes to the console only\n");
+        if (stream == &c.out) c.spec.echo_stdout = true;
+        if (stream == &c.err) c.spec.echo_stderr = true;
+        continue;
+      }
+      stream->file_fd = file.value.release();
+    }
   }
 
   bool anyRunning() const {
@@ -404,12 +425,14 @@ class Generation {
   void relay(Child& c, Stream& s, std::string_view data, bool at_eof) {
     console_.clear();
     log_.clear();
+    file_.clear();
     auto onLine = [&](std::string_view line) {
-      if (c.spec.echo) {
+      if (c.spec.echo && (s.is_stderr ? c.spec.echo_stderr : c.spec.echo_stdout)) {
         if (options_.prefix_output) console_.append("[").append(c.spec.label).append("] ");
         console_.append(line).push_back('\n');
       }
       if (c.log_fd >= 0) log_.append(line).push_back('\n');
+      if (s.file_fd >= 0) file_.append(line).push_back('\n');
       if (s.is_stderr && options_.stderr_tail_lines > 0) {
         c.tail.emplace_back(line.substr(0, kTailLineCap));
         while (c.tail.size() > options_.stderr_tail_lines) c.tail.pop_front();
@@ -419,6 +442,7 @@ class Generation {
     if (at_eof) s.lines.flush(onLine);  // the unterminated last line, completed with '\n'
     if (!console_.empty()) writeAll(s.is_stderr ? STDERR_FILENO : STDOUT_FILENO, console_);
     if (!log_.empty()) writeAll(c.log_fd, log_);
+    if (!file_.empty()) writeAll(s.file_fd, file_);
   }
 
   void closeEverything() {
@@ -433,6 +457,10 @@ class Generation {
       c.stdin_fd = -1;
       if (c.log_fd >= 0) ::close(c.log_fd);
       c.log_fd = -1;
+      for (Stream* s : {&c.out, &c.err}) {
+        if (s->file_fd >= 0) ::close(s->file_fd);
+        s->file_fd = -1;
+      }
       if (c.pid > 0) {
         if (c.running) {  // only on an exception path: never leave a child behind
           ::kill(-c.pid, SIGKILL);
@@ -468,6 +496,7 @@ class Generation {
   std::string buffer_;
   std::string console_;
   std::string log_;
+  std::string file_;
 };
 
 /// Clears the "active" flag when supervise() returns, whichever way.

@@ -1,8 +1,10 @@
 // The default command: start this node's workers, or hand the whole job to a backend that takes it over.
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "commands/commands.h"
+#include "taehv/env.h"
 #include "taehv/sizing_bridge.h"
 
 namespace taehv {
@@ -31,6 +33,31 @@ Checked<LaunchSettings> launchSettings(const po::variables_map& vm, const NodeDe
     settings.local_ranks = ranks.value;
   }
   return result;
+}
+
+/// torchrun's --redirects / --tee: per local rank, into settings.stream_logs (with --log-dir; without it torchrun
+/// writes to a temporary folder of its own, taehv-run keeps the output on the console and says so).
+void torchrunStreamLogs(const Cli& cli, const NodeDescriptor& node, LaunchSettings& settings) {
+  for (int local = 0; local < *node.nproc_per_node.value; ++local) {
+    const WorkerLogStreams streams = workerLogStreams(cli.torchrun(), local);
+    if (streams.files != LogStreams::kNone) settings.stream_logs[local] = streams;
+  }
+  if (!settings.stream_logs.empty() && settings.log_dir.empty()) {
+    settings.stream_logs.clear();
+    cli.log(LogLevel::kInfo, "--redirects/--tee without --log-dir: the output stays on the console (torchrun "
+                                "writes it to a new temporary folder); give --log-dir DIR for DIR/RUN_ID/attempt_N/"
+                                "LOCAL_RANK/stdout.log and stderr.log");
+  }
+}
+
+/// torchrun's warning when it sets OMP_NUM_THREADS for the workers (taehv-run's value: cpu cores / local workers).
+void warnOmpThreads(const Cli& cli, const NodeDescriptor& node) {
+  if (envValue(cli.env(), "OMP_NUM_THREADS") || *node.nproc_per_node.value <= 1) return;
+  const int threads = std::max(1, *node.cpu_cores.value / *node.nproc_per_node.value);
+  cli.log(LogLevel::kWarn, "setting OMP_NUM_THREADS=" + std::to_string(threads) + " for each worker (" +
+                               std::to_string(*node.cpu_cores.value) + " cpu cores / " +
+                               std::to_string(*node.nproc_per_node.value) + " local workers) to avoid overloading "
+                               "the system; set OMP_NUM_THREADS to tune it for your application");
 }
 
 Status checkLaunchOptions(const Cli& cli, const po::variables_map& vm, const ResolvedLaunch& r) {
@@ -86,6 +113,8 @@ int runLaunch(Cli& cli) {
   insertProfileArgs(r.node, command);
   LaunchSettings& settings = checked.value;
   settings.command = command;
+  torchrunStreamLogs(cli, r.node, settings);
+  warnOmpThreads(cli, r.node);
   auto group = planGroup(r.node, groupFlags(vm), cli.env());
   if (!group.ok()) {
     cli.log(LogLevel::kError, group.error);

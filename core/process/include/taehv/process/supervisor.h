@@ -49,6 +49,11 @@ struct ChildSpec {
   std::string cwd;                        ///< working directory; empty = inherit
   std::string log_file;                   ///< if set, the child's output (unprefixed) is also appended here
   bool echo = true;                       ///< relay output to our stdout/stderr (false: --local-ranks-filter)
+  /// torchrun's per-stream logs (--redirects / --tee): if set, the child's stdout / stderr (unprefixed) is written
+  /// here too (the file is truncated at the start, as torchrun does for each attempt).
+  std::string stdout_file, stderr_file;
+  bool echo_stdout = true;  ///< with echo: relay stdout to the console (false: redirected to stdout_file only)
+  bool echo_stderr = true;  ///< with echo: relay stderr to the console (false: redirected to stderr_file only)
   /// Give the child a stdin pipe that stays open while the supervisor lives (a remote side can watch it
   /// for EOF); otherwise stdin is /dev/null.
   bool stdin_pipe = false;
