@@ -353,7 +353,7 @@ int Cli::run() {
   // with the launch options only (the backends' are not loaded yet); dispatch() reads it again with all of them.
   std::vector<std::string> ours = raw_args_;
   if (!has_separator_) {
-    const Checked<TorchrunLine> line = readTorchrunLine(raw_args_, torchrunContext(launchOptions(), {}));
+    const Checked<TorchrunLine> line = readTorchrunLine(raw_args_, torchrunContext(launchOptions(), false));
     if (line.ok()) ours = line.value.launcher_args;
   }
   // Before the plugins load, so that --verbose shows where they are searched for.
@@ -376,8 +376,7 @@ int Cli::run() {
   return dispatch();
 }
 
-TorchrunContext Cli::torchrunContext(const po::options_description& table,
-                                     const std::vector<std::string>& backend_commands) const {
+TorchrunContext Cli::torchrunContext(const po::options_description& table, bool with_backend_commands) const {
   TorchrunContext context;
   context.env = env_;
   context.arity = [&table](const std::string& name) {
@@ -386,18 +385,23 @@ TorchrunContext Cli::torchrunContext(const po::options_description& table,
     return d->semantic()->max_tokens() > 0 ? OptionArity::kValue : OptionArity::kFlag;
   };
   for (const auto& c : subCommands()) context.sub_commands.push_back(c.name);
-  context.sub_commands.insert(context.sub_commands.end(), backend_commands.begin(), backend_commands.end());
+  if (with_backend_commands) {
+    context.is_backend_command = [this](const std::string& name) {
+      for (const auto& p : backends_.plugins()) {
+        for (const auto& c : p.backend->commands()) {
+          if (c.name == name) return true;
+        }
+      }
+      return false;
+    };
+  }
   context.has_separator = has_separator_;
   context.free_port = freeTcpPort;
   return context;
 }
 
 std::optional<int> Cli::readTorchrun(const po::options_description& table) {
-  std::vector<std::string> backend_commands;
-  for (const auto& p : backends_.plugins()) {
-    for (const auto& c : p.backend->commands()) backend_commands.push_back(c.name);
-  }
-  Checked<TorchrunLine> line = readTorchrunLine(raw_args_, torchrunContext(table, backend_commands));
+  Checked<TorchrunLine> line = readTorchrunLine(raw_args_, torchrunContext(table, true));
   if (!line.ok()) {
     log(LogLevel::kError, line.error);
     return kUsageError;

@@ -197,8 +197,10 @@ Checked<Collected> walk(const std::vector<std::string>& args, const TorchrunCont
     }
     // The first positional: a sub-command (or a near miss of one, reported by the host with "did you mean"), or,
     // with no `--`, torchrun's training_script.
-    const bool sub_command = std::find(context.sub_commands.begin(), context.sub_commands.end(), t) !=
-                             context.sub_commands.end();
+    const bool sub_command = context.has_separator ||
+                             std::find(context.sub_commands.begin(), context.sub_commands.end(), t) !=
+                                 context.sub_commands.end() ||
+                             context.is_backend_command(t);
     const bool near_miss = !didYouMean(t, context.sub_commands).empty() && !std::filesystem::exists(t);
     if (sub_command || near_miss || context.has_separator) {
       c.rest.assign(args.begin() + static_cast<long>(i), args.end());

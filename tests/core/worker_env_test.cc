@@ -35,7 +35,8 @@ TEST(WorkerEnv, ExactlyTorchrunsVariablesPlusTaehvOnes) {
                                           "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME",
                                           "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
                                           "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "OMP_NUM_THREADS",
-                                          "TAEHV_NODE_RANK", "TAEHV_NNODES"}));
+                                          "TORCHELASTIC_USE_AGENT_STORE", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                                          "TORCHELASTIC_SIGNALS_TO_HANDLE", "TAEHV_NODE_RANK", "TAEHV_NNODES"}));
 }
 
 TEST(WorkerEnv, ValuesFollowTorchrunSemantics) {

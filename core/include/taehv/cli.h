@@ -88,9 +88,10 @@ class Cli {
   int dispatch();
   /// Reads raw_args_ as torchrun's command line with the options of `table`; nullopt, or the exit code.
   std::optional<int> readTorchrun(const boost::program_options::options_description& table);
-  /// What readTorchrunLine needs: `table`'s options (it must outlive the context), the sub-command names.
+  /// What readTorchrunLine needs: `table`'s options (it must outlive the context), the sub-command names (the
+  /// loaded backends' too when `with_backend_commands`).
   TorchrunContext torchrunContext(const boost::program_options::options_description& table,
-                                  const std::vector<std::string>& backend_commands) const;
+                                  bool with_backend_commands) const;
   // The steps of resolve(); each fills its part of `r` or fails with the error that ends it.
   Status chooseBackend(const LaunchFlags& flags, ResolvedLaunch& r, std::string& passed_over);
   Status backendRequest(const boost::program_options::variables_map& vm, ResolvedLaunch& r) const;

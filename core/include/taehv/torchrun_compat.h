@@ -33,7 +33,9 @@ enum class LogStreams { kNone = 0, kOut = 1, kErr = 2, kBoth = 3 };
 struct TorchrunContext {
   Env env;                                            ///< PET_*, PYTHON_EXEC, VIRTUAL_ENV, PATH
   std::function<OptionArity(const std::string&)> arity;  ///< taehv-run's own options, by name without dashes
-  std::vector<std::string> sub_commands;              ///< names that start a sub-command rather than a script
+  std::vector<std::string> sub_commands;              ///< taehv-run's sub-commands (a near miss is one, misspelt)
+  /// Whether a backend's sub-command has this name; asked only for a positional without `--` (may call a plugin).
+  std::function<bool(const std::string&)> is_backend_command = [](const std::string&) { return false; };
   bool has_separator = false;                         ///< a `--` followed: the worker command is given already
   std::function<int()> free_port;                     ///< a free TCP port (for a c10d endpoint's port 0)
 };
