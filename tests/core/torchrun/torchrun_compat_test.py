@@ -1,0 +1,285 @@
+"""Torchrun.CommandLinesRunUnchangedWithTaehvRun: real torchrun command lines, each run twice with the same words,
+once under the real torchrun of the project's Python environment and once with taehv-run in its place. The worker
+is probe.py under the script or module name of the project the line comes from; it writes its argv, sys.executable
+and environment. The two are compared field by field; every difference allowed is listed below with its reason.
+Then bad input: one line on stderr each, exit 2, no worker started.
+
+usage: torchrun_compat_test.py TAEHV_RUN PYTHON   (PYTHON: the interpreter of the virtual environment with torch)
+"""
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+TAEHV_RUN, PYTHON = sys.argv[1], sys.argv[2]
+VENV = os.path.dirname(os.path.dirname(os.path.abspath(PYTHON)))
+TORCHRUN = os.path.join(VENV, "bin", "torchrun")
+PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "probe.py")
+CORES = len(os.sched_getaffinity(0))
+
+# Variables that differ on every run or belong to the harness: never compared.
+RUN_LOCAL = {"PROBE_OUT", "_"}
+# Set by taehv-run only, on purpose: its own (TAEHV_*), and sizing's Gloo interface for a one-machine job.
+TAEHV_ONLY_PREFIXES = ("TAEHV_",)
+TAEHV_ONLY = {"GLOO_SOCKET_IFNAME"}
+# Expected differences, each with its reason; a case adds its own.
+EXPECTED = {
+    # torchrun's agent hands its rendezvous store to the workers; taehv-run has no agent store, so rank 0's
+    # init_process_group creates it at MASTER_ADDR:MASTER_PORT.
+    "TORCHELASTIC_USE_AGENT_STORE": ("True", "False"),
+    # torchrun always gives each worker an error file in its temporary log folder; taehv-run gives one when its own
+    # TORCHELASTIC_ERROR_FILE is set (an outer launcher reads it) or torchrun's log layout is on (--log-dir with
+    # --redirects/--tee): then both put it at LOG_DIR/.../attempt_N/LOCAL_RANK/error.json.
+    "TORCHELASTIC_ERROR_FILE": "torchrun-only-or-path",
+    # torchrun sets 1 when nproc_per_node > 1 and leaves it unset for one worker; taehv-run sets
+    # max(1, cpu cores / local workers) in both cases (the same warning is printed when it sets one for several).
+    "OMP_NUM_THREADS": "omp-rule",
+}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# Each case: name, where the line comes from, the words after `torchrun` ({port}: a free port), the worker files to
+# create (name -> "script" | "module" | "exe"), and the case's own expected differences (name -> reason).
+CASES = [
+    ("nanoGPT single node", "karpathy/nanoGPT README.md: torchrun --standalone --nproc_per_node=8 train.py "
+     "config/train_gpt2.py",
+     ["--standalone", "--nproc_per_node=2", "train.py", "config/train_gpt2.py"], {"train.py": "script"},
+     {"MASTER_ADDR": "--standalone: torchrun's c10d store on 'localhost', taehv-run's master 127.0.0.1",
+      "MASTER_PORT": "--standalone: a free port each", "TORCHELASTIC_RUN_ID": "--standalone: a random id each"}),
+    ("nanoGPT multi-node form, one node", "karpathy/nanoGPT README.md: torchrun --nproc_per_node=8 --nnodes=2 "
+     "--node_rank=0 --master_addr=123.456.123.456 --master_port=1234 train.py (here --nnodes=1 on 127.0.0.1)",
+     ["--nproc_per_node=2", "--nnodes=1", "--node_rank=0", "--master_addr=127.0.0.1", "--master_port={port}",
+      "train.py"], {"train.py": "script"}, {}),
+    ("torchtitan run_train.sh", "pytorch/torchtitan run_train.sh: torchrun --nproc_per_node=${NGPU} --rdzv_backend "
+     "c10d --rdzv_endpoint=localhost:0 --local-ranks-filter ${LOG_RANK} --role rank --tee 3 -m torchtitan.train "
+     "--job.config_file ${CONFIG_FILE}",
+     ["--nproc_per_node=2", "--rdzv_backend", "c10d", "--rdzv_endpoint=localhost:0", "--local-ranks-filter", "0",
+      "--role", "rank", "--tee", "3", "-m", "torchtitan.train", "--job.config_file",
+      "./torchtitan/models/llama3/train_configs/debug_model.toml"], {"torchtitan/train.py": "module"},
+     {"MASTER_ADDR": "c10d: torchrun's workers get the store host's name, taehv-run's the endpoint's host",
+      "MASTER_PORT": "port 0: a free port each",
+      "TORCHELASTIC_ERROR_FILE": "--tee without --log-dir: torchrun logs to a temporary folder, taehv-run to the "
+                                 "console only"}),
+    ("pytorch/examples DDP tutorial", "pytorch/examples distributed/ddp-tutorial-series README: torchrun "
+     "--standalone --nproc_per_node=4 multigpu_torchrun.py 50 10",
+     ["--standalone", "--nproc_per_node=2", "multigpu_torchrun.py", "50", "10"], {"multigpu_torchrun.py": "script"},
+     {"MASTER_ADDR": "--standalone (see nanoGPT)", "MASTER_PORT": "--standalone", "TORCHELASTIC_RUN_ID": "--standalone"}),
+    ("pytorch/examples multinode, c10d with a node rank", "pytorch/examples distributed/ddp-tutorial-series "
+     "slurm/sbatch_run.sh: torchrun --nnodes 4 --nproc_per_node 1 --rdzv_id $RANDOM --rdzv_backend c10d "
+     "--rdzv_endpoint $head_node_ip:29500 multinode.py 50 10 (here one node)",
+     ["--nnodes", "1", "--nproc_per_node", "2", "--rdzv_id", "4567", "--rdzv_backend", "c10d", "--rdzv_endpoint",
+      "127.0.0.1:{port}", "multinode.py", "50", "10"], {"multinode.py": "script"},
+     {"MASTER_ADDR": "c10d: torchrun's workers get the store host's name, taehv-run's the endpoint's host",
+      "MASTER_PORT": "c10d: torchrun's workers get a port its agent picks, taehv-run's the endpoint's port"}),
+    ("Megatron-LM pretrain_gpt_distributed.sh", "NVIDIA/Megatron-LM examples/gpt3/train_gpt3_175b_distributed.sh: "
+     "torchrun --nproc_per_node $GPUS_PER_NODE --nnodes $NUM_NODES --master_addr $MASTER_ADDR --master_port "
+     "$MASTER_PORT pretrain_gpt.py --tensor-model-parallel-size 8 ...",
+     ["--nproc_per_node", "2", "--nnodes", "1", "--master_addr", "localhost", "--master_port", "{port}",
+      "pretrain_gpt.py", "--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "1",
+      "--num-layers", "2"], {"pretrain_gpt.py": "script"}, {}),
+    ("HF transformers run_glue.py", "huggingface/transformers examples/pytorch/README.md: torchrun "
+     "--nproc_per_node 8 pytorch/text-classification/run_glue.py --model_name_or_path google-bert/bert-large-"
+     "uncased-whole-word-masking --task_name mrpc --do_train --do_eval --output_dir /tmp/mrpc_output",
+     ["--nproc_per_node", "2", "--master_port", "{port}", "pytorch/text-classification/run_glue.py",
+      "--model_name_or_path", "google-bert/bert-large-uncased-whole-word-masking", "--task_name", "mrpc",
+      "--do_train", "--do_eval", "--output_dir", "/tmp/mrpc_output"],
+     {"pytorch/text-classification/run_glue.py": "script"}, {}),
+    ("elastic --nnodes 1:2, c10d, one machine", "PyTorch elastic quickstart (docs.pytorch.org/docs/stable/elastic/"
+     "quickstart.html): torchrun --nnodes=1:4 --nproc-per-node=$NUM_TRAINERS --max-restarts=3 --rdzv-id=$JOB_ID "
+     "--rdzv-backend=c10d --rdzv-endpoint=$HOST_NODE_ADDR YOUR_TRAINING_SCRIPT.py (here 1:2 and --node-rank 0, "
+     "last_call_timeout=1 so that torchrun does not wait 30 s for a second node)",
+     ["--nnodes=1:2", "--node-rank=0", "--nproc-per-node=2", "--max-restarts=3", "--rdzv-id=job35",
+      "--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-conf=last_call_timeout=1",
+      "train.py"], {"train.py": "script"},
+     {"MASTER_ADDR": "c10d (see multinode)", "MASTER_PORT": "c10d (see multinode)"}),
+    ("Kubeflow PyTorchJob PET_* variables", "kubeflow/training-operator: the pod gets PET_NNODES, PET_NPROC_PER_NODE, "
+     "PET_MASTER_ADDR, PET_MASTER_PORT and runs torchrun train.py",
+     ["train.py", "--epochs", "1"], {"train.py": "script"}, {}),
+    ("--no-python program", "torch/distributed/run.py docs: --no-python runs the script directly (torchrun "
+     "--no-python ./train.sh)",
+     ["--nproc-per-node=2", "--master-port={port}", "--no-python", "./train_exe", "--lr", "3e-4"],
+     {"train_exe": "exe"}, {}),
+    ("--run-path absolute script", "torch/distributed/run.py docs: --run-path runs /abs/path/script.py with "
+     "runpy.run_path",
+     ["--nproc-per-node=2", "--master-port={port}", "--run-path", "{dir}/train.py", "--steps", "2"],
+     {"train.py": "script"}, {}),
+    ("one worker, option=value spelling, logs", "torch/distributed/run.py docs: --log-dir with --redirects 3 "
+     "(torchrun --log-dir=/tmp/logs --redirects=3 --nproc-per-node=1 train.py)",
+     ["--nproc-per-node=1", "--master-port={port}", "--log-dir={dir}/logs", "--redirects=3", "--start-method=fork",
+      "--monitor-interval=0.5", "train.py"], {"train.py": "script"}, {}),
+    ("legacy underscore spellings and --max_restarts", "pytorch/examples distributed/tensor_parallelism "
+     "run_example.sh: torchrun --nnodes 1 --nproc_per_node ${NGPU} --rdzv_id 101 --rdzv_endpoint=localhost:5972 "
+     "${FILE} (static rendezvous)",
+     ["--nnodes", "1", "--nproc_per_node", "2", "--rdzv_id", "101", "--rdzv_endpoint=localhost:{port}",
+      "--max_restarts", "1", "fsdp_tp_example.py"], {"fsdp_tp_example.py": "script"}, {}),
+]
+
+PET_ENV = {"PET_NNODES": "1", "PET_NPROC_PER_NODE": "2", "PET_MASTER_ADDR": "127.0.0.1"}
+
+
+def make_workers(folder, files):
+    for name, kind in files.items():
+        path = os.path.join(folder, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if kind == "module":
+            open(os.path.join(os.path.dirname(path), "__init__.py"), "w").close()
+        with open(PROBE) as f:
+            text = f.read()
+        if kind == "exe":
+            text = "#!" + PYTHON + "\n" + text
+        with open(path, "w") as f:
+            f.write(text)
+        if kind == "exe":
+            os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+
+
+def run(launcher, words, folder, extra_env):
+    out = os.path.join(folder, "out")
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "TORCHELASTIC_", "OMP_NUM_THREADS",
+                                                                     "PYTHON_EXEC"))}
+    env.update({"PROBE_OUT": out, "VIRTUAL_ENV": VENV}, **extra_env)
+    argv = ([PYTHON, TORCHRUN] if launcher == "torchrun" else [TAEHV_RUN]) + words
+    start = time.monotonic()
+    p = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - start
+    results = {}
+    for name in sorted(os.listdir(out)):
+        with open(os.path.join(out, name)) as f:
+            results[name] = json.load(f)
+    return p, results, took
+
+
+def omp_ok(nproc, a, b):
+    torch_expected = "1" if nproc > 1 else None
+    taehv_expected = str(max(1, CORES // nproc))
+    return a == torch_expected and b == taehv_expected
+
+
+def compare(name, words, torch_res, taehv_res, own, folder):
+    problems = []
+    if sorted(torch_res) != sorted(taehv_res):
+        return [f"workers differ: torchrun {sorted(torch_res)}, taehv-run {sorted(taehv_res)}"]
+    nproc = len(torch_res)
+    for rank in sorted(torch_res):
+        t, h = torch_res[rank], taehv_res[rank]
+        for field in ("argv", "executable"):
+            if t[field] != h[field]:
+                problems.append(f"{rank} {field}: torchrun {t[field]!r}, taehv-run {h[field]!r}")
+        te, he = t["env"], h["env"]
+        for var in sorted(set(te) | set(he)):
+            a, b = te.get(var), he.get(var)
+            if a == b or var in RUN_LOCAL:
+                continue
+            if a is None and (var in TAEHV_ONLY or var.startswith(TAEHV_ONLY_PREFIXES)):
+                continue
+            if var in own:
+                continue
+            rule = EXPECTED.get(var)
+            if rule == "omp-rule" and omp_ok(nproc, a, b):
+                continue
+            if rule == "torchrun-only-or-path" and (b is None or b.endswith("/error.json")):
+                continue
+            if isinstance(rule, tuple) and (a, b) == rule:
+                continue
+            problems.append(f"{rank} env {var}: torchrun {a!r}, taehv-run {b!r}")
+    return problems
+
+
+def log_files(root):
+    """Files under a torchrun log folder, without its first level (torchrun: RUN_ID_<random>; taehv-run: RUN_ID)."""
+    found = set()
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            rel = os.path.relpath(os.path.join(dirpath, f), root).split(os.sep)
+            found.add("/".join(rel[1:]))
+    return found
+
+
+def run_cases():
+    failures = 0
+    for name, source, words, files, own in CASES:
+        folder = tempfile.mkdtemp(prefix="taehv35-")
+        try:
+            make_workers(folder, files)
+            port = str(free_port())
+            line = [w.replace("{port}", port).replace("{dir}", folder) for w in words]
+            extra = dict(PET_ENV, PET_MASTER_PORT=port) if "PET_" in name else {}
+            tp, tres, ttook = run("torchrun", line, folder, extra)
+            torch_logs = log_files(os.path.join(folder, "logs")) if os.path.isdir(os.path.join(folder, "logs")) else set()
+            shutil.rmtree(os.path.join(folder, "logs"), ignore_errors=True)
+            hp, hres, htook = run("taehv-run", line, folder, extra)
+            taehv_logs = log_files(os.path.join(folder, "logs")) if os.path.isdir(os.path.join(folder, "logs")) else set()
+            problems = []
+            if tp.returncode != 0 or not tres:
+                problems.append(f"torchrun failed ({tp.returncode}): {tp.stderr.strip()[-400:]}")
+            if hp.returncode != 0 or not hres:
+                problems.append(f"taehv-run failed ({hp.returncode}): {hp.stderr.strip()[-400:]}")
+            if not problems:
+                problems = compare(name, line, tres, hres, own, folder)
+            if torch_logs != taehv_logs:
+                problems.append(f"log files: torchrun {sorted(torch_logs)}, taehv-run {sorted(taehv_logs)}")
+            status = "ok  " if not problems else "FAIL"
+            print(f"{status} {name}: {len(tres)} worker(s), torchrun {ttook:.2f} s, taehv-run {htook:.2f} s"
+                  + (f", {len(taehv_logs)} log files alike" if taehv_logs else ""))
+            print(f"     from {source}")
+            for p in problems:
+                print("     " + p)
+            failures += bool(problems)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    return failures
+
+
+# Bad input: taehv-run's one line and exit 2, and no worker started.
+BAD = [
+    ("a script that does not exist", ["--nproc-per-node", "2", "missing_train.py"], "does not exist"),
+    ("a module that does not import", ["--nproc-per-node", "2", "-m", "no_such_module_35"], "no such module"),
+    ("--nproc-per-node 0", ["--nproc-per-node", "0", "train.py"], "at least 1"),
+    ("--rdzv-endpoint without a host", ["--rdzv-backend", "c10d", "--rdzv-endpoint", ":29400", "train.py"],
+     "has no host"),
+    ("--rdzv-conf garbage", ["--rdzv-conf", "garbage", "train.py"], "is not key=value"),
+    ("--rdzv-conf bad timeout", ["--rdzv-conf", "join_timeout=soon", "train.py"], "whole seconds"),
+    ("static endpoint without a port", ["--rdzv-endpoint", "node0", "train.py"], "has no port"),
+    ("c10d over 2 nodes without --node-rank", ["--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                                               "node0:29400", "train.py"], "does not assign node ranks"),
+    ("etcd rendezvous", ["--rdzv-backend", "etcd", "--rdzv-endpoint", "node0:2379", "train.py"],
+     "needs the etcd node group"),
+    ("--no-python with -m", ["--no-python", "-m", "train"], "cannot be used together"),
+    ("--start-method bogus", ["--start-method", "thread", "train.py"], "spawn, fork or forkserver"),
+    ("--logs-specs", ["--logs-specs", "mine", "train.py"], "--logs-specs"),
+]
+
+
+def run_bad():
+    failures = 0
+    folder = tempfile.mkdtemp(prefix="taehv35-bad-")
+    try:
+        make_workers(folder, {"train.py": "script"})
+        for name, words, expect in BAD:
+            p, res, _ = run("taehv-run", words, folder, {})
+            lines = [l for l in p.stderr.splitlines() if l.strip()]
+            ok = p.returncode == 2 and len(lines) == 1 and expect in lines[0] and not res
+            print(f"{'ok  ' if ok else 'FAIL'} bad input, {name}: exit {p.returncode}: {' | '.join(lines)}")
+            failures += not ok
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return failures
+
+
+if __name__ == "__main__":
+    start = time.monotonic()
+    failed = run_cases() + run_bad()
+    print(f"{len(CASES)} command lines, {len(BAD)} bad inputs, {failed} failed, {time.monotonic() - start:.1f} s")
+    sys.exit(1 if failed else 0)
