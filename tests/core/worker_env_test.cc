@@ -93,5 +93,18 @@ TEST(WorkerEnv, CompleteEnvironmentLaysTheContractOverTheInheritedOne) {
   EXPECT_EQ(full.at("RANK"), "0");
 }
 
+
+TEST(WorkerEnv, TorchrunsAgentVariablesAndRole) {
+  NodeDescriptor n = node(1, 0, 2);
+  EXPECT_EQ(get(expandWorkers(n, {})[1], "ROLE_NAME"), "default");
+  EXPECT_EQ(get(expandWorkers(n, {})[1], "TORCHELASTIC_USE_AGENT_STORE"), "False");  // no agent store
+  EXPECT_EQ(get(expandWorkers(n, {})[1], "TORCH_NCCL_ASYNC_ERROR_HANDLING"), "1");
+  EXPECT_EQ(get(expandWorkers(n, {{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"}})[1], "TORCH_NCCL_ASYNC_ERROR_HANDLING"),
+            "3");
+  EXPECT_EQ(get(expandWorkers(n, {})[0], "TORCHELASTIC_SIGNALS_TO_HANDLE"), "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
+  n.role = "trainer";
+  EXPECT_EQ(get(expandWorkers(n, {})[1], "ROLE_NAME"), "trainer");
+}
+
 }  // namespace
 }  // namespace taehv
