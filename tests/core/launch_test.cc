@@ -225,5 +225,27 @@ TEST(Launch, RestartCountFromAnOuterLauncherIsReportedAndNotRestartedLocally) {
   EXPECT_NE(r.out.find("flag --restart-count"), std::string::npos) << r.out;
 }
 
+
+// torchrun's form end to end (no `--`): --redirects / --tee with --log-dir write LOG_DIR/RUN_ID/attempt_N/LOCAL_RANK/
+// stdout.log and stderr.log; a redirected stream leaves the console, a teed one stays; the worker's error file is
+// error.json beside them.
+TEST(Launch, TorchrunRedirectsAndTeeWriteTorchrunsLogLayout) {
+  std::string dir = tempDir();
+  auto r = taehv({"--nproc-per-node=2", "--rdzv-id=job35", "--log-dir", dir, "--redirects", "0:3,1:1", "--tee",
+                  "1:2", "--no-prefix", "--no-python", "/bin/sh", "-c",
+                  "echo out$LOCAL_RANK; echo err$LOCAL_RANK >&2; echo $TORCHELASTIC_ERROR_FILE"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string attempt = dir + "/job35/attempt_0/";
+  EXPECT_EQ(readFile(attempt + "0/stdout.log"), "out0\n" + attempt + "0/error.json\n");
+  EXPECT_EQ(readFile(attempt + "0/stderr.log"), "err0\n");
+  EXPECT_EQ(readFile(attempt + "1/stdout.log"), "out1\n" + attempt + "1/error.json\n");
+  EXPECT_EQ(readFile(attempt + "1/stderr.log"), "err1\n");  // teed: in the file and on the console
+  EXPECT_EQ(r.out, "");  // rank 0's streams and rank 1's stdout are redirected
+  EXPECT_NE(r.err.find("err1\n"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("err0"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir + "/rank_0.log"));  // torchrun's layout replaces rank_<RANK>.log
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace taehv::test
