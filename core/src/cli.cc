@@ -451,7 +451,9 @@ int Cli::dispatch() {
   if (want_help) {
     std::cout << "usage: taehv-run [--backend NAME|auto|local] [launch options] [-- command...]\n"
                  "       taehv-run [options] SUB-COMMAND [options]\n"
-                 "       taehv-run --backend NAME BACKEND-COMMAND ARGS...\n\n"
+                 "       taehv-run --backend NAME BACKEND-COMMAND ARGS...\n"
+                 "       taehv-run [torchrun's options] [--python PATH] SCRIPT [ARGS...]   (torchrun's command line: "
+                 "docs/launching.md)\n\n"
                  "Starts this node's share of a distributed job with torchrun's worker environment. Without a\n"
                  "command after --, the worker is taehv-train beside taehv-run.\n\nsub-commands:\n";
     for (const auto& c : subCommands()) std::cout << "  " << c.name << std::string(12 - c.name.size(), ' ') << c.summary << "\n";
