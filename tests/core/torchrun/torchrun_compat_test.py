@@ -171,12 +171,15 @@ def compare(name, words, torch_res, taehv_res, own, folder):
     problems = []
     if sorted(torch_res) != sorted(taehv_res):
         return [f"workers differ: torchrun {sorted(torch_res)}, taehv-run {sorted(taehv_res)}"]
-    nproc = len(torch_res)
     for rank in sorted(torch_res):
         t, h = torch_res[rank], taehv_res[rank]
-        for field in ("argv", "executable"):
-            if t[field] != h[field]:
-                problems.append(f"{rank} {field}: torchrun {t[field]!r}, taehv-run {h[field]!r}")
+        nproc = int(t["env"].get("LOCAL_WORLD_SIZE", "1"))  # this worker's node's workers
+        if t["argv"] != h["argv"]:
+            problems.append(f"{rank} argv: torchrun {t['argv']!r}, taehv-run {h['argv']!r}")
+        # The same interpreter: torchrun's is the one it runs under (its sys.executable), taehv-run's the active
+        # virtual environment's bin/python3; two names of one file (python, python3 links) are the same interpreter.
+        if os.path.realpath(t["executable"]) != os.path.realpath(h["executable"]):
+            problems.append(f"{rank} executable: torchrun {t['executable']!r}, taehv-run {h['executable']!r}")
         te, he = t["env"], h["env"]
         for var in sorted(set(te) | set(he)):
             a, b = te.get(var), he.get(var)

@@ -1,0 +1,111 @@
+"""Torchrun.TwoNodeLinesAcrossNetworkNamespaces: two multi-node torchrun command lines, each run on two network
+namespaces (two hosts with their own addresses, tests/infra/netns_lib.sh) under the real torchrun and then with
+taehv-run in its place, compared worker by worker as torchrun_compat_test.py compares one node. Needs root and
+iproute2 (exits 77, skipped, without them). Namespace names t35h1/t35h2, bridge t35br, net 10.35.0.0/24: this
+test's own.
+
+usage: torchrun_netns_test.py TAEHV_RUN PYTHON
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import torchrun_compat_test as compat
+
+LIB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "infra", "netns_lib.sh")
+NETNS = "PFX=t35h BR=t35br NET=10.35.0; source " + LIB + "; "
+MASTER = "10.35.0.2"  # t35h1's address: node 0
+
+# name, source, the words per node ({rank}: the node rank, {port}: a free port), the case's expected differences
+LINES = [
+    ("Megatron-LM two nodes, static", "NVIDIA/Megatron-LM examples/gpt3/train_gpt3_175b_distributed.sh: torchrun "
+     "--nproc_per_node $GPUS_PER_NODE --nnodes $NUM_NODES --node_rank $NODE_RANK --master_addr $MASTER_ADDR "
+     "--master_port $MASTER_PORT pretrain_gpt.py ...",
+     ["--nproc_per_node", "2", "--nnodes", "2", "--node_rank", "{rank}", "--master_addr", MASTER, "--master_port",
+      "{port}", "pretrain_gpt.py", "--num-layers", "2"], {}),
+    ("nanoGPT two nodes, static endpoint spelling", "karpathy/nanoGPT README.md: torchrun --nproc_per_node=8 "
+     "--nnodes=2 --node_rank=1 --master_addr=123.456.123.456 --master_port=1234 train.py, with torchrun's "
+     "--rdzv-endpoint in place of --master_addr/--master_port",
+     ["--nproc_per_node=1", "--nnodes=2", "--node_rank={rank}", "--rdzv-endpoint=" + MASTER + ":{port}",
+      "pretrain_gpt.py"], {}),
+]
+
+
+def sh(command):
+    return subprocess.run(["bash", "-c", command], capture_output=True, text=True)
+
+
+def run_two(launcher, words, folder):
+    out = os.path.join(folder, "out")
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "TORCHELASTIC_", "OMP_NUM_THREADS",
+                                                                     "PYTHON_EXEC"))}
+    env.update({"PROBE_OUT": out, "VIRTUAL_ENV": compat.VENV})
+    base = [compat.PYTHON, compat.TORCHRUN] if launcher == "torchrun" else [compat.TAEHV_RUN]
+    procs = []
+    for rank in (0, 1):
+        argv = ["ip", "netns", "exec", "t35h%d" % (rank + 1)] + base + [w.replace("{rank}", str(rank)) for w in words]
+        procs.append(subprocess.Popen(argv, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True))
+    codes, errs = [], []
+    for p in procs:
+        try:
+            _, err = p.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _, err = p.communicate()
+        codes.append(p.returncode)
+        errs.append(err)
+    results = {}
+    for name in sorted(os.listdir(out)):
+        with open(os.path.join(out, name)) as f:
+            results[name] = compat.json.load(f)
+    return codes, errs, results
+
+
+def main():
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        print("skipped: needs root and iproute2 (ip netns)")
+        return 77
+    sh(NETNS + "netns_down 2")
+    up = sh(NETNS + "netns_up 2")
+    if up.returncode != 0:
+        print("cannot make the namespaces: " + up.stderr.strip())
+        return 1
+    failures = 0
+    start = time.monotonic()
+    try:
+        for name, source, words, own in LINES:
+            folder = tempfile.mkdtemp(prefix="taehv35-netns-")
+            try:
+                compat.make_workers(folder, {"pretrain_gpt.py": "script"})
+                port = str(compat.free_port())
+                line = [w.replace("{port}", port) for w in words]
+                tcodes, terrs, tres = run_two("torchrun", line, folder)
+                hcodes, herrs, hres = run_two("taehv-run", line, folder)
+                problems = []
+                if tcodes != [0, 0] or not tres:
+                    problems.append(f"torchrun exits {tcodes}: {terrs[0][-300:]} {terrs[1][-300:]}")
+                if hcodes != [0, 0] or not hres:
+                    problems.append(f"taehv-run exits {hcodes}: {herrs[0][-300:]} {herrs[1][-300:]}")
+                if not problems:
+                    problems = compat.compare(name, line, tres, hres, own, folder)
+                print(f"{'ok  ' if not problems else 'FAIL'} {name}: {len(hres)} workers on 2 namespaces")
+                print(f"     from {source}")
+                for p in problems:
+                    print("     " + p)
+                failures += bool(problems)
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+    finally:
+        sh(NETNS + "netns_down 2")
+    print(f"{len(LINES)} two-node lines, {failures} failed, {time.monotonic() - start:.1f} s")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
