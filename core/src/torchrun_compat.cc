@@ -491,10 +491,16 @@ Status checkOtherOptions(const Collected& c, const TorchrunContext& context, Tor
 
 }  // namespace
 
-Checked<TorchrunLine> readTorchrunLine(const std::vector<std::string>& args, const TorchrunContext& context) {
-  Checked<Collected> walked = walk(args, context);
+Checked<TorchrunLine> readTorchrunLine(const std::vector<std::string>& args, const TorchrunContext& given_context) {
+  Checked<Collected> walked = walk(args, given_context);
   if (!walked.ok()) return {walked.error};
   Collected& c = walked.value;
+  // The PET_* of torchrun's own options stand for them in torchrun's form only (a training script given): in
+  // taehv-run's form (`--`, or a sub-command) a pod's PET_RDZV_* must not outrank what its backend plans.
+  TorchrunContext context = given_context;
+  if (c.positional.empty()) {
+    for (const auto& opt : kTorchrunOptions) context.env.erase(petName(opt.name));
+  }
   Checked<TorchrunLine> out;
   TorchrunLine& line = out.value;
   if (Status s = checkOtherOptions(c, context, line); !s.ok()) return {s.error};

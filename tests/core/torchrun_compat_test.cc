@@ -74,6 +74,9 @@ TEST(TorchrunCompat, RendezvousMapsOntoMasterAndRunId) {
   // PET_RDZV_ENDPOINT stands for the flag.
   EXPECT_EQ(read({"t.py"}, {{"PET_RDZV_ENDPOINT", "n1:7"}}).launcher_args,
             (Args{"--master-addr", "n1", "--master-port", "7"}));
+  // ... in torchrun's form only: with a sub-command (or `--`) a backend plans, PET_RDZV_* do not outrank it.
+  EXPECT_EQ(read({"describe"}, {{"PET_RDZV_ENDPOINT", "n1:7"}, {"PET_RDZV_BACKEND", "c10d"}}).launcher_args,
+            (Args{"describe"}));
 }
 
 TEST(TorchrunCompat, RefusedAndBadInputIsOneLineNamingTheOption) {
