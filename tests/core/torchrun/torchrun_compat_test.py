@@ -200,6 +200,15 @@ def compare(name, words, torch_res, taehv_res, own, folder):
     return problems
 
 
+def report(what, source, problems):
+    """Prints a case's line, where it comes from and its problems; 1 when it failed."""
+    print(f"{'ok  ' if not problems else 'FAIL'} {what}")
+    print(f"     from {source}")
+    for p in problems:
+        print("     " + p)
+    return int(bool(problems))
+
+
 def log_files(root):
     """Files under a torchrun log folder, without its first level (torchrun: RUN_ID_<random>; taehv-run: RUN_ID)."""
     found = set()
@@ -233,13 +242,8 @@ def run_cases():
                 problems = compare(name, line, tres, hres, own, folder)
             if torch_logs != taehv_logs:
                 problems.append(f"log files: torchrun {sorted(torch_logs)}, taehv-run {sorted(taehv_logs)}")
-            status = "ok  " if not problems else "FAIL"
-            print(f"{status} {name}: {len(tres)} worker(s), torchrun {ttook:.2f} s, taehv-run {htook:.2f} s"
-                  + (f", {len(taehv_logs)} log files alike" if taehv_logs else ""))
-            print(f"     from {source}")
-            for p in problems:
-                print("     " + p)
-            failures += bool(problems)
+            failures += report(f"{name}: {len(tres)} worker(s), torchrun {ttook:.2f} s, taehv-run {htook:.2f} s"
+                               + (f", {len(taehv_logs)} log files alike" if taehv_logs else ""), source, problems)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     return failures

@@ -94,11 +94,7 @@ def main():
                     problems.append(f"taehv-run exits {hcodes}: {herrs[0][-300:]} {herrs[1][-300:]}")
                 if not problems:
                     problems = compat.compare(name, line, tres, hres, own, folder)
-                print(f"{'ok  ' if not problems else 'FAIL'} {name}: {len(hres)} workers on 2 namespaces")
-                print(f"     from {source}")
-                for p in problems:
-                    print("     " + p)
-                failures += bool(problems)
+                failures += compat.report(f"{name}: {len(hres)} workers on 2 namespaces", source, problems)
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
     finally:
