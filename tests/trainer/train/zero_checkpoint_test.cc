@@ -228,12 +228,9 @@ TEST(ZeroCheckpoint, AMissingOrDamagedShardIsRefusedNamingItAndNothingIsWritten)
 // optimizer_layout.json is read from disk: a layout whose shards or parameters do not tile [0, N), or which names a
 // path, is one CheckpointError naming the file.
 TEST(ZeroCheckpoint, AHostileLayoutIsOneErrorNamingTheFile) {
-  ZeroLayout layout;
-  layout.world_size = 2;
-  layout.numel = 10;
-  layout.step = 1;
-  layout.params = {{"a", 0, 4}, {"b", 4, 6}};
-  layout.shards = {{zeroShardFileName(0, 2), 0, 5}, {zeroShardFileName(1, 2), 5, 10}};
+  // 2 ranks, stage 1, 10 elements, AdamW step 1; parameters a and b; no buckets; two shards of 5.
+  const ZeroLayout layout{2, 1, 10, 1, {{"a", 0, 4}, {"b", 4, 6}}, {},
+                          {{zeroShardFileName(0, 2), 0, 5}, {zeroShardFileName(1, 2), 5, 10}}};
   const std::string good = formatZeroLayout(layout);
   EXPECT_EQ(parseZeroLayout(good, "L").shards.size(), 2u);
   const auto refused = [](const std::string& text) {

@@ -161,13 +161,8 @@ ZeroLayout zeroLayoutOf(const ShardedAdamW& zero, const std::vector<std::string>
 }
 
 std::string formatZeroLayout(const ZeroLayout& layout) {
-  nlohmann::json json;
-  json["format"] = kFormat;
-  json["world_size"] = layout.world_size;
-  json["stage"] = layout.stage;
-  json["numel"] = layout.numel;
-  json["step"] = layout.step;
-  json["dtype"] = "F32";
+  nlohmann::json json = {{"format", kFormat},      {"world_size", layout.world_size}, {"stage", layout.stage},
+                         {"numel", layout.numel},   {"step", layout.step},              {"dtype", "F32"}};
   nlohmann::json params = nlohmann::json::array();
   for (const auto& p : layout.params) params.push_back({{"name", p.name}, {"offset", p.offset}, {"numel", p.numel}});
   json["params"] = params;
