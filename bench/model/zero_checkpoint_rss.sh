@@ -1,7 +1,7 @@
 #!/bin/bash
 # Peak RSS of every rank over a whole run that saves a checkpoint (issue 39), ZeRO stages 0/1/2 at 2 and 3 Gloo ranks
 # on this host, for two taehv-train builds interleaved (before: main's, after: this tree's).
-#   bench/model/zero_checkpoint_rss.sh BEFORE_BIN AFTER_BIN [BATCHxFRAMESxSIZE ...]   (default 1x4x32)
+#   [WORLDS="2 3"] bench/model/zero_checkpoint_rss.sh BEFORE_BIN AFTER_BIN [BATCHxFRAMESxSIZE ...]   (default 1x4x32)
 # One line per run: shape, build, world, stage, each rank's peak RSS (MiB, /usr/bin/time -v), wall seconds.
 set -u
 before=$1; after=$2; shift 2
@@ -32,7 +32,7 @@ run() {  # BIN WORLD STAGE BATCH FRAMES SIZE -> "rss0 rss1 ... | seconds"
 }
 for shape in "${shapes[@]}"; do
   IFS=x read -r batch frames size <<<"$shape"
-  for world in 2 3; do
+  for world in ${WORLDS:-2 3}; do
     for stage in 0 1 2; do
       for build in before after; do
         bin=$before; [ $build = after ] && bin=$after

@@ -355,34 +355,6 @@ void ShardedAdamW::step(double lr) {
   if (dist_.worldSize() > 1) dist_.allGather(p, flat_params_);
 }
 
-void ShardedAdamW::exportState(torch::optim::AdamW& optimizer) const {
-  torch::NoGradGuard no_grad;
-  const bool keep = step_ > 0 && dist_.rank() == 0;  // AdamW creates its state at its first step; rank 0 saves
-  std::vector<std::unique_ptr<torch::optim::AdamWParamState>> states(params_.size());
-  for (auto& state : states) {
-    state = std::make_unique<torch::optim::AdamWParamState>();
-    state->step(step_);
-  }
-  // One moment at a time, so the gathered copy and the per-parameter tensors of the other never coexist.
-  for (const bool second : {false, true}) {
-    auto full = torch::empty({dist_.worldSize() * shard_size_}, exp_avg_.options());
-    dist_.allGather(second ? exp_avg_sq_ : exp_avg_, full);
-    if (!keep) continue;
-    for (size_t k = 0; k < params_.size(); ++k) {
-      auto t = full.narrow(0, flat_offset_[k], params_[k].numel()).view(params_[k].sizes()).clone();
-      if (second) {
-        states[k]->exp_avg_sq(t);
-      } else {
-        states[k]->exp_avg(t);
-      }
-    }
-  }
-  if (!keep) return;
-  for (size_t k = 0; k < params_.size(); ++k) optimizer.state()[params_[k].unsafeGetTensorImpl()] = std::move(states[k]);
-}
-
-void ShardedAdamW::releaseExported(torch::optim::AdamW& optimizer) { optimizer.state().clear(); }
-
 void ShardedAdamW::importState(torch::optim::AdamW& optimizer) {
   torch::NoGradGuard no_grad;
   exp_avg_.zero_();

@@ -23,11 +23,10 @@
 //
 // Checkpoints are sharded (zero_checkpoint.h): every rank's moments go to rank 0 one chunk at a time
 // (sendShardToRank0 / receiveShard), which writes one file per rank, so no rank ever holds more than its shard
-// plus one chunk; a resume reads its own pieces (importPieces), at any world size and stage. The full format is
-// kept for stage 0 and for old checkpoints: exportState() gathers the full moments into rank 0's AdamW object
-// (used by nothing at save time any more), importState() takes this rank's shard out of one optimizer.load()
-// filled. Thread safety: one thread (the training thread, and backward's hooks on it); every rank calls every
-// method in the same order (they are collectives).
+// plus one chunk (nothing gathers the moments any more); a resume reads its own pieces (importPieces), at any world
+// size and stage. An old full-format checkpoint (optimizer.pt, still stage 0's) loads through importState(), which
+// takes this rank's shard out of one optimizer.load() filled. Thread safety: one thread (the training thread, and
+// backward's hooks on it); every rank calls every method in the same order (they are collectives).
 #pragma once
 
 #include <torch/torch.h>
@@ -81,12 +80,6 @@ class ShardedAdamW {
   /// all-gathers every rank's shard into them. Stage 2 releases its shard gradient.
   void step(double lr);
 
-  /// Collective (all-gathers both moments). On rank 0, writes the full state (moments and step count, every
-  /// parameter) into `optimizer`'s state as its own step() would have left it; the caller saves it there and then
-  /// calls releaseExported(). Other ranks hold the gathered copy only during the call.
-  void exportState(torch::optim::AdamW& optimizer) const;
-  /// Drops the state exportState() put into `optimizer` (it is a full copy, the memory ZeRO saves).
-  static void releaseExported(torch::optim::AdamW& optimizer);
   /// Takes this rank's shard out of a full state loaded into `optimizer` (optimizer.load()), then drops it
   /// there. A parameter without state starts from zeros, as AdamW's own first step does.
   void importState(torch::optim::AdamW& optimizer);
