@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
       {
           {"train", taehv::train::trainCommand, "train TAEHV data-parallel (the default; see train --help)"},
           {"eval", taehv::train::evalCommand, "PSNR and SSIM of a checkpoint on a dataset"},
+          {"checkpoint", taehv::train::checkpointCommand, "a checkpoint's layout (info); its full state (consolidate)"},
           {"encode", taehv::encodeCommand, "frames (safetensors or a video file) -> latents"},
           {"decode", taehv::decodeCommand, "latents (safetensors) -> frames (safetensors or an H.264 video)"},
           {"roundtrip", taehv::roundtripCommand, "a video file encoded and decoded: H.264 out, PSNR, SSIM, frames/s"},

@@ -71,12 +71,15 @@ std::string shapeText(c10::IntArrayRef shape) {
 
 }  // namespace
 
-std::map<std::string, torch::Tensor> readSafetensors(const std::string& path, files::Role role) {
+SafetensorsFile openSafetensors(const std::string& path, files::Role role) {
   // Its type is checked before the open (a FIFO would block it); taehv/files/input_file.h.
-  const Checked<files::OpenedFile> file = files::openInputFile(path, "safetensors file", role);
-  if (!file.ok()) throw SafetensorsError(file.error);
-  const files::FileDescriptor& fd = file.value.fd;
-  const uint64_t file_size = file.value.size;
+  Checked<files::OpenedFile> opened = files::openInputFile(path, "safetensors file", role);
+  if (!opened.ok()) throw SafetensorsError(opened.error);
+  SafetensorsFile out;
+  out.path = path;
+  out.file = std::move(opened.value);
+  const files::FileDescriptor& fd = out.file.fd;
+  const uint64_t file_size = out.file.size;
   // Read the length field, then (after the parser bounded it by the file size) the JSON header.
   std::vector<uint8_t> prefix(std::min<uint64_t>(file_size, 8));
   if (!preadAll(fd.get(), prefix.data(), prefix.size(), 0)) {
@@ -94,15 +97,28 @@ std::map<std::string, torch::Tensor> readSafetensors(const std::string& path, fi
       }
     }
   }
-  const SafetensorsHeader header = parseSafetensorsHeader(prefix.data(), prefix.size(), file_size, path);
+  out.header = parseSafetensorsHeader(prefix.data(), prefix.size(), file_size, path);
+  return out;
+}
+
+void SafetensorsFile::read(const SafetensorsEntry& entry, uint64_t offset, uint64_t size, void* out) const {
+  if (offset > entry.end - entry.begin || size > entry.end - entry.begin - offset) {
+    throw SafetensorsError("safetensors file '" + path + "', tensor '" + entry.name + "': bytes [" +
+                           std::to_string(offset) + ", +" + std::to_string(size) + ") lie outside it");
+  }
+  if (!preadAll(file.fd.get(), out, size, header.data_offset + entry.begin + offset)) {
+    throw SafetensorsError("safetensors file '" + path + "', tensor '" + entry.name +
+                           "': short read (file truncated while reading?)");
+  }
+}
+
+std::map<std::string, torch::Tensor> readSafetensors(const std::string& path, files::Role role) {
+  const SafetensorsFile file = openSafetensors(path, role);
   std::map<std::string, torch::Tensor> tensors;
-  for (const auto& entry : header.entries) {
+  for (const auto& entry : file.header.entries) {
     // Sizes were checked against the file size, so this allocation is bounded by the file.
     torch::Tensor t = torch::empty(entry.shape, torch::TensorOptions().dtype(torchDtype(entry.dtype)));
-    if (!preadAll(fd.get(), t.data_ptr(), entry.end - entry.begin, header.data_offset + entry.begin)) {
-      throw SafetensorsError("safetensors file '" + path + "', tensor '" + entry.name +
-                             "': short read (file truncated while reading?)");
-    }
+    file.read(entry, 0, entry.end - entry.begin, t.data_ptr());
     tensors.emplace(entry.name, std::move(t));
   }
   return tensors;

@@ -1,6 +1,8 @@
 #include "train_state.h"
 
+#include <chrono>
 #include <filesystem>
+#include <limits>
 #include <sstream>
 #include <utility>
 
@@ -8,6 +10,7 @@
 #include "taehv/files/input_file.h"
 #include "taehv/log.h"
 #include "taehv/model/output_file.h"
+#include "zero_checkpoint.h"
 
 namespace taehv::train {
 namespace fs = std::filesystem;
@@ -32,6 +35,18 @@ std::string checkpointFile(const std::string& path) {
     throw CheckpointError(regular.error);
   }
   return path;
+}
+
+/// The parameters' names, in the optimizer's order (named_parameters() is parameters()' order).
+std::vector<std::string> paramNames(TAEHV& model) {
+  std::vector<std::string> names;
+  for (const auto& [name, t] : namedParams(model)) names.push_back(name);
+  return names;
+}
+
+/// Elements per transfer of a sharded save: one gradient bucket's (dist.bucket_mb), the memory it may add.
+int64_t shardChunk(const Config& cfg) {
+  return std::max<int64_t>(1, static_cast<int64_t>(cfg.dist.bucket_mb * (1 << 20) / sizeof(float)));
 }
 
 }  // namespace
@@ -171,7 +186,15 @@ CheckpointState loadTrainState(const std::string& dir, TrainState& state, const 
   if (!text.ok()) throw CheckpointError(text.error);
   const CheckpointState saved = parseCheckpointState(text.value);
   loadTensors((fs::path(dir) / "model.pt").string(), state.model, state.params, device);
-  {
+  if (fs::exists(fs::symlink_status(fs::path(dir) / kZeroLayoutFile))) {
+    // Sharded (ZeRO 1-2): this rank's pieces, or at stage 0 every parameter's state.
+    auto* adamw = dynamic_cast<torch::optim::AdamW*>(state.optimizer.get());
+    if (adamw == nullptr) {
+      throw CheckpointError("checkpoint " + dir + " holds sharded AdamW state (ZeRO); this run's train.optimizer is "
+                            "not adamw: resume with train.optimizer=adamw");
+    }
+    loadZeroShards(dir, state.params, paramNames(state.model), state.zero.get(), state.zero ? nullptr : adamw);
+  } else {
     torch::serialize::InputArchive archive;
     archive.load_from(checkpointFile((fs::path(dir) / "optimizer.pt").string()), device);
     try {
@@ -198,32 +221,69 @@ CheckpointState loadTrainState(const std::string& dir, TrainState& state, const 
 
 std::string saveTrainState(const std::string& out_dir, int64_t keep, TrainState& state, const CheckpointState& saved,
                            const Config& cfg, bool rank0) {
-  auto* adamw = dynamic_cast<torch::optim::AdamW*>(state.optimizer.get());
-  if (state.zero) state.zero->exportState(*adamw);  // collective: the full state, in stage 0's format, on rank 0
-  if (!rank0) return std::string();
-  const auto path = saveCheckpoint(out_dir, saved.step, keep, [&](const std::string& dir) {
-    const auto named = namedParams(state.model);
-    saveTensors(dir + "/model.pt", named);
-    {
-      torch::serialize::OutputArchive archive;
-      state.optimizer->save(archive);
-      saveArchive(archive, dir + "/optimizer.pt");
-    }
-    if (!state.ema.empty()) {
-      std::vector<std::pair<std::string, torch::Tensor>> ema;
-      for (size_t i = 0; i < state.ema.size(); ++i) ema.emplace_back(named[i].first, state.ema[i]);
-      saveTensors(dir + "/ema.pt", ema);
-    }
-    {
-      std::ostringstream rng;
-      torch::save(at::detail::getDefaultCPUGenerator().get_state(), rng);
-      writeText(dir + "/rng.pt", rng.str());
-    }
-    writeText(dir + "/state.json", formatCheckpointState(saved));
-    writeText(dir + "/config.yaml", cfg.toYaml());
-  });
-  if (state.zero) ShardedAdamW::releaseExported(*adamw);
+  // ZeRO 1-2: every rank's shard of the moments to rank 0, a chunk at a time, into a file per rank (never gathered).
+  const int64_t chunk = shardChunk(cfg);
+  if (!rank0) {
+    if (state.zero) saveZeroShards("", *state.zero, {}, chunk);
+    return std::string();
+  }
+  bool shards_done = false;
+  std::string path;
+  try {
+    path = saveCheckpoint(out_dir, saved.step, keep, [&](const std::string& dir) {
+      const auto named = namedParams(state.model);
+      if (state.zero) {  // first: the other ranks wait in it
+        shards_done = true;
+        saveZeroShards(dir, *state.zero, paramNames(state.model), chunk);
+      }
+      saveTensors(dir + "/model.pt", named);
+      if (!state.zero) {
+        torch::serialize::OutputArchive archive;
+        state.optimizer->save(archive);
+        saveArchive(archive, dir + "/optimizer.pt");
+      }
+      if (!state.ema.empty()) {
+        std::vector<std::pair<std::string, torch::Tensor>> ema;
+        for (size_t i = 0; i < state.ema.size(); ++i) ema.emplace_back(named[i].first, state.ema[i]);
+        saveTensors(dir + "/ema.pt", ema);
+      }
+      {
+        std::ostringstream rng;
+        torch::save(at::detail::getDefaultCPUGenerator().get_state(), rng);
+        writeText(dir + "/rng.pt", rng.str());
+      }
+      writeText(dir + "/state.json", formatCheckpointState(saved));
+      writeText(dir + "/config.yaml", cfg.toYaml());
+    });
+  } catch (...) {
+    if (state.zero && !shards_done) drainZeroShards(*state.zero, chunk);  // the others wait for rank 0
+    throw;
+  }
   return path;
+}
+
+std::string consolidateCheckpoint(const std::string& dir, const std::string& out_dir) {
+  std::string why;
+  if (!verifyCheckpoint(dir, &why)) {
+    throw CheckpointError("checkpoint " + dir + " is damaged (" + why + "); nothing was written");
+  }
+  const fs::path yaml = fs::path(dir) / "config.yaml";
+  if (!fs::exists(fs::symlink_status(yaml))) {
+    throw CheckpointError("checkpoint " + dir + " has no config.yaml (the model and optimizer it was saved with); "
+                          "nothing was written");
+  }
+  Config cfg;
+  try {
+    cfg.mergeYamlFile(yaml.string());
+  } catch (const ConfigError& e) {
+    throw CheckpointError("checkpoint " + dir + ": " + e.what());
+  }
+  Config full = cfg;  // one rank, stage 0: the full state in torch::optim's format
+  full.train.zero_stage = 0;
+  Distributed alone(DistEnv{}, DistBackend::kGloo, std::chrono::milliseconds(1000), torch::kCPU, "");
+  TrainState state = makeTrainState(full, alone, torch::kCPU);
+  const CheckpointState saved = loadTrainState(dir, state, torch::kCPU);
+  return saveTrainState(out_dir, std::numeric_limits<int64_t>::max(), state, saved, cfg, true);
 }
 
 }  // namespace taehv::train

@@ -57,6 +57,11 @@ BatchShape batchShape(const TrainConfig& train, int64_t world, const std::option
 std::string saveTrainState(const std::string& out_dir, int64_t keep, TrainState& state, const CheckpointState& saved,
                            const Config& cfg, bool rank0);
 
+/// `taehv-train checkpoint consolidate`: loads checkpoint folder `dir` (any format, with its config.yaml) at one rank
+/// and stage 0 and saves it in the full format (optimizer.pt) as checkpoint-STEP under `out_dir` (the folder holding
+/// `dir` replaces it atomically). Returns the folder written. Throws CheckpointError for a damaged `dir`.
+std::string consolidateCheckpoint(const std::string& dir, const std::string& out_dir);
+
 /// Refuses checkpoint folder `dir` (CheckpointError naming both values) when its config.yaml gives any of `keys`
 /// (model.variant, train.optimizer: what its files' layout follows) another value than `cfg`. Called before its
 /// tensors are loaded, which would otherwise fail inside libtorch. A checkpoint without config.yaml passes.

@@ -11,6 +11,8 @@ namespace taehv::train {
 namespace {
 /// Tag of stage 2's reduce-scatter transfers (Distributed::allGather's are 1).
 constexpr int kReduceScatterTag = 2;
+/// Tag of a sharded checkpoint's transfers to rank 0 (sendShardToRank0 / receiveShard).
+constexpr int kShardSaveTag = 3;
 }  // namespace
 
 /// Stage 2: runs before AccumulateGrad adds a backward pass's gradient, and makes the parameter's bucket buffer
@@ -353,34 +355,6 @@ void ShardedAdamW::step(double lr) {
   if (dist_.worldSize() > 1) dist_.allGather(p, flat_params_);
 }
 
-void ShardedAdamW::exportState(torch::optim::AdamW& optimizer) const {
-  torch::NoGradGuard no_grad;
-  const bool keep = step_ > 0 && dist_.rank() == 0;  // AdamW creates its state at its first step; rank 0 saves
-  std::vector<std::unique_ptr<torch::optim::AdamWParamState>> states(params_.size());
-  for (auto& state : states) {
-    state = std::make_unique<torch::optim::AdamWParamState>();
-    state->step(step_);
-  }
-  // One moment at a time, so the gathered copy and the per-parameter tensors of the other never coexist.
-  for (const bool second : {false, true}) {
-    auto full = torch::empty({dist_.worldSize() * shard_size_}, exp_avg_.options());
-    dist_.allGather(second ? exp_avg_sq_ : exp_avg_, full);
-    if (!keep) continue;
-    for (size_t k = 0; k < params_.size(); ++k) {
-      auto t = full.narrow(0, flat_offset_[k], params_[k].numel()).view(params_[k].sizes()).clone();
-      if (second) {
-        states[k]->exp_avg_sq(t);
-      } else {
-        states[k]->exp_avg(t);
-      }
-    }
-  }
-  if (!keep) return;
-  for (size_t k = 0; k < params_.size(); ++k) optimizer.state()[params_[k].unsafeGetTensorImpl()] = std::move(states[k]);
-}
-
-void ShardedAdamW::releaseExported(torch::optim::AdamW& optimizer) { optimizer.state().clear(); }
-
 void ShardedAdamW::importState(torch::optim::AdamW& optimizer) {
   torch::NoGradGuard no_grad;
   exp_avg_.zero_();
@@ -401,6 +375,68 @@ void ShardedAdamW::importState(torch::optim::AdamW& optimizer) {
     exp_avg_sq_.narrow(0, in_shard, len).copy_(s.exp_avg_sq().reshape({-1}).narrow(0, in_param, len));
   });
   states.clear();
+}
+
+std::pair<int64_t, int64_t> ShardedAdamW::shardRange(int rank) const {
+  const int64_t begin = std::min(numel_, rank * shard_size_);
+  return {begin, std::min(numel_, begin + shard_size_)};
+}
+
+std::vector<std::pair<int64_t, int64_t>> ShardedAdamW::bucketRanges() const {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const auto& b : buckets_) out.emplace_back(b.begin, b.end);
+  return out;
+}
+
+void ShardedAdamW::sendShardToRank0(int64_t chunk) const {
+  if (dist_.rank() == 0) return;
+  TORCH_CHECK(chunk > 0, "ShardedAdamW::sendShardToRank0: chunk must be > 0");
+  const int64_t length = shard_end_ - shard_begin_;
+  for (const auto* moment : {&exp_avg_, &exp_avg_sq_}) {
+    for (int64_t at = 0; at < length; at += chunk) {
+      dist_.exchangeAsync({{0, moment->narrow(0, at, std::min(chunk, length - at))}}, {}, kShardSaveTag)->wait();
+    }
+  }
+}
+
+void ShardedAdamW::receiveShard(int rank, int64_t chunk, const std::function<void(const torch::Tensor&)>& consume) const {
+  TORCH_CHECK(dist_.rank() == 0, "ShardedAdamW::receiveShard on rank ", dist_.rank());
+  TORCH_CHECK(chunk > 0, "ShardedAdamW::receiveShard: chunk must be > 0");
+  const auto [begin, end] = shardRange(rank);
+  const int64_t length = end - begin;
+  torch::Tensor buffer;
+  if (rank != 0 && length > 0) buffer = torch::empty({std::min(chunk, length)}, exp_avg_.options());
+  std::exception_ptr failed;
+  for (const auto* moment : {&exp_avg_, &exp_avg_sq_}) {
+    for (int64_t at = 0; at < length; at += chunk) {
+      const int64_t len = std::min(chunk, length - at);
+      torch::Tensor piece;
+      if (rank == 0) {
+        piece = moment->narrow(0, at, len);
+      } else {
+        piece = buffer.narrow(0, 0, len);
+        dist_.exchangeAsync({}, {{rank, piece}}, kShardSaveTag)->wait();
+      }
+      if (failed) continue;  // keep receiving: rank `rank` waits for each of its sends
+      try {
+        consume(piece);
+      } catch (...) {
+        failed = std::current_exception();
+      }
+    }
+  }
+  if (failed) std::rethrow_exception(failed);
+}
+
+void ShardedAdamW::importPieces(
+    int64_t step, const std::function<void(size_t param, int64_t in_param, torch::Tensor m, torch::Tensor v)>& fill) {
+  torch::NoGradGuard no_grad;
+  exp_avg_.zero_();
+  exp_avg_sq_.zero_();
+  step_ = step;
+  forEachPiece(shard_begin_, shard_end_, [&](size_t k, int64_t in_param, int64_t in_shard, int64_t len) {
+    fill(k, in_param, exp_avg_.narrow(0, in_shard, len), exp_avg_sq_.narrow(0, in_shard, len));
+  });
 }
 
 }  // namespace taehv::train

@@ -14,6 +14,19 @@ namespace taehv {
 
 class TAEHVImpl;
 
+/// A safetensors file opened (its type checked first: taehv/files/input_file.h) and its header validated, for
+/// reading parts of its tensors (a checkpoint's optimizer shards).
+struct SafetensorsFile {
+  std::string path;
+  files::OpenedFile file;
+  SafetensorsHeader header;
+  /// Reads `size` bytes at byte `offset` of `entry`'s data into `out`. Throws SafetensorsError naming the file and
+  /// the tensor (a range outside the tensor, a short read).
+  void read(const SafetensorsEntry& entry, uint64_t offset, uint64_t size, void* out) const;
+};
+/// Opens `path` and parses its header. Throws SafetensorsError.
+SafetensorsFile openSafetensors(const std::string& path, files::Role role = files::Role::kOther);
+
 /// Reads every tensor of `path` (in its stored dtype, on the CPU); its type is checked before it is opened
 /// (taehv/files/input_file.h). Throws SafetensorsError. `role`: kInput makes it one of this command's inputs, which
 /// no output of the command may replace (the commands name theirs before any work: requireInputFiles).

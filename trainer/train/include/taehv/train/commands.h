@@ -13,4 +13,7 @@ int trainCommand(const std::vector<std::string>& args);
 /// `eval --checkpoint latest|PATH [--config FILE] [--set key=value]... [--no-ema]`
 int evalCommand(const std::vector<std::string>& args);
 
+/// `checkpoint info DIR` | `checkpoint consolidate DIR [--out FOLDER]`
+int checkpointCommand(const std::vector<std::string>& args);
+
 }  // namespace taehv::train

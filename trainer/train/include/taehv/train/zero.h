@@ -21,15 +21,18 @@
 // end of backward to the update. Half an all-reduce's bytes; at 2 ranks the sums are bitwise stage 0's, from 3
 // on they add the same terms in rank order instead of Gloo's ring order (a few ulp apart).
 //
-// Checkpoints stay in torch::optim::AdamW's format: exportState() gathers the full moments into rank 0's AdamW
-// object, which optimizer.save() writes, importState() takes this rank's shard out of one optimizer.load() filled, so a
-// checkpoint resumes at any world size and any stage (0, 1 or 2). Thread safety: one thread (the training
-// thread, and backward's hooks on it); every rank calls every method in the same order (they are collectives).
+// Checkpoints are sharded (zero_checkpoint.h): every rank's moments go to rank 0 one chunk at a time
+// (sendShardToRank0 / receiveShard), which writes one file per rank, so no rank ever holds more than its shard
+// plus one chunk (nothing gathers the moments any more); a resume reads its own pieces (importPieces), at any world
+// size and stage. An old full-format checkpoint (optimizer.pt, still stage 0's) loads through importState(), which
+// takes this rank's shard out of one optimizer.load() filled. Thread safety: one thread (the training thread, and
+// backward's hooks on it); every rank calls every method in the same order (they are collectives).
 #pragma once
 
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -58,6 +61,8 @@ class ShardedAdamW {
   ShardedAdamW& operator=(const ShardedAdamW&) = delete;
 
   int stage() const { return options_.stage; }
+  int rank() const { return dist_.rank(); }
+  int worldSize() const { return dist_.worldSize(); }
 
   /// At each step's start, instead of resetting the parameters' .grad: stage 1 zeros the flat gradient buffer
   /// (every .grad a view of it), stage 2 releases the .grad tensors and the bucket buffers.
@@ -75,15 +80,34 @@ class ShardedAdamW {
   /// all-gathers every rank's shard into them. Stage 2 releases its shard gradient.
   void step(double lr);
 
-  /// Collective (all-gathers both moments). On rank 0, writes the full state (moments and step count, every
-  /// parameter) into `optimizer`'s state as its own step() would have left it; the caller saves it there and then
-  /// calls releaseExported(). Other ranks hold the gathered copy only during the call.
-  void exportState(torch::optim::AdamW& optimizer) const;
-  /// Drops the state exportState() put into `optimizer` (it is a full copy, the memory ZeRO saves).
-  static void releaseExported(torch::optim::AdamW& optimizer);
   /// Takes this rank's shard out of a full state loaded into `optimizer` (optimizer.load()), then drops it
   /// there. A parameter without state starts from zeros, as AdamW's own first step does.
   void importState(torch::optim::AdamW& optimizer);
+
+  /// Sharded checkpoints (zero_checkpoint.h). Collective with receiveShard on rank 0: ranks 1.. send their two
+  /// moments' real elements ([shardBegin(), shardEnd()), exp_avg first) in chunks of `chunk` elements, one at a
+  /// time (each waits for rank 0's receive). Allocates nothing. Rank 0 does nothing here.
+  void sendShardToRank0(int64_t chunk) const;
+  /// Rank 0: hands rank `rank`'s exp_avg then exp_avg_sq, `chunk` elements at a time in flat order, to `consume`
+  /// (a contiguous tensor on the training device, valid during the call): its own moments' slices for rank 0, else
+  /// received into one buffer of `chunk` elements. Every chunk is received even when `consume` throws (the sender
+  /// would wait for ever); the first exception is rethrown at the end.
+  void receiveShard(int rank, int64_t chunk, const std::function<void(const torch::Tensor&)>& consume) const;
+  /// Sets this rank's moments from a checkpoint piece by piece: zeros first, then `fill(param index, offset in the
+  /// parameter, exp_avg piece, exp_avg_sq piece)` for each piece of this rank's shard (views into the moments, to
+  /// be written); the AdamW step count becomes `step`.
+  void importPieces(int64_t step,
+                    const std::function<void(size_t param, int64_t in_param, torch::Tensor m, torch::Tensor v)>& fill);
+  /// The first and one-past-last element of rank `rank`'s shard in the unpadded flat parameters.
+  std::pair<int64_t, int64_t> shardRange(int rank) const;
+  /// Parameter `param`'s first element in the flat parameters (the order is reverse registration order).
+  int64_t flatOffset(size_t param) const { return flat_offset_[param]; }
+  /// The gradient buckets as flat ranges [begin, end), in flat order.
+  std::vector<std::pair<int64_t, int64_t>> bucketRanges() const;
+  /// AdamW steps taken (the bias correction's t).
+  int64_t stepCount() const { return step_; }
+  /// The element type of the moments.
+  torch::ScalarType dtype() const { return exp_avg_.scalar_type(); }
 
   /// This rank's elements of the unpadded flat parameters: [shardBegin(), shardEnd()) of flatNumel().
   int64_t shardBegin() const { return shard_begin_; }
