@@ -121,7 +121,9 @@ Status TcpNodeGroup::Impl::finish(bool success) {
 
 AgreedRanks TcpNodeGroup::Impl::agreedRanks() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return agreed_;
+  AgreedRanks out = agreed_;
+  out.master_addr = o_.leader_addr;  // node 0, always
+  return out;
 }
 
 int TcpNodeGroup::Impl::boundPort() const {
