@@ -339,7 +339,9 @@ int runWithGroup(const NodeDescriptor& planned, const LaunchSettings& settings, 
       node.master_addr.set(agreed.master_addr, "node group: formation " + std::to_string(round) + "'s master",
                            Origin::kRule);
     }
-    if (node.elastic() || round > 0) {
+    // The etcd group numbers the nodes itself (--node-rank orders them; none given: order of arrival).
+    const bool numbered = node.elastic() || round > 0 || !settings.group.etcd_endpoints.empty();
+    if (numbered) {
       const std::string formation = "node group: formation " + std::to_string(round);
       node.nnodes.set(agreed.nnodes, formation + " (--nnodes " + planned.nnodesText() + ")", Origin::kRule);
       node.node_rank.set(agreed.node_rank, formation + " (this node's --node-rank " +
@@ -349,7 +351,7 @@ int runWithGroup(const NodeDescriptor& planned, const LaunchSettings& settings, 
                              std::to_string(agreed.first_rank + *node.nproc_per_node.value - 1) + " of world size " +
                              std::to_string(agreed.world_size) +
                              (agreed.counts.empty() ? std::string() : " (per-node counts " + agreed.counts + ")") +
-                             (node.elastic() || round > 0 ? "; node " + std::to_string(*node.node_rank.value) +
+                             (numbered ? "; node " + std::to_string(*node.node_rank.value) +
                                                                 " of " + std::to_string(*node.nnodes.value) +
                                                                 ", restart " + std::to_string(round)
                                                           : std::string()));
