@@ -1,8 +1,5 @@
 #include "taehv/group/etcd_node_group.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -18,6 +15,7 @@
 
 #include "taehv/group/session.h"
 #include "taehv/parse.h"
+#include "stop_pipe.h"
 
 namespace taehv::group {
 namespace {
@@ -93,12 +91,18 @@ struct Formation {
   std::vector<Member> members;
 };
 
+/// The JSON text a MAC covers and etcd stores: keys sorted (nlohmann's object), bytes that are not UTF-8 (a host
+/// name, a worker's message) replaced rather than thrown on.
+std::string canonical(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
 /// The MAC'd JSON value: `body` plus "mac" = HMAC(job key, what | key | body).
 std::string sealValue(const std::string& job_key, const std::string& what, const std::string& key, Json body) {
   body["v"] = kLayoutVersion;
-  const std::string mac = hex(hmacSha256(job_key, what + "|" + key + "|" + body.dump()));
+  // Through text and back: what is MAC'd is exactly what a reader parses (replaced bytes included).
+  body = Json::parse(canonical(body));
+  const std::string mac = hex(hmacSha256(job_key, what + "|" + key + "|" + canonical(body)));
   body["mac"] = mac;
-  return body.dump();
+  return canonical(body);
 }
 
 /// The body of a value sealed by sealValue() under `job_key`, or nullopt (not JSON, another version, another key).
@@ -109,7 +113,7 @@ std::optional<Json> openValue(const std::string& job_key, const std::string& wha
   const std::string mac = j["mac"].get<std::string>();
   j.erase("mac");
   if (j.value("v", 0) != kLayoutVersion) return std::nullopt;
-  const std::string want = hex(hmacSha256(job_key, what + "|" + key + "|" + j.dump()));
+  const std::string want = hex(hmacSha256(job_key, what + "|" + key + "|" + canonical(j)));
   if (mac.size() != want.size() || CRYPTO_memcmp(mac.data(), want.data(), want.size()) != 0) return std::nullopt;
   return j;
 }
@@ -121,15 +125,9 @@ std::string etcdRunPrefix(const std::string& run_id) { return "/taehv/" + run_id
 class EtcdNodeGroup::Impl {
  public:
   explicit Impl(EtcdGroupOptions o) : o_(std::move(o)), client_(o_.endpoints), prefix_(etcdRunPrefix(o_.run_id)) {
-    if (::pipe2(stop_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) stop_pipe_[0] = stop_pipe_[1] = -1;
     want_round_ = o_.group.round;
   }
-  ~Impl() {
-    halt();
-    for (int fd : stop_pipe_) {
-      if (fd >= 0) ::close(fd);
-    }
-  }
+  ~Impl() { halt(); }
 
   Status start();
   Status form(Clock::time_point deadline);
@@ -144,7 +142,7 @@ class EtcdNodeGroup::Impl {
     std::lock_guard<std::mutex> lock(mu_);
     return reason_;
   }
-  int stopFd() const { return stop_pipe_[0]; }
+  int stopFd() const { return stop_pipe_.readFd(); }
 
  private:
   void log(LogLevel level, const std::string& line) const {
@@ -179,7 +177,7 @@ class EtcdNodeGroup::Impl {
   std::int64_t lease_ = 0;
   std::string id_;
   std::string addr_;
-  int stop_pipe_[2] = {-1, -1};
+  StopPipe stop_pipe_;
   std::thread thread_;
 
   mutable std::mutex mu_;
@@ -203,6 +201,8 @@ class EtcdNodeGroup::Impl {
   std::set<std::string> left_;
   std::map<std::string, std::time_t> last_seen_;
   bool warned_invalid_ = false;
+  bool warned_shape_ = false;
+  std::string unwritten_;  ///< this node's record as it should be in etcd, when the last write failed
 };
 
 std::string EtcdNodeGroup::Impl::recordValue() const {
@@ -270,7 +270,7 @@ Formation EtcdNodeGroup::Impl::readFormation(const std::vector<EtcdKeyValue>& kv
 }
 
 Status EtcdNodeGroup::Impl::start() {
-  if (stop_pipe_[0] < 0) return {"node group: cannot create its stop pipe"};
+  if (!stop_pipe_.ok()) return {"node group: cannot create its stop pipe"};
   Checked<std::string> version = client_.version();
   if (!version.ok()) {
     return {"cannot reach etcd at " + endpointsText() + " (--rdzv-endpoint): " + version.error +
@@ -307,7 +307,14 @@ void EtcdNodeGroup::Impl::loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!quit_) {
     lock.unlock();
-    tick();
+    try {
+      tick();
+    } catch (const std::exception& e) {
+      // A value of the right MAC but an unexpected shape (another taehv-run version writing under the prefix):
+      // this tick is skipped, the group does not crash the launcher.
+      if (!warned_shape_) log(LogLevel::kWarn, std::string("a value under ") + prefix_ + " could not be read: " + e.what());
+      warned_shape_ = true;
+    }
     lock.lock();
     const auto period = phase_ == Phase::kWaiting ? kFormingPoll : o_.group.heartbeat;
     cv_.wait_for(lock, period, [this] { return quit_ || dirty_; });
@@ -347,12 +354,11 @@ void EtcdNodeGroup::Impl::tick() {
     if (dirty_) value = recordValue();
     dirty_ = false;
   }
-  if (!value.empty()) {
-    if (Status s = client_.put(recordKey(id_), value, lease_); !s.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      dirty_ = true;
-      return;
-    }
+  if (!value.empty()) unwritten_ = value;
+  if (!unwritten_.empty()) {
+    // Not written (etcd away): tried again at the next tick, not at once, so a refusing etcd is no busy loop.
+    if (!client_.put(recordKey(id_), unwritten_, lease_).ok()) return;
+    unwritten_.clear();
   }
   Checked<std::vector<EtcdKeyValue>> kvs = client_.rangePrefix(prefix_);
   if (!kvs.ok()) return;  // keepAlive() decides when etcd has been away too long
@@ -495,10 +501,7 @@ void EtcdNodeGroup::Impl::stopWith(const std::string& reason) {
   reason_ = reason;
   if (phase_ != Phase::kLeft) phase_ = Phase::kStopped;
   dirty_ = true;
-  const char byte = 1;
-  if (stop_pipe_[1] >= 0 && ::write(stop_pipe_[1], &byte, 1) < 0) {
-    // Non-blocking and already written: nothing to do.
-  }
+  stop_pipe_.raise();
   cv_.notify_all();
 }
 
