@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <memory>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -36,8 +37,11 @@ int testPort(int slot) { return 36000 + static_cast<int>(::getpid() % 400) * 8 +
 
 class EtcdGroupCli : public ::testing::Test {
  protected:
+  /// The etcd cluster's size.
+  virtual int members() const { return 1; }
   void SetUp() override {
-    ASSERT_TRUE(etcd_.ok()) << etcd_.error();
+    etcd_ = std::make_unique<EtcdServer>(members());
+    ASSERT_TRUE(etcd_->ok()) << etcd_->error();
     dir_ = tempDir();
     log_ = dir_ + "/starts";
   }
@@ -55,7 +59,7 @@ class EtcdGroupCli : public ::testing::Test {
     std::vector<std::string> argv = {taehvRun(), "--backend", "local", "--nnodes", nnodes, "--master-addr",
                                      "127.0.0.1", "--master-port", std::to_string(port), "--nproc-per-node", "1",
                                      "--shutdown-grace", "2", "--node-timeout", "3", "--run-id", run_id_,
-                                     "--rdzv-backend", "etcd", "--rdzv-endpoint", etcd_.endpointText()};
+                                     "--rdzv-backend", "etcd", "--rdzv-endpoint", etcd_->endpointText()};
     if (node_rank >= 0) argv.insert(argv.end(), {"--node-rank", std::to_string(node_rank)});
     argv.insert(argv.end(), extra.begin(), extra.end());
     argv.insert(argv.end(), {"--", "/bin/sh", "-c", record + script});
@@ -64,7 +68,7 @@ class EtcdGroupCli : public ::testing::Test {
     return std::async(std::launch::async, [argv, env, timeout] { return runProcess(argv, env, timeout); });
   }
 
-  EtcdServer etcd_;
+  std::unique_ptr<EtcdServer> etcd_;
   std::string dir_, log_;
   std::string run_id_ = "etcd-test-" + std::to_string(::getpid());
 };
@@ -119,7 +123,7 @@ TEST_F(EtcdGroupCli, Node0KilledTheOthersReFormWithANewMasterAndFinish) {
 // counted: the 2 real nodes form alone; the stranger says why it cannot join and keeps waiting (its join timeout
 // is 300 s; the test ends it after 15 s).
 TEST_F(EtcdGroupCli, AnotherTokenOrAForgedRecordCannotJoin) {
-  group::EtcdClient client({etcd_.endpoint()});
+  group::EtcdClient client({etcd_->endpoint()});
   auto lease = client.leaseGrant(std::chrono::seconds(60));
   ASSERT_TRUE(lease.ok()) << lease.error;
   char id[32];
@@ -153,7 +157,7 @@ TEST_F(EtcdGroupCli, EtcdLostStopsEveryNodeWithinTheNodeTimeout) {
   while (starts(log_).size() < 2 && Clock::now() < formed_by) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   ASSERT_EQ(starts(log_).size(), 2u);
   const auto t0 = Clock::now();
-  etcd_.kill();
+  etcd_->kill();
   const auto r0 = n0.get(), r1 = n1.get();
   const double took = std::chrono::duration<double>(Clock::now() - t0).count();
   std::printf("etcd killed: both nodes ended %.1f s later\n", took);
@@ -162,6 +166,30 @@ TEST_F(EtcdGroupCli, EtcdLostStopsEveryNodeWithinTheNodeTimeout) {
     EXPECT_NE(r->err.find("could not reach etcd for"), std::string::npos) << r->err;
   }
   EXPECT_LT(took, 3 + 2 + 2 + 6) << "node timeout 3 s, a 2 s call, grace 2 s, slack";
+}
+
+class EtcdGroupCli3 : public EtcdGroupCli {
+ protected:
+  int members() const override { return 3; }
+};
+
+// One member of a 3-member etcd cluster killed mid-run (the first endpoint, the one the nodes talk to): the nodes go
+// on to the next endpoint and the job does not notice: no stop, no restart, both nodes finish.
+TEST_F(EtcdGroupCli3, OneEtcdMemberOfThreeLostTheJobGoesOn) {
+  const int port = testPort(4);
+  auto n0 = node("0", "2", 0, port, "sleep 10; exit 0");
+  auto n1 = node("1", "2", 1, port, "sleep 10; exit 0");
+  const auto formed_by = Clock::now() + std::chrono::seconds(20);
+  while (starts(log_).size() < 2 && Clock::now() < formed_by) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(starts(log_).size(), 2u);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  etcd_->killMember(0);
+  const auto r0 = n0.get(), r1 = n1.get();
+  for (const auto* r : {&r0, &r1}) {
+    EXPECT_EQ(r->exit_code, 0) << r->err;
+    EXPECT_EQ(r->err.find("stopped"), std::string::npos) << r->err;
+  }
+  EXPECT_EQ(starts(log_), (std::vector<std::string>{"0 0 2 0 2 0", "0 1 2 1 2 1"})) << "no restart";
 }
 
 TEST(EtcdGroupCliInput, AnUnreachableEtcdOrABadListIsOneLineAndExit2) {
