@@ -68,6 +68,13 @@ class EtcdGroupCli : public ::testing::Test {
     return std::async(std::launch::async, [argv, env, timeout] { return runProcess(argv, env, timeout); });
   }
 
+  /// Waits (at most 20 s) until `n` workers have started.
+  bool workersStarted(std::size_t n) const {
+    const auto end = Clock::now() + std::chrono::seconds(20);
+    while (starts(log_).size() < n && Clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return starts(log_).size() >= n;
+  }
+
   std::unique_ptr<EtcdServer> etcd_;
   std::string dir_, log_;
   std::string run_id_ = "etcd-test-" + std::to_string(::getpid());
@@ -153,9 +160,7 @@ TEST_F(EtcdGroupCli, EtcdLostStopsEveryNodeWithinTheNodeTimeout) {
   const int port = testPort(3);
   auto n0 = node("0", "2", 0, port, "sleep 60");
   auto n1 = node("1", "2", 1, port, "sleep 60");
-  const auto formed_by = Clock::now() + std::chrono::seconds(20);
-  while (starts(log_).size() < 2 && Clock::now() < formed_by) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_EQ(starts(log_).size(), 2u);
+  ASSERT_TRUE(workersStarted(2)) << starts(log_).size() << " worker(s) started";
   const auto t0 = Clock::now();
   etcd_->kill();
   const auto r0 = n0.get(), r1 = n1.get();
@@ -179,9 +184,7 @@ TEST_F(EtcdGroupCli3, OneEtcdMemberOfThreeLostTheJobGoesOn) {
   const int port = testPort(4);
   auto n0 = node("0", "2", 0, port, "sleep 10; exit 0");
   auto n1 = node("1", "2", 1, port, "sleep 10; exit 0");
-  const auto formed_by = Clock::now() + std::chrono::seconds(20);
-  while (starts(log_).size() < 2 && Clock::now() < formed_by) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_EQ(starts(log_).size(), 2u);
+  ASSERT_TRUE(workersStarted(2)) << starts(log_).size() << " worker(s) started";
   std::this_thread::sleep_for(std::chrono::seconds(2));
   etcd_->killMember(0);
   const auto r0 = n0.get(), r1 = n1.get();
