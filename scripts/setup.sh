@@ -54,6 +54,8 @@ packages=(
   # tests and benchmarks: a real SLURM, real sshd hosts, fuzzing, test videos
   munge slurmctld slurmd slurm-client openssh-server openssh-client iproute2 procps
   ffmpeg "clang-$llvm" "libfuzzer-$llvm-dev" "libclang-rt-$llvm-dev"
+  # the etcd node group's tests: a real etcd (3.4 on Debian 12, 3.5 on Debian 13; both serve the v3 JSON gateway)
+  etcd-server etcd-client
 )
 missing=()
 for p in "${packages[@]}"; do

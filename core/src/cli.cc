@@ -30,7 +30,7 @@ const std::set<std::string> kForwardedOptions = {
     // sizing (taehv/sizing_bridge.h): each node sizes itself
     "gpu-binding", "collective-timeout", "nccl-buffsize", "oversubscribe", "config",
     // the node group (a token file is not forwarded: the SSH fan-out hands every node its job's token)
-    "node-timeout", "group-port", "no-node-group"};
+    "node-timeout", "group-port", "no-node-group", "rdzv-backend", "rdzv-endpoint"};
 
 /// Does the option named `name` (without dashes) of `desc` take a value?
 bool takesValue(const po::options_description& desc, const std::string& name) {
@@ -183,6 +183,11 @@ po::options_description Cli::launchOptions() const {
     ("job-token-file", po::value<std::string>()->value_name("FILE"),
         "multi-node: the job's secret for the node group, first line of FILE [default env TAEHV_JOB_TOKEN]")
     ("no-node-group", "multi-node: do not form the node group (no detection of lost nodes across nodes)")
+    ("rdzv-backend", po::value<std::string>()->value_name("NAME"),
+        "multi-node: etcd keeps the node group in an etcd cluster, so any node (node 0 too) may be lost "
+        "[env PET_RDZV_BACKEND, default: the group led by node 0]")
+    ("rdzv-endpoint", po::value<std::string>()->value_name("HOST:PORT[,...]"),
+        "multi-node: with --rdzv-backend etcd, the etcd cluster's client endpoints [env PET_RDZV_ENDPOINT]")
     ("log-dir", po::value<std::string>()->value_name("DIR"), "also write each worker's output to DIR/rank_<RANK>.log")
     ("local-ranks-filter", po::value<std::string>()->value_name("LIST"),
         "show output of these local ranks only, e.g. 0 or 0,2 (log files still get everything)")

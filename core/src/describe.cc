@@ -22,6 +22,12 @@ nlohmann::ordered_json groupJson(const GroupPlan* group) {
     case group::TokenSource::kDerived: g["token_source"] = "derived"; break;
   }
   g["token"] = group->token.description;
+  g["backend"] = group->etcd_endpoints.empty() ? "tcp" : "etcd";
+  if (!group->etcd_endpoints.empty()) {
+    nlohmann::ordered_json endpoints = nlohmann::ordered_json::array();
+    for (const auto& e : group->etcd_endpoints) endpoints.push_back(e.text());
+    g["etcd_endpoints"] = endpoints;
+  }
   return g;
 }
 

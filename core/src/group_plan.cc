@@ -16,12 +16,41 @@ GroupFlags groupFlags(const boost::program_options::variables_map& vm) {
   if (vm.count("node-timeout")) f.node_timeout = vm["node-timeout"].as<double>();
   if (vm.count("job-token-file")) f.token_file = vm["job-token-file"].as<std::string>();
   f.disabled = vm.count("no-node-group") > 0;
+  if (vm.count("rdzv-backend")) f.rdzv_backend = vm["rdzv-backend"].as<std::string>();
+  if (vm.count("rdzv-endpoint")) f.rdzv_endpoint = vm["rdzv-endpoint"].as<std::string>();
   return f;
 }
+
+namespace {
+
+/// --rdzv-backend etcd (or PET_RDZV_BACKEND=etcd): the endpoints, parsed. Other backends leave the TCP group.
+Status planEtcd(const GroupFlags& flags, const Env& env, GroupPlan& plan) {
+  const std::string* env_backend = findEnv(env, kRdzvBackendEnv);
+  const std::string backend = flags.rdzv_backend ? *flags.rdzv_backend : env_backend ? *env_backend : "";
+  const std::string backend_from = flags.rdzv_backend ? "--rdzv-backend" : std::string("env ") + kRdzvBackendEnv;
+  if (backend.empty() || backend == "static" || backend == "c10d") return {};
+  if (backend != "etcd") {
+    return {backend_from + " '" + backend + "' is not a backend taehv-run knows; use etcd (membership in an etcd "
+                                            "cluster), c10d or static (the node group led by node 0)"};
+  }
+  const std::string* env_endpoint = findEnv(env, kRdzvEndpointEnv);
+  if (!flags.rdzv_endpoint && !env_endpoint) {
+    return {backend_from + " etcd needs --rdzv-endpoint HOST:PORT[,HOST:PORT...] (the etcd cluster's client "
+                           "endpoints) or env " + std::string(kRdzvEndpointEnv)};
+  }
+  plan.etcd_source = flags.rdzv_endpoint ? "flag --rdzv-endpoint" : std::string("env ") + kRdzvEndpointEnv;
+  auto endpoints = group::parseEtcdEndpoints(flags.rdzv_endpoint ? *flags.rdzv_endpoint : *env_endpoint);
+  if (!endpoints.ok()) return {endpoints.error + " (" + plan.etcd_source + ")"};
+  plan.etcd_endpoints = std::move(endpoints.value);
+  return {};
+}
+
+}  // namespace
 
 Checked<GroupPlan> planGroup(const NodeDescriptor& node, const GroupFlags& flags, const Env& env) {
   Checked<GroupPlan> out;
   GroupPlan& plan = out.value;
+  if (Status s = planEtcd(flags, env, plan); !s.ok()) return {s.error};
   if (flags.disabled) {
     plan.why_off = "--no-node-group";
   } else if (*node.nnodes.value < 2) {
@@ -53,7 +82,7 @@ Checked<GroupPlan> planGroup(const NodeDescriptor& node, const GroupFlags& flags
     plan.port.set(group::defaultGroupPort(master),
                   master < 65535 ? "rule: master_port + 1" : "rule: master_port - 1 (master_port is 65535)");
   }
-  if (plan.enabled && plan.port.value == *node.master_port.value) {
+  if (plan.enabled && plan.etcd_endpoints.empty() && plan.port.value == *node.master_port.value) {
     out.error = "the group port " + std::to_string(*plan.port.value) + " (" + plan.port.source +
                 ") is the master port, which the workers' TCPStore uses; pick another --group-port";
     return out;
@@ -88,7 +117,14 @@ std::string describeGroup(const GroupPlan& plan) {
     return s.str();
   }
   s << "node group (core/group/PROTOCOL.md):\n";
-  s << "  address = " << plan.address() << "    <- master_addr, port " << plan.port.source << "\n";
+  if (!plan.etcd_endpoints.empty()) {
+    std::string endpoints;
+    for (const auto& e : plan.etcd_endpoints) endpoints += (endpoints.empty() ? "" : ",") + e.text();
+    s << "  backend = etcd at " << endpoints << "    <- " << plan.etcd_source
+      << " (the master is chosen per formation)\n";
+  } else {
+    s << "  address = " << plan.address() << "    <- master_addr, port " << plan.port.source << "\n";
+  }
   s << "  node_timeout = " << std::chrono::duration<double>(plan.node_timeout).count() << " s    <- "
     << plan.node_timeout_source << "\n";
   s << "  job_token = " << plan.token.description << "\n";

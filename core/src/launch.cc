@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "taehv/env.h"
+#include "taehv/group/etcd_node_group.h"
 #include "taehv/group/session.h"
 #include "taehv/group/tcp_node_group.h"
 #include "taehv/files/input_file.h"
@@ -188,10 +189,11 @@ std::string formatSeconds(std::chrono::milliseconds d) {
 }
 
 /// Starts this node's part of the node group (formation `round`: 0 at start, +1 at each re-formation) and waits
-/// until it has formed. nullptr with a logged error when not; `leader_lost` says whether node 0 was the cause.
+/// until it has formed. nullptr with a logged error when not; `leader_lost` says whether node 0 was the cause,
+/// `unreachable` whether the group could not even start (no etcd at the endpoints).
 std::unique_ptr<group::NodeGroup> formGroup(const NodeDescriptor& node, const GroupPlan& plan, int round,
                                             const std::function<void(LogLevel, const std::string&)>& log,
-                                            bool& leader_lost) {
+                                            bool& leader_lost, bool& unreachable) {
   group::GroupOptions options;
   options.node_rank = *node.node_rank.value;
   options.nnodes = *node.nnodes.value;
@@ -205,9 +207,19 @@ std::unique_ptr<group::NodeGroup> formGroup(const NodeDescriptor& node, const Gr
   options.nproc = *node.nproc_per_node.value;
   options.node_timeout = plan.node_timeout;
   options.log = log;
-  auto g = std::make_unique<group::TcpNodeGroup>(options);
+  std::unique_ptr<group::NodeGroup> g;
+  group::TcpNodeGroup* tcp = nullptr;
+  if (!plan.etcd_endpoints.empty()) {
+    g = std::make_unique<group::EtcdNodeGroup>(
+        group::EtcdGroupOptions{options, plan.etcd_endpoints, *node.run_id.value, std::string()});
+  } else {
+    auto t = std::make_unique<group::TcpNodeGroup>(options);
+    tcp = t.get();
+    g = std::move(t);
+  }
   if (Status s = g->start(); !s.ok()) {
     log(LogLevel::kError, s.error);
+    unreachable = tcp == nullptr;
     return nullptr;
   }
   const int wait_s = *node.master_wait_seconds.value;
@@ -216,8 +228,10 @@ std::unique_ptr<group::NodeGroup> formGroup(const NodeDescriptor& node, const Gr
   log(LogLevel::kInfo, std::string("node group: ") + (round > 0 ? "re-forming (formation " + std::to_string(round) +
                                                                       "): "
                                                                 : "") +
-                           (options.node_rank == 0 ? "listening on port " : "joining ") +
-                           (options.node_rank == 0 ? std::to_string(g->boundPort()) : plan.address()) + ", waiting up to " +
+                           (!tcp                    ? "forming in etcd"
+                            : options.node_rank == 0 ? "listening on port " + std::to_string(tcp->boundPort())
+                                                     : "joining " + plan.address()) +
+                           ", waiting up to " +
                            std::to_string(wait.count()) + " s for " + nodes + " nodes; node timeout " +
                            formatSeconds(plan.node_timeout) + "; job token: " +
                            (plan.token.source == group::TokenSource::kDerived ? "none given (derived, weaker)"
@@ -317,10 +331,13 @@ int runWithGroup(const NodeDescriptor& planned, const LaunchSettings& settings, 
   for (int round = 0;; ++round) {
     NodeDescriptor node = planned;
     bool leader_lost = false;
+    bool unreachable = false;
     // Replaces the master wait: node 0's workers (and so the master port) start only once the nodes have joined.
-    std::unique_ptr<group::NodeGroup> node_group = formGroup(node, settings.group, round, log, leader_lost);
+    std::unique_ptr<group::NodeGroup> node_group = formGroup(node, settings.group, round, log, leader_lost,
+                                                             unreachable);
     if (!node_group) {
       if (leader_lost) log(LogLevel::kError, leaderLostEnd(node));
+      if (unreachable && round == 0) return 2;  // configuration: the etcd named is not there
       return leader_lost ? process::kExternalStopExit : 1;
     }
     // Each node's JOIN carried its process count; node 0 answered with this node's place and the world size.
@@ -336,7 +353,14 @@ int runWithGroup(const NodeDescriptor& planned, const LaunchSettings& settings, 
       node_group->finish(false);
       return 2;
     }
-    if (node.elastic() || round > 0) {
+    // The etcd group chooses the master per formation (its first node); the TCP group's is node 0.
+    if (!agreed.master_addr.empty() && agreed.master_addr != *node.master_addr.value) {
+      node.master_addr.set(agreed.master_addr, "node group: formation " + std::to_string(round) + "'s master",
+                           Origin::kRule);
+    }
+    // The etcd group numbers the nodes itself (--node-rank orders them; none given: order of arrival).
+    const bool numbered = node.elastic() || round > 0 || !settings.group.etcd_endpoints.empty();
+    if (numbered) {
       const std::string formation = "node group: formation " + std::to_string(round);
       node.nnodes.set(agreed.nnodes, formation + " (--nnodes " + planned.nnodesText() + ")", Origin::kRule);
       node.node_rank.set(agreed.node_rank, formation + " (this node's --node-rank " +
@@ -346,7 +370,7 @@ int runWithGroup(const NodeDescriptor& planned, const LaunchSettings& settings, 
                              std::to_string(agreed.first_rank + *node.nproc_per_node.value - 1) + " of world size " +
                              std::to_string(agreed.world_size) +
                              (agreed.counts.empty() ? std::string() : " (per-node counts " + agreed.counts + ")") +
-                             (node.elastic() || round > 0 ? "; node " + std::to_string(*node.node_rank.value) +
+                             (numbered ? "; node " + std::to_string(*node.node_rank.value) +
                                                                 " of " + std::to_string(*node.nnodes.value) +
                                                                 ", restart " + std::to_string(round)
                                                           : std::string()));

@@ -9,7 +9,7 @@ namespace taehv::group {
 int defaultGroupPort(int master_port) { return master_port < 65535 ? master_port + 1 : master_port - 1; }
 
 Status TcpNodeGroup::Impl::start() {
-  if (stop_pipe_[0] < 0) return {"node group: cannot create its stop pipe"};
+  if (!stop_pipe_.ok()) return {"node group: cannot create its stop pipe"};
   if (leader_) {
     raiseDescriptorLimit();
     boost::system::error_code ec;
@@ -121,7 +121,9 @@ Status TcpNodeGroup::Impl::finish(bool success) {
 
 AgreedRanks TcpNodeGroup::Impl::agreedRanks() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return agreed_;
+  AgreedRanks out = agreed_;
+  out.master_addr = o_.leader_addr;  // node 0, always
+  return out;
 }
 
 int TcpNodeGroup::Impl::boundPort() const {
@@ -161,10 +163,7 @@ void TcpNodeGroup::Impl::triggerStop(const std::string& reason, int origin_rank,
     leader_lost_ = leader_lost;
   }
   cv_.notify_all();
-  const char byte = 1;
-  if (::write(stop_pipe_[1], &byte, 1) < 0) {
-    // The pipe is non-blocking and was empty: nothing to do.
-  }
+  stop_pipe_.raise();
   log(LogLevel::kDebug, "node group: stopping: " + reason);
   const Message stop{MessageType::kStop, static_cast<std::uint32_t>(o_.node_rank), 0, {}, reason};
   if (leader_) {

@@ -24,6 +24,7 @@
 #include "taehv/group/tcp_node_group.h"
 #include "taehv/group/wire.h"
 #include "taehv/parse.h"
+#include "stop_pipe.h"
 
 namespace taehv::group {
 
@@ -104,21 +105,14 @@ class TcpNodeGroup::Impl {
         acceptor_(io_),
         tick_(io_),
         accept_retry_(io_),
-        attempts_([this](const std::string& line) { log(LogLevel::kWarn, line); }) {
-    if (::pipe2(stop_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) stop_pipe_[0] = stop_pipe_[1] = -1;
-  }
+        attempts_([this](const std::string& line) { log(LogLevel::kWarn, line); }) {}
 
-  ~Impl() {
-    shutdown();
-    for (int fd : stop_pipe_) {
-      if (fd >= 0) ::close(fd);
-    }
-  }
+  ~Impl() { shutdown(); }
 
   Status start();
   Status form(Clock::time_point deadline);
 
-  int stopFd() const { return stop_pipe_[0]; }
+  int stopFd() const { return stop_pipe_.readFd(); }
 
   std::string stopReason() const;
   bool leaderLost() const;
@@ -191,7 +185,7 @@ class TcpNodeGroup::Impl {
   asio::steady_timer tick_;
   asio::steady_timer accept_retry_;
   std::thread thread_;
-  int stop_pipe_[2] = {-1, -1};
+  StopPipe stop_pipe_;
   AttemptLog attempts_;
 
   // Shared with the launcher's thread, under mu_.

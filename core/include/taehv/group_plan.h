@@ -8,6 +8,7 @@
 #include <string>
 
 #include "taehv/descriptor.h"
+#include "taehv/group/etcd_client.h"
 #include "taehv/group/job_token.h"
 #include "taehv/group/node_group.h"
 
@@ -19,6 +20,9 @@ namespace taehv {
 
 /// The variable that overrides the group port (below --group-port).
 inline constexpr const char* kGroupPortEnv = "TAEHV_GROUP_PORT";
+/// torchrun's variables for --rdzv-backend and --rdzv-endpoint (below the flags).
+inline constexpr const char* kRdzvBackendEnv = "PET_RDZV_BACKEND";
+inline constexpr const char* kRdzvEndpointEnv = "PET_RDZV_ENDPOINT";
 
 /// The group flags as typed.
 struct GroupFlags {
@@ -26,6 +30,8 @@ struct GroupFlags {
   std::optional<double> node_timeout;  ///< --node-timeout, seconds
   std::string token_file;              ///< --job-token-file
   bool disabled = false;               ///< --no-node-group
+  std::optional<std::string> rdzv_backend;   ///< --rdzv-backend
+  std::optional<std::string> rdzv_endpoint;  ///< --rdzv-endpoint
 };
 
 /// The group flags in `vm`.
@@ -39,6 +45,10 @@ struct GroupPlan {
   std::chrono::milliseconds node_timeout{group::kDefaultNodeTimeout};
   std::string node_timeout_source;
   group::JobToken token;
+  /// --rdzv-backend etcd: the cluster that holds the group (core/group/PROTOCOL.md, "The etcd group"); empty for
+  /// the TCP group led by node 0.
+  std::vector<group::EtcdEndpoint> etcd_endpoints;
+  std::string etcd_source;  ///< where the endpoints came from (flag or env)
 
   /// "ADDR:PORT".
   std::string address() const { return leader_addr + ":" + std::to_string(port.value.value_or(0)); }

@@ -73,6 +73,8 @@ struct AgreedRanks {
   int nnodes = 0;      ///< nodes in the formation
   int round = 0;       ///< the formation's number (restarts made)
   std::string counts;  ///< every node's count, compressed ("2(x3),1"); the leader only, "" on a member
+  std::string master_addr;  ///< the formation's master, whose address the workers get as MASTER_ADDR ("": the
+                            ///< launcher's own --master-addr; the TCP group fills in its leader_addr)
 };
 
 class NodeGroup {

@@ -1,0 +1,93 @@
+// A small etcd v3 client over the JSON gateway (HTTP/1.1 through Boost.Beast): the calls the etcd node group needs
+// (etcd_node_group.h) and nothing more. Works with etcd 3.4 and 3.5 (paths under /v3/, keys and values base64).
+//
+// Contract: every call opens one connection and finishes within the client's timeout (connect, write and read
+// together) or fails; it never hangs. Endpoints are tried in order from the last one that answered; a call fails
+// only when none answers. Errors are one line naming the endpoint(s) and what went wrong. Not thread-safe: one
+// client per thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "taehv/checked.h"
+
+namespace taehv::group {
+
+/// The JSON gateway's port when an endpoint names none (etcd's client port).
+inline constexpr int kDefaultEtcdPort = 2379;
+/// Each call to etcd finishes within this (connect, request and answer).
+inline constexpr std::chrono::milliseconds kEtcdCallTimeout{2000};
+
+struct EtcdEndpoint {
+  std::string host;
+  int port = kDefaultEtcdPort;
+  std::string text() const { return host + ":" + std::to_string(port); }
+};
+
+/// "HOST:PORT[,HOST:PORT...]" (an `http://` in front of each is accepted, IPv6 as [ADDR]:PORT). Fails with one line
+/// naming the bad entry: empty, https:// (not supported: TLS is not implemented), no host, a port not 1..65535.
+Checked<std::vector<EtcdEndpoint>> parseEtcdEndpoints(const std::string& list);
+
+/// One key-value pair as etcd stores it.
+struct EtcdKeyValue {
+  std::string key;
+  std::string value;
+  std::int64_t create_revision = 0;  ///< the revision that created it (order of arrival)
+  std::int64_t mod_revision = 0;     ///< the revision that last wrote it (compare-and-swap)
+  std::int64_t lease = 0;            ///< 0: none
+};
+
+class EtcdClient {
+ public:
+  explicit EtcdClient(std::vector<EtcdEndpoint> endpoints, std::chrono::milliseconds timeout = kEtcdCallTimeout);
+
+  /// The server's version ("3.4.23", GET /version).
+  Checked<std::string> version();
+
+  /// Every key starting with `prefix`, in key order.
+  Checked<std::vector<EtcdKeyValue>> rangePrefix(const std::string& prefix);
+
+  /// The key, or nullopt when absent.
+  Checked<std::optional<EtcdKeyValue>> get(const std::string& key);
+
+  /// Writes `value` at `key`, bound to `lease` (0: none).
+  Status put(const std::string& key, const std::string& value, std::int64_t lease = 0);
+
+  /// One transaction: writes `value` at `key` only if the key's mod_revision is still `mod_revision` (0: the key
+  /// must not exist). true when written, false when another writer came first.
+  Checked<bool> putIfModRevision(const std::string& key, const std::string& value, std::int64_t mod_revision);
+
+  /// A new lease of `ttl` seconds; its ID.
+  Checked<std::int64_t> leaseGrant(std::chrono::seconds ttl);
+
+  /// Renews `lease`; the TTL it now has, in seconds (0 or less: the lease had expired).
+  Checked<std::int64_t> leaseKeepAlive(std::int64_t lease);
+
+  /// Ends `lease` and deletes its keys.
+  Status leaseRevoke(std::int64_t lease);
+
+  /// The local address of the last connection that reached etcd: the address this host reaches the cluster from,
+  /// and so (one network) the one the other nodes reach it on. "" before any call succeeded.
+  const std::string& localAddress() const { return local_address_; }
+
+ private:
+  /// POSTs `body` (JSON) to `path` (GET when `body` is empty), the first endpoint that answers; the response body.
+  Checked<std::string> call(const std::string& path, const std::string& body);
+  Checked<std::string> callOne(const EtcdEndpoint& endpoint, const std::string& path, const std::string& body);
+
+  std::vector<EtcdEndpoint> endpoints_;
+  std::chrono::milliseconds timeout_;
+  std::size_t preferred_ = 0;
+  std::string local_address_;
+};
+
+/// Base64 (standard alphabet, padded), as the JSON gateway wants keys and values.
+std::string base64Encode(const std::string& bytes);
+/// Inverse of base64Encode(); nullopt when `text` is not base64.
+std::optional<std::string> base64Decode(const std::string& text);
+
+}  // namespace taehv::group

@@ -1,0 +1,331 @@
+#include "taehv/group/etcd_client.h"
+
+#include <openssl/evp.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
+
+namespace taehv::group {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using Json = nlohmann::json;
+using asio::ip::tcp;
+
+/// etcd's gateway writes 64-bit integers as strings ("123"); accepts numbers too.
+std::int64_t jsonInt(const Json& j, const char* name) {
+  const auto it = j.find(name);
+  if (it == j.end()) return 0;
+  if (it->is_number_integer()) return it->get<std::int64_t>();
+  if (it->is_string()) {
+    try {
+      return std::stoll(it->get<std::string>());
+    } catch (const std::exception&) {
+      return 0;
+    }
+  }
+  return 0;
+}
+
+/// The parsed body, or one line: not JSON, or etcd's own error ({"error": ..., "message": ...}).
+Checked<Json> parseAnswer(const std::string& body, const std::string& what) {
+  Json j = Json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return {"etcd " + what + ": the answer is not JSON (not an etcd v3 gateway?)"};
+  if (j.contains("error") || (j.contains("code") && j.contains("message"))) {
+    const Json& m = j.contains("message") ? j["message"] : j["error"];
+    return {"etcd " + what + ": " + (m.is_string() ? m.get<std::string>() : m.dump())};
+  }
+  return {"", std::move(j)};
+}
+
+/// The first key after every key starting with `prefix` (etcd's range_end for a prefix).
+std::string prefixEnd(std::string prefix) {
+  while (!prefix.empty()) {
+    auto& c = reinterpret_cast<unsigned char&>(prefix.back());
+    if (c < 0xff) {
+      ++c;
+      return prefix;
+    }
+    prefix.pop_back();
+  }
+  return std::string(1, '\0');  // every key
+}
+
+EtcdKeyValue toKeyValue(const Json& kv) {
+  EtcdKeyValue out;
+  out.key = base64Decode(kv.value("key", "")).value_or("");
+  out.value = base64Decode(kv.value("value", "")).value_or("");
+  out.create_revision = jsonInt(kv, "create_revision");
+  out.mod_revision = jsonInt(kv, "mod_revision");
+  out.lease = jsonInt(kv, "lease");
+  return out;
+}
+
+Checked<int> parsePort(const std::string& text, const std::string& entry) {
+  if (text.empty() || text.size() > 5 || text.find_first_not_of("0123456789") != std::string::npos) {
+    return {"--rdzv-endpoint entry '" + entry + "': the port '" + text + "' is not a number 1..65535"};
+  }
+  const int port = std::stoi(text);
+  if (port < 1 || port > 65535) return {"--rdzv-endpoint entry '" + entry + "': port " + text + " is not 1..65535"};
+  return {"", port};
+}
+
+}  // namespace
+
+std::string base64Encode(const std::string& bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
+  out.resize(static_cast<std::size_t>(n));
+  return out;
+}
+
+std::optional<std::string> base64Decode(const std::string& text) {
+  if (text.size() % 4 != 0) return std::nullopt;
+  std::string out(3 * text.size() / 4 + 1, '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
+  if (n < 0) return std::nullopt;
+  // EVP_DecodeBlock counts the padding's zero bytes too.
+  std::size_t size = static_cast<std::size_t>(n);
+  for (std::size_t i = text.size(); i > 0 && text[i - 1] == '=' && size > 0; --i) --size;
+  out.resize(size);
+  return out;
+}
+
+Checked<std::vector<EtcdEndpoint>> parseEtcdEndpoints(const std::string& list) {
+  Checked<std::vector<EtcdEndpoint>> out;
+  if (list.empty()) return {"--rdzv-endpoint is empty; give HOST:PORT[,HOST:PORT...] of the etcd cluster"};
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    const std::size_t comma = std::min(list.find(',', start), list.size());
+    std::string entry = list.substr(start, comma - start);
+    start = comma + 1;
+    const std::string given = entry;
+    if (entry.empty()) return {"--rdzv-endpoint '" + list + "' has an empty entry; give HOST:PORT[,HOST:PORT...]"};
+    if (entry.rfind("https://", 0) == 0) {
+      return {"--rdzv-endpoint entry '" + given + "': https is not supported (TLS to etcd is not implemented); use "
+                                                 "http://HOST:PORT"};
+    }
+    if (entry.rfind("http://", 0) == 0) entry = entry.substr(7);
+    if (!entry.empty() && entry.back() == '/') entry.pop_back();
+    EtcdEndpoint e;
+    std::string port;
+    if (!entry.empty() && entry.front() == '[') {
+      const std::size_t close = entry.find(']');
+      if (close == std::string::npos) return {"--rdzv-endpoint entry '" + given + "': no ']' after the IPv6 address"};
+      e.host = entry.substr(1, close - 1);
+      if (close + 1 < entry.size()) {
+        if (entry[close + 1] != ':') return {"--rdzv-endpoint entry '" + given + "': expected ':PORT' after ']'"};
+        port = entry.substr(close + 2);
+        if (port.empty()) return {"--rdzv-endpoint entry '" + given + "': empty port after ':'"};
+      }
+    } else {
+      const std::size_t colon = entry.find(':');
+      if (colon != std::string::npos && entry.find(':', colon + 1) != std::string::npos) {
+        return {"--rdzv-endpoint entry '" + given + "': write an IPv6 address as [ADDR]:PORT"};
+      }
+      e.host = entry.substr(0, colon);
+      if (colon != std::string::npos) {
+        port = entry.substr(colon + 1);
+        if (port.empty()) return {"--rdzv-endpoint entry '" + given + "': empty port after ':'"};
+      }
+    }
+    if (e.host.empty() || e.host.find_first_of(" /?#@") != std::string::npos) {
+      return {"--rdzv-endpoint entry '" + given + "': no host name; give HOST:PORT, e.g. 10.0.0.1:2379"};
+    }
+    if (!port.empty()) {
+      Checked<int> p = parsePort(port, given);
+      if (!p.ok()) return {p.error};
+      e.port = p.value;
+    }
+    out.value.push_back(std::move(e));
+    if (comma == list.size()) break;
+  }
+  return out;
+}
+
+EtcdClient::EtcdClient(std::vector<EtcdEndpoint> endpoints, std::chrono::milliseconds timeout)
+    : endpoints_(std::move(endpoints)), timeout_(timeout) {}
+
+Checked<std::string> EtcdClient::callOne(const EtcdEndpoint& endpoint, const std::string& path,
+                                         const std::string& body) {
+  asio::io_context io;
+  beast::tcp_stream stream(io);
+  http::request<http::string_body> request{body.empty() ? http::verb::get : http::verb::post, path, 11};
+  request.set(http::field::host, endpoint.host);
+  request.set(http::field::content_type, "application/json");
+  request.body() = body;
+  request.prepare_payload();
+  beast::flat_buffer buffer;
+  http::response<http::string_body> response;
+  beast::error_code failure;
+  std::string step = "connect";
+  bool done = false;
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+
+  auto on_read = [&](beast::error_code ec, std::size_t) {
+    failure = ec;
+    done = !ec;
+  };
+  auto on_write = [&](beast::error_code ec, std::size_t) {
+    if (ec) {
+      failure = ec;
+      return;
+    }
+    step = "read the answer";
+    http::async_read(stream, buffer, response, on_read);
+  };
+  auto on_connect = [&](beast::error_code ec, const tcp::endpoint&) {
+    if (ec) {
+      failure = ec;
+      return;
+    }
+    beast::error_code ignored;
+    local_address_ = stream.socket().local_endpoint(ignored).address().to_string();
+    step = "send";
+    http::async_write(stream, request, on_write);
+  };
+  // A numeric address needs no resolver (getaddrinfo cannot be interrupted, so a name is resolved within the same
+  // deadline by a blocking call only when it is a name).
+  beast::error_code ec;
+  const asio::ip::address numeric = asio::ip::make_address(endpoint.host, ec);
+  std::vector<tcp::endpoint> targets;
+  if (!ec) {
+    targets.emplace_back(numeric, static_cast<unsigned short>(endpoint.port));
+  } else {
+    tcp::resolver resolver(io);
+    auto results = resolver.resolve(endpoint.host, std::to_string(endpoint.port), ec);
+    if (ec) return {"cannot resolve etcd endpoint " + endpoint.text() + ": " + ec.message()};
+    for (const auto& r : results) targets.push_back(r.endpoint());
+  }
+  stream.expires_at(deadline);
+  stream.async_connect(targets, on_connect);
+  io.run_for(timeout_ + std::chrono::milliseconds(100));
+  if (!done) {
+    const std::string why = failure ? failure.message() : "no answer";
+    const std::string ms = std::to_string(timeout_.count());
+    if (failure == beast::error::timeout || !failure) {
+      return {"etcd endpoint " + endpoint.text() + ": " + step + " timed out after " + ms + " ms"};
+    }
+    return {"etcd endpoint " + endpoint.text() + ": " + step + ": " + why};
+  }
+  if (response.result() == http::status::not_found) {
+    return {"etcd endpoint " + endpoint.text() + " has no " + path + " (HTTP 404): not an etcd v3 JSON gateway "
+                                                                   "(etcd 3.4 or later)"};
+  }
+  return {"", std::move(response.body())};
+}
+
+Checked<std::string> EtcdClient::call(const std::string& path, const std::string& body) {
+  if (endpoints_.empty()) return {"no etcd endpoint given"};
+  std::string errors;
+  for (std::size_t i = 0; i < endpoints_.size(); ++i) {
+    const std::size_t at = (preferred_ + i) % endpoints_.size();
+    Checked<std::string> answer = callOne(endpoints_[at], path, body);
+    if (answer.ok()) {
+      preferred_ = at;
+      return answer;
+    }
+    errors += (errors.empty() ? "" : "; ") + answer.error;
+  }
+  return {errors};
+}
+
+Checked<std::string> EtcdClient::version() {
+  Checked<std::string> body = call("/version", "");
+  if (!body.ok()) return body;
+  Checked<Json> j = parseAnswer(body.value, "version");
+  if (!j.ok()) return {j.error};
+  if (!j.value.contains("etcdserver") || !j.value["etcdserver"].is_string()) {
+    return {"etcd version: the answer names no etcdserver version (not etcd?)"};
+  }
+  return {"", j.value["etcdserver"].get<std::string>()};
+}
+
+Checked<std::vector<EtcdKeyValue>> EtcdClient::rangePrefix(const std::string& prefix) {
+  const Json request = {{"key", base64Encode(prefix)}, {"range_end", base64Encode(prefixEnd(prefix))}};
+  Checked<std::string> body = call("/v3/kv/range", request.dump());
+  if (!body.ok()) return {body.error};
+  Checked<Json> j = parseAnswer(body.value, "range " + prefix);
+  if (!j.ok()) return {j.error};
+  Checked<std::vector<EtcdKeyValue>> out;
+  if (j.value.contains("kvs") && j.value["kvs"].is_array()) {
+    for (const Json& kv : j.value["kvs"]) out.value.push_back(toKeyValue(kv));
+  }
+  return out;
+}
+
+Checked<std::optional<EtcdKeyValue>> EtcdClient::get(const std::string& key) {
+  const Json request = {{"key", base64Encode(key)}};
+  Checked<std::string> body = call("/v3/kv/range", request.dump());
+  if (!body.ok()) return {body.error};
+  Checked<Json> j = parseAnswer(body.value, "get " + key);
+  if (!j.ok()) return {j.error};
+  Checked<std::optional<EtcdKeyValue>> out;
+  if (j.value.contains("kvs") && j.value["kvs"].is_array() && !j.value["kvs"].empty()) {
+    out.value = toKeyValue(j.value["kvs"][0]);
+  }
+  return out;
+}
+
+Status EtcdClient::put(const std::string& key, const std::string& value, std::int64_t lease) {
+  Json request = {{"key", base64Encode(key)}, {"value", base64Encode(value)}};
+  if (lease != 0) request["lease"] = std::to_string(lease);
+  Checked<std::string> body = call("/v3/kv/put", request.dump());
+  if (!body.ok()) return {body.error};
+  Checked<Json> j = parseAnswer(body.value, "put " + key);
+  return {j.error};
+}
+
+Checked<bool> EtcdClient::putIfModRevision(const std::string& key, const std::string& value,
+                                           std::int64_t mod_revision) {
+  const std::string k = base64Encode(key);
+  const Json request = {
+      {"compare", Json::array({{{"key", k}, {"target", "MOD"}, {"result", "EQUAL"},
+                                {"mod_revision", std::to_string(mod_revision)}}})},
+      {"success", Json::array({{{"request_put", {{"key", k}, {"value", base64Encode(value)}}}}})}};
+  Checked<std::string> body = call("/v3/kv/txn", request.dump());
+  if (!body.ok()) return {body.error};
+  Checked<Json> j = parseAnswer(body.value, "txn " + key);
+  if (!j.ok()) return {j.error};
+  return {"", j.value.value("succeeded", false)};
+}
+
+Checked<std::int64_t> EtcdClient::leaseGrant(std::chrono::seconds ttl) {
+  const Json request = {{"TTL", std::to_string(ttl.count())}};
+  Checked<std::string> body = call("/v3/lease/grant", request.dump());
+  if (!body.ok()) return {body.error};
+  Checked<Json> j = parseAnswer(body.value, "lease grant");
+  if (!j.ok()) return {j.error};
+  const std::int64_t id = jsonInt(j.value, "ID");
+  if (id == 0) return {"etcd lease grant: no lease ID in the answer" + (j.value.contains("error") ? "" : std::string())};
+  return {"", id};
+}
+
+Checked<std::int64_t> EtcdClient::leaseKeepAlive(std::int64_t lease) {
+  const Json request = {{"ID", std::to_string(lease)}};
+  Checked<std::string> body = call("/v3/lease/keepalive", request.dump());
+  if (!body.ok()) return {body.error};
+  // The gateway streams: one {"result": {...}} object per renewal, here one.
+  const std::string first = body.value.substr(0, body.value.find('\n'));
+  Checked<Json> j = parseAnswer(first, "lease keepalive");
+  if (!j.ok()) return {j.error};
+  if (!j.value.contains("result")) return {"etcd lease keepalive: no result in the answer"};
+  return {"", jsonInt(j.value["result"], "TTL")};
+}
+
+Status EtcdClient::leaseRevoke(std::int64_t lease) {
+  const Json request = {{"ID", std::to_string(lease)}};
+  Checked<std::string> body = call("/v3/lease/revoke", request.dump());
+  if (!body.ok()) return {body.error};
+  Checked<Json> j = parseAnswer(body.value, "lease revoke");
+  return {j.error};
+}
+
+}  // namespace taehv::group

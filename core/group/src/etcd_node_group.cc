@@ -1,0 +1,559 @@
+#include "taehv/group/etcd_node_group.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <condition_variable>
+#include <ctime>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <openssl/crypto.h>
+
+#include "taehv/group/session.h"
+#include "taehv/parse.h"
+#include "stop_pipe.h"
+
+namespace taehv::group {
+namespace {
+
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+/// While forming, the run's keys are read this often (a formation is seen within this of its transaction).
+constexpr std::chrono::milliseconds kFormingPoll{250};
+/// Format of the values under the prefix; a value of another version does not verify.
+constexpr int kLayoutVersion = 1;
+
+enum class Phase { kWaiting, kRunning, kStopped, kLeft };
+
+const char* phaseName(Phase p) {
+  switch (p) {
+    case Phase::kWaiting: return "waiting";
+    case Phase::kRunning: return "running";
+    case Phase::kStopped: return "stopped";
+    case Phase::kLeft: return "left";
+  }
+  return "?";
+}
+
+std::optional<Phase> parsePhase(const std::string& s) {
+  for (Phase p : {Phase::kWaiting, Phase::kRunning, Phase::kStopped, Phase::kLeft}) {
+    if (s == phaseName(p)) return p;
+  }
+  return std::nullopt;
+}
+
+/// A lease ID as etcd's tools print it (hex): the last part of a node's key.
+std::string leaseHex(std::int64_t lease) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(lease));
+  return buf;
+}
+
+std::string hex(std::string_view bytes) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 15]);
+  }
+  return out;
+}
+
+/// A node's registration (key nodes/<lease id>, bound to its lease).
+struct Record {
+  std::string id;  ///< the lease ID in hex: unique in the cluster, and the key's last part
+  std::int64_t create_revision = 0;
+  Phase phase = Phase::kWaiting;
+  int round = 0;  ///< waiting: the formation it waits for; else the one it runs (ran)
+  int rank = 0;   ///< its --node-rank (orders the nodes; ties by arrival)
+  int nproc = 1;
+  std::string addr, host, reason;
+};
+
+/// One node of a formation.
+struct Member {
+  std::string id;
+  int rank = 0;
+  int nproc = 1;
+  std::string addr, host;
+};
+
+struct Formation {
+  bool present = false;  ///< the key exists (valid or not)
+  bool valid = false;
+  std::int64_t mod_revision = 0;
+  int round = -1;
+  std::vector<Member> members;
+};
+
+/// The JSON text a MAC covers and etcd stores: keys sorted (nlohmann's object), bytes that are not UTF-8 (a host
+/// name, a worker's message) replaced rather than thrown on.
+std::string canonical(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+/// The MAC'd JSON value: `body` plus "mac" = HMAC(job key, what | key | body).
+std::string sealValue(const std::string& job_key, const std::string& what, const std::string& key, Json body) {
+  body["v"] = kLayoutVersion;
+  // Through text and back: what is MAC'd is exactly what a reader parses (replaced bytes included).
+  body = Json::parse(canonical(body));
+  const std::string mac = hex(hmacSha256(job_key, what + "|" + key + "|" + canonical(body)));
+  body["mac"] = mac;
+  return canonical(body);
+}
+
+/// The body of a value sealed by sealValue() under `job_key`, or nullopt (not JSON, another version, another key).
+std::optional<Json> openValue(const std::string& job_key, const std::string& what, const std::string& key,
+                              const std::string& value) {
+  Json j = Json::parse(value, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("mac") || !j["mac"].is_string()) return std::nullopt;
+  const std::string mac = j["mac"].get<std::string>();
+  j.erase("mac");
+  if (j.value("v", 0) != kLayoutVersion) return std::nullopt;
+  const std::string want = hex(hmacSha256(job_key, what + "|" + key + "|" + canonical(j)));
+  if (mac.size() != want.size() || CRYPTO_memcmp(mac.data(), want.data(), want.size()) != 0) return std::nullopt;
+  return j;
+}
+
+}  // namespace
+
+std::string etcdRunPrefix(const std::string& run_id) { return "/taehv/" + run_id + "/"; }
+
+class EtcdNodeGroup::Impl {
+ public:
+  explicit Impl(EtcdGroupOptions o) : o_(std::move(o)), client_(o_.endpoints), prefix_(etcdRunPrefix(o_.run_id)) {
+    want_round_ = o_.group.round;
+  }
+  ~Impl() { halt(); }
+
+  Status start();
+  Status form(Clock::time_point deadline);
+  Status finish(bool success);
+  void requestStop(const std::string& reason);
+
+  AgreedRanks agreed() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return agreed_;
+  }
+  std::string stopReason() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reason_;
+  }
+  int stopFd() const { return stop_pipe_.readFd(); }
+
+ private:
+  void log(LogLevel level, const std::string& line) const {
+    if (o_.group.log) o_.group.log(level, "node group (etcd): " + line);
+  }
+  std::string endpointsText() const {
+    std::string s;
+    for (const auto& e : o_.endpoints) s += (s.empty() ? "" : ",") + e.text();
+    return s;
+  }
+  std::string recordKey(const std::string& id) const { return prefix_ + "nodes/" + id; }
+  std::string formationKey() const { return prefix_ + "formation"; }
+  std::string describe(const Member& m) const {
+    return "node " + std::to_string(m.rank) + " (host " + m.host + ", address " + m.addr + ")";
+  }
+  std::string recordValue() const;
+  std::vector<Record> readRecords(const std::vector<EtcdKeyValue>& kvs);
+  Formation readFormation(const std::vector<EtcdKeyValue>& kvs);
+
+  void loop();
+  void tick();
+  void keepAlive();
+  void formStep(const std::vector<Record>& records, const Formation& formation);
+  void watchStep(const std::vector<Record>& records);
+  void propose(std::vector<Record> candidates, const Formation& formation);
+  void stopWith(const std::string& reason);
+  void halt();
+
+  EtcdGroupOptions o_;
+  EtcdClient client_;  ///< used by start(), then only by the thread, then by finish() once the thread ended
+  const std::string prefix_;
+  std::int64_t lease_ = 0;
+  std::string id_;
+  std::string addr_;
+  StopPipe stop_pipe_;
+  std::thread thread_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool quit_ = false;
+  Phase phase_ = Phase::kWaiting;
+  bool dirty_ = true;  ///< this node's record must be written again
+  int want_round_ = 0;
+  std::string reason_;
+  AgreedRanks agreed_;
+  std::vector<Member> formation_;  ///< the formation this node runs in
+  std::string summary_;            ///< what forming saw last (for form()'s error)
+
+  // The thread's own.
+  Clock::time_point last_renewed_ = Clock::now();
+  Clock::time_point last_keepalive_{};
+  std::string keepalive_error_;
+  Clock::time_point min_since_{};
+  bool min_reached_ = false;
+  int last_valid_round_ = -1;
+  std::set<std::string> left_;
+  std::map<std::string, std::time_t> last_seen_;
+  bool warned_invalid_ = false;
+  bool warned_shape_ = false;
+  std::string unwritten_;  ///< this node's record as it should be in etcd, when the last write failed
+};
+
+std::string EtcdNodeGroup::Impl::recordValue() const {
+  Json body = {{"phase", phaseName(phase_)}, {"round", phase_ == Phase::kWaiting ? want_round_ : agreed_.round},
+               {"rank", o_.group.node_rank}, {"nproc", o_.group.nproc}, {"addr", addr_}, {"host", o_.group.host},
+               {"reason", reason_}};
+  return sealValue(o_.group.job_key, "record", recordKey(id_), std::move(body));
+}
+
+std::vector<Record> EtcdNodeGroup::Impl::readRecords(const std::vector<EtcdKeyValue>& kvs) {
+  std::vector<Record> out;
+  std::size_t invalid = 0;
+  const std::string nodes = prefix_ + "nodes/";
+  for (const EtcdKeyValue& kv : kvs) {
+    if (kv.key.compare(0, nodes.size(), nodes) != 0) continue;
+    const std::optional<Json> j = openValue(o_.group.job_key, "record", kv.key, kv.value);
+    std::optional<Phase> phase;
+    if (j) phase = parsePhase(j->value("phase", ""));
+    // The key names the lease the record is bound to: a record copied under another node's key does not count.
+    if (!j || !phase || kv.lease == 0 || kv.key.substr(nodes.size()) != leaseHex(kv.lease)) {
+      ++invalid;
+      continue;
+    }
+    Record r;
+    r.id = kv.key.substr(nodes.size());
+    r.create_revision = kv.create_revision;
+    r.phase = *phase;
+    r.round = j->value("round", 0);
+    r.rank = j->value("rank", 0);
+    r.nproc = j->value("nproc", 1);
+    r.addr = j->value("addr", "");
+    r.host = j->value("host", "");
+    r.reason = j->value("reason", "");
+    out.push_back(std::move(r));
+  }
+  if (invalid > 0 && !warned_invalid_) {
+    warned_invalid_ = true;
+    log(LogLevel::kWarn, "ignoring " + std::to_string(invalid) + " node record(s) under " + prefix_ +
+                             "nodes/ that do not verify with this node's job token (another job token, or a "
+                             "stranger writing under the prefix); if this node should be in that job, give it the "
+                             "same TAEHV_JOB_TOKEN / --job-token-file");
+  }
+  return out;
+}
+
+Formation EtcdNodeGroup::Impl::readFormation(const std::vector<EtcdKeyValue>& kvs) {
+  Formation f;
+  for (const EtcdKeyValue& kv : kvs) {
+    if (kv.key != formationKey()) continue;
+    f.present = true;
+    f.mod_revision = kv.mod_revision;
+    const std::optional<Json> j = openValue(o_.group.job_key, "formation", kv.key, kv.value);
+    if (!j || !j->contains("members") || !(*j)["members"].is_array()) break;
+    f.round = j->value("round", -1);
+    for (const Json& m : (*j)["members"]) {
+      if (!m.is_object()) return Formation{true, false, kv.mod_revision, -1, {}};
+      f.members.push_back(
+          {m.value("id", ""), m.value("rank", 0), m.value("nproc", 1), m.value("addr", ""), m.value("host", "")});
+    }
+    // An old formation written back (a replay) is not taken for the current one.
+    f.valid = !f.members.empty() && f.round >= last_valid_round_;
+  }
+  if (f.valid) last_valid_round_ = f.round;
+  return f;
+}
+
+Status EtcdNodeGroup::Impl::start() {
+  if (!stop_pipe_.ok()) return {"node group: cannot create its stop pipe"};
+  Checked<std::string> version = client_.version();
+  if (!version.ok()) {
+    return {"cannot reach etcd at " + endpointsText() + " (--rdzv-endpoint): " + version.error +
+            "; start etcd there or fix the endpoint list"};
+  }
+  int major = 0, minor = 0;
+  if (std::sscanf(version.value.c_str(), "%d.%d", &major, &minor) != 2 || major != 3 || minor < 4) {
+    return {"etcd at " + endpointsText() + " is version " + version.value +
+            "; the etcd node group needs etcd 3.4 or later (its v3 JSON gateway under /v3/)"};
+  }
+  const auto ttl = std::chrono::seconds(static_cast<long>(
+      std::ceil(std::chrono::duration<double>(o_.group.node_timeout).count())));
+  Checked<std::int64_t> lease = client_.leaseGrant(ttl);
+  if (!lease.ok()) return {"etcd at " + endpointsText() + ": cannot take a lease: " + lease.error};
+  lease_ = lease.value;
+  id_ = leaseHex(lease_);
+  addr_ = o_.address.empty() ? client_.localAddress() : o_.address;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (Status s = client_.put(recordKey(id_), recordValue(), lease_); !s.ok()) {
+      return {"etcd at " + endpointsText() + ": cannot register this node: " + s.error};
+    }
+    dirty_ = false;
+  }
+  last_renewed_ = Clock::now();
+  log(LogLevel::kInfo, "etcd " + version.value + " at " + endpointsText() + "; this node registered as " +
+                           recordKey(id_) + " (address " + addr_ + ", lease TTL " + std::to_string(ttl.count()) +
+                           " s)");
+  thread_ = std::thread([this] { loop(); });
+  return {};
+}
+
+void EtcdNodeGroup::Impl::loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!quit_) {
+    lock.unlock();
+    try {
+      tick();
+    } catch (const std::exception& e) {
+      // A value of the right MAC but an unexpected shape (another taehv-run version writing under the prefix):
+      // this tick is skipped, the group does not crash the launcher.
+      if (!warned_shape_) log(LogLevel::kWarn, std::string("a value under ") + prefix_ + " could not be read: " + e.what());
+      warned_shape_ = true;
+    }
+    lock.lock();
+    const auto period = phase_ == Phase::kWaiting ? kFormingPoll : o_.group.heartbeat;
+    cv_.wait_for(lock, period, [this] { return quit_ || dirty_; });
+  }
+}
+
+void EtcdNodeGroup::Impl::keepAlive() {
+  const auto now = Clock::now();
+  if (now - last_keepalive_ < o_.group.heartbeat) return;
+  last_keepalive_ = now;
+  Checked<std::int64_t> ttl = client_.leaseKeepAlive(lease_);
+  if (ttl.ok() && ttl.value > 0) {
+    if (!keepalive_error_.empty()) log(LogLevel::kInfo, "etcd reached again");
+    keepalive_error_.clear();
+    last_renewed_ = now;
+    return;
+  }
+  if (ttl.ok()) {
+    stopWith("this node's etcd lease expired (etcd did not hear from it for --node-timeout): the other nodes go on "
+             "without it; this node stops");
+    return;
+  }
+  if (keepalive_error_.empty()) log(LogLevel::kWarn, "cannot renew this node's lease: " + ttl.error);
+  keepalive_error_ = ttl.error;
+  const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - last_renewed_);
+  if (silent >= o_.group.node_timeout) {
+    stopWith("this node could not reach etcd for " + std::to_string(silent.count() / 1000) + " s (" + ttl.error +
+             "): its lease has expired there, so the other nodes go on without it; this node stops");
+  }
+}
+
+void EtcdNodeGroup::Impl::tick() {
+  keepAlive();
+  std::string value;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (dirty_) value = recordValue();
+    dirty_ = false;
+  }
+  if (!value.empty()) unwritten_ = value;
+  if (!unwritten_.empty()) {
+    // Not written (etcd away): tried again at the next tick, not at once, so a refusing etcd is no busy loop.
+    if (!client_.put(recordKey(id_), unwritten_, lease_).ok()) return;
+    unwritten_.clear();
+  }
+  Checked<std::vector<EtcdKeyValue>> kvs = client_.rangePrefix(prefix_);
+  if (!kvs.ok()) return;  // keepAlive() decides when etcd has been away too long
+  const std::vector<Record> records = readRecords(kvs.value);
+  const Formation formation = readFormation(kvs.value);
+  Phase phase;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    phase = phase_;
+  }
+  if (phase == Phase::kWaiting) formStep(records, formation);
+  if (phase == Phase::kRunning) watchStep(records);
+}
+
+void EtcdNodeGroup::Impl::formStep(const std::vector<Record>& records, const Formation& formation) {
+  const int fr = formation.valid ? formation.round : last_valid_round_;
+  if (formation.valid && formation.round >= o_.group.round) {
+    const auto me = std::find_if(formation.members.begin(), formation.members.end(),
+                                 [&](const Member& m) { return m.id == id_; });
+    if (me != formation.members.end()) {
+      AgreedRanks a;
+      std::vector<int> counts;
+      std::int64_t world = 0;
+      for (const Member& m : formation.members) {
+        if (&m == &*me) a.first_rank = static_cast<int>(std::min<std::int64_t>(world, INT_MAX));
+        world += m.nproc;
+        counts.push_back(m.nproc);
+      }
+      a.world_size = static_cast<int>(std::min<std::int64_t>(world, INT_MAX));
+      a.counts = formatCounts(counts);
+      a.node_rank = static_cast<int>(me - formation.members.begin());
+      a.nnodes = static_cast<int>(formation.members.size());
+      a.round = formation.round;
+      a.master_addr = formation.members.front().addr;
+      std::string names;
+      for (const Member& m : formation.members) names += (names.empty() ? "" : ", ") + describe(m);
+      log(LogLevel::kInfo, "formation " + std::to_string(a.round) + ": " + names + "; master " +
+                               describe(formation.members.front()));
+      std::lock_guard<std::mutex> lock(mu_);
+      agreed_ = a;
+      formation_ = formation.members;
+      phase_ = Phase::kRunning;
+      dirty_ = true;
+      cv_.notify_all();
+      return;
+    }
+  }
+  const int want = std::max(o_.group.round, fr + 1);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (want != want_round_) {
+      want_round_ = want;
+      dirty_ = true;
+    }
+  }
+  // A formation still running (a member of it alive and not yet stopped) is not replaced: its nodes first stop.
+  bool busy = false;
+  std::vector<Record> candidates;
+  for (const Record& r : records) {
+    const bool member = std::any_of(formation.members.begin(), formation.members.end(),
+                                    [&](const Member& m) { return m.id == r.id; });
+    if (formation.valid && member && r.round <= fr && (r.phase == Phase::kRunning || r.phase == Phase::kWaiting)) {
+      busy = true;
+    }
+    if (r.phase == Phase::kWaiting && r.round > fr) candidates.push_back(r);
+  }
+  const int min_nodes = o_.group.min_nnodes > 0 ? o_.group.min_nnodes : o_.group.nnodes;
+  const bool mine = std::any_of(candidates.begin(), candidates.end(), [&](const Record& r) { return r.id == id_; });
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    summary_ = std::to_string(candidates.size()) + " node(s) waiting under " + prefix_ + " of the " +
+               std::to_string(min_nodes) + " needed" + (busy ? " (formation " + std::to_string(fr) + " still running)" : "");
+  }
+  if (busy || !mine || static_cast<int>(candidates.size()) < min_nodes) {
+    min_reached_ = false;
+    return;
+  }
+  if (!min_reached_) {
+    min_reached_ = true;
+    min_since_ = Clock::now();
+  }
+  if (static_cast<int>(candidates.size()) < o_.group.nnodes && Clock::now() - min_since_ < kLastCall) return;
+  propose(std::move(candidates), formation);
+}
+
+void EtcdNodeGroup::Impl::propose(std::vector<Record> candidates, const Formation& formation) {
+  std::stable_sort(candidates.begin(), candidates.end(), [](const Record& a, const Record& b) {
+    return a.rank != b.rank ? a.rank < b.rank : a.create_revision < b.create_revision;
+  });
+  if (static_cast<int>(candidates.size()) > o_.group.nnodes) candidates.resize(static_cast<std::size_t>(o_.group.nnodes));
+  int round = 0;
+  Json members = Json::array();
+  for (const Record& r : candidates) {
+    round = std::max(round, r.round);
+    members.push_back({{"id", r.id}, {"rank", r.rank}, {"nproc", r.nproc}, {"addr", r.addr}, {"host", r.host}});
+  }
+  const std::string value =
+      sealValue(o_.group.job_key, "formation", formationKey(), Json{{"round", round}, {"members", members}});
+  // One transaction decides: the first proposal made against the formation key as this node read it wins.
+  Checked<bool> won = client_.putIfModRevision(formationKey(), value, formation.present ? formation.mod_revision : 0);
+  if (won.ok() && won.value) {
+    log(LogLevel::kDebug, "proposed formation " + std::to_string(round) + " (" + std::to_string(candidates.size()) +
+                              " nodes), and etcd took it");
+  }
+}
+
+void EtcdNodeGroup::Impl::watchStep(const std::vector<Record>& records) {
+  std::vector<Member> members;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    members = formation_;
+  }
+  const std::time_t now = std::time(nullptr);
+  for (const Member& m : members) {
+    if (m.id == id_ || left_.count(m.id)) continue;
+    const auto r = std::find_if(records.begin(), records.end(), [&](const Record& x) { return x.id == m.id; });
+    if (r == records.end()) {
+      std::string seen;
+      if (const auto it = last_seen_.find(m.id); it != last_seen_.end()) {
+        char buf[32];
+        std::strftime(buf, sizeof buf, "%H:%M:%S", std::localtime(&it->second));
+        seen = "; its record was last read at " + std::string(buf);
+      }
+      stopWith(describe(m) + " lost: its etcd lease expired (not renewed for --node-timeout " +
+               std::to_string(o_.group.node_timeout.count() / 1000) + " s" + seen + ")");
+      return;
+    }
+    last_seen_[m.id] = now;
+    if (r->phase == Phase::kLeft) left_.insert(m.id);
+    if (r->phase == Phase::kStopped) {
+      stopWith(describe(m) + " stopped" + (r->reason.empty() ? std::string() : ": " + r->reason));
+      return;
+    }
+  }
+}
+
+void EtcdNodeGroup::Impl::stopWith(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!reason_.empty()) return;
+  reason_ = reason;
+  if (phase_ != Phase::kLeft) phase_ = Phase::kStopped;
+  dirty_ = true;
+  stop_pipe_.raise();
+  cv_.notify_all();
+}
+
+void EtcdNodeGroup::Impl::requestStop(const std::string& reason) {
+  log(LogLevel::kInfo, "stopping every node: " + reason);
+  stopWith(reason);
+}
+
+Status EtcdNodeGroup::Impl::form(Clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_until(lock, deadline, [this] { return phase_ != Phase::kWaiting || !reason_.empty(); });
+  if (!reason_.empty()) return {reason_};
+  if (phase_ == Phase::kRunning) return {};
+  return {"the group did not form in etcd: " + (summary_.empty() ? std::string("no answer from etcd") : summary_)};
+}
+
+void EtcdNodeGroup::Impl::halt() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    quit_ = true;
+    cv_.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+Status EtcdNodeGroup::Impl::finish(bool success) {
+  halt();
+  std::string value;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    phase_ = success && reason_.empty() ? Phase::kLeft : Phase::kStopped;
+    value = recordValue();
+  }
+  // The record stays until its lease runs out, so every other node reads "left" or "stopped" (and why) rather
+  // than a node that vanished.
+  if (lease_ != 0) {
+    if (Status s = client_.put(recordKey(id_), value, lease_); !s.ok()) {
+      log(LogLevel::kWarn, "could not write this node's end to etcd: " + s.error);
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  return {reason_};
+}
+
+EtcdNodeGroup::EtcdNodeGroup(EtcdGroupOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+EtcdNodeGroup::~EtcdNodeGroup() = default;
+Status EtcdNodeGroup::start() { return impl_->start(); }
+Status EtcdNodeGroup::form(std::chrono::steady_clock::time_point deadline) { return impl_->form(deadline); }
+AgreedRanks EtcdNodeGroup::agreedRanks() const { return impl_->agreed(); }
+int EtcdNodeGroup::stopFd() const { return impl_->stopFd(); }
+std::string EtcdNodeGroup::stopReason() const { return impl_->stopReason(); }
+void EtcdNodeGroup::requestStop(const std::string& reason) { impl_->requestStop(reason); }
+Status EtcdNodeGroup::finish(bool success) { return impl_->finish(success); }
+
+}  // namespace taehv::group

@@ -1,0 +1,177 @@
+// The etcd v3 client (core/group/src/etcd_client.cc) against a real etcd: keys and values byte for byte, one
+// winner per compare-and-swap, leases that expire and are renewed, and every failure (refused, silent)
+// a bounded call with one line. The endpoint parser as a unit test.
+#include "taehv/group/etcd_client.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "etcd_server.h"
+
+namespace taehv::group {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using test::EtcdServer;
+
+TEST(EtcdEndpoints, ParsesListsAndSaysWhatIsWrong) {
+  auto ok = parseEtcdEndpoints("10.0.0.1:2379,http://etcd-b:2380,[fd00::1]:23,etcd-c");
+  ASSERT_TRUE(ok.ok()) << ok.error;
+  ASSERT_EQ(ok.value.size(), 4u);
+  EXPECT_EQ(ok.value[0].text(), "10.0.0.1:2379");
+  EXPECT_EQ(ok.value[1].text(), "etcd-b:2380");
+  EXPECT_EQ(ok.value[2].host, "fd00::1");
+  EXPECT_EQ(ok.value[2].port, 23);
+  EXPECT_EQ(ok.value[3].port, kDefaultEtcdPort);
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"", "is empty"},
+      {"a:1,,b:2", "empty entry"},
+      {"a:0", "port 0 is not 1..65535"},
+      {"a:70000", "port 70000"},
+      {"a:x1", "'x1' is not a number"},
+      {":2379", "no host name"},
+      {"a:", "empty port"},
+      {"fd00::1:2379", "[ADDR]:PORT"},
+      {"https://a:2379", "https is not supported"},
+  };
+  for (const auto& [list, says] : bad) {
+    auto r = parseEtcdEndpoints(list);
+    EXPECT_FALSE(r.ok()) << list;
+    EXPECT_NE(r.error.find(says), std::string::npos) << list << ": " << r.error;
+    EXPECT_EQ(r.error.find('\n'), std::string::npos) << r.error;
+  }
+}
+
+TEST(EtcdBase64, RoundTripsEveryByte) {
+  std::string all;
+  for (int c = 0; c < 256; ++c) all.push_back(static_cast<char>(c));
+  for (std::size_t n : {0u, 1u, 2u, 3u, 4u, 255u, 256u}) {
+    const std::string s = all.substr(0, n);
+    EXPECT_EQ(base64Decode(base64Encode(s)), s) << n;
+  }
+  EXPECT_EQ(base64Encode("/a/b"), "L2EvYg==");
+  EXPECT_FALSE(base64Decode("abc").has_value());
+}
+
+class EtcdClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(etcd_.ok()) << etcd_.error(); }
+  EtcdServer etcd_;
+};
+
+TEST_F(EtcdClientTest, PutsAndReadsAPrefixByteForByteInArrivalOrder) {
+  EtcdClient c({etcd_.endpoint()});
+  auto v = c.version();
+  ASSERT_TRUE(v.ok()) << v.error;
+  EXPECT_EQ(v.value.rfind("3.", 0), 0u) << v.value;
+  const std::string binary("a\0b\xff\x01", 5);
+  ASSERT_TRUE(c.put("/p/x/2", binary).ok());
+  ASSERT_TRUE(c.put("/p/x/1", "one").ok());
+  ASSERT_TRUE(c.put("/p/y", "outside").ok());
+  ASSERT_TRUE(c.put("/p/x\xff", "outside too").ok());
+  auto r = c.rangePrefix("/p/x/");
+  ASSERT_TRUE(r.ok()) << r.error;
+  ASSERT_EQ(r.value.size(), 2u);
+  EXPECT_EQ(r.value[0].key, "/p/x/1");
+  EXPECT_EQ(r.value[1].key, "/p/x/2");
+  EXPECT_EQ(r.value[1].value, binary);
+  EXPECT_LT(r.value[1].create_revision, r.value[0].create_revision) << "2 was written first";
+  auto missing = c.get("/p/none");
+  ASSERT_TRUE(missing.ok()) << missing.error;
+  EXPECT_FALSE(missing.value.has_value());
+  EXPECT_EQ(c.localAddress(), "127.0.0.1");
+}
+
+TEST_F(EtcdClientTest, CompareAndSwapHasOneWinner) {
+  EtcdClient a({etcd_.endpoint()}), b({etcd_.endpoint()});
+  auto first = a.putIfModRevision("/cas", "a", 0);
+  ASSERT_TRUE(first.ok()) << first.error;
+  EXPECT_TRUE(first.value);
+  auto second = b.putIfModRevision("/cas", "b", 0);
+  ASSERT_TRUE(second.ok()) << second.error;
+  EXPECT_FALSE(second.value) << "the key exists: b came second";
+  auto now = b.get("/cas");
+  ASSERT_TRUE(now.ok() && now.value);
+  EXPECT_EQ(now.value->value, "a");
+  auto stale = a.putIfModRevision("/cas", "a2", now.value->mod_revision - 1);
+  ASSERT_TRUE(stale.ok());
+  EXPECT_FALSE(stale.value);
+  auto fresh = b.putIfModRevision("/cas", "b2", now.value->mod_revision);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_TRUE(fresh.value);
+}
+
+TEST_F(EtcdClientTest, ALeaseKeepsItsKeysWhileRenewedAndDropsThemWhenNot) {
+  EtcdClient c({etcd_.endpoint()});
+  auto lease = c.leaseGrant(std::chrono::seconds(2));
+  ASSERT_TRUE(lease.ok()) << lease.error;
+  ASSERT_TRUE(c.put("/lease/k", "v", lease.value).ok());
+  for (int i = 0; i < 4; ++i) {  // 3 s of renewals: longer than the TTL
+    std::this_thread::sleep_for(std::chrono::milliseconds(750));
+    auto ttl = c.leaseKeepAlive(lease.value);
+    ASSERT_TRUE(ttl.ok()) << ttl.error;
+    EXPECT_GT(ttl.value, 0);
+  }
+  auto kept = c.get("/lease/k");
+  ASSERT_TRUE(kept.ok() && kept.value.has_value());
+  EXPECT_EQ(kept.value->lease, lease.value);
+  std::this_thread::sleep_for(std::chrono::milliseconds(3500));  // unrenewed past its TTL
+  auto gone = c.get("/lease/k");
+  ASSERT_TRUE(gone.ok());
+  EXPECT_FALSE(gone.value.has_value());
+  auto late = c.leaseKeepAlive(lease.value);
+  ASSERT_TRUE(late.ok()) << late.error;
+  EXPECT_LE(late.value, 0) << "an expired lease is not renewed";
+
+  auto other = c.leaseGrant(std::chrono::seconds(30));
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE(c.put("/lease/k2", "v", other.value).ok());
+  ASSERT_TRUE(c.leaseRevoke(other.value).ok());
+  auto revoked = c.get("/lease/k2");
+  ASSERT_TRUE(revoked.ok());
+  EXPECT_FALSE(revoked.value.has_value());
+}
+
+TEST_F(EtcdClientTest, ADeadEndpointIsSkippedForALiveOne) {
+  const group::EtcdEndpoint dead{"127.0.0.1", test::freeLoopbackPort()};
+  EtcdClient c({dead, etcd_.endpoint()});
+  auto v = c.version();
+  EXPECT_TRUE(v.ok()) << v.error;
+}
+
+TEST(EtcdClientFailures, RefusedAndSilentEndpointsAreBoundedOneLineErrors) {
+  // Refused: nothing listens.
+  const group::EtcdEndpoint refused{"127.0.0.1", test::freeLoopbackPort()};
+  auto t0 = Clock::now();
+  auto r = EtcdClient({refused}, std::chrono::milliseconds(500)).version();
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.error.find(refused.text()), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("refused"), std::string::npos) << r.error;
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(1));
+
+  // Silent: a socket that listens (the kernel accepts) but never answers.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(fd, 4), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  const group::EtcdEndpoint silent{"127.0.0.1", ntohs(a.sin_port)};
+  t0 = Clock::now();
+  auto s = EtcdClient({silent}, std::chrono::milliseconds(500)).rangePrefix("/x/");
+  const auto took = Clock::now() - t0;
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.error.find("timed out after 500 ms"), std::string::npos) << s.error;
+  EXPECT_GE(took, std::chrono::milliseconds(450));
+  EXPECT_LT(took, std::chrono::milliseconds(1500));
+  ::close(fd);
+}
+
+}  // namespace
+}  // namespace taehv::group

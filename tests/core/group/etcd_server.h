@@ -1,0 +1,137 @@
+// A real etcd for tests, one member or a cluster of several: `etcd` (Debian's etcd-server, scripts/setup.sh), each
+// member on two free loopback ports with a temporary data folder, SIGKILLed and removed when the object dies. No etcd installed is a failure that
+// says how to get one, not a skip.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "taehv/group/etcd_client.h"
+
+namespace taehv::test {
+
+/// A loopback port free right now (bound to port 0, read back and closed).
+inline int freeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+class EtcdServer {
+ public:
+  /// Starts a cluster of `members` etcd processes (one: a single member) and waits (at most 20 s) until every
+  /// member's gateway answers; ok() says whether it did.
+  explicit EtcdServer(int members = 1) {
+    char tmpl[] = "/tmp/taehv-etcd-test-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) return;
+    dir_ = tmpl;
+    std::string cluster;
+    for (int i = 0; i < members; ++i) {
+      members_.push_back({-1, freeLoopbackPort(), freeLoopbackPort()});
+      cluster += (i ? "," : "") + name(i) + "=" + peerUrl(i);
+    }
+    for (int i = 0; i < members; ++i) spawn(i, cluster);
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    for (int i = 0; i < members; ++i) {
+      group::EtcdClient probe({endpoint(i)}, std::chrono::milliseconds(500));
+      while (true) {
+        int status = 0;
+        if (::waitpid(members_[i].pid, &status, WNOHANG) == members_[i].pid) {
+          members_[i].pid = -1;
+          error_ = WIFEXITED(status) && WEXITSTATUS(status) == 127
+                       ? "no etcd on PATH: install etcd-server (scripts/setup.sh does)"
+                       : "etcd ended at start; its log: " + dir_ + "/" + name(i) + ".log";
+          return;
+        }
+        if (probe.rangePrefix("/").ok()) break;  // a range needs the cluster's quorum, /version does not
+        if (std::chrono::steady_clock::now() > end) {
+          error_ = "etcd did not answer within 20 s; its log: " + dir_ + "/" + name(i) + ".log";
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+  }
+  ~EtcdServer() {
+    for (std::size_t i = 0; i < members_.size(); ++i) killMember(static_cast<int>(i));
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+  }
+  EtcdServer(const EtcdServer&) = delete;
+  EtcdServer& operator=(const EtcdServer&) = delete;
+
+  bool ok() const { return !members_.empty() && error_.empty(); }
+  const std::string& error() const { return error_; }
+  group::EtcdEndpoint endpoint(int member = 0) const {
+    return {"127.0.0.1", members_[static_cast<std::size_t>(member)].client_port};
+  }
+  /// Every member's endpoint, as --rdzv-endpoint takes them.
+  std::string endpointText() const {
+    std::string s;
+    for (std::size_t i = 0; i < members_.size(); ++i) s += (i ? "," : "") + endpoint(static_cast<int>(i)).text();
+    return s;
+  }
+
+  /// SIGKILLs every member (the cluster gone at once, as lost machines).
+  void kill() {
+    for (std::size_t i = 0; i < members_.size(); ++i) killMember(static_cast<int>(i));
+  }
+  /// SIGKILLs one member.
+  void killMember(int i) {
+    pid_t& pid = members_[static_cast<std::size_t>(i)].pid;
+    if (pid <= 0) return;
+    ::kill(-pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    pid = -1;
+  }
+
+ private:
+  struct Member {
+    pid_t pid = -1;
+    int client_port = 0;
+    int peer_port = 0;
+  };
+  static std::string name(int i) { return "t" + std::to_string(i); }
+  std::string peerUrl(int i) const {
+    return "http://127.0.0.1:" + std::to_string(members_[static_cast<std::size_t>(i)].peer_port);
+  }
+
+  void spawn(int i, const std::string& cluster) {
+    const std::string client = "http://" + endpoint(i).text(), peer = peerUrl(i);
+    const std::string data = dir_ + "/" + name(i), log = dir_ + "/" + name(i) + ".log";
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setpgid(0, 0);
+      FILE* f = std::freopen(log.c_str(), "w", stderr);
+      (void)f;
+      ::execlp("etcd", "etcd", "--name", name(i).c_str(), "--data-dir", data.c_str(), "--listen-client-urls",
+               client.c_str(), "--advertise-client-urls", client.c_str(), "--listen-peer-urls", peer.c_str(),
+               "--initial-advertise-peer-urls", peer.c_str(), "--initial-cluster", cluster.c_str(),
+               "--initial-cluster-token", dir_.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    members_[static_cast<std::size_t>(i)].pid = pid;
+  }
+
+  std::string dir_;
+  std::string error_;
+  std::vector<Member> members_;
+};
+
+}  // namespace taehv::test
