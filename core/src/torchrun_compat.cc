@@ -309,12 +309,29 @@ Status mapRendezvous(Collected& c, const TorchrunContext& context, TorchrunLine&
     pass(c, "run-id", {"--run-id", *id});  // PET_RDZV_ID: read by taehv-run itself
   }
   if (backend == "etcd" || backend == "etcd-v2") {
-    return {"--rdzv-backend " + backend + ": needs the etcd node group, which this taehv-run does not have; use "
-            "--rdzv-backend c10d or static"};
+    // The etcd node group (core/group, PROTOCOL.md): membership, formation and liveness in etcd through its v3 API,
+    // which etcd 3.4+ serves and torchrun's own etcd backends (v2 API, gone in etcd 3.6) do not need to.
+    if (!endpoint || endpoint->empty()) {
+      return {"--rdzv-backend " + backend + " needs --rdzv-endpoint HOST:PORT[,HOST:PORT...] (the etcd cluster's "
+              "client endpoints)"};
+    }
+    if (backend == "etcd-v2") {
+      line.notes.push_back("--rdzv-backend etcd-v2: taehv-run's etcd group speaks etcd's v3 API (etcd 3.4+) to the "
+                           "same cluster; torchrun's v2 API is not used");
+    }
+    pass(c, "rdzv-backend", {"--rdzv-backend", "etcd"});
+    pass(c, "rdzv-endpoint", {"--rdzv-endpoint", *endpoint});
+    // Multi-node plans name a master address; the etcd group replaces it with each formation's master. Every node
+    // derives the same one from the same command line (a job token without a token file is derived from it too).
+    if (!passedGiven(c, "master-addr") && !envValue(env, "PET_MASTER_ADDR")) {
+      const auto first = parseEndpoint(endpoint->substr(0, endpoint->find(',')));
+      if (first.ok()) pass(c, "master-addr", {"--master-addr", first.value.first});
+    }
+    return {};
   }
   if (backend != "static" && backend != "c10d") {
-    return {"--rdzv-backend '" + backend + "': taehv-run takes torchrun's static and c10d (etcd and etcd-v2: the "
-            "etcd node group)"};
+    return {"--rdzv-backend '" + backend + "': taehv-run takes torchrun's static, c10d, etcd and etcd-v2 (the "
+            "last two: the etcd node group)"};
   }
   const int max_nodes = maxNodes(c, env);
   if (backend == "c10d" && max_nodes > 1 && !passedGiven(c, "node-rank") && !envValue(env, "PET_NODE_RANK")) {

@@ -69,6 +69,10 @@ TEST(TorchrunCompat, RendezvousMapsOntoMasterAndRunId) {
   // The endpoint replaces --master-addr/--master-port, as torchrun uses it when given.
   EXPECT_EQ(read({"--master-addr", "x", "--rdzv-endpoint", "n0:5", "t.py"}).launcher_args,
             (Args{"--master-addr", "n0", "--master-port", "5"}));
+  // etcd and etcd-v2: the etcd node group (its v3 API) at those endpoints; the master address it replaces is the
+  // first endpoint's host, the same on every node.
+  EXPECT_EQ(read({"--nnodes=2", "--rdzv-backend=etcd-v2", "--rdzv-endpoint", "e1:2379,e2:2379", "t.py"}).launcher_args,
+            (Args{"--nnodes=2", "--rdzv-backend", "etcd", "--rdzv-endpoint", "e1:2379,e2:2379", "--master-addr", "e1"}));
   // --standalone: torchrun ignores the rendezvous flags.
   EXPECT_EQ(read({"--standalone", "--rdzv-endpoint", "n0:5", "t.py"}).launcher_args, (Args{"--standalone"}));
   // PET_RDZV_ENDPOINT stands for the flag.
@@ -85,8 +89,8 @@ TEST(TorchrunCompat, RefusedAndBadInputIsOneLineNamingTheOption) {
       {{"--rdzv-endpoint", "n0:http", "t.py"}, "is not a number"},
       {{"--rdzv-conf", "a=1,,b", "t.py"}, "is not key=value"},
       {{"--rdzv-conf", "is_host=maybe", "t.py"}, "true or false"},
-      {{"--rdzv-backend", "etcd-v2", "t.py"}, "needs the etcd node group"},
-      {{"--rdzv-backend", "zk", "t.py"}, "static and c10d"},
+      {{"--rdzv-backend", "etcd-v2", "t.py"}, "needs --rdzv-endpoint HOST:PORT"},
+      {{"--rdzv-backend", "zk", "t.py"}, "static, c10d, etcd and etcd-v2"},
       {{"--nnodes", "1:3", "--rdzv-backend", "c10d", "--rdzv-endpoint", "n0", "t.py"}, "no --node-rank"},
       {{"--nnodes=2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "n0:0", "--node-rank", "1", "t.py"},
        "one node only"},
