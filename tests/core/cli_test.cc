@@ -740,3 +740,23 @@ TEST(Cli, DescribeTextShowsWhereEachValueCameFrom) {
 
 }  // namespace
 }  // namespace taehv::test
+
+// Issue 33: --hang-timeout is 0 (off) or 1..604800 seconds; anything else is one line and exit 2, before a worker
+// starts, from the launch and from describe alike.
+TEST(HostileCli, BadHangTimeoutIsOneLineAndExitTwo) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"-1", "--hang-timeout must be 0 (off) or 1..604800 seconds, got -1"},
+      {"abc", "the argument ('abc') for option '--hang-timeout' is invalid"},
+      {"1e9", "--hang-timeout must be 0 (off) or 1..604800 seconds, got 1e+09"},
+      {"nan", "--hang-timeout must be 0 (off) or 1..604800 seconds, got nan"},
+      {"0.5", "--hang-timeout must be 0 (off) or 1..604800 seconds, got 0.5"},
+  };
+  for (const auto& [value, says] : cases) {
+    SCOPED_TRACE(value);
+    expectUsageError(taehv({"--standalone", "--hang-timeout", value, "--", "/bin/echo", "started"}), {says});
+    expectUsageError(taehv({"describe", "--standalone", "--hang-timeout", value}), {says});
+  }
+  const ProcessResult off = taehv({"--standalone", "--hang-timeout", "0", "--", "/bin/echo", "started"});
+  EXPECT_EQ(off.exit_code, 0) << off.err;
+  EXPECT_NE(off.out.find("started"), std::string::npos) << off.out;
+}

@@ -9,6 +9,7 @@
 #include "taehv/descriptor.h"
 #include "taehv/group_plan.h"
 #include "taehv/plugin_api.h"
+#include "taehv/process/progress.h"
 #include "taehv/process/supervisor.h"
 
 namespace taehv {
@@ -19,6 +20,8 @@ struct LaunchSettings {
   std::chrono::milliseconds shutdown_grace{process::kDefaultShutdownGrace};
   bool prefix_output = true;
   std::string log_dir;           ///< "" = no per-rank log files; else <log_dir>/rank_<RANK>.log
+  /// --hang-timeout: the floor of the hang bound (process/progress.h); 0 = no hang detection.
+  std::chrono::milliseconds hang_timeout{process::kDefaultHangFloor};
   std::vector<int> local_ranks;  ///< --local-ranks-filter: only these local ranks echo output; empty = all
   GroupPlan group;               ///< the node group (off unless planGroup() turned it on)
 };

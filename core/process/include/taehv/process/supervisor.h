@@ -67,6 +67,7 @@ struct ExternalStop {
 };
 
 struct ChildExit;
+class ProgressWatch;
 
 struct SupervisorOptions {
   std::chrono::milliseconds shutdown_grace{kDefaultShutdownGrace};  ///< SIGTERM -> SIGKILL delay
@@ -82,6 +83,9 @@ struct SupervisorOptions {
   /// consequence_window, so the child that caused it is named; after that, or when no other fails, it is. -1: none.
   int consequence_exit_code = -1;
   std::chrono::milliseconds consequence_window{0};
+  /// The workers' progress channel and hang watch (progress.h), owned by the caller; null: none. A hang it finds
+  /// fails the generation like a failed worker (stop, restart per max_restarts); ChildExit::hang says so.
+  ProgressWatch* progress = nullptr;
 };
 
 /// How a child ended.
@@ -92,6 +96,7 @@ struct ChildExit {
   int exit_code = 0;  ///< valid when signal == 0
   int signal = 0;     ///< the terminating signal, or 0
   std::vector<std::string> stderr_tail;  ///< its last stderr lines
+  std::string hang;  ///< when the watch found it hung (then stopped): which section, how long; else ""
 };
 
 struct SupervisorResult {
