@@ -54,6 +54,8 @@ packages=(
   # tests and benchmarks: a real SLURM, real sshd hosts, fuzzing, test videos
   munge slurmctld slurmd slurm-client openssh-server openssh-client iproute2 procps
   ffmpeg "clang-$llvm" "libfuzzer-$llvm-dev" "libclang-rt-$llvm-dev"
+  # taehv-run's hang diagnosis: every thread's stack of a hung native worker (eu-stack; gdb when it is missing)
+  elfutils gdb
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -738,9 +738,6 @@ TEST(Cli, DescribeTextShowsWhereEachValueCameFrom) {
   EXPECT_NE(r.out.find("command: /bin/true"), std::string::npos) << r.out;
 }
 
-}  // namespace
-}  // namespace taehv::test
-
 // Issue 33: --hang-timeout is 0 (off) or 1..604800 seconds; anything else is one line and exit 2, before a worker
 // starts, from the launch and from describe alike.
 TEST(HostileCli, BadHangTimeoutIsOneLineAndExitTwo) {
@@ -760,3 +757,6 @@ TEST(HostileCli, BadHangTimeoutIsOneLineAndExitTwo) {
   EXPECT_EQ(off.exit_code, 0) << off.err;
   EXPECT_NE(off.out.find("started"), std::string::npos) << off.out;
 }
+
+}  // namespace
+}  // namespace taehv::test

@@ -48,15 +48,34 @@ std::string executableOf(int pid) {
   return ec ? std::string() : exe.string();
 }
 
-/// The command that dumps `pid`'s threads: py-spy for a Python interpreter (beside it, as in a venv, else on PATH),
-/// else eu-stack, else gdb in batch mode; empty when none is installed.
+/// argv[0] of `pid` as an absolute path (/proc/<pid>/cmdline, relative ones from its cwd), or "".
+std::string argv0Of(int pid) {
+  std::ifstream cmdline("/proc/" + std::to_string(pid) + "/cmdline");
+  std::string argv0;
+  if (!std::getline(cmdline, argv0, '\0') || argv0.find('/') == std::string::npos) return "";
+  if (argv0[0] == '/') return argv0;
+  std::error_code ec;
+  const auto cwd = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/cwd", ec);
+  return ec ? std::string() : (cwd / argv0).string();
+}
+
+/// py-spy for a Python interpreter: beside the python it was started as (a venv's bin/, whose python is a link),
+/// beside the interpreter itself, else on PATH; "" when none.
+std::string pySpyFor(int pid, const std::map<std::string, std::string>& env) {
+  for (const std::string& python : {argv0Of(pid), executableOf(pid)}) {
+    if (python.empty()) continue;
+    const std::string beside = (std::filesystem::path(python).parent_path() / "py-spy").string();
+    if (::access(beside.c_str(), X_OK) == 0) return beside;
+  }
+  return findProgram("py-spy", env);
+}
+
+/// The command that dumps `pid`'s threads: py-spy for a Python interpreter, else eu-stack, else gdb in batch mode;
+/// empty when none is installed.
 std::vector<std::string> dumpCommand(int pid, const std::map<std::string, std::string>& env) {
-  const std::string exe = executableOf(pid);
   const std::string p = std::to_string(pid);
-  if (std::filesystem::path(exe).filename().string().rfind("python", 0) == 0) {
-    const std::string beside = (std::filesystem::path(exe).parent_path() / "py-spy").string();
-    const std::string py_spy = ::access(beside.c_str(), X_OK) == 0 ? beside : findProgram("py-spy", env);
-    if (!py_spy.empty()) return {py_spy, "dump", "--pid", p};
+  if (std::filesystem::path(executableOf(pid)).filename().string().rfind("python", 0) == 0) {
+    if (const std::string py_spy = pySpyFor(pid, env); !py_spy.empty()) return {py_spy, "dump", "--pid", p};
   }
   if (const std::string eu = findProgram("eu-stack", env); !eu.empty()) return {eu, "-p", p};
   if (const std::string gdb = findProgram("gdb", env); !gdb.empty()) {
