@@ -131,6 +131,8 @@ const std::vector<SubCommand>& subCommands() {
       {"plugins", "list the backend plugins found on the plugin search path", runPlugins},
       {"doctor", "check this node before a job (backend, plan, master, GPUs, NCCL, network, folders); exit 1 on a fail",
        runDoctor},
+      {"status", "print a running job's status file (<log-dir>/status.json) as a table: each rank's step and section",
+       runStatus},
   };
   return table;
 }

@@ -276,7 +276,8 @@ process::SupervisorResult runWorkers(const NodeDescriptor& node, const LaunchSet
   };
   // The progress channel (always, so workers can report) and, with --hang-timeout, the hang watch.
   std::unique_ptr<process::ProgressWatch> progress;
-  if (auto watch = process::ProgressWatch::create(settings.hang_timeout, settings.log_dir); watch.ok()) {
+  if (auto watch = process::ProgressWatch::create(
+          settings.hang_timeout, {settings.log_dir, process::statusFilePath(settings.log_dir)}); watch.ok()) {
     progress = std::move(watch.value);
     options.progress = progress.get();
   } else {

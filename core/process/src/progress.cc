@@ -20,6 +20,7 @@
 
 #include "console.h"
 #include "stacks.h"
+#include <nlohmann/json.hpp>
 #include "taehv/files/output_file.h"
 
 namespace taehv::process {
@@ -118,6 +119,10 @@ std::string formatProgressReport(const ProgressReport& report) {
   return "step=" + std::to_string(report.step) + " section=" + std::string(sectionName(report.section)) + "\n";
 }
 
+std::string statusFilePath(const std::string& log_dir) {
+  return log_dir.empty() ? std::string() : (std::filesystem::path(log_dir) / "status.json").string();
+}
+
 std::string stackFilePath(const std::string& dir, int rank) {
   return (std::filesystem::path(dir) / ("hang_rank" + std::to_string(rank) + ".stacks.txt")).string();
 }
@@ -125,6 +130,9 @@ std::string stackFilePath(const std::string& dir, int rank) {
 struct ProgressWatch::Impl {
   std::chrono::milliseconds floor{0};
   std::string stacks_dir;
+  std::string status_file;
+  Clock::time_point status_written{};
+  std::string hang;  ///< the last hang found in this run (for the status file)
   std::string socket_dir;
   int epoll_fd = -1;
   int generation = 0;
@@ -264,6 +272,35 @@ struct ProgressWatch::Impl {
     return std::max(floor_s, kStepFactor * sorted[std::min(at, sorted.size() - 1)]);
   }
 
+  /// Replaces the status file with what every rank is at now (a failure to write is one warning, once).
+  void writeStatus(Clock::time_point now) {
+    status_written = now;
+    nlohmann::ordered_json doc;
+    doc["format"] = kStatusFormat;
+    doc["updated_unix_s"] = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    doc["generation"] = generation;
+    doc["hang_timeout_s"] = std::chrono::duration<double>(floor).count();
+    doc["last_hang"] = hang.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(hang);
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (const Rank& r : ranks) {
+      const RankProgress p = progressOf(r, now);
+      list.push_back({{"rank", p.rank},
+                      {"pid", r.pid},
+                      {"reported", p.reported},
+                      {"step", p.step},
+                      {"section", std::string(sectionName(p.section))},
+                      {"last_step_s", p.last_step_s},
+                      {"silent_s", p.silent_s},
+                      {"bound_s", p.bound_s}});
+    }
+    doc["ranks"] = std::move(list);
+    if (Status written = files::writeFileAtomically(status_file, doc.dump(2) + "\n"); !written.ok() && !status_warned) {
+      say("taehv-run: warning: status file: " + written.error + "\n");
+      status_warned = true;
+    }
+  }
+  bool status_warned = false;
+
   RankProgress progressOf(const Rank& r, Clock::time_point now) const {
     RankProgress p;
     p.rank = r.rank;
@@ -326,11 +363,11 @@ ProgressWatch::~ProgressWatch() {
   std::filesystem::remove_all(impl_->socket_dir, ec);
 }
 
-Checked<std::unique_ptr<ProgressWatch>> ProgressWatch::create(std::chrono::milliseconds floor,
-                                                              std::string stacks_dir) {
+Checked<std::unique_ptr<ProgressWatch>> ProgressWatch::create(std::chrono::milliseconds floor, ProgressFiles files) {
   auto impl = std::make_unique<Impl>();
   impl->floor = floor;
-  impl->stacks_dir = std::move(stacks_dir);
+  impl->stacks_dir = std::move(files.stacks_dir);
+  impl->status_file = std::move(files.status_file);
   std::string pattern = (std::filesystem::temp_directory_path() / "taehv-progress-XXXXXX").string();
   if (::mkdtemp(pattern.data()) == nullptr) {
     return {"cannot make a folder for the progress sockets (" + pattern + "): " + std::strerror(errno)};
@@ -383,6 +420,7 @@ std::optional<Hang> ProgressWatch::check() {
     }
     if (n < static_cast<int>(events.size())) break;
   }
+  if (!m.status_file.empty() && now - m.status_written >= kStatusInterval) m.writeStatus(now);
   if (m.hang_reported || m.floor.count() <= 0) return std::nullopt;
   // Once any rank is past its bound, the rank silent the longest is named: the others wait for it in a collective
   // (they went on a little further, so their silence is shorter; their own bounds may be shorter too).
@@ -400,6 +438,8 @@ std::optional<Hang> ProgressWatch::check() {
   Hang out;
   out.index = static_cast<std::size_t>(hung - m.ranks.data());
   out.description = m.diagnose(*hung, now);
+  m.hang = out.description;
+  if (!m.status_file.empty()) m.writeStatus(now);
   return out;
 }
 

@@ -145,6 +145,20 @@ TEST(Hang, AHungRankIsNamedWithItsStackThenTheJobResumesFromItsCheckpoint) {
   // Restarted from the last checkpoint, finished.
   EXPECT_NE(text.find("resumed from " + out + "/checkpoint-4 at step 4"), std::string::npos) << text;
   EXPECT_NE(text.find("done: 8/8 steps"), std::string::npos) << text;
+  // The status file (replaced atomically while the job ran) keeps the hang and each rank's last progress, and
+  // `taehv-run status` prints it as a table.
+  const nlohmann::json status = nlohmann::json::parse(fileText(logs + "/status.json"));
+  EXPECT_EQ(status.at("generation").get<int>(), 2) << status.dump(2);
+  EXPECT_NE(status.at("last_hang").get<std::string>().find("rank 1 hung in section data of step 5"), std::string::npos);
+  ASSERT_EQ(status.at("ranks").size(), 2u) << status.dump(2);
+  for (const auto& r : status.at("ranks")) {
+    EXPECT_TRUE(r.at("reported").get<bool>()) << status.dump(2);
+    EXPECT_GE(r.at("step").get<int>(), 5) << status.dump(2);
+  }
+  const Timed table = runTimed({"status", logs + "/status.json"}, {}, 30);
+  EXPECT_EQ(table.status, 0) << table.text();
+  EXPECT_NE(table.text().find("RANK  PID      STEP     SECTION"), std::string::npos) << table.text();
+  EXPECT_NE(table.text().find("last hang: rank 1 hung"), std::string::npos) << table.text();
   std::filesystem::remove_all(dir);
 }
 

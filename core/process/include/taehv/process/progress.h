@@ -94,11 +94,23 @@ struct RankProgress {
 /// can move).
 std::string stackFilePath(const std::string& dir, int rank);
 
+/// The job status file kept in `log_dir` (<log_dir>/status.json), or "" when there is no log folder.
+std::string statusFilePath(const std::string& log_dir);
+/// The status file is replaced at most this often (and when a hang is found).
+inline constexpr std::chrono::seconds kStatusInterval{1};
+/// The status file's "format" value; a reader refuses another.
+inline constexpr int kStatusFormat = 1;
+
+/// Where the watch's files go.
+struct ProgressFiles {
+  std::string stacks_dir;   ///< stack files; "" = a new folder under the temp directory, named in the summary
+  std::string status_file;  ///< the job status file (JSON, replaced atomically); "" = none
+};
+
 class ProgressWatch {
  public:
-  /// `floor`: --hang-timeout (0: reports are read, nobody is judged); `stacks_dir`: where stack files go ("" = a new
-  /// folder under the temp directory, named in the summary).
-  static Checked<std::unique_ptr<ProgressWatch>> create(std::chrono::milliseconds floor, std::string stacks_dir);
+  /// `floor`: --hang-timeout (0: reports are read, nobody is judged).
+  static Checked<std::unique_ptr<ProgressWatch>> create(std::chrono::milliseconds floor, ProgressFiles files);
   ~ProgressWatch();
   ProgressWatch(const ProgressWatch&) = delete;
   ProgressWatch& operator=(const ProgressWatch&) = delete;
@@ -109,7 +121,8 @@ class ProgressWatch {
   void started(std::size_t index, int pid);
   /// A descriptor that is readable when reports are waiting (for poll()).
   int fd() const;
-  /// Reads every waiting report, then judges the ranks; a hang is returned once, after its diagnosis.
+  /// Reads every waiting report, then judges the ranks; a hang is returned once, after its diagnosis. Replaces the
+  /// status file when kStatusInterval has passed since the last time, or on a hang.
   std::optional<Hang> check();
   /// Every rank of this generation, in child order.
   std::vector<RankProgress> ranks() const;
