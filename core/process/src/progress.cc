@@ -314,7 +314,8 @@ struct ProgressWatch::Impl {
   }
 
   /// Stack files for every local rank, then the one summary line; returns the summary.
-  std::string diagnose(const Rank& hung, Clock::time_point now) {
+  /// `tripped`: the rank whose silence passed its bound (`hung` itself, or a rank waiting for it).
+  std::string diagnose(const Rank& hung, const Rank& tripped, Clock::time_point now) {
     const auto t0 = Clock::now();
     std::string dir = stacks_dir;
     if (dir.empty()) {
@@ -340,6 +341,11 @@ struct ProgressWatch::Impl {
     std::string line = "rank " + std::to_string(hung.rank) + " hung in section " +
                        std::string(sectionName(hung.section)) + " of step " + std::to_string(hung.step) +
                        ": no progress for " + fixed1(p.silent_s) + " s (bound " + fixed1(p.bound_s) + " s)";
+    if (&tripped != &hung) {
+      const RankProgress t = progressOf(tripped, now);
+      line += ", rank " + std::to_string(tripped.rank) + " waiting for it in " +
+              std::string(sectionName(tripped.section)) + " passed its bound of " + fixed1(t.bound_s) + " s";
+    }
     std::string others;
     for (const Rank& r : ranks) {
       if (&r == &hung || !r.reported) continue;
@@ -424,20 +430,20 @@ std::optional<Hang> ProgressWatch::check() {
   if (m.hang_reported || m.floor.count() <= 0) return std::nullopt;
   // Once any rank is past its bound, the rank silent the longest is named: the others wait for it in a collective
   // (they went on a little further, so their silence is shorter; their own bounds may be shorter too).
-  bool any_past = false;
+  const Rank* tripped = nullptr;
   const Rank* hung = nullptr;
   for (const Rank& r : m.ranks) {
     if (!r.reported || r.pid <= 0 || ::kill(r.pid, 0) != 0) continue;  // not judged, or already ended
     const double bound = m.boundOf(r);
-    any_past = any_past || (bound > 0 && m.silenceOf(r, now) > bound);
+    if (tripped == nullptr && bound > 0 && m.silenceOf(r, now) > bound) tripped = &r;
     if (hung == nullptr || r.last_report < hung->last_report) hung = &r;
   }
-  if (!any_past) return std::nullopt;
+  if (tripped == nullptr) return std::nullopt;
   if (hung == nullptr) return std::nullopt;
   m.hang_reported = true;
   Hang out;
   out.index = static_cast<std::size_t>(hung - m.ranks.data());
-  out.description = m.diagnose(*hung, now);
+  out.description = m.diagnose(*hung, *tripped, now);
   m.hang = out.description;
   if (!m.status_file.empty()) m.writeStatus(now);
   return out;
