@@ -19,8 +19,10 @@
 #include <map>
 
 #include "console.h"
+#include "file_timer.h"
 #include "stacks.h"
 #include <nlohmann/json.hpp>
+#include "taehv/env.h"
 #include "taehv/files/output_file.h"
 
 namespace taehv::process {
@@ -39,6 +41,8 @@ constexpr std::array<std::pair<Section, std::string_view>, 7> kSectionNames = {{
 }};
 /// Largest step a report may carry (2^62): far above any run, far below overflow in step arithmetic.
 constexpr std::int64_t kMaxStep = std::int64_t{1} << 62;
+/// The epoll tag of the file timer's pipe (the sockets' tags are child indexes).
+constexpr std::uint64_t kFileTimerTag = ~std::uint64_t{0};
 /// A datagram longer than this is garbage (a report is under 60 bytes).
 constexpr std::size_t kMaxDatagram = 256;
 
@@ -139,6 +143,7 @@ struct ProgressWatch::Impl {
   bool hang_reported = false;
   Clock::time_point peers_released{};  ///< when a rank last left a long section (isLong)
   std::vector<Rank> ranks;
+  std::unique_ptr<FileTimerServer> file_timer;  ///< torchelastic's file timer, with TORCHELASTIC_ENABLE_FILE_TIMER=1
   std::string buffer = std::string(kMaxDatagram + 1, '\0');
 
   void closeSockets() {
@@ -272,6 +277,37 @@ struct ProgressWatch::Impl {
     return std::max(floor_s, kStepFactor * sorted[std::min(at, sorted.size() - 1)]);
   }
 
+  /// With TORCHELASTIC_ENABLE_FILE_TIMER=1 in the workers' environment, serves torchelastic's timer pipe (made once,
+  /// at TORCHELASTIC_TIMER_FILE, else in the sockets' folder) and names it in every worker's environment.
+  void serveFileTimer(std::vector<ChildSpec>& specs) {
+    if (specs.empty()) return;
+    const std::string* enabled = findEnv(specs[0].env, kEnableFileTimerEnv);
+    if (enabled == nullptr || *enabled != "1") return;
+    if (!file_timer) {
+      const std::string* given = findEnv(specs[0].env, kTimerFileEnv);
+      Checked<std::unique_ptr<FileTimerServer>> server =
+          FileTimerServer::create(given != nullptr ? *given : socket_dir + "/watchdog_timer");
+      if (!server.ok()) {
+        say("taehv-run: warning: torchelastic file timer not served: " + server.error + "\n");
+        return;
+      }
+      file_timer = std::move(server.value);
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.u64 = kFileTimerTag;
+      ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, file_timer->fd(), &ev);
+    }
+    for (ChildSpec& spec : specs) spec.env[kTimerFileEnv] = file_timer->path();
+  }
+
+  /// Who `pid` is, for the timer's line.
+  std::string nameOf(int pid) const {
+    for (const Rank& r : ranks) {
+      if (r.pid == pid) return "rank " + std::to_string(r.rank) + " (pid " + std::to_string(pid) + ")";
+    }
+    return "pid " + std::to_string(pid);
+  }
+
   /// Replaces the status file with what every rank is at now (a failure to write is one warning, once).
   void writeStatus(Clock::time_point now) {
     status_written = now;
@@ -364,6 +400,7 @@ ProgressWatch::ProgressWatch(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 
 ProgressWatch::~ProgressWatch() {
   impl_->closeSockets();
+  impl_->file_timer.reset();
   if (impl_->epoll_fd >= 0) ::close(impl_->epoll_fd);
   std::error_code ec;
   std::filesystem::remove_all(impl_->socket_dir, ec);
@@ -403,6 +440,7 @@ void ProgressWatch::beginGeneration(std::vector<ChildSpec>& specs) {
     r.fd = m.openSocket(r, i);
     if (r.fd >= 0) specs[i].env[kProgressSocketEnv] = r.socket_path;
   }
+  m.serveFileTimer(specs);
 }
 
 void ProgressWatch::started(std::size_t index, int pid) {
@@ -422,10 +460,12 @@ std::optional<Hang> ProgressWatch::check() {
     const int n = ::epoll_wait(m.epoll_fd, events.data(), static_cast<int>(events.size()), 0);
     if (n <= 0) break;
     for (int i = 0; i < n; ++i) {
+      if (events[i].data.u64 == kFileTimerTag && m.file_timer) m.file_timer->readRequests();
       if (events[i].data.u64 < m.ranks.size()) m.readReports(m.ranks[events[i].data.u64], now);
     }
     if (n < static_cast<int>(events.size())) break;
   }
+  if (m.file_timer) m.file_timer->enforce([&m](int pid) { return m.nameOf(pid); });
   if (!m.status_file.empty() && now - m.status_written >= kStatusInterval) m.writeStatus(now);
   if (m.hang_reported || m.floor.count() <= 0) return std::nullopt;
   // Once any rank is past its bound, the rank silent the longest is named: the others wait for it in a collective
