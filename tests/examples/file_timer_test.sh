@@ -26,6 +26,7 @@ took=$(echo "$(date +%s.%N) - $start" | bc)
 grep -qE "torchelastic timer 'step' of rank 1 \(pid [0-9]+\) expired [0-9]+ ms ago; sending SIGKILL" "$out/log" ||
   fail "the timer's line names rank 1"
 grep -q 'first failure: rank 1' "$out/log" || fail "the summary names rank 1"
+grep -q "timer 'step' of rank 0" "$out/log" && fail "rank 0's timer (30 s) did not expire"
 grep -q 'finished' "$out/log" && fail "nobody finishes"
 echo "overrun rank killed by its torchelastic timer, job failed fast; whole run $took s (torch import, 3 steps, 2 s timer)"
 [ "$(echo "$took < 60" | bc)" = 1 ] || fail "took $took s: not fail fast"

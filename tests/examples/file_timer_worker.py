@@ -1,7 +1,8 @@
 """A Python DDP worker (Gloo) for tests/examples/file_timer_test.sh, using torchelastic's own timer API unchanged.
 
-Usage: file_timer_worker.py OVERRUN_STEP GARBAGE. Each of 6 steps runs under timer.expires(after=2); rank 1 sleeps
-60 s inside step OVERRUN_STEP (-1: never); with GARBAGE=1 rank 0 first writes a line that is not a request to the
+Usage: file_timer_worker.py OVERRUN_STEP GARBAGE. Each of 6 steps runs under timer.expires(after=2) on rank 1 and
+after=30 on rank 0 (which may wait for rank 1 in the all-reduce); rank 1 sleeps 60 s inside step OVERRUN_STEP
+(-1: never); with GARBAGE=1 rank 0 first writes a line that is not a request to the
 timer's pipe."""
 import os
 import sys
@@ -24,7 +25,7 @@ def main():
         os.close(fd)
     t = torch.ones(1)
     for step in range(6):
-        with timer.expires(after=2, scope="step"):
+        with timer.expires(after=2 if rank == 1 else 30, scope="step"):
             if rank == 1 and step == overrun_step:
                 time.sleep(60)
             dist.all_reduce(t)

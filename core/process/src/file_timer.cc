@@ -6,11 +6,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <vector>
 
 #include "console.h"
 #include "signal_name.h"
@@ -94,19 +96,36 @@ void FileTimerServer::handleLine(const std::string& line) {
 void FileTimerServer::enforce(const std::function<std::string(int pid)>& name_of) {
   const double now = unixNow();
   std::set<int> done;
+  struct Expired {
+    double expiration;
+    int pid;
+    int signal;
+    std::string scope;
+  };
+  std::vector<Expired> expired;  // one per process: its earliest expired timer with a signal, as torch's server
   for (const auto& [key, timer] : timers_) {
     const int pid = key.first;
-    if (done.count(pid) || ::kill(pid, 0) != 0) {
-      done.insert(pid);  // reaped already, or gone: forget its timers
+    if (::kill(pid, 0) != 0) {
+      done.insert(pid);  // gone: forget its timers
       continue;
     }
     if (timer.expiration > now) continue;
-    done.insert(pid);  // as torch's server: an expired timer ends every timer of its process
-    if (timer.signal <= 0) continue;  // torch: a signal <= 0 never kills
-    say("taehv-run: torchelastic timer '" + key.second + "' of " + name_of(pid) + " expired " +
-        std::to_string(static_cast<int>((now - timer.expiration) * 1000)) + " ms ago; sending " +
-        signalName(timer.signal) + "\n");
-    ::kill(pid, timer.signal);
+    done.insert(pid);  // an expired timer ends every timer of its process; a signal <= 0 never kills
+    if (timer.signal <= 0) continue;
+    auto same = std::find_if(expired.begin(), expired.end(), [pid](const Expired& e) { return e.pid == pid; });
+    if (same == expired.end()) {
+      expired.push_back({timer.expiration, pid, timer.signal, key.second});
+    } else if (timer.expiration < same->expiration) {
+      *same = {timer.expiration, pid, timer.signal, key.second};
+    }
+  }
+  // The earliest first: the process that overran first is the one the supervisor meets first.
+  std::sort(expired.begin(), expired.end(), [](const Expired& a, const Expired& b) { return a.expiration < b.expiration; });
+  for (const Expired& e : expired) {
+    say("taehv-run: torchelastic timer '" + e.scope + "' of " + name_of(e.pid) + " expired " +
+        std::to_string(static_cast<int>((now - e.expiration) * 1000)) + " ms ago; sending " + signalName(e.signal) +
+        "\n");
+    ::kill(e.pid, e.signal);
   }
   for (auto it = timers_.begin(); it != timers_.end();) {
     it = done.count(it->first.first) ? timers_.erase(it) : std::next(it);

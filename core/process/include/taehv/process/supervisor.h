@@ -26,6 +26,9 @@
 //    SIGTERM, SIGKILL after shutdown_grace, no restart, and the result carries its reason even when the workers
 //    then exit 0 (a trainer that saves a checkpoint on SIGTERM does). on_failure is called once, for the first
 //    local failure, before the other children are signalled (the node group tells the other nodes).
+//  - With options.progress (progress.h), each generation's children get their progress socket (and torchelastic's
+//    timer pipe when enabled) in their environment; a rank the watch finds hung has its stacks captured while every
+//    child still runs, then fails the generation as a failed worker does (SIGTERM, SIGKILL, restart per max_restarts).
 //  - A command that cannot be started (not found, not executable, bad cwd) counts as a failure with exit code
 //    127 and a message naming the command; it is not restarted (retrying would not help).
 #pragma once
