@@ -260,7 +260,6 @@ class Generation {
     if (!hang || hang->index >= children_.size()) return;
     Child& c = children_[hang->index];
     c.hang = hang->description;
-    c.tail.push_back("taehv-run: " + hang->description);
     std::size_t running = 0;
     for (const Child& o : children_) running += o.running ? 1 : 0;
     first_failure_ = static_cast<int>(hang->index);
