@@ -56,6 +56,8 @@ packages=(
   ffmpeg "clang-$llvm" "libfuzzer-$llvm-dev" "libclang-rt-$llvm-dev"
   # the etcd node group's tests: a real etcd (3.4 on Debian 12, 3.5 on Debian 13; both serve the v3 JSON gateway)
   etcd-server etcd-client
+  # taehv-run's hang diagnosis: every thread's stack of a hung native worker (eu-stack; gdb when it is missing)
+  elfutils gdb
 )
 missing=()
 for p in "${packages[@]}"; do

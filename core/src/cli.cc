@@ -13,6 +13,7 @@
 #include "taehv/default_worker.h"
 #include "taehv/env.h"
 #include "taehv/log.h"
+#include "taehv/process/progress.h"
 #include "taehv/sizing_bridge.h"
 #include "taehv/suggest.h"
 
@@ -26,7 +27,7 @@ namespace {
 /// --master-addr, --master-port, --standalone, --restart-count): the backend gets them typed (JobFlags) and sets them
 /// per node.
 const std::set<std::string> kForwardedOptions = {
-    "run-id",  "max-restarts", "shutdown-grace", "log-dir",  "local-ranks-filter", "no-prefix",
+    "run-id",  "max-restarts", "shutdown-grace", "hang-timeout", "log-dir",  "local-ranks-filter", "no-prefix",
     // sizing (taehv/sizing_bridge.h): each node sizes itself
     "gpu-binding", "collective-timeout", "nccl-buffsize", "oversubscribe", "config",
     // the node group (a token file is not forwarded: the SSH fan-out hands every node its job's token)
@@ -111,12 +112,27 @@ Checked<std::chrono::milliseconds> shutdownGrace(const po::variables_map& vm) {
   return {"", std::chrono::milliseconds(static_cast<long long>(std::llround(grace * 1000)))};
 }
 
+Checked<std::chrono::milliseconds> hangTimeout(const po::variables_map& vm) {
+  if (!vm.count("hang-timeout")) return {"", process::kDefaultHangFloor};
+  const double s = vm["hang-timeout"].as<double>();
+  if (s == 0) return {"", std::chrono::milliseconds(0)};
+  if (!(s >= kMinHangTimeout && s <= kMaxHangTimeout)) {
+    char value[64];
+    std::snprintf(value, sizeof value, "%g", s);
+    return {std::string("--hang-timeout must be 0 (off) or ") + std::to_string(static_cast<int>(kMinHangTimeout)) +
+            ".." + std::to_string(static_cast<int>(kMaxHangTimeout)) + " seconds, got " + value};
+  }
+  return {"", std::chrono::milliseconds(static_cast<long long>(std::llround(s * 1000)))};
+}
+
 const std::vector<SubCommand>& subCommands() {
   static const std::vector<SubCommand> table = {
       {"describe", "print each worker's rank, world and environment with provenance; start nothing", runDescribe},
       {"plugins", "list the backend plugins found on the plugin search path", runPlugins},
       {"doctor", "check this node before a job (backend, plan, master, GPUs, NCCL, network, folders); exit 1 on a fail",
        runDoctor},
+      {"status", "print a running job's status file (<log-dir>/status.json) as a table: each rank's step and section",
+       runStatus},
   };
   return table;
 }
@@ -173,6 +189,11 @@ po::options_description Cli::launchOptions() const {
             ->default_value(std::chrono::duration<double>(process::kDefaultShutdownGrace).count())
             ->value_name("SECONDS"),
         "after a failure, SIGTERM the other workers, SIGKILL them after this long")
+    ("hang-timeout", po::value<double>()->value_name("SECONDS"),
+        ("a worker that reports progress (TAEHV_PROGRESS_SOCKET; taehv-train does) and is silent for longer than "
+         "max(SECONDS, 10 x its 99th-percentile step time) is hung: every local rank's stacks go to the log folder, "
+         "then the workers stop as after a failure (longer bounds before the first step, in checkpoints and "
+         "evaluations); 0 = off [default " + std::to_string(process::kDefaultHangFloor.count()) + "]").c_str())
     ("node-timeout",
         po::value<double>()->value_name("SECONDS"),
         ("multi-node: a node not heard from for this long is lost and every node stops its workers [default " +

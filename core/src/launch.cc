@@ -21,6 +21,7 @@
 #include "taehv/env.h"
 #include "taehv/group/etcd_node_group.h"
 #include "taehv/group/session.h"
+#include "taehv/log.h"
 #include "taehv/group/tcp_node_group.h"
 #include "taehv/files/input_file.h"
 #include "taehv/process/run.h"
@@ -306,6 +307,15 @@ process::SupervisorResult runWorkers(const NodeDescriptor& node, const LaunchSet
     }
     return children;
   };
+  // The progress channel (always, so workers can report) and, with --hang-timeout, the hang watch.
+  std::unique_ptr<process::ProgressWatch> progress;
+  if (auto watch = process::ProgressWatch::create(
+          settings.hang_timeout, {settings.log_dir, process::statusFilePath(settings.log_dir)}); watch.ok()) {
+    progress = std::move(watch.value);
+    options.progress = progress.get();
+  } else {
+    log::warn("no progress channel, no hang detection: " + watch.error);
+  }
   if (node_group) {
     options.external_stop.fd = node_group->stopFd();
     options.external_stop.reason = [node_group] { return node_group->stopReason(); };

@@ -738,5 +738,42 @@ TEST(Cli, DescribeTextShowsWhereEachValueCameFrom) {
   EXPECT_NE(r.out.find("command: /bin/true"), std::string::npos) << r.out;
 }
 
+// Issue 33: --hang-timeout is 0 (off) or 1..604800 seconds; anything else is one line and exit 2, before a worker
+// starts, from the launch and from describe alike.
+TEST(HostileCli, BadHangTimeoutIsOneLineAndExitTwo) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"-1", "--hang-timeout must be 0 (off) or 1..604800 seconds, got -1"},
+      {"abc", "the argument ('abc') for option '--hang-timeout' is invalid"},
+      {"1e9", "--hang-timeout must be 0 (off) or 1..604800 seconds, got 1e+09"},
+      {"nan", "--hang-timeout must be 0 (off) or 1..604800 seconds, got nan"},
+      {"0.5", "--hang-timeout must be 0 (off) or 1..604800 seconds, got 0.5"},
+  };
+  for (const auto& [value, says] : cases) {
+    SCOPED_TRACE(value);
+    expectUsageError(taehv({"--standalone", "--hang-timeout", value, "--", "/bin/echo", "started"}), {says});
+    expectUsageError(taehv({"describe", "--standalone", "--hang-timeout", value}), {says});
+  }
+  const ProcessResult described = taehv({"describe", "--standalone", "--log-dir", "/tmp/i33-logs", "--hang-timeout", "7"});
+  EXPECT_NE(described.out.find("status file: /tmp/i33-logs/status.json"), std::string::npos) << described.out;
+  EXPECT_NE(described.out.find("hang detection after max(7 s, learned bound)"), std::string::npos) << described.out;
+  const ProcessResult off = taehv({"--standalone", "--hang-timeout", "0", "--", "/bin/echo", "started"});
+  EXPECT_EQ(off.exit_code, 0) << off.err;
+  EXPECT_NE(off.out.find("started"), std::string::npos) << off.out;
+}
+
+// Issue 33: `taehv-run status FILE` refuses what is not a status file with one line and exit 2.
+TEST(HostileCli, StatusRefusesWhatIsNotAStatusFile) {
+  const std::string dir = tempDir();
+  std::ofstream(dir + "/garbage.json") << "{not json";
+  std::ofstream(dir + "/other.json") << R"({"format": 99})";
+  std::ofstream(dir + "/partial.json") << R"({"format": 1, "generation": 1})";
+  expectUsageError(taehv({"status"}), {"status takes one argument, the status file"});
+  expectUsageError(taehv({"status", dir + "/missing.json"}), {dir + "/missing.json"});
+  expectUsageError(taehv({"status", dir + "/garbage.json"}), {"is not a taehv-run status file"});
+  expectUsageError(taehv({"status", dir + "/other.json"}), {"format 99, this taehv-run reads format 1"});
+  expectUsageError(taehv({"status", dir + "/partial.json"}), {"is not a taehv-run status file"});
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace taehv::test

@@ -123,6 +123,13 @@ struct SubCommand {
 /// --shutdown-grace from `vm` (its default when not given), or why it is refused (outside 0..86400 seconds).
 Checked<std::chrono::milliseconds> shutdownGrace(const boost::program_options::variables_map& vm);
 
+/// --hang-timeout from `vm` (process::kDefaultHangFloor when not given; 0 = no hang detection), or why it is refused
+/// (not 0 and outside kMinHangTimeout..kMaxHangTimeout).
+Checked<std::chrono::milliseconds> hangTimeout(const boost::program_options::variables_map& vm);
+/// --hang-timeout's range besides 0: under 1 s every pause would be a hang; over a week it is off in all but name.
+inline constexpr double kMinHangTimeout = 1;
+inline constexpr double kMaxHangTimeout = 7 * 86400;
+
 /// The built-in sub-commands, in help order.
 const std::vector<SubCommand>& subCommands();
 

@@ -11,6 +11,7 @@
 #include "taehv/group_plan.h"
 #include "taehv/torchrun_compat.h"
 #include "taehv/plugin_api.h"
+#include "taehv/process/progress.h"
 #include "taehv/process/supervisor.h"
 
 namespace taehv {
@@ -21,6 +22,8 @@ struct LaunchSettings {
   std::chrono::milliseconds shutdown_grace{process::kDefaultShutdownGrace};
   bool prefix_output = true;
   std::string log_dir;           ///< "" = no per-rank log files; else <log_dir>/rank_<RANK>.log
+  /// --hang-timeout: the floor of the hang bound (process/progress.h); 0 = no hang detection.
+  std::chrono::milliseconds hang_timeout{process::kDefaultHangFloor};
   std::vector<int> local_ranks;  ///< --local-ranks-filter: only these local ranks echo output; empty = all
   /// torchrun's --redirects / --tee with --log-dir, by local rank: its streams go to stdout.log / stderr.log in
   /// workerLogFolder() (torchrun_compat.h) instead of rank_<RANK>.log. Empty: the rank_<RANK>.log layout.

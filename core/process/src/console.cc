@@ -61,6 +61,7 @@ void printSummary(const ChildExit& f, int restarts, int max_restarts, std::size_
   } else {
     s += "taehv-run: exit code: " + std::to_string(f.exit_code) + "\n";
   }
+  if (!f.hang.empty()) s += "taehv-run: hang: " + f.hang + "\n";
   s += "taehv-run: time: " + utcTime(std::time(nullptr)) + "\n";
   s += "taehv-run: restarts: " + std::to_string(restarts) + " of " + std::to_string(max_restarts) + " used\n";
   if (f.stderr_tail.empty()) {

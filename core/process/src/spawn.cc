@@ -60,6 +60,9 @@ bool isExecutableFile(const std::string& path) {
   // Die with the supervisor. If it already died between fork() and here, the signal will never come.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);
+  // Under Yama's ptrace_scope 1 only ancestors may attach: let the supervisor's children (the stack tools of the
+  // hang diagnosis, progress.h) attach to this worker. Fails harmlessly where Yama is not built in.
+  ::prctl(PR_SET_PTRACER, static_cast<unsigned long>(parent), 0, 0, 0);
 
   // stdout_fd/stderr_fd -1: keep ours.
   if (::dup2(stdin_fd, STDIN_FILENO) < 0 || (stdout_fd >= 0 && ::dup2(stdout_fd, STDOUT_FILENO) < 0) ||

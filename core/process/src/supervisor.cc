@@ -30,6 +30,7 @@
 #include "subreaper.h"
 #include "taehv/env.h"
 #include "taehv/files/output_file.h"
+#include "taehv/process/progress.h"
 
 namespace taehv::process {
 namespace {
@@ -48,6 +49,9 @@ constexpr std::size_t kTailLineCap = 4096;
 /// At the end of a generation, how long we keep killing what our workers' trees left to us (each SIGKILL of an
 /// adopted process can hand us its own children) before giving up with a warning.
 constexpr std::chrono::milliseconds kOrphanSweep{2000};
+
+/// pollOnce's entries before the children's streams: the signal self-pipe, the outside stop, the progress watch.
+constexpr std::size_t kFixedPollFds = 3;
 
 /// Set while a supervise() runs: one at a time per process (the signal handlers are process-wide).
 std::atomic<bool> g_active{false};
@@ -74,6 +78,7 @@ struct Child {
   Stream out;
   Stream err;
   std::deque<std::string> tail;
+  std::string hang;  ///< set when the progress watch found it hung
 
   bool failed() const { return ended && (signal != 0 || exit_code != 0); }
 };
@@ -87,6 +92,7 @@ ChildExit exitOf(const Child& c) {
   e.exit_code = c.exit_code;
   e.signal = c.signal;
   e.stderr_tail.assign(c.tail.begin(), c.tail.end());
+  e.hang = c.hang;
   return e;
 }
 
@@ -121,6 +127,7 @@ class Generation {
     for (;;) {
       handleSignals();
       handleExternalStop();
+      handleProgress();
       reap();
       const auto now = Clock::now();
       if (stopping_ && !killed_ && now >= kill_deadline_) {
@@ -183,6 +190,7 @@ class Generation {
       c.out.fd = spawned.value.stdout_fd;
       c.err.fd = spawned.value.stderr_fd;
       guardian_.add(c.pid);
+      if (options_.progress) options_.progress->started(i, c.pid);
       // A signal that arrived while we were starting children reaches the ones started so far; stop early.
       handleSignals();
       if (stopping_) return;
@@ -261,6 +269,24 @@ class Generation {
     }
     say(line + "\n");
     if (options_.on_failure) options_.on_failure(exitOf(c), who(c.spec) + " " + describeExit(c.exit_code, c.signal));
+    beginStop();
+    signalRunning(SIGTERM);
+  }
+
+  /// Reads the workers' progress reports; a rank the watch finds hung (it has captured the stacks and said so)
+  /// fails the generation: the others are stopped as after a failed worker.
+  void handleProgress() {
+    if (options_.progress == nullptr || stopping_) return;
+    const std::optional<Hang> hang = options_.progress->check();
+    if (!hang || hang->index >= children_.size()) return;
+    Child& c = children_[hang->index];
+    c.hang = hang->description;
+    std::size_t running = 0;
+    for (const Child& o : children_) running += o.running ? 1 : 0;
+    first_failure_ = static_cast<int>(hang->index);
+    say("taehv-run: stopping " + std::to_string(running) + " local worker(s) after the hang (SIGTERM, SIGKILL after " +
+        std::to_string(options_.shutdown_grace.count()) + " ms)\n");
+    if (options_.on_failure) options_.on_failure(exitOf(c), who(c.spec) + " " + hang->description);
     beginStop();
     signalRunning(SIGTERM);
   }
@@ -382,6 +408,8 @@ class Generation {
     const bool watch_external = options_.external_stop.fd >= 0 && !stopping_;
     pollfds_.push_back({watch_external ? options_.external_stop.fd : -1, POLLIN, 0});  // fd -1: ignored by poll
     owners_.push_back(nullptr);
+    pollfds_.push_back({options_.progress && !stopping_ ? options_.progress->fd() : -1, POLLIN, 0});
+    owners_.push_back(nullptr);
     for (Child& c : children_) {
       for (Stream* s : {&c.out, &c.err}) {
         if (s->fd < 0) continue;
@@ -399,7 +427,7 @@ class Generation {
     if (groups_killed_) until(drain_deadline_);
     const int ready = ::poll(pollfds_.data(), pollfds_.size(), static_cast<int>(wait.count()));
     if (ready <= 0) return;
-    for (std::size_t i = 2; i < pollfds_.size(); ++i) {
+    for (std::size_t i = kFixedPollFds; i < pollfds_.size(); ++i) {
       if (pollfds_[i].revents == 0) continue;
       Child& c = *owners_[i];
       pump(c, pollfds_[i].fd == c.out.fd ? c.out : c.err);
@@ -531,6 +559,7 @@ SupervisorResult supervise(const std::function<std::vector<ChildSpec>(int restar
   GenerationOutcome last;
   for (int restart = 0;; ++restart) {
     std::vector<ChildSpec> specs = make_children(restart);
+    if (options.progress) options.progress->beginGeneration(specs);
     Generation generation(std::move(specs), options, guardian, signals, subreaper);
     last = generation.run();
     result.restarts = restart;

@@ -12,6 +12,8 @@ int runLaunch(Cli& cli);
 int runDescribe(Cli& cli);
 /// `plugins`: list the backend plugins on the search path.
 int runPlugins(Cli& cli);
+/// `status FILE`: print a job status file (<log-dir>/status.json) as a table.
+int runStatus(Cli& cli);
 /// `doctor [--output-dir DIR] [--data PATH] [--connect-timeout S]`: check this node before a job.
 int runDoctor(Cli& cli);
 

@@ -11,6 +11,19 @@
 namespace taehv {
 namespace po = boost::program_options;
 
+namespace {
+
+/// The hang detection and the status file of this node's launch.
+std::string describeProgress(const LaunchSettings& settings) {
+  const auto floor = std::chrono::duration<double>(settings.hang_timeout).count();
+  const std::string status = process::statusFilePath(settings.log_dir);
+  return "progress: " + std::string(process::kProgressSocketEnv) + " per worker; hang detection " +
+         (floor > 0 ? "after max(" + std::to_string(static_cast<long long>(floor)) + " s, learned bound)" : "off") +
+         "\nstatus file: " + (status.empty() ? "none (give --log-dir)" : status) + "\n";
+}
+
+}  // namespace
+
 int runDescribe(Cli& cli) {
   po::options_description extra("describe");
   extra.add_options()("json", "print the stable JSON form (its keys: docs/launching.md)");
@@ -53,6 +66,7 @@ int runDescribe(Cli& cli) {
     }
     std::cout << describeText(node, workers, command);
     std::cout << "\n" << describeGroup(group.value);
+    if (!resolved.value.backend_takes_over) std::cout << describeProgress(launchSettings(vm, node).value);
   }
   return 0;
 }

@@ -16,6 +16,9 @@ Checked<LaunchSettings> launchSettings(const po::variables_map& vm, const NodeDe
   const Checked<std::chrono::milliseconds> grace = shutdownGrace(vm);
   if (!grace.ok()) return {grace.error};
   settings.shutdown_grace = grace.value;
+  const Checked<std::chrono::milliseconds> hang = hangTimeout(vm);
+  if (!hang.ok()) return {hang.error};
+  settings.hang_timeout = hang.value;
   settings.prefix_output = !vm.count("no-prefix");
   if (vm.count("log-dir")) {
     settings.log_dir = vm["log-dir"].as<std::string>();
@@ -72,6 +75,10 @@ int runLaunch(Cli& cli) {
   const Checked<std::chrono::milliseconds> grace = shutdownGrace(vm);
   if (!grace.ok()) {
     cli.log(LogLevel::kError, grace.error);
+    return kUsageError;
+  }
+  if (const Checked<std::chrono::milliseconds> hang = hangTimeout(vm); !hang.ok()) {
+    cli.log(LogLevel::kError, hang.error);
     return kUsageError;
   }
   auto resolved = cli.resolve(vm, /*plan_when_taken_over=*/false);

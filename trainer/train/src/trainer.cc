@@ -12,6 +12,7 @@
 
 #include "evaluation.h"
 #include "objective.h"
+#include "progress_report.h"
 #include "run_setup.h"
 #include "taehv/env.h"
 #include "taehv/log.h"
@@ -147,8 +148,10 @@ std::string runSummary(const Config& cfg, Distributed& dist, const torch::Device
 /// says what runs, `step` is one optimizer step and what follows it, `finish` exports and says where it all went.
 class TrainingRun {
  public:
-  TrainingRun(const TrainOptions& options, Distributed& dist, const DistEnv& env, const torch::Device& device)
+  TrainingRun(const TrainOptions& options, Distributed& dist, const DistEnv& env, const torch::Device& device,
+              ProgressReporter& progress)
       : options_(options),
+        progress_(progress),
         cfg_(options.config),
         dist_(dist),
         env_(env),
@@ -196,13 +199,14 @@ class TrainingRun {
   void prepareSteps();
   void prepareData();
   MicroSteps runMicroSteps(int64_t step, double lr);
-  Update applyUpdate(double lr);
+  Update applyUpdate(int64_t step, double lr);
   Agreed agree(const MicroSteps& micro, int64_t step);
   void failIfDiverged(double loss, int64_t step) const;
   void afterStep(int64_t done, bool stop, const Objective& last);
   std::string saveAt(int64_t step_done);
 
   const TrainOptions& options_;
+  ProgressReporter& progress_;  ///< this rank's step and section, to taehv-run
   const Config& cfg_;
   Distributed& dist_;
   const DistEnv& env_;
@@ -301,7 +305,9 @@ bool TrainingRun::step(int64_t step) {
   const auto t0 = Clock::now();
   const double lr = learningRate(schedule_, step);
   const MicroSteps micro = runMicroSteps(step, lr);
-  const Update update = applyUpdate(lr);
+  progress_.report(step, process::Section::kExchange);  // the gradients' communication left, then the update
+  const Update update = applyUpdate(step, lr);
+  progress_.report(step, process::Section::kExchange);  // the step's small all-reduce
   const Agreed agreed = agree(micro, step);
   failIfDiverged(agreed.loss, step);
   const int64_t done = step + 1;
@@ -333,8 +339,10 @@ TrainingRun::MicroSteps TrainingRun::runMicroSteps(int64_t step, double lr) {
   MicroSteps out;
   const TrainConfig terms = lossTermsAt(cfg_.train, step);
   for (int64_t a = 0; a < accum_; ++a) {
+    progress_.report(step, process::Section::kData);
     const auto w0 = Clock::now();
     Batch batch = loader_->next();
+    progress_.report(step, process::Section::kForwardBackward);
     out.data_wait_s += seconds(Clock::now() - w0);
     sync_->setSync(a == accum_ - 1);
     if (state_.zero) state_.zero->setSync(a == accum_ - 1);
@@ -357,12 +365,13 @@ TrainingRun::MicroSteps TrainingRun::runMicroSteps(int64_t step, double lr) {
 }
 
 /// The gradients' communication finished, clipped, the optimizer's update (ZeRO's at stages 1-2), the EMA.
-TrainingRun::Update TrainingRun::applyUpdate(double lr) {
+TrainingRun::Update TrainingRun::applyUpdate(int64_t step, double lr) {
   // optimizer_s: everything after the last backward (gradient communication left, clipping, the update and, at
   // ZeRO stages 1-2, the all-gather of the parameters), the part ZeRO changes.
   const auto update_start = Clock::now();
   Update out;
   sync_->finish();
+  progress_.report(step, process::Section::kOptimizer);
   if (state_.zero) {
     state_.zero->prepareGradients();
     if (cfg_.train.grad_clip > 0) out.grad_norm = state_.zero->clipGradNorm(cfg_.train.grad_clip);
@@ -415,6 +424,7 @@ void TrainingRun::failIfDiverged(double loss, int64_t step) const {
 void TrainingRun::afterStep(int64_t done, bool stop, const Objective& last) {
   const bool last_step = done == cfg_.train.steps;
   if (eval_clips_ && !stop && (done % cfg_.eval.every == 0 || last_step)) {
+    progress_.report(done - 1, process::Section::kEval);
     log_->eval(done,
                evaluateAcrossRanks(state_.model, state_.params, state_.ema, *eval_clips_, device_, dist_, env_.rank,
                                    static_cast<int>(world_), rank0_),
@@ -424,6 +434,7 @@ void TrainingRun::afterStep(int64_t done, bool stop, const Objective& last) {
     log_->preview(done, previewImage(last.target, last.pred));
   }
   if ((cfg_.checkpoint.every > 0 && done % cfg_.checkpoint.every == 0) || last_step || stop) {
+    progress_.report(done - 1, process::Section::kCheckpoint);
     const auto path = saveAt(done);
     last_saved_ = done;
     if (stop) {
@@ -462,8 +473,9 @@ void TrainingRun::finish(int64_t step, bool stopped_early) {
             formatDuration(log_->elapsed()) + "; output in " + out_dir_);
 }
 
-int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, const torch::Device& device) {
-  TrainingRun run(options, dist, env, device);
+int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, const torch::Device& device,
+          ProgressReporter& progress) {
+  TrainingRun run(options, dist, env, device, progress);
   run.announce();
   int64_t step = run.startStep();
   bool stopped_early = false;  // by a signal or --stop-at-step
@@ -528,6 +540,8 @@ int runTraining(const TrainOptions& options) {
   StopSignals signals;
   std::unique_ptr<Distributed> dist;
   try {
+    ProgressReporter progress(processEnvironment(), env.rank);
+    progress.report(0, process::Section::kStartup);
     options.config.validate();
     setThreads(options.config, env);
     checkCpuMemory(options.config, env);
@@ -539,7 +553,7 @@ int runTraining(const TrainOptions& options) {
     dist = std::make_unique<Distributed>(env, options.config.dist.backend,
                                          std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)),
                                          device, options.config.sharedSettings());
-    return train(options, *dist, env, device);
+    return train(options, *dist, env, device, progress);
   } catch (const std::exception& e) {
     if (dist && dist->aborted() && !isBadInput(e)) {
       log::error("stopped because another rank failed");

@@ -26,6 +26,9 @@
 //    SIGTERM, SIGKILL after shutdown_grace, no restart, and the result carries its reason even when the workers
 //    then exit 0 (a trainer that saves a checkpoint on SIGTERM does). on_failure is called once, for the first
 //    local failure, before the other children are signalled (the node group tells the other nodes).
+//  - With options.progress (progress.h), each generation's children get their progress socket (and torchelastic's
+//    timer pipe when enabled) in their environment; a rank the watch finds hung has its stacks captured while every
+//    child still runs, then fails the generation as a failed worker does (SIGTERM, SIGKILL, restart per max_restarts).
 //  - A command that cannot be started (not found, not executable, bad cwd) counts as a failure with exit code
 //    127 and a message naming the command; it is not restarted (retrying would not help).
 #pragma once
@@ -72,6 +75,7 @@ struct ExternalStop {
 };
 
 struct ChildExit;
+class ProgressWatch;
 
 struct SupervisorOptions {
   std::chrono::milliseconds shutdown_grace{kDefaultShutdownGrace};  ///< SIGTERM -> SIGKILL delay
@@ -87,6 +91,9 @@ struct SupervisorOptions {
   /// consequence_window, so the child that caused it is named; after that, or when no other fails, it is. -1: none.
   int consequence_exit_code = -1;
   std::chrono::milliseconds consequence_window{0};
+  /// The workers' progress channel and hang watch (progress.h), owned by the caller; null: none. A hang it finds
+  /// fails the generation like a failed worker (stop, restart per max_restarts); ChildExit::hang says so.
+  ProgressWatch* progress = nullptr;
 };
 
 /// How a child ended.
@@ -97,6 +104,7 @@ struct ChildExit {
   int exit_code = 0;  ///< valid when signal == 0
   int signal = 0;     ///< the terminating signal, or 0
   std::vector<std::string> stderr_tail;  ///< its last stderr lines
+  std::string hang;  ///< when the watch found it hung (then stopped): which section, how long; else ""
 };
 
 struct SupervisorResult {

@@ -1,0 +1,136 @@
+// Progress of the workers and hang detection (issue 33). Each worker gets a Unix datagram socket of its own,
+// named in its environment (kProgressSocketEnv); it reports the optimizer step it is in and the section of that
+// step, one short text line per datagram (see parseProgressReport). The watch learns each rank's step time and
+// names a rank that stopped reporting for longer than its bound, after capturing every local rank's stacks.
+//
+// Contract:
+//  - Called from supervise()'s thread only (not thread safe). The sockets live in a private folder under the
+//    temp directory, made by create() and removed by the destructor.
+//  - A worker that never reports is never judged: detection starts with a rank's first report, so programs that do
+//    not know the channel run as before.
+//  - Garbage on the channel (a line that does not parse) is ignored with one log line per rank per
+//    kGarbageLogInterval; the job is not disturbed.
+//  - check() returns at most one hang per generation; before returning it has written the stack files and printed
+//    the summary line. The caller stops the workers (supervise() does, as for a failed worker).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "taehv/checked.h"
+#include "taehv/process/supervisor.h"
+
+namespace taehv::process {
+
+/// The variable naming a worker's progress socket: the path of a SOCK_DGRAM Unix socket to send reports to.
+inline constexpr const char* kProgressSocketEnv = "TAEHV_PROGRESS_SOCKET";
+
+/// Where a worker is inside its step. The names (sectionName) are the protocol's words.
+enum class Section { kStartup, kData, kForwardBackward, kExchange, kOptimizer, kEval, kCheckpoint };
+
+/// The protocol word for `section`: startup, data, forward_backward, exchange, optimizer, eval, checkpoint.
+std::string_view sectionName(Section section);
+
+/// One report: the worker is in optimizer step `step` (0-based; the steps done so far), in `section`.
+struct ProgressReport {
+  std::int64_t step = 0;
+  Section section = Section::kStartup;
+};
+
+/// The datagram for `report`: "step=<N> section=<name>\n".
+std::string formatProgressReport(const ProgressReport& report);
+
+/// Parses one datagram: "step=<N> section=<name>" with an optional trailing newline, N in 0..2^62. Anything else
+/// fails with a message quoting (at most 60 bytes of) the input.
+Checked<ProgressReport> parseProgressReport(std::string_view text);
+
+// The bounds a rank's silence is measured against. The floor is --hang-timeout; the rest are named here once.
+/// --hang-timeout's default: no rank is called hung before 60 s of silence, whatever its steps take. Long enough
+/// for a garbage-collection pause or a slow file system, short enough that a hang is named within about a minute
+/// plus the time to capture stacks (under the 1 to 4 h collective timeouts a hung rank would otherwise cost).
+inline constexpr std::chrono::seconds kDefaultHangFloor{60};
+/// During steps: kStepFactor times the kStepPercentile of the rank's last kStepWindow step times (a step that
+/// included an evaluation or a checkpoint is not counted). 10x the 99th percentile: a step 10x slower than nearly
+/// all before it is far beyond jitter (a data loader refilling, a log flush) while still bounded by the learned pace.
+inline constexpr double kStepFactor = 10.0;
+inline constexpr double kStepPercentile = 0.99;
+inline constexpr std::size_t kStepWindow = 200;
+/// A rank waiting in a collective for a peer that is in start-up, a checkpoint or an evaluation (rank 0 writes the
+/// checkpoint while the others go on to the next step's gradient exchange) is judged by that peer's bound too.
+/// Before the first step has ended (model build, rendezvous, data, the first step's allocations and warm-up), during
+/// a checkpoint save and during an evaluation: kSectionFactor times the longest such pass seen on this rank, never
+/// below kSectionMinimum nor the floor. 10 min: a multi-GB checkpoint on a shared file system, or a first step that
+/// compiles kernels, takes minutes, and none has been seen yet the first time.
+inline constexpr double kSectionFactor = 5.0;
+inline constexpr std::chrono::seconds kSectionMinimum{600};
+/// One "garbage on the progress channel" log line per rank at most this often.
+inline constexpr std::chrono::seconds kGarbageLogInterval{10};
+/// Capturing the stacks of every local rank (eu-stack, gdb, py-spy) ends after this long, whatever it got.
+inline constexpr std::chrono::seconds kStackCaptureTimeout{30};
+
+/// A rank found hung.
+struct Hang {
+  std::size_t index = 0;     ///< the child's index in its generation
+  std::string description;   ///< "rank 1 hung in section data of step 3: no progress for 5.1 s (bound 5.0 s)"
+};
+
+/// One rank's progress as the watch sees it (for the status file and tests).
+struct RankProgress {
+  int rank = -1;
+  bool reported = false;          ///< any report yet in this generation
+  std::int64_t step = 0;
+  Section section = Section::kStartup;
+  double last_step_s = 0;         ///< the last step time measured, 0 before one ended
+  double silent_s = 0;            ///< seconds since its last report (or since its start, before one)
+  double bound_s = 0;             ///< its current bound (0: not judged)
+};
+
+/// The path of rank `rank`'s stack file in `dir`: <dir>/hang_rank<R>.stacks.txt (one place, so the log layout
+/// can move).
+std::string stackFilePath(const std::string& dir, int rank);
+
+/// The job status file kept in `log_dir` (<log_dir>/status.json), or "" when there is no log folder.
+std::string statusFilePath(const std::string& log_dir);
+/// The status file is replaced at most this often (and when a hang is found).
+inline constexpr std::chrono::seconds kStatusInterval{1};
+/// The status file's "format" value; a reader refuses another.
+inline constexpr int kStatusFormat = 1;
+
+/// Where the watch's files go.
+struct ProgressFiles {
+  std::string stacks_dir;   ///< stack files; "" = a new folder under the temp directory, named in the summary
+  std::string status_file;  ///< the job status file (JSON, replaced atomically); "" = none
+};
+
+class ProgressWatch {
+ public:
+  /// `floor`: --hang-timeout (0: reports are read, nobody is judged).
+  static Checked<std::unique_ptr<ProgressWatch>> create(std::chrono::milliseconds floor, ProgressFiles files);
+  ~ProgressWatch();
+  ProgressWatch(const ProgressWatch&) = delete;
+  ProgressWatch& operator=(const ProgressWatch&) = delete;
+
+  /// A new generation: a fresh socket per child, its path added to the child's environment.
+  void beginGeneration(std::vector<ChildSpec>& specs);
+  /// Child `index` of this generation runs as process (group) `pid`.
+  void started(std::size_t index, int pid);
+  /// A descriptor that is readable when reports are waiting (for poll()).
+  int fd() const;
+  /// Reads every waiting report, then judges the ranks; a hang is returned once, after its diagnosis. Replaces the
+  /// status file when kStatusInterval has passed since the last time, or on a hang.
+  std::optional<Hang> check();
+  /// Every rank of this generation, in child order.
+  std::vector<RankProgress> ranks() const;
+
+ private:
+  struct Impl;
+  explicit ProgressWatch(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace taehv::process

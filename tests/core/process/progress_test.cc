@@ -1,0 +1,110 @@
+// The progress channel's protocol and the watch's bookkeeping (progress.h), with real Unix datagram sockets; the hang
+// verdict itself runs with real workers in tests/trainer/train/hang_test.cc and tests/examples/progress_test.sh.
+#include "taehv/process/progress.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "stacks.h"
+
+namespace taehv::process {
+namespace {
+
+TEST(ProgressReport, ParsesEverySectionAndRoundTrips) {
+  for (Section s : {Section::kStartup, Section::kData, Section::kForwardBackward, Section::kExchange,
+                    Section::kOptimizer, Section::kEval, Section::kCheckpoint}) {
+    const std::string text = formatProgressReport({41, s});
+    const Checked<ProgressReport> back = parseProgressReport(text);
+    ASSERT_TRUE(back.ok()) << text << back.error;
+    EXPECT_EQ(back.value.step, 41);
+    EXPECT_EQ(back.value.section, s);
+  }
+  EXPECT_EQ(formatProgressReport({7, Section::kForwardBackward}), "step=7 section=forward_backward\n");
+  EXPECT_TRUE(parseProgressReport("step=0 section=data").ok()) << "the newline is optional";
+}
+
+TEST(ProgressReport, GarbageIsRefusedWithTheInputQuoted) {
+  for (const std::string& bad : std::vector<std::string>{"", "\n", "step=1", "step= section=data", "step=-1 section=data", "step=1 section=bogus",
+        "step=1  section=data", "step=1 section=data extra", "STEP=1 section=data", "step=99999999999999999999 section=data",
+        std::string("step=1 section=da\0ta", 20)}) {
+    const Checked<ProgressReport> r = parseProgressReport(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.error.find("not a progress report (want 'step=<N> section=<name>')"), std::string::npos) << r.error;
+  }
+  const std::string long_text(500, 'x');
+  EXPECT_LT(parseProgressReport(long_text).error.size(), 160u) << "at most 60 bytes of the input are quoted";
+}
+
+TEST(Stacks, TopFramesReadEuStackGdbAndPySpy) {
+  const std::string eu =
+      "PID 12 - process\nTID 12:\n#0  0x00007efc64b00df2 pause\n#1  0x00005592e5c865ed "
+      "taehv::train::taehvTestHangForever()\n#2  0x00005592e5c867eb taehv::train::ProgressReporter::report(long, "
+      "taehv::process::Section)\n#3  0x000055 taehv::train::(anonymous namespace)::TrainingRun::runMicroSteps(long, "
+      "double)\n#4  0x1 main\nTID 13:\n#0  0x2 epoll_wait\n";
+  EXPECT_EQ(topFrames(eu, 4),
+            "pause < taehv::train::taehvTestHangForever < taehv::train::ProgressReporter::report < "
+            "taehv::train::(anonymous namespace)::TrainingRun::runMicroSteps");
+  const std::string gdb =
+      "Thread 1 (Thread 0x7f (LWP 12) \"taehv-train\"):\n#0  0x00007f in pause () from /lib/libc.so.6\n"
+      "#1  0x0000555 in taehv::train::taehvTestHangForever () at progress_report.cc:48\n";
+  EXPECT_EQ(topFrames(gdb, 4), "pause < taehv::train::taehvTestHangForever");
+  const std::string py =
+      "Process 1817: python w.py\nPython v3.11.7\n\nThread 1817 (idle)\n    wait_forever_in_data (w.py:16)\n"
+      "    main (w.py:27)\n    <module> (w.py:36)\n";
+  EXPECT_EQ(topFrames(py, 2), "wait_forever_in_data < main");
+  EXPECT_EQ(topFrames("eu-stack: cannot attach\n", 4), "");
+}
+
+/// Sends `text` to the socket at `path`.
+void send(const std::string& path, const std::string& text) {
+  const int fd = ::socket(AF_UNIX, SOCK_DGRAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  path.copy(addr.sun_path, path.size());
+  ASSERT_EQ(::sendto(fd, text.data(), text.size(), 0, reinterpret_cast<sockaddr*>(&addr), sizeof addr),
+            static_cast<ssize_t>(text.size()));
+  ::close(fd);
+}
+
+TEST(ProgressWatch, EachRankHasItsOwnSocketAndGarbageChangesNothing) {
+  Checked<std::unique_ptr<ProgressWatch>> created = ProgressWatch::create(std::chrono::seconds(60), {});
+  ASSERT_TRUE(created.ok()) << created.error;
+  ProgressWatch& watch = *created.value;
+  std::vector<ChildSpec> specs(2);
+  specs[0].rank = 4;
+  specs[1].rank = 5;
+  watch.beginGeneration(specs);
+  const std::string a = specs[0].env.at(kProgressSocketEnv), b = specs[1].env.at(kProgressSocketEnv);
+  EXPECT_NE(a, b);
+  watch.started(0, ::getpid());
+  watch.started(1, ::getpid());
+  send(a, "step=3 section=data\n");
+  send(a, "step=3 section=forward_backward\n");
+  EXPECT_FALSE(watch.check().has_value());  // reports are timed when read: supervise() reads them as they come
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  send(a, "step=4 section=data\n");
+  send(b, "garbage");
+  EXPECT_FALSE(watch.check().has_value()) << "a 60 s floor: nobody is hung";
+  const std::vector<RankProgress> ranks = watch.ranks();
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(ranks[0].rank, 4);
+  EXPECT_TRUE(ranks[0].reported);
+  EXPECT_EQ(ranks[0].step, 4);
+  EXPECT_EQ(ranks[0].section, Section::kData);
+  EXPECT_GE(ranks[0].last_step_s, 0.09) << "step 3 took the 100 ms between its reports";
+  EXPECT_GE(ranks[0].bound_s, 600) << "the loop's first step is warm-up: the start-up bound still holds";
+  EXPECT_FALSE(ranks[1].reported) << "garbage is no report";
+  EXPECT_EQ(ranks[1].bound_s, 0) << "a rank that never reported is not judged";
+  // A new generation: new sockets, the old ones gone.
+  watch.beginGeneration(specs);
+  EXPECT_NE(specs[0].env.at(kProgressSocketEnv), a);
+  EXPECT_NE(::access(a.c_str(), F_OK), 0);
+}
+
+}  // namespace
+}  // namespace taehv::process
