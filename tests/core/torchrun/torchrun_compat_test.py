@@ -210,13 +210,19 @@ def report(what, source, problems):
 
 
 def log_files(root):
-    """Files under a torchrun log folder, without its first level (torchrun: RUN_ID_<random>; taehv-run: RUN_ID)."""
+    """Files under a torchrun log folder, without its first level (torchrun: RUN_ID_<random>; taehv-run: RUN_ID).
+    A file at the top level keeps its name."""
     found = set()
     for dirpath, _, files in os.walk(root):
         for f in files:
             rel = os.path.relpath(os.path.join(dirpath, f), root).split(os.sep)
-            found.add("/".join(rel[1:]))
+            found.add("/".join(rel[1:]) if len(rel) > 1 else rel[0])
     return found
+
+
+# Expected, explained difference: taehv-run keeps the job's status file (each rank's step, section and silence; the
+# hang detection's, `taehv-run status`) at the top of --log-dir; torchrun has none.
+TAEHV_ONLY_LOG_FILES = {"status.json"}
 
 
 def run_cases():
@@ -233,6 +239,7 @@ def run_cases():
             shutil.rmtree(os.path.join(folder, "logs"), ignore_errors=True)
             hp, hres, htook = run("taehv-run", line, folder, extra)
             taehv_logs = log_files(os.path.join(folder, "logs")) if os.path.isdir(os.path.join(folder, "logs")) else set()
+            taehv_logs -= TAEHV_ONLY_LOG_FILES
             problems = []
             if tp.returncode != 0 or not tres:
                 problems.append(f"torchrun failed ({tp.returncode}): {tp.stderr.strip()[-400:]}")
