@@ -53,6 +53,17 @@ void torchrunStreamLogs(const Cli& cli, const NodeDescriptor& node, LaunchSettin
   }
 }
 
+/// torchrun exits 1 on every failure once its agent runs (a worker's ChildFailedError, a signal's SignalException,
+/// a lost rendezvous: all raised out of its @record main) and 2 on a usage error. In torchrun's form taehv-run does
+/// the same, so a script that tests for torchrun's codes keeps working; its own code (the failing worker's, 75 for a
+/// lost node, 128+N for a signal: docs/launching.md) is named in one line. With `--` or a sub-command, its own codes.
+int torchrunExitCode(const Cli& cli, int code) {
+  if (!cli.torchrun().command || code == 0 || code == 1 || code == kUsageError) return code;
+  cli.log(LogLevel::kInfo, "exit 1 as torchrun exits on a failure (taehv-run's own exit code: " + std::to_string(code) +
+                               "; give the command after -- to keep it)");
+  return 1;
+}
+
 /// torchrun's warning when it sets OMP_NUM_THREADS for the workers (taehv-run's value: cpu cores / local workers).
 void warnOmpThreads(const Cli& cli, const NodeDescriptor& node) {
   if (envValue(cli.env(), "OMP_NUM_THREADS") || *node.nproc_per_node.value <= 1) return;
@@ -128,7 +139,8 @@ int runLaunch(Cli& cli) {
     return kUsageError;
   }
   settings.group = group.value;
-  return launchNode(r.node, settings, cli.env(), [&cli](LogLevel l, const std::string& m) { cli.log(l, m); });
+  const int code = launchNode(r.node, settings, cli.env(), [&cli](LogLevel l, const std::string& m) { cli.log(l, m); });
+  return torchrunExitCode(cli, code);
 }
 
 }  // namespace taehv

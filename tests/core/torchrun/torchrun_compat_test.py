@@ -292,8 +292,29 @@ def run_bad():
     return failures
 
 
+# A failing worker: torchrun exits 1 (ChildFailedError out of its @record main) whatever the worker's code; so does
+# taehv-run in torchrun's form (with `--` it keeps the worker's own code).
+FAILING = "import os, sys\nsys.exit(3 if os.environ['RANK'] == '1' else 0)\n"
+
+
+def run_failing():
+    folder = tempfile.mkdtemp(prefix="taehv35-fail-")
+    try:
+        with open(os.path.join(folder, "fails.py"), "w") as f:
+            f.write(FAILING)
+        words = ["--standalone", "--nproc-per-node", "2", "fails.py"]
+        codes = {launcher: run(launcher, words, folder, {})[0].returncode for launcher in ("torchrun", "taehv-run")}
+        own = run("taehv-run", words[:-1] + ["--", PYTHON, "fails.py"], folder, {})[0].returncode
+        ok = codes["torchrun"] == 1 and codes["taehv-run"] == 1 and own == 3
+        print(f"{'ok  ' if ok else 'FAIL'} a worker exiting 3: torchrun exit {codes['torchrun']}, taehv-run exit "
+              f"{codes['taehv-run']} (torchrun's form), {own} with --")
+        return int(not ok)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 if __name__ == "__main__":
     start = time.monotonic()
-    failed = run_cases() + run_bad()
+    failed = run_cases() + run_bad() + run_failing()
     print(f"{len(CASES)} command lines, {len(BAD)} bad inputs, {failed} failed, {time.monotonic() - start:.1f} s")
     sys.exit(1 if failed else 0)
