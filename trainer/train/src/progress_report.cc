@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "taehv/parse.h"
+
 namespace taehv::train {
 namespace {
 
@@ -16,12 +18,7 @@ namespace {
 int64_t hookInteger(const Env& env, const char* name, int64_t fallback) {
   const std::optional<std::string> raw = envValue(env, name);
   if (!raw) return fallback;
-  try {
-    std::size_t used = 0;
-    const long long value = std::stoll(*raw, &used);
-    if (used == raw->size() && value >= 0) return value;
-  } catch (const std::exception&) {
-  }
+  if (const std::optional<int64_t> value = parseInteger<int64_t>(*raw, 0)) return *value;
   throw std::runtime_error(std::string(name) + "=" + *raw + " (a test-only hook) must be an integer >= 0");
 }
 
@@ -42,8 +39,12 @@ std::vector<std::string> split(const std::string& text, char sep) {
 }
 
 ProgressReporter::ProgressReporter(const Env& env, int rank) : rank_(rank) {
-  if (const std::optional<std::string> path = envValue(env, process::kProgressSocketEnv)) path_ = *path;
-  if (!path_.empty()) fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (const std::optional<std::string> path = envValue(env, process::kProgressSocketEnv);
+      path && path->size() < sizeof addr_.sun_path) {
+    addr_.sun_family = AF_UNIX;
+    path->copy(addr_.sun_path, path->size());
+    fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  }
   if (hookInteger(env, "TORCHELASTIC_RESTART_COUNT", 0) != 0) return;  // the hooks act in the first attempt only
   if (hookInteger(env, "TAEHV_TEST_HANG_RANK", -1) == rank) {
     hang_at_step_ = hookInteger(env, "TAEHV_TEST_HANG_AT_STEP", -1);
@@ -54,14 +55,10 @@ ProgressReporter::ProgressReporter(const Env& env, int rank) : rank_(rank) {
     const std::vector<std::string> parts = split(item, ':');
     const auto report = parts.size() == 3 ? process::parseProgressReport("step=" + parts[1] + " section=" + parts[0])
                                           : Checked<process::ProgressReport>{"three parts"};
-    try {
-      std::size_t used = 0;
-      const double seconds = report.ok() ? std::stod(parts[2], &used) : -1;
-      if (report.ok() && used == parts[2].size() && seconds >= 0) {
-        slow_.push_back({report.value.section, report.value.step, seconds});
-        continue;
-      }
-    } catch (const std::exception&) {
+    const std::optional<double> seconds = report.ok() ? parseNumber(parts[2], 0) : std::nullopt;
+    if (seconds) {
+      slow_.push_back({report.value.section, report.value.step, *seconds});
+      continue;
     }
     throw std::runtime_error("TAEHV_TEST_SLOW_SECTION item '" + item +
                              "' (a test-only hook) must be <section>:<step>:<seconds>");
@@ -74,14 +71,9 @@ ProgressReporter::~ProgressReporter() {
 
 void ProgressReporter::report(int64_t step, process::Section section) {
   if (fd_ >= 0) {
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (path_.size() < sizeof addr.sun_path) {
-      path_.copy(addr.sun_path, path_.size());
-      const std::string text = process::formatProgressReport({step, section});
-      (void)::sendto(fd_, text.data(), text.size(), MSG_NOSIGNAL, reinterpret_cast<const sockaddr*>(&addr),
-                     sizeof addr);
-    }
+    const std::string text = process::formatProgressReport({step, section});
+    (void)::sendto(fd_, text.data(), text.size(), MSG_NOSIGNAL, reinterpret_cast<const sockaddr*>(&addr_),
+                   sizeof addr_);
   }
   for (const SlowSection& s : slow_) {
     if (s.section == section && s.step == step) std::this_thread::sleep_for(std::chrono::duration<double>(s.seconds));

@@ -3,6 +3,8 @@
 // nothing is sent. Also the test-only hooks that make a rank hang or a section slow (see fromEnvironment).
 #pragma once
 
+#include <sys/un.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -35,8 +37,8 @@ class ProgressReporter {
     int64_t step;
     double seconds;
   };
-  int fd_ = -1;
-  std::string path_;
+  int fd_ = -1;          ///< the datagram socket, -1 without TAEHV_PROGRESS_SOCKET (or a path too long for it)
+  sockaddr_un addr_{};   ///< TAEHV_PROGRESS_SOCKET's address, built once
   int rank_ = 0;
   int64_t hang_at_step_ = -1;
   std::vector<SlowSection> slow_;
