@@ -23,6 +23,7 @@
 #include "taehv/group/session.h"
 #include "taehv/log.h"
 #include "taehv/group/tcp_node_group.h"
+#include "taehv/job_progress.h"
 #include "taehv/files/input_file.h"
 #include "taehv/process/run.h"
 #include "taehv/process/supervisor.h"
@@ -316,6 +317,9 @@ process::SupervisorResult runWorkers(const NodeDescriptor& node, const LaunchSet
   } else {
     log::warn("no progress channel, no hang detection: " + watch.error);
   }
+  // Progress to the node group with its heartbeats; stragglers named by the node that speaks for the job.
+  JobProgress job(node_group, *node.node_rank.value, node_group == nullptr || *node.node_rank.value == 0);
+  if (progress) options.on_tick = [&job, &progress] { job.tick(progress->ranks()); };
   if (node_group) {
     options.external_stop.fd = node_group->stopFd();
     options.external_stop.reason = [node_group] { return node_group->stopReason(); };
@@ -324,6 +328,11 @@ process::SupervisorResult runWorkers(const NodeDescriptor& node, const LaunchSet
     };
   }
   process::SupervisorResult result = process::supervise(make_children, options);
+  if (result.exit_code != 0 && progress) {
+    if (const std::string spread = job.spreadAtStop(progress->ranks()); !spread.empty()) {
+      log::warn("job progress when it stopped (every node's last heartbeat): " + spread);
+    }
+  }
   if (!worker_error_dir.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(worker_error_dir, ec);

@@ -102,8 +102,11 @@ void TcpNodeGroup::Impl::leaderFrame(const ConnPtr& c, const std::string& payloa
       publishMembers();
       checkFlushed();
       break;
+    case MessageType::kHeartbeat:
+      heardProgress(c->rank, in.message.text);  // besides refreshing last_heard (above)
+      break;
     default:
-      break;  // heartbeats only refresh last_heard
+      break;
   }
 }
 

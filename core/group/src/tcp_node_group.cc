@@ -317,7 +317,8 @@ void TcpNodeGroup::Impl::onTick() {
   const auto now = Clock::now();
   const bool beat = now >= next_beat_;
   if (beat) next_beat_ = now + o_.heartbeat;
-  const Message heartbeat{MessageType::kHeartbeat, static_cast<std::uint32_t>(o_.node_rank), 0, {}, {}};
+  Message heartbeat{MessageType::kHeartbeat, static_cast<std::uint32_t>(o_.node_rank), 0, {}, {}};
+  if (beat) heartbeat.text = heartbeatText();
   if (leader_) {
     while (!pending_.empty() && now - pending_.front()->connected_at > kHandshakeTimeout) {
       ConnPtr c = pending_.front();
@@ -352,6 +353,62 @@ void TcpNodeGroup::Impl::onTick() {
   if (beat) send(conn_, heartbeat);
 }
 
+void TcpNodeGroup::Impl::setLocalProgress(const std::vector<RankSummary>& ranks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  local_progress_ = ranks;
+  for (RankSummary& r : local_progress_) r.node = o_.node_rank;
+}
+
+std::vector<RankSummary> TcpNodeGroup::Impl::peersProgress() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto now = Clock::now();
+  std::vector<RankSummary> out;
+  for (const auto& [from, heard] : peer_progress_) {
+    const double since = std::chrono::duration<double>(now - heard.at).count();
+    for (RankSummary r : heard.ranks) {
+      r.age_s += since;
+      out.push_back(std::move(r));
+    }
+  }
+  return out;
+}
+
+std::string TcpNodeGroup::Impl::heartbeatText() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!leader_) return local_progress_.empty() ? std::string() : encodeSummary(local_progress_);
+  std::vector<RankSummary> all = local_progress_;
+  for (const auto& [from, heard] : peer_progress_) all.insert(all.end(), heard.ranks.begin(), heard.ranks.end());
+  if (all.empty()) return "";
+  sortMostBehindFirst(all);
+  return encodeSummary(all);
+}
+
+void TcpNodeGroup::Impl::heardProgress(int from, const std::string& text) {
+  if (text.empty()) return;
+  Checked<std::vector<RankSummary>> ranks = decodeSummary(text);
+  if (!ranks.ok()) {
+    bool said = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::swap(said, progress_garbage_logged_);
+      progress_garbage_logged_ = true;
+    }
+    if (!said) {
+      log(LogLevel::kWarn, "node group: ignoring the progress in node " + std::to_string(from < 0 ? 0 : from) +
+                               "'s heartbeats: " + ranks.error + " (said once)");
+    }
+    return;
+  }
+  std::vector<RankSummary> kept;
+  for (RankSummary& r : ranks.value) {
+    if (from >= 0) r.node = from;  // the leader trusts the connection's identity, not the text's
+    if (from < 0 && r.node == o_.node_rank) continue;  // a member knows its own ranks better than the relay
+    kept.push_back(std::move(r));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  peer_progress_[from] = {std::move(kept), Clock::now()};
+}
+
 std::string TcpNodeGroup::Impl::stopReasonLocked() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stop_reason_;
@@ -369,5 +426,7 @@ Status TcpNodeGroup::finish(bool success) { return impl_->finish(success); }
 AgreedRanks TcpNodeGroup::agreedRanks() const { return impl_->agreedRanks(); }
 int TcpNodeGroup::boundPort() const { return impl_->boundPort(); }
 GroupStats TcpNodeGroup::stats() const { return impl_->stats(); }
+void TcpNodeGroup::setLocalProgress(const std::vector<RankSummary>& ranks) { impl_->setLocalProgress(ranks); }
+std::vector<RankSummary> TcpNodeGroup::peersProgress() const { return impl_->peersProgress(); }
 
 }  // namespace taehv::group

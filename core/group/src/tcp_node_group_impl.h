@@ -121,6 +121,8 @@ class TcpNodeGroup::Impl {
   AgreedRanks agreedRanks() const;
   int boundPort() const;
   GroupStats stats() const;
+  void setLocalProgress(const std::vector<RankSummary>& ranks);
+  std::vector<RankSummary> peersProgress() const;
 
  private:
   void log(LogLevel level, const std::string& message) const;
@@ -172,6 +174,14 @@ class TcpNodeGroup::Impl {
   void joinFailed(const ConnPtr& c, const std::string& why);
   void leaderLost(const std::string& why);
 
+  // ---- progress (PROTOCOL.md, "Progress") -----------------------------------------------------------------
+
+  /// What this node's next heartbeat carries: a member its own summary, the leader every node's (most behind first).
+  std::string heartbeatText() const;
+  /// A heartbeat's text from node `from` (a member's own summary; -1: node 0's relay). Text that does not decode is
+  /// ignored (a peer of another version), logged once.
+  void heardProgress(int from, const std::string& text);
+
   // ---- the clock -------------------------------------------------------------------------------------------
 
   void scheduleTick();
@@ -204,6 +214,13 @@ class TcpNodeGroup::Impl {
   bool leader_lost_ = false;  ///< member: the stop that won was losing node 0
   std::map<int, bool> present_;  ///< leader: members joined and not gone
   std::uint64_t refused_ = 0;
+  std::vector<RankSummary> local_progress_;  ///< this node's ranks (setLocalProgress)
+  struct HeardProgress {
+    std::vector<RankSummary> ranks;
+    Clock::time_point at{};
+  };
+  std::map<int, HeardProgress> peer_progress_;  ///< by sender (-1: node 0's relay on a member)
+  bool progress_garbage_logged_ = false;
   int bound_port_ = 0;
 
   // The event loop's own.

@@ -106,5 +106,37 @@ TEST(ProgressWatch, EachRankHasItsOwnSocketAndGarbageChangesNothing) {
   EXPECT_NE(::access(a.c_str(), F_OK), 0);
 }
 
+TEST(ProgressWatch, BusyTimeIsTheStepWithoutItsExchange) {
+  Checked<std::unique_ptr<ProgressWatch>> created = ProgressWatch::create(std::chrono::seconds(60), {});
+  ASSERT_TRUE(created.ok()) << created.error;
+  ProgressWatch& watch = *created.value;
+  std::vector<ChildSpec> specs(1);
+  specs[0].rank = 0;
+  watch.beginGeneration(specs);
+  const std::string path = specs[0].env.at(kProgressSocketEnv);
+  watch.started(0, ::getpid());
+  // Each step: 60 ms of data and forward/backward, then 120 ms waiting in the exchange (a faster rank waiting for a
+  // slower one). Step 0 is warm-up; steps 1..5 count.
+  const auto pause = [&watch](int ms) {
+    watch.check();  // reports are timed when read: at once, as supervise() does
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  };
+  for (int step = 0; step <= 6; ++step) {
+    send(path, "step=" + std::to_string(step) + " section=data\n");
+    pause(20);
+    send(path, "step=" + std::to_string(step) + " section=forward_backward\n");
+    pause(40);
+    send(path, "step=" + std::to_string(step) + " section=exchange\n");
+    pause(120);
+  }
+  send(path, "step=7 section=data\n");
+  watch.check();
+  const RankProgress p = watch.ranks().at(0);
+  EXPECT_EQ(p.busy_steps, 6) << "steps 1..6, not the warm-up";
+  EXPECT_GE(p.busy_s, 0.055);
+  EXPECT_LT(p.busy_s, 0.110) << "the 120 ms in the exchange are not busy time";
+  EXPECT_GE(p.last_step_s, 0.175) << "the step time includes the exchange";
+}
+
 }  // namespace
 }  // namespace taehv::process
