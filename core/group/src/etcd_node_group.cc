@@ -147,10 +147,10 @@ class EtcdNodeGroup::Impl {
 
   /// Written with the record at the next heartbeat's tick, not at once: one put per node per heartbeat at most.
   void setLocalProgress(const std::vector<RankSummary>& ranks) {
-    std::vector<RankSummary> mine = ranks;
-    for (RankSummary& r : mine) r.node = o_.group.node_rank;
     std::lock_guard<std::mutex> lock(mu_);
-    local_progress_ = encodeSummary(mine);
+    local_progress_ = ranks;
+    local_progress_at_ = Clock::now();
+    for (RankSummary& r : local_progress_) r.node = o_.group.node_rank;
     progress_dirty_ = true;
   }
 
@@ -214,7 +214,8 @@ class EtcdNodeGroup::Impl {
   AgreedRanks agreed_;
   std::vector<Member> formation_;  ///< the formation this node runs in
   std::string summary_;            ///< what forming saw last (for form()'s error)
-  std::string local_progress_;     ///< this node's summary, as its record carries it
+  std::vector<RankSummary> local_progress_;  ///< this node's ranks (setLocalProgress)
+  Clock::time_point local_progress_at_{};    ///< when they were handed over
   bool progress_dirty_ = false;    ///< local_progress_ changed since the record was last written
   struct HeardProgress {
     std::vector<RankSummary> ranks;
@@ -241,7 +242,13 @@ std::string EtcdNodeGroup::Impl::recordValue() const {
                {"rank", o_.group.node_rank}, {"nproc", o_.group.nproc}, {"addr", addr_}, {"host", o_.group.host},
                {"reason", reason_}};
   // Only when there is one: a record without it reads as before to a node of an older version.
-  if (!local_progress_.empty()) body["progress"] = local_progress_;
+  if (!local_progress_.empty()) {
+    // Ages as of the write, not as of the hand-over: a silent rank's age keeps growing.
+    std::vector<RankSummary> aged = local_progress_;
+    const double since = std::chrono::duration<double>(Clock::now() - local_progress_at_).count();
+    for (RankSummary& r : aged) r.age_s += since;
+    body["progress"] = encodeSummary(aged);
+  }
   return sealValue(o_.group.job_key, "record", recordKey(id_), std::move(body));
 }
 

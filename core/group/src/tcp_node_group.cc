@@ -356,28 +356,42 @@ void TcpNodeGroup::Impl::onTick() {
 void TcpNodeGroup::Impl::setLocalProgress(const std::vector<RankSummary>& ranks) {
   std::lock_guard<std::mutex> lock(mu_);
   local_progress_ = ranks;
+  local_progress_at_ = Clock::now();
   for (RankSummary& r : local_progress_) r.node = o_.node_rank;
 }
+
+namespace {
+
+/// `ranks` with their ages grown by the time since `at` (when they were made or heard).
+std::vector<RankSummary> agedSince(std::vector<RankSummary> ranks, Clock::time_point at, Clock::time_point now) {
+  const double since = std::chrono::duration<double>(now - at).count();
+  for (RankSummary& r : ranks) r.age_s += since;
+  return ranks;
+}
+
+}  // namespace
 
 std::vector<RankSummary> TcpNodeGroup::Impl::peersProgress() const {
   std::lock_guard<std::mutex> lock(mu_);
   const auto now = Clock::now();
   std::vector<RankSummary> out;
   for (const auto& [from, heard] : peer_progress_) {
-    const double since = std::chrono::duration<double>(now - heard.at).count();
-    for (RankSummary r : heard.ranks) {
-      r.age_s += since;
-      out.push_back(std::move(r));
-    }
+    const std::vector<RankSummary> aged = agedSince(heard.ranks, heard.at, now);
+    out.insert(out.end(), aged.begin(), aged.end());
   }
   return out;
 }
 
 std::string TcpNodeGroup::Impl::heartbeatText() const {
+  const auto now = Clock::now();
   std::lock_guard<std::mutex> lock(mu_);
-  if (!leader_) return local_progress_.empty() ? std::string() : encodeSummary(local_progress_);
-  std::vector<RankSummary> all = local_progress_;
-  for (const auto& [from, heard] : peer_progress_) all.insert(all.end(), heard.ranks.begin(), heard.ranks.end());
+  // Ages as of now, not as of when the summary was made or heard: a silent rank's age keeps growing on the wire.
+  std::vector<RankSummary> all = agedSince(local_progress_, local_progress_at_, now);
+  if (!leader_) return all.empty() ? std::string() : encodeSummary(all);
+  for (const auto& [from, heard] : peer_progress_) {
+    const std::vector<RankSummary> aged = agedSince(heard.ranks, heard.at, now);
+    all.insert(all.end(), aged.begin(), aged.end());
+  }
   if (all.empty()) return "";
   sortMostBehindFirst(all);
   return encodeSummary(all);

@@ -215,6 +215,7 @@ class TcpNodeGroup::Impl {
   std::map<int, bool> present_;  ///< leader: members joined and not gone
   std::uint64_t refused_ = 0;
   std::vector<RankSummary> local_progress_;  ///< this node's ranks (setLocalProgress)
+  Clock::time_point local_progress_at_{};    ///< when they were handed over
   struct HeardProgress {
     std::vector<RankSummary> ranks;
     Clock::time_point at{};

@@ -1,0 +1,96 @@
+// Progress across nodes (issue 33) through the real taehv-run on loopback: two nodes of one rank each, whose workers
+// report steps over the progress channel with set times (progress_worker.py, no training). The node group carries
+// each node's summary with its heartbeats; node 0 names a straggler on node 1 and, when a hang on node 1 stops the
+// job, which rank is behind at which step.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <regex>
+
+#include "run_process.h"
+
+namespace taehv::test {
+namespace {
+
+const std::string kToken = "progress-test-token-0123456789abcdef";
+
+std::map<std::string, std::string> progressEnv() {
+  auto env = cleanEnv();
+  env.erase("TAEHV_GROUP_PORT");
+  env["TAEHV_JOB_TOKEN"] = kToken;
+  env["PYTHONPATH"] = TAEHV_PROGRESS_HELPER_DIR;
+  return env;
+}
+
+std::vector<std::string> node(int rank, int port, const std::vector<std::string>& run_options,
+                              const std::vector<std::string>& worker) {
+  std::vector<std::string> argv = {taehvRun(), "--backend", "local", "--nnodes", "2", "--node-rank",
+                                   std::to_string(rank), "--master-addr", "127.0.0.1", "--master-port",
+                                   std::to_string(port), "--nproc-per-node", "1", "--shutdown-grace", "2"};
+  argv.insert(argv.end(), run_options.begin(), run_options.end());
+  argv.insert(argv.end(), {"--", TAEHV_TEST_PYTHON, TAEHV_PROGRESS_WORKER});
+  argv.insert(argv.end(), worker.begin(), worker.end());
+  return argv;
+}
+
+int portFor(int offset) { return 31000 + static_cast<int>(::getpid() % 200) * 2 + offset; }
+
+// Node 1's rank is busy 0.3 s per step, node 0's 0.05 s (then it waits 0.25 s, as in a collective): node 0 names
+// rank 1 and node 1 as stragglers with their figures, once, and both nodes finish.
+TEST(GroupProgress, Node0NamesASlowRankOnNode1AsAStragglerAndTheJobGoesOn) {
+  const int port = portFor(0);
+  const auto env = progressEnv();
+  auto node0 = std::async(std::launch::async, [&] {
+    return runProcess(node(0, port, {}, {"24", "0.05", "0.25"}), env, std::chrono::seconds(60));
+  });
+  auto node1 = std::async(std::launch::async, [&] {
+    return runProcess(node(1, port, {}, {"24", "0.3", "0.0"}), env, std::chrono::seconds(60));
+  });
+  const auto r1 = node1.get();
+  const auto r0 = node0.get();
+  EXPECT_EQ(r0.exit_code, 0) << r0.err;
+  EXPECT_EQ(r1.exit_code, 0) << r1.err;
+  const std::regex rank1(R"(rank 1 busy (0\.[0-9]+) s per step \(median of ([0-9]+) steps\), ([0-9.]+)x the others' median (0\.[0-9]+) s)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r0.err, m, rank1)) << r0.err;
+  EXPECT_GE(std::stod(m[1]), 0.29);
+  EXPECT_LT(std::stod(m[4]), 0.1) << "rank 0's busy time: 0.05 s, its 0.25 s in the exchange not counted";
+  EXPECT_GE(std::stoi(m[2]), 5);
+  EXPECT_NE(r0.err.find("; node 1 busy "), std::string::npos) << r0.err;
+  EXPECT_EQ(r0.err.find("rank 0 busy"), std::string::npos) << r0.err;
+  std::size_t said = 0;
+  for (std::size_t at = 0; (at = r0.err.find("stragglers (", at)) != std::string::npos; ++at) ++said;
+  EXPECT_EQ(said, 1u) << r0.err;
+  EXPECT_EQ(r1.err.find("stragglers"), std::string::npos) << "node 0 speaks for the job\n" << r1.err;
+}
+
+// Rank 1 (node 1) goes silent in step 6's data; rank 0 (node 0) waits in step 7's exchange (it keeps reporting).
+// Node 1 names its hung rank (2 s floor), the group stops, and node 0's line says who is behind, at which step.
+TEST(GroupProgress, WhenAHangOnNode1StopsTheJobNode0NamesTheRankBehind) {
+  const int port = portFor(400);
+  const auto env = progressEnv();
+  auto node0 = std::async(std::launch::async, [&] {
+    return runProcess(node(0, port, {"--hang-timeout", "2"}, {"100", "0.05", "0.05", "wait_at=7"}), env,
+                      std::chrono::seconds(90));
+  });
+  auto node1 = std::async(std::launch::async, [&] {
+    return runProcess(node(1, port, {"--hang-timeout", "2"}, {"100", "0.05", "0.05", "stall_at=6"}), env,
+                      std::chrono::seconds(90));
+  });
+  const auto r1 = node1.get();
+  const auto r0 = node0.get();
+  EXPECT_NE(r1.err.find("hang: rank 1 hung in section data of step 6"), std::string::npos) << r1.err;
+  EXPECT_EQ(r0.exit_code, 75) << r0.err;
+  const std::regex spread(
+      R"(job progress when it stopped \(every node's last heartbeat\): step 6: rank 1 in data; step 7: rank 0 in )"
+      R"(exchange; behind: rank 1 \(node 1\) at step 6, 1 step behind step 7; silent longest: rank 1 \(node 1, )"
+      R"(([0-9.]+) s\))");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r0.err, m, spread)) << r0.err;
+  EXPECT_GE(std::stod(m[1]), 1.5) << "its silence as node 1 last reported it";
+  EXPECT_FALSE(r0.timed_out);
+  EXPECT_FALSE(r1.timed_out);
+}
+
+}  // namespace
+}  // namespace taehv::test
