@@ -7,6 +7,7 @@
 #include <future>
 #include <regex>
 
+#include "etcd_server.h"
 #include "run_process.h"
 
 namespace taehv::test {
@@ -35,16 +36,16 @@ std::vector<std::string> node(int rank, int port, const std::vector<std::string>
 
 int portFor(int offset) { return 31000 + static_cast<int>(::getpid() % 200) * 2 + offset; }
 
-// Node 1's rank is busy 0.3 s per step, node 0's 0.05 s (then it waits 0.25 s, as in a collective): node 0 names
-// rank 1 and node 1 as stragglers with their figures, once, and both nodes finish.
-TEST(GroupProgress, Node0NamesASlowRankOnNode1AsAStragglerAndTheJobGoesOn) {
-  const int port = portFor(0);
+/// Runs two nodes, node 1's rank busy 0.3 s per step, node 0's 0.05 s (then it waits 0.25 s, as in a collective),
+/// with `options` on both; checks that node 0 names rank 1 and node 1 as stragglers with their figures, once, and that
+/// both nodes finish.
+void expectNode0NamesTheStragglerOnNode1(int port, const std::vector<std::string>& options) {
   const auto env = progressEnv();
   auto node0 = std::async(std::launch::async, [&] {
-    return runProcess(node(0, port, {}, {"24", "0.05", "0.25"}), env, std::chrono::seconds(60));
+    return runProcess(node(0, port, options, {"24", "0.05", "0.25"}), env, std::chrono::seconds(60));
   });
   auto node1 = std::async(std::launch::async, [&] {
-    return runProcess(node(1, port, {}, {"24", "0.3", "0.0"}), env, std::chrono::seconds(60));
+    return runProcess(node(1, port, options, {"24", "0.3", "0.0"}), env, std::chrono::seconds(60));
   });
   const auto r1 = node1.get();
   const auto r0 = node0.get();
@@ -62,6 +63,20 @@ TEST(GroupProgress, Node0NamesASlowRankOnNode1AsAStragglerAndTheJobGoesOn) {
   for (std::size_t at = 0; (at = r0.err.find("stragglers (", at)) != std::string::npos; ++at) ++said;
   EXPECT_EQ(said, 1u) << r0.err;
   EXPECT_EQ(r1.err.find("stragglers"), std::string::npos) << "node 0 speaks for the job\n" << r1.err;
+}
+
+TEST(GroupProgress, Node0NamesASlowRankOnNode1AsAStragglerAndTheJobGoesOn) {
+  expectNode0NamesTheStragglerOnNode1(portFor(0), {});
+}
+
+// The same through the etcd group: each node's record carries its summary, every node reads them; the formation's
+// first node (node 0 here) speaks.
+TEST(GroupProgress, WithTheEtcdGroupTheFirstNodeNamesTheStraggler) {
+  EtcdServer etcd;
+  ASSERT_TRUE(etcd.ok()) << etcd.error();
+  expectNode0NamesTheStragglerOnNode1(portFor(800), {"--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpointText(),
+                                                     "--run-id", "progress-" + std::to_string(::getpid()),
+                                                     "--node-timeout", "5"});
 }
 
 // Rank 1 (node 1) goes silent in step 6's data; rank 0 (node 0) waits in step 7's exchange (it keeps reporting).
