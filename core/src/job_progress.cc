@@ -2,6 +2,7 @@
 #include "taehv/job_progress.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 
 #include "taehv/log.h"
@@ -54,6 +55,7 @@ void JobProgress::tick(const std::vector<process::RankProgress>& local) {
   }
   const std::vector<group::Straggler> by_node =
       nodes.size() > 1 ? group::findStragglers(group::nodeFigures(all)) : std::vector<group::Straggler>{};
+  straggler_nodes_ = by_node;
   const std::string line = stragglers_.update(group::findStragglers(figures), by_node);
   if (!line.empty()) log::warn(line);
 }
@@ -61,6 +63,17 @@ void JobProgress::tick(const std::vector<process::RankProgress>& local) {
 std::string JobProgress::spreadAtStop(const std::vector<process::RankProgress>& local) const {
   if (group_ == nullptr || !speaks_) return "";
   return group::describeSpread(jobRanks(summarise(local, node_), group_->peersProgress()));
+}
+
+std::map<int, std::string> JobProgress::stragglerNodes() const {
+  std::map<int, std::string> out;
+  for (const group::Straggler& s : straggler_nodes_) {
+    char figures[96];
+    std::snprintf(figures, sizeof figures, "busy %.3f s per step, %.2fx the other nodes' median %.3f s", s.busy_s,
+                  s.ratio, s.others_median_s);
+    out[s.id] = "a straggler in the last formation (" + std::string(figures) + ")";
+  }
+  return out;
 }
 
 }  // namespace taehv

@@ -146,6 +146,15 @@ void TcpNodeGroup::Impl::admit(const ConnPtr& c, const Message& join) {
                false);
     return;
   }
+  if (const auto out = o_.leave_out.find(static_cast<int>(rank));
+      out != o_.leave_out.end() && elastic() &&
+      o_.nnodes - static_cast<int>(o_.leave_out.size()) >= std::max(o_.min_nnodes, 1)) {
+    refuseJoin(c, join, Attempt::kDuplicateRank, "rank " + std::to_string(rank) + ", left out: " + out->second,
+               refused + "it is left out of formation " + std::to_string(o_.round) + " (--leave-out-stragglers): " +
+                   out->second,
+               false);
+    return;
+  }
   if (formed_local_) {
     refuseJoin(c, join, Attempt::kDuplicateRank,
                "rank " + std::to_string(rank) + (elastic() ? ", group already formed (it joins at the next formation)"

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -37,12 +38,16 @@ class JobProgress {
   /// and the other nodes' last summaries: for the log when the job stopped.
   std::string spreadAtStop(const std::vector<process::RankProgress>& local) const;
 
+  /// The nodes (by --node-rank) that were stragglers at the last tick, each with its figures; empty unless it speaks.
+  std::map<int, std::string> stragglerNodes() const;
+
  private:
   group::NodeGroup* group_;
   int node_;
   bool speaks_;
   std::chrono::steady_clock::time_point next_{};
   group::StragglerLog stragglers_;
+  std::vector<group::Straggler> straggler_nodes_;
 };
 
 }  // namespace taehv

@@ -24,8 +24,8 @@ std::map<std::string, std::string> progressEnv() {
 }
 
 std::vector<std::string> node(int rank, int port, const std::vector<std::string>& run_options,
-                              const std::vector<std::string>& worker) {
-  std::vector<std::string> argv = {taehvRun(), "--backend", "local", "--nnodes", "2", "--node-rank",
+                              const std::vector<std::string>& worker, const std::string& nnodes = "2") {
+  std::vector<std::string> argv = {taehvRun(), "--backend", "local", "--nnodes", nnodes, "--node-rank",
                                    std::to_string(rank), "--master-addr", "127.0.0.1", "--master-port",
                                    std::to_string(port), "--nproc-per-node", "1", "--shutdown-grace", "2"};
   argv.insert(argv.end(), run_options.begin(), run_options.end());
@@ -105,6 +105,44 @@ TEST(GroupProgress, WhenAHangOnNode1StopsTheJobNode0NamesTheRankBehind) {
   EXPECT_GE(std::stod(m[1]), 1.5) << "its silence as node 1 last reported it";
   EXPECT_FALSE(r0.timed_out);
   EXPECT_FALSE(r1.timed_out);
+}
+
+// --leave-out-stragglers: three nodes under --nnodes 2:3, node 2's rank busy 0.3 s per step (the others 0.05 s).
+// Node 1's worker fails at step 14 of the first attempt; the nodes re-form, node 0 leaves node 2 out (it ends at
+// once with node 0's reason), and nodes 0 and 1 run the restart to the end.
+TEST(GroupProgress, LeaveOutStragglersReFormsWithoutTheSlowNode) {
+  const int port = portFor(1200);
+  const auto env = progressEnv();
+  const std::vector<std::string> options = {"--max-restarts", "1", "--leave-out-stragglers"};
+  std::vector<std::future<ProcessResult>> nodes;
+  const std::vector<std::vector<std::string>> workers = {
+      {"24", "0.05", "0.25"}, {"24", "0.05", "0.25", "fail_at=14"}, {"24", "0.3", "0.0"}};
+  for (int r = 0; r < 3; ++r) {
+    nodes.push_back(std::async(std::launch::async, [&, r] {
+      return runProcess(node(r, port, options, workers[static_cast<std::size_t>(r)], "2:3"), env,
+                        std::chrono::seconds(120));
+    }));
+  }
+  const ProcessResult r0 = nodes[0].get(), r1 = nodes[1].get(), r2 = nodes[2].get();
+  EXPECT_EQ(r0.exit_code, 0) << r0.err;
+  EXPECT_EQ(r1.exit_code, 0) << r1.err;
+  EXPECT_EQ(r2.exit_code, 1) << r2.err;
+  EXPECT_NE(r0.err.find("leaving node 2 out of the next formation (--leave-out-stragglers): a straggler in the last "
+                        "formation (busy 0.3"),
+            std::string::npos)
+      << r0.err;
+  EXPECT_NE(r0.err.find("formed with 2 of 2..3 nodes (--node-rank 0,1 in that order; formation 1"), std::string::npos)
+      << r0.err;
+  EXPECT_NE(r2.err.find("it is left out of formation 1 (--leave-out-stragglers): a straggler"), std::string::npos)
+      << r2.err;
+  EXPECT_FALSE(r0.timed_out || r1.timed_out || r2.timed_out);
+}
+
+TEST(GroupProgress, LeaveOutStragglersNeedsAnElasticJob) {
+  const ProcessResult r = runProcess(node(0, portFor(1600), {"--leave-out-stragglers"}, {"1", "0", "0"}),
+                                     progressEnv(), std::chrono::seconds(30));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--leave-out-stragglers needs --nnodes MIN:MAX with MIN < MAX"), std::string::npos) << r.err;
 }
 
 }  // namespace

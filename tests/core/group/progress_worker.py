@@ -3,7 +3,9 @@ set times, no training. Arguments: STEPS BUSY_S EXCHANGE_S [stall_at=K | wait_at
   per step: data (BUSY_S/2), forward_backward (BUSY_S/2), exchange (EXCHANGE_S)
   stall_at=K: at step K, report data and go silent for good (a hung rank; its process lives)
   wait_at=K: at step K, report exchange every 0.5 s for good (a rank waiting in a collective for a hung peer)
+  fail_at=K: at step K of the first attempt (TORCHELASTIC_RESTART_COUNT 0), exit 3 (a failed worker)
 """
+import os
 import sys
 import time
 
@@ -17,6 +19,8 @@ for step in range(steps):
         report(step, "data")
         while True:
             time.sleep(60)
+    if mode == "fail_at" and step == int(at) and os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0":
+        sys.exit(3)
     if mode == "wait_at" and step == int(at):
         while True:
             report(step, "exchange")

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,9 @@ struct GroupOptions {
   std::chrono::milliseconds node_timeout{kDefaultNodeTimeout};
   std::chrono::milliseconds heartbeat{kHeartbeatPeriod};
   std::function<void(LogLevel, const std::string&)> log;
+  /// Leader, elastic (--leave-out-stragglers): node identities refused at this formation, each with why (a straggler
+  /// in the last one), so long as the others can still make min_nnodes. The TCP group only.
+  std::map<int, std::string> leave_out;
 };
 
 /// The ranks the group agreed on when it formed (PROTOCOL.md, "Formation"): node k's ranks start at the sum of the
