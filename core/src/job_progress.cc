@@ -38,11 +38,11 @@ std::vector<group::RankSummary> jobRanks(const std::vector<group::RankSummary>& 
   return out;
 }
 
-void JobProgress::tick(const std::vector<process::RankProgress>& local) {
+void JobProgress::tick(const process::ProgressWatch& watch) {
   const auto now = std::chrono::steady_clock::now();
   if (now < next_) return;
   next_ = now + group::kHeartbeatPeriod;
-  const std::vector<group::RankSummary> mine = summarise(local, node_);
+  const std::vector<group::RankSummary> mine = summarise(watch.ranks(), node_);
   if (group_ != nullptr) group_->setLocalProgress(mine);
   if (!speaks_) return;
   const std::vector<group::RankSummary> all =

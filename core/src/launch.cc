@@ -325,7 +325,7 @@ process::SupervisorResult runWorkers(const NodeDescriptor& node, const LaunchSet
   }
   // Progress to the node group with its heartbeats; stragglers named by the node that speaks for the job.
   JobProgress job(node_group, *node.node_rank.value, node_group == nullptr || *node.node_rank.value == 0);
-  if (progress) options.on_tick = [&job, &progress] { job.tick(progress->ranks()); };
+  if (progress) options.on_tick = [&job, &progress] { job.tick(*progress); };
   if (node_group) {
     options.external_stop.fd = node_group->stopFd();
     options.external_stop.reason = [node_group] { return node_group->stopReason(); };

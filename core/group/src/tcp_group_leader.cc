@@ -98,6 +98,7 @@ void TcpNodeGroup::Impl::leaderFrame(const ConnPtr& c, const std::string& payloa
     case MessageType::kLeave:
       log(LogLevel::kInfo, "node group: node " + std::to_string(c->rank) + " (host " + c->host + ") finished and left");
       members_.erase(c->rank);
+      forgetProgress(c->rank);
       closeConn(c);
       publishMembers();
       checkFlushed();
@@ -235,6 +236,7 @@ void TcpNodeGroup::Impl::formNow() {
 
 void TcpNodeGroup::Impl::memberLost(const ConnPtr& c, const std::string& why) {
   members_.erase(c->rank);
+  forgetProgress(c->rank);
   closeConn(c);
   publishMembers();
   if (elastic() && !formed_local_) {
