@@ -235,8 +235,7 @@ void TcpNodeGroup::Impl::formNow() {
 }
 
 void TcpNodeGroup::Impl::memberLost(const ConnPtr& c, const std::string& why) {
-  members_.erase(c->rank);
-  forgetProgress(c->rank);
+  members_.erase(c->rank);  // its progress is kept: a loss stops the job, whose summary names where it was
   closeConn(c);
   publishMembers();
   if (elastic() && !formed_local_) {

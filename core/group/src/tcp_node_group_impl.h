@@ -181,7 +181,8 @@ class TcpNodeGroup::Impl {
   /// A heartbeat's text from node `from` (a member's own summary; -1: node 0's relay). Text that does not decode is
   /// ignored (a peer of another version), logged once.
   void heardProgress(int from, const std::string& text);
-  /// Leader: a member that left or was lost no longer counts in the job's progress (nor as a straggler).
+  /// Leader: a member that left (its workers finished) no longer counts in the job's progress (nor as a straggler).
+  /// A lost member's is kept: the loss stops the job, and the summary at the stop says where its ranks were.
   void forgetProgress(int from) {
     std::lock_guard<std::mutex> lock(mu_);
     peer_progress_.erase(from);

@@ -79,18 +79,17 @@ TEST(GroupProgress, WithTheEtcdGroupTheFirstNodeNamesTheStraggler) {
                                                      "--node-timeout", "5"});
 }
 
-// Rank 1 (node 1) goes silent in step 6's data; rank 0 (node 0) waits in step 7's exchange (it keeps reporting).
-// Node 1 names its hung rank (2 s floor), the group stops, and node 0's line says who is behind, at which step.
-TEST(GroupProgress, WhenAHangOnNode1StopsTheJobNode0NamesTheRankBehind) {
-  const int port = portFor(400);
+/// Rank 1 (node 1) goes silent in step 6's data; rank 0 (node 0) waits in step 7's exchange (it keeps reporting).
+/// Node 1 names its hung rank (2 s floor), the group stops, and node 0's line says who is behind, at which step.
+void expectNode0NamesTheRankBehindAfterAHangOnNode1(int port, const std::vector<std::string>& options) {
   const auto env = progressEnv();
+  std::vector<std::string> with_floor = options;
+  with_floor.insert(with_floor.end(), {"--hang-timeout", "2"});
   auto node0 = std::async(std::launch::async, [&] {
-    return runProcess(node(0, port, {"--hang-timeout", "2"}, {"100", "0.05", "0.05", "wait_at=7"}), env,
-                      std::chrono::seconds(90));
+    return runProcess(node(0, port, with_floor, {"100", "0.05", "0.05", "wait_at=7"}), env, std::chrono::seconds(90));
   });
   auto node1 = std::async(std::launch::async, [&] {
-    return runProcess(node(1, port, {"--hang-timeout", "2"}, {"100", "0.05", "0.05", "stall_at=6"}), env,
-                      std::chrono::seconds(90));
+    return runProcess(node(1, port, with_floor, {"100", "0.05", "0.05", "stall_at=6"}), env, std::chrono::seconds(90));
   });
   const auto r1 = node1.get();
   const auto r0 = node0.get();
@@ -105,6 +104,20 @@ TEST(GroupProgress, WhenAHangOnNode1StopsTheJobNode0NamesTheRankBehind) {
   EXPECT_GE(std::stod(m[1]), 1.5) << "its silence as node 1 last reported it";
   EXPECT_FALSE(r0.timed_out);
   EXPECT_FALSE(r1.timed_out);
+}
+
+TEST(GroupProgress, WhenAHangOnNode1StopsTheJobNode0NamesTheRankBehind) {
+  expectNode0NamesTheRankBehindAfterAHangOnNode1(portFor(400), {});
+}
+
+// The same through the etcd group: node 1's record says "stopped", node 0 (the formation's first node) names who was
+// behind from node 1's last record.
+TEST(GroupProgress, WithTheEtcdGroupTheFirstNodeNamesTheRankBehindAfterAHang) {
+  EtcdServer etcd;
+  ASSERT_TRUE(etcd.ok()) << etcd.error();
+  expectNode0NamesTheRankBehindAfterAHangOnNode1(
+      portFor(1000), {"--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpointText(), "--run-id",
+                      "progress-hang-" + std::to_string(::getpid()), "--node-timeout", "5"});
 }
 
 // --leave-out-stragglers: three nodes under --nnodes 2:3, node 2's rank busy 0.3 s per step (the others 0.05 s).
