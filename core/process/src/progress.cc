@@ -337,7 +337,9 @@ struct ProgressWatch::Impl {
                       {"section", std::string(sectionName(p.section))},
                       {"last_step_s", p.last_step_s},
                       {"silent_s", p.silent_s},
-                      {"bound_s", p.bound_s}});
+                      {"bound_s", p.bound_s},
+                      {"busy_s", p.busy_s},
+                      {"busy_steps", p.busy_steps}});
     }
     doc["ranks"] = std::move(list);
     if (Status written = files::writeFileAtomically(status_file, doc.dump(2) + "\n"); !written.ok() && !status_warned) {

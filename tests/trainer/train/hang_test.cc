@@ -156,6 +156,9 @@ TEST(Hang, AHungRankIsNamedWithItsStackThenTheJobResumesFromItsCheckpoint) {
   for (const auto& r : status.at("ranks")) {
     EXPECT_TRUE(r.at("reported").get<bool>()) << status.dump(2);
     EXPECT_GE(r.at("step").get<int>(), 5) << status.dump(2);
+    // Its busy time (the straggler figure) over the counted steps of the resumed run (not its warm-up step).
+    EXPECT_GE(r.at("busy_steps").get<int>(), 1) << status.dump(2);
+    EXPECT_GT(r.at("busy_s").get<double>(), 0.0) << status.dump(2);
   }
   const Timed table = runTimed({"status", logs + "/status.json"}, {}, 30);
   EXPECT_EQ(table.status, 0) << table.text();
