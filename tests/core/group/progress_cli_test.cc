@@ -151,11 +151,20 @@ TEST(GroupProgress, LeaveOutStragglersReFormsWithoutTheSlowNode) {
   EXPECT_FALSE(r0.timed_out || r1.timed_out || r2.timed_out);
 }
 
-TEST(GroupProgress, LeaveOutStragglersNeedsAnElasticJob) {
+TEST(GroupProgress, LeaveOutStragglersNeedsAnElasticJobOnTheTcpGroup) {
   const ProcessResult r = runProcess(node(0, portFor(1600), {"--leave-out-stragglers"}, {"1", "0", "0"}),
                                      progressEnv(), std::chrono::seconds(30));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("--leave-out-stragglers needs --nnodes MIN:MAX with MIN < MAX"), std::string::npos) << r.err;
+  EtcdServer etcd;
+  ASSERT_TRUE(etcd.ok()) << etcd.error();
+  const ProcessResult e = runProcess(
+      node(0, portFor(1600), {"--leave-out-stragglers", "--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpointText()},
+           {"1", "0", "0"}, "1:2"),
+      progressEnv(), std::chrono::seconds(30));
+  EXPECT_EQ(e.exit_code, 2) << e.err;
+  EXPECT_NE(e.err.find("--leave-out-stragglers is not implemented for the etcd node group"), std::string::npos)
+      << e.err;
 }
 
 }  // namespace

@@ -22,7 +22,7 @@
 namespace taehv::group {
 
 /// Longest summary text a node sends (under wire.h's kMaxTextBytes, so a heartbeat frame stays under 2.2 KiB):
-/// about 35 ranks; a node with more sends its first 35, a leader relaying every node's sends the most behind.
+/// about 34 ranks; a node with more sends its first 34, a leader relaying every node's sends the most behind.
 inline constexpr std::size_t kMaxSummaryBytes = 1536;
 
 /// One rank's progress as its node summarises it for the others.
