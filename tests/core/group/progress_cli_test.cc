@@ -156,6 +156,14 @@ TEST(GroupProgress, LeaveOutStragglersNeedsAnElasticJobOnTheTcpGroup) {
                                      progressEnv(), std::chrono::seconds(30));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("--leave-out-stragglers needs --nnodes MIN:MAX with MIN < MAX"), std::string::npos) << r.err;
+  const ProcessResult d = runProcess({taehvRun(), "describe", "--nnodes", "2:3", "--node-rank", "0", "--master-addr",
+                                      "127.0.0.1", "--leave-out-stragglers"},
+                                     progressEnv(), std::chrono::seconds(30));
+  EXPECT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_NE(d.out.find("stragglers (busy time over 1.5x the others') named by node 0 and left out of the next "
+                       "re-formation"),
+            std::string::npos)
+      << d.out;
   EtcdServer etcd;
   ASSERT_TRUE(etcd.ok()) << etcd.error();
   const ProcessResult e = runProcess(
