@@ -31,7 +31,7 @@ const std::set<std::string> kForwardedOptions = {
     // sizing (taehv/sizing_bridge.h): each node sizes itself
     "gpu-binding", "collective-timeout", "nccl-buffsize", "oversubscribe", "config",
     // the node group (a token file is not forwarded: the SSH fan-out hands every node its job's token)
-    "node-timeout", "group-port", "no-node-group", "rdzv-backend", "rdzv-endpoint"};
+    "node-timeout", "group-port", "no-node-group", "rdzv-backend", "rdzv-endpoint", "leave-out-stragglers"};
 
 /// Does the option named `name` (without dashes) of `desc` take a value?
 bool takesValue(const po::options_description& desc, const std::string& name) {
@@ -194,6 +194,9 @@ po::options_description Cli::launchOptions() const {
          "max(SECONDS, 10 x its 99th-percentile step time) is hung: every local rank's stacks go to the log folder, "
          "then the workers stop as after a failure (longer bounds before the first step, in checkpoints and "
          "evaluations); 0 = off [default " + std::to_string(process::kDefaultHangFloor.count()) + "]").c_str())
+    ("leave-out-stragglers",
+        "with --nnodes MIN:MAX and --max-restarts: node 0 leaves a node it named a straggler (its ranks' busy time "
+        "over 1.5x the other nodes') out of the next re-formation, while MIN nodes remain (the TCP node group)")
     ("node-timeout",
         po::value<double>()->value_name("SECONDS"),
         ("multi-node: a node not heard from for this long is lost and every node stops its workers [default " +

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -23,6 +24,7 @@
 #include "taehv/group/session.h"
 #include "taehv/log.h"
 #include "taehv/group/tcp_node_group.h"
+#include "taehv/job_progress.h"
 #include "taehv/files/input_file.h"
 #include "taehv/process/run.h"
 #include "taehv/process/supervisor.h"
@@ -192,9 +194,11 @@ std::string formatSeconds(std::chrono::milliseconds d) {
 /// Starts this node's part of the node group (formation `round`: 0 at start, +1 at each re-formation) and waits
 /// until it has formed. nullptr with a logged error when not; `leader_lost` says whether node 0 was the cause,
 /// `unreachable` whether the group could not even start (no etcd at the endpoints).
+/// `leave_out`: node 0, elastic: the nodes it refuses at this formation, each with why (--leave-out-stragglers).
 std::unique_ptr<group::NodeGroup> formGroup(const NodeDescriptor& node, const GroupPlan& plan, int round,
                                             const std::function<void(LogLevel, const std::string&)>& log,
-                                            bool& leader_lost, bool& unreachable) {
+                                            bool& leader_lost, bool& unreachable,
+                                            const std::map<int, std::string>& leave_out = {}) {
   group::GroupOptions options;
   options.node_rank = *node.node_rank.value;
   options.nnodes = *node.nnodes.value;
@@ -208,6 +212,7 @@ std::unique_ptr<group::NodeGroup> formGroup(const NodeDescriptor& node, const Gr
   options.nproc = *node.nproc_per_node.value;
   options.node_timeout = plan.node_timeout;
   options.log = log;
+  options.leave_out = leave_out;
   std::unique_ptr<group::NodeGroup> g;
   group::TcpNodeGroup* tcp = nullptr;
   if (!plan.etcd_endpoints.empty()) {
@@ -263,8 +268,10 @@ std::string leaderLostEnd(const NodeDescriptor& node) {
 }
 
 /// Supervises this node's workers (restart `restart` of the job, workers stopped when `node_group` says so).
+/// `straggler_nodes`: when not null, set to the nodes named stragglers when the workers ended (node 0 only).
 process::SupervisorResult runWorkers(const NodeDescriptor& node, const LaunchSettings& settings, const Env& inherited,
-                                     group::NodeGroup* node_group, int max_restarts, int restart) {
+                                     group::NodeGroup* node_group, int max_restarts, int restart,
+                                     std::map<int, std::string>* straggler_nodes = nullptr) {
   process::SupervisorOptions options;
   options.shutdown_grace = settings.shutdown_grace;
   options.max_restarts = max_restarts;
@@ -316,6 +323,9 @@ process::SupervisorResult runWorkers(const NodeDescriptor& node, const LaunchSet
   } else {
     log::warn("no progress channel, no hang detection: " + watch.error);
   }
+  // Progress to the node group with its heartbeats; stragglers named by the node that speaks for the job.
+  JobProgress job(node_group, *node.node_rank.value, node_group == nullptr || *node.node_rank.value == 0);
+  if (progress) options.on_tick = [&job, &progress] { job.tick(*progress); };
   if (node_group) {
     options.external_stop.fd = node_group->stopFd();
     options.external_stop.reason = [node_group] { return node_group->stopReason(); };
@@ -324,6 +334,12 @@ process::SupervisorResult runWorkers(const NodeDescriptor& node, const LaunchSet
     };
   }
   process::SupervisorResult result = process::supervise(make_children, options);
+  if (result.exit_code != 0 && progress) {
+    if (const std::string spread = job.spreadAtStop(progress->ranks()); !spread.empty()) {
+      log::warn("job progress when it stopped (every node's last heartbeat): " + spread);
+    }
+  }
+  if (straggler_nodes != nullptr) *straggler_nodes = job.stragglerNodes();
   if (!worker_error_dir.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(worker_error_dir, ec);
@@ -338,13 +354,19 @@ int runWithGroup(const NodeDescriptor& planned, const LaunchSettings& settings, 
                  const std::function<void(LogLevel, const std::string&)>& log) {
   // An outer launcher that restarts the whole job (the SSH fan-out) leaves this taehv-run none to make.
   const int max_restarts = planned.restarts_by_outer_launcher ? 0 : *planned.max_restarts.value;
+  if (settings.leave_out_stragglers && !settings.group.etcd_endpoints.empty()) {
+    log(LogLevel::kError, "--leave-out-stragglers is not implemented for the etcd node group (--rdzv-backend etcd); "
+                          "drop one of them");
+    return 2;
+  }
+  std::map<int, std::string> leave_out;  // node 0: the stragglers of the last formation
   for (int round = 0;; ++round) {
     NodeDescriptor node = planned;
     bool leader_lost = false;
     bool unreachable = false;
     // Replaces the master wait: node 0's workers (and so the master port) start only once the nodes have joined.
     std::unique_ptr<group::NodeGroup> node_group = formGroup(node, settings.group, round, log, leader_lost,
-                                                             unreachable);
+                                                             unreachable, leave_out);
     if (!node_group) {
       if (leader_lost) log(LogLevel::kError, leaderLostEnd(node));
       if (unreachable && round == 0) return 2;  // configuration: the etcd named is not there
@@ -384,7 +406,14 @@ int runWithGroup(const NodeDescriptor& planned, const LaunchSettings& settings, 
                                                                 " of " + std::to_string(*node.nnodes.value) +
                                                                 ", restart " + std::to_string(round)
                                                           : std::string()));
-    process::SupervisorResult result = runWorkers(node, settings, inherited, node_group.get(), 0, round);
+    std::map<int, std::string> stragglers;
+    process::SupervisorResult result = runWorkers(node, settings, inherited, node_group.get(), 0, round, &stragglers);
+    leave_out.clear();
+    if (settings.leave_out_stragglers && leader) {
+      for (const auto& [n, why] : stragglers) {
+        if (n != 0) leave_out[n] = why;  // node 0 leads the group and hosts the store: it cannot be left out
+      }
+    }
     const bool ok = result.exit_code == 0;
     if (!ok && node_group->stopReason().empty()) {
       node_group->requestStop(result.interrupt_signal != 0
@@ -411,6 +440,10 @@ int runWithGroup(const NodeDescriptor& planned, const LaunchSettings& settings, 
     log(LogLevel::kWarn, "node group: the job stopped (" + reason + "); re-forming with the nodes alive for restart " +
                              std::to_string(round + 1) + " of " + std::to_string(max_restarts) + " (--nnodes " +
                              planned.nnodesText() + ")");
+    for (const auto& [n, why] : leave_out) {
+      log(LogLevel::kWarn, "node group: leaving node " + std::to_string(n) + " out of the next formation "
+                           "(--leave-out-stragglers): " + why);
+    }
   }
 }
 

@@ -73,6 +73,7 @@ struct Record {
   int rank = 0;   ///< its --node-rank (orders the nodes; ties by arrival)
   int nproc = 1;
   std::string addr, host, reason;
+  std::string progress;  ///< its ranks' progress summary (progress_summary.h); "" from a node without one
 };
 
 /// One node of a formation.
@@ -144,6 +145,29 @@ class EtcdNodeGroup::Impl {
   }
   int stopFd() const { return stop_pipe_.readFd(); }
 
+  /// Written with the record at the next heartbeat's tick, not at once: one put per node per heartbeat at most.
+  void setLocalProgress(const std::vector<RankSummary>& ranks) {
+    std::lock_guard<std::mutex> lock(mu_);
+    local_progress_ = ranks;
+    local_progress_at_ = Clock::now();
+    for (RankSummary& r : local_progress_) r.node = o_.group.node_rank;
+    progress_dirty_ = true;
+  }
+
+  std::vector<RankSummary> peersProgress() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto now = Clock::now();
+    std::vector<RankSummary> out;
+    for (const auto& [id, heard] : peer_progress_) {
+      const double since = std::chrono::duration<double>(now - heard.at).count();
+      for (RankSummary r : heard.ranks) {
+        r.age_s += since;
+        out.push_back(std::move(r));
+      }
+    }
+    return out;
+  }
+
  private:
   void log(LogLevel level, const std::string& line) const {
     if (o_.group.log) o_.group.log(level, "node group (etcd): " + line);
@@ -190,6 +214,14 @@ class EtcdNodeGroup::Impl {
   AgreedRanks agreed_;
   std::vector<Member> formation_;  ///< the formation this node runs in
   std::string summary_;            ///< what forming saw last (for form()'s error)
+  std::vector<RankSummary> local_progress_;  ///< this node's ranks (setLocalProgress)
+  Clock::time_point local_progress_at_{};    ///< when they were handed over
+  bool progress_dirty_ = false;    ///< local_progress_ changed since the record was last written
+  struct HeardProgress {
+    std::vector<RankSummary> ranks;
+    Clock::time_point at{};
+  };
+  std::map<std::string, HeardProgress> peer_progress_;  ///< by node record id: the members' summaries
 
   // The thread's own.
   Clock::time_point last_renewed_ = Clock::now();
@@ -209,6 +241,14 @@ std::string EtcdNodeGroup::Impl::recordValue() const {
   Json body = {{"phase", phaseName(phase_)}, {"round", phase_ == Phase::kWaiting ? want_round_ : agreed_.round},
                {"rank", o_.group.node_rank}, {"nproc", o_.group.nproc}, {"addr", addr_}, {"host", o_.group.host},
                {"reason", reason_}};
+  // Only when there is one: a record without it reads as before to a node of an older version.
+  if (!local_progress_.empty()) {
+    // Ages as of the write, not as of the hand-over: a silent rank's age keeps growing.
+    std::vector<RankSummary> aged = local_progress_;
+    const double since = std::chrono::duration<double>(Clock::now() - local_progress_at_).count();
+    for (RankSummary& r : aged) r.age_s += since;
+    body["progress"] = encodeSummary(aged);
+  }
   return sealValue(o_.group.job_key, "record", recordKey(id_), std::move(body));
 }
 
@@ -236,6 +276,7 @@ std::vector<Record> EtcdNodeGroup::Impl::readRecords(const std::vector<EtcdKeyVa
     r.addr = j->value("addr", "");
     r.host = j->value("host", "");
     r.reason = j->value("reason", "");
+    r.progress = j->value("progress", "");
     out.push_back(std::move(r));
   }
   if (invalid > 0 && !warned_invalid_) {
@@ -351,8 +392,8 @@ void EtcdNodeGroup::Impl::tick() {
   std::string value;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (dirty_) value = recordValue();
-    dirty_ = false;
+    if (dirty_ || progress_dirty_) value = recordValue();
+    dirty_ = progress_dirty_ = false;
   }
   if (!value.empty()) unwritten_ = value;
   if (!unwritten_.empty()) {
@@ -487,6 +528,11 @@ void EtcdNodeGroup::Impl::watchStep(const std::vector<Record>& records) {
       return;
     }
     last_seen_[m.id] = now;
+    if (Checked<std::vector<RankSummary>> heard = decodeSummary(r->progress); heard.ok()) {
+      for (RankSummary& x : heard.value) x.node = m.rank;  // the record's MAC vouches for its node
+      std::lock_guard<std::mutex> lock(mu_);
+      peer_progress_[m.id] = {std::move(heard.value), Clock::now()};
+    }
     if (r->phase == Phase::kLeft) left_.insert(m.id);
     if (r->phase == Phase::kStopped) {
       stopWith(describe(m) + " stopped" + (r->reason.empty() ? std::string() : ": " + r->reason));
@@ -555,5 +601,7 @@ int EtcdNodeGroup::stopFd() const { return impl_->stopFd(); }
 std::string EtcdNodeGroup::stopReason() const { return impl_->stopReason(); }
 void EtcdNodeGroup::requestStop(const std::string& reason) { impl_->requestStop(reason); }
 Status EtcdNodeGroup::finish(bool success) { return impl_->finish(success); }
+void EtcdNodeGroup::setLocalProgress(const std::vector<RankSummary>& ranks) { impl_->setLocalProgress(ranks); }
+std::vector<RankSummary> EtcdNodeGroup::peersProgress() const { return impl_->peersProgress(); }
 
 }  // namespace taehv::group

@@ -98,12 +98,16 @@ void TcpNodeGroup::Impl::leaderFrame(const ConnPtr& c, const std::string& payloa
     case MessageType::kLeave:
       log(LogLevel::kInfo, "node group: node " + std::to_string(c->rank) + " (host " + c->host + ") finished and left");
       members_.erase(c->rank);
+      forgetProgress(c->rank);
       closeConn(c);
       publishMembers();
       checkFlushed();
       break;
+    case MessageType::kHeartbeat:
+      heardProgress(c->rank, in.message.text);  // besides refreshing last_heard (above)
+      break;
     default:
-      break;  // heartbeats only refresh last_heard
+      break;
   }
 }
 
@@ -140,6 +144,15 @@ void TcpNodeGroup::Impl::admit(const ConnPtr& c, const Message& join) {
     refuseJoin(c, join, Attempt::kDuplicateRank, "rank " + std::to_string(rank),
                refused + "node rank " + std::to_string(rank) + " is already in the group (host " + there.host +
                    ", address " + there.peer + "); give each node its own --node-rank",
+               false);
+    return;
+  }
+  if (const auto out = o_.leave_out.find(static_cast<int>(rank));
+      out != o_.leave_out.end() && elastic() &&
+      o_.nnodes - static_cast<int>(o_.leave_out.size()) >= std::max(o_.min_nnodes, 1)) {
+    refuseJoin(c, join, Attempt::kDuplicateRank, "rank " + std::to_string(rank) + ", left out: " + out->second,
+               refused + "it is left out of formation " + std::to_string(o_.round) + " (--leave-out-stragglers): " +
+                   out->second,
                false);
     return;
   }
@@ -222,7 +235,7 @@ void TcpNodeGroup::Impl::formNow() {
 }
 
 void TcpNodeGroup::Impl::memberLost(const ConnPtr& c, const std::string& why) {
-  members_.erase(c->rank);
+  members_.erase(c->rank);  // its progress is kept: a loss stops the job, whose summary names where it was
   closeConn(c);
   publishMembers();
   if (elastic() && !formed_local_) {

@@ -120,6 +120,9 @@ void TcpNodeGroup::Impl::memberFrame(const ConnPtr& c, const std::string& payloa
       if (stopReasonLocked().empty()) setWaitingFor(0);
       triggerStop(in.message.text, 0);
       break;
+    case MessageType::kHeartbeat:
+      heardProgress(-1, in.message.text);  // node 0's relay of every node's progress
+      break;
     default:
       break;
   }

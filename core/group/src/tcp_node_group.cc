@@ -317,7 +317,8 @@ void TcpNodeGroup::Impl::onTick() {
   const auto now = Clock::now();
   const bool beat = now >= next_beat_;
   if (beat) next_beat_ = now + o_.heartbeat;
-  const Message heartbeat{MessageType::kHeartbeat, static_cast<std::uint32_t>(o_.node_rank), 0, {}, {}};
+  Message heartbeat{MessageType::kHeartbeat, static_cast<std::uint32_t>(o_.node_rank), 0, {}, {}};
+  if (beat) heartbeat.text = heartbeatText();
   if (leader_) {
     while (!pending_.empty() && now - pending_.front()->connected_at > kHandshakeTimeout) {
       ConnPtr c = pending_.front();
@@ -352,6 +353,76 @@ void TcpNodeGroup::Impl::onTick() {
   if (beat) send(conn_, heartbeat);
 }
 
+void TcpNodeGroup::Impl::setLocalProgress(const std::vector<RankSummary>& ranks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  local_progress_ = ranks;
+  local_progress_at_ = Clock::now();
+  for (RankSummary& r : local_progress_) r.node = o_.node_rank;
+}
+
+namespace {
+
+/// `ranks` with their ages grown by the time since `at` (when they were made or heard).
+std::vector<RankSummary> agedSince(std::vector<RankSummary> ranks, Clock::time_point at, Clock::time_point now) {
+  const double since = std::chrono::duration<double>(now - at).count();
+  for (RankSummary& r : ranks) r.age_s += since;
+  return ranks;
+}
+
+}  // namespace
+
+std::vector<RankSummary> TcpNodeGroup::Impl::peersProgress() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto now = Clock::now();
+  std::vector<RankSummary> out;
+  for (const auto& [from, heard] : peer_progress_) {
+    const std::vector<RankSummary> aged = agedSince(heard.ranks, heard.at, now);
+    out.insert(out.end(), aged.begin(), aged.end());
+  }
+  return out;
+}
+
+std::string TcpNodeGroup::Impl::heartbeatText() const {
+  const auto now = Clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  // Ages as of now, not as of when the summary was made or heard: a silent rank's age keeps growing on the wire.
+  std::vector<RankSummary> all = agedSince(local_progress_, local_progress_at_, now);
+  if (!leader_) return all.empty() ? std::string() : encodeSummary(all);
+  for (const auto& [from, heard] : peer_progress_) {
+    const std::vector<RankSummary> aged = agedSince(heard.ranks, heard.at, now);
+    all.insert(all.end(), aged.begin(), aged.end());
+  }
+  if (all.empty()) return "";
+  sortMostBehindFirst(all);
+  return encodeSummary(all);
+}
+
+void TcpNodeGroup::Impl::heardProgress(int from, const std::string& text) {
+  if (text.empty()) return;
+  Checked<std::vector<RankSummary>> ranks = decodeSummary(text);
+  if (!ranks.ok()) {
+    bool said = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::swap(said, progress_garbage_logged_);
+      progress_garbage_logged_ = true;
+    }
+    if (!said) {
+      log(LogLevel::kWarn, "node group: ignoring the progress in node " + std::to_string(from < 0 ? 0 : from) +
+                               "'s heartbeats: " + ranks.error + " (said once)");
+    }
+    return;
+  }
+  std::vector<RankSummary> kept;
+  for (RankSummary& r : ranks.value) {
+    if (from >= 0) r.node = from;  // the leader trusts the connection's identity, not the text's
+    if (from < 0 && r.node == o_.node_rank) continue;  // a member knows its own ranks better than the relay
+    kept.push_back(std::move(r));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  peer_progress_[from] = {std::move(kept), Clock::now()};
+}
+
 std::string TcpNodeGroup::Impl::stopReasonLocked() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stop_reason_;
@@ -369,5 +440,7 @@ Status TcpNodeGroup::finish(bool success) { return impl_->finish(success); }
 AgreedRanks TcpNodeGroup::agreedRanks() const { return impl_->agreedRanks(); }
 int TcpNodeGroup::boundPort() const { return impl_->boundPort(); }
 GroupStats TcpNodeGroup::stats() const { return impl_->stats(); }
+void TcpNodeGroup::setLocalProgress(const std::vector<RankSummary>& ranks) { impl_->setLocalProgress(ranks); }
+std::vector<RankSummary> TcpNodeGroup::peersProgress() const { return impl_->peersProgress(); }
 
 }  // namespace taehv::group

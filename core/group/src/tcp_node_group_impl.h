@@ -121,6 +121,8 @@ class TcpNodeGroup::Impl {
   AgreedRanks agreedRanks() const;
   int boundPort() const;
   GroupStats stats() const;
+  void setLocalProgress(const std::vector<RankSummary>& ranks);
+  std::vector<RankSummary> peersProgress() const;
 
  private:
   void log(LogLevel level, const std::string& message) const;
@@ -172,6 +174,20 @@ class TcpNodeGroup::Impl {
   void joinFailed(const ConnPtr& c, const std::string& why);
   void leaderLost(const std::string& why);
 
+  // ---- progress (PROTOCOL.md, "Progress") -----------------------------------------------------------------
+
+  /// What this node's next heartbeat carries: a member its own summary, the leader every node's (most behind first).
+  std::string heartbeatText() const;
+  /// A heartbeat's text from node `from` (a member's own summary; -1: node 0's relay). Text that does not decode is
+  /// ignored (a peer of another version), logged once.
+  void heardProgress(int from, const std::string& text);
+  /// Leader: a member that left (its workers finished) no longer counts in the job's progress (nor as a straggler).
+  /// A lost member's is kept: the loss stops the job, and the summary at the stop says where its ranks were.
+  void forgetProgress(int from) {
+    std::lock_guard<std::mutex> lock(mu_);
+    peer_progress_.erase(from);
+  }
+
   // ---- the clock -------------------------------------------------------------------------------------------
 
   void scheduleTick();
@@ -204,6 +220,14 @@ class TcpNodeGroup::Impl {
   bool leader_lost_ = false;  ///< member: the stop that won was losing node 0
   std::map<int, bool> present_;  ///< leader: members joined and not gone
   std::uint64_t refused_ = 0;
+  std::vector<RankSummary> local_progress_;  ///< this node's ranks (setLocalProgress)
+  Clock::time_point local_progress_at_{};    ///< when they were handed over
+  struct HeardProgress {
+    std::vector<RankSummary> ranks;
+    Clock::time_point at{};
+  };
+  std::map<int, HeardProgress> peer_progress_;  ///< by sender (-1: node 0's relay on a member)
+  bool progress_garbage_logged_ = false;
   int bound_port_ = 0;
 
   // The event loop's own.

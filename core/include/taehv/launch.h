@@ -29,6 +29,9 @@ struct LaunchSettings {
   /// workerLogFolder() (torchrun_compat.h) instead of rank_<RANK>.log. Empty: the rank_<RANK>.log layout.
   std::map<int, WorkerLogStreams> stream_logs;
   GroupPlan group;               ///< the node group (off unless planGroup() turned it on)
+  /// --leave-out-stragglers: under --nnodes MIN:MAX, node 0 leaves the nodes named stragglers out of the next
+  /// re-formation (the TCP group only).
+  bool leave_out_stragglers = false;
 };
 
 /// Runs this node: with the node group on, forms the group first (node 0 listens, the others join; waits the

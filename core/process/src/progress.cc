@@ -78,6 +78,8 @@ struct Rank {
   bool step_open = false;          ///< the current step began in the loop (not in start-up)
   bool warm = false;               ///< the loop's first step (warm-up) has ended in this generation
   std::deque<double> step_times;   ///< the last kStepWindow clean step times, seconds
+  double exchange_s = 0;           ///< time in the exchange section so far in the current step
+  std::deque<double> busy_times;   ///< the last kBusyWindow clean steps' times outside the exchange, seconds
   double last_step_s = 0;
   double longest_eval_s = 0;
   double longest_checkpoint_s = 0;
@@ -206,6 +208,10 @@ struct ProgressWatch::Impl {
 
   void apply(Rank& r, const ProgressReport& p, Clock::time_point now) {
     const bool in_loop = p.section != Section::kStartup;
+    // The exchange time of the current step (an exchange may go on into the next step: counted from its start).
+    if (r.reported && r.section == Section::kExchange && (p.section != r.section || p.step != r.step)) {
+      r.exchange_s += secondsOf(now - std::max(r.section_since, r.step_since));
+    }
     if (!r.reported) {
       r.reported = true;
       r.step = p.step;
@@ -217,16 +223,20 @@ struct ProgressWatch::Impl {
         r.last_step_s = secondsOf(now - r.step_since);
         if (r.warm) r.step_times.push_back(r.last_step_s);
         while (r.step_times.size() > kStepWindow) r.step_times.pop_front();
+        if (r.warm) r.busy_times.push_back(std::max(0.0, r.last_step_s - r.exchange_s));
+        while (r.busy_times.size() > kBusyWindow) r.busy_times.pop_front();
         r.warm = true;
       }
       r.step = p.step;
       r.step_since = now;
       r.step_clean = true;
       r.step_open = in_loop;
+      r.exchange_s = 0;
     } else if (!r.step_open && in_loop) {  // the loop's first step begins after start-up
       r.step_open = true;
       r.step_since = now;
       r.step_clean = true;
+      r.exchange_s = 0;
     }
     if (p.section != r.section) {  // the section that ended: evaluation and checkpoint passes are learned
       const double took = secondsOf(now - r.section_since);
@@ -327,7 +337,9 @@ struct ProgressWatch::Impl {
                       {"section", std::string(sectionName(p.section))},
                       {"last_step_s", p.last_step_s},
                       {"silent_s", p.silent_s},
-                      {"bound_s", p.bound_s}});
+                      {"bound_s", p.bound_s},
+                      {"busy_s", p.busy_s},
+                      {"busy_steps", p.busy_steps}});
     }
     doc["ranks"] = std::move(list);
     if (Status written = files::writeFileAtomically(status_file, doc.dump(2) + "\n"); !written.ok() && !status_warned) {
@@ -346,6 +358,13 @@ struct ProgressWatch::Impl {
     p.last_step_s = r.last_step_s;
     p.silent_s = silenceOf(r, now);
     p.bound_s = boundOf(r);
+    if (!r.busy_times.empty()) {
+      std::vector<double> sorted(r.busy_times.begin(), r.busy_times.end());
+      std::sort(sorted.begin(), sorted.end());
+      const std::size_t n = sorted.size();
+      p.busy_s = n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0;
+      p.busy_steps = static_cast<int>(n);
+    }
     return p;
   }
 

@@ -128,6 +128,7 @@ class Generation {
       handleSignals();
       handleExternalStop();
       handleProgress();
+      if (options_.on_tick) options_.on_tick();
       reap();
       const auto now = Clock::now();
       if (stopping_ && !killed_ && now >= kill_deadline_) {

@@ -5,6 +5,8 @@
 
 #include "commands/commands.h"
 #include "taehv/describe.h"
+#include "taehv/group/progress_summary.h"
+#include "taehv/log.h"
 #include "taehv/sizing_bridge.h"
 #include "taehv/worker_env.h"
 
@@ -19,6 +21,8 @@ std::string describeProgress(const LaunchSettings& settings) {
   const std::string status = process::statusFilePath(settings.log_dir);
   return "progress: " + std::string(process::kProgressSocketEnv) + " per worker; hang detection " +
          (floor > 0 ? "after max(" + std::to_string(static_cast<long long>(floor)) + " s, learned bound)" : "off") +
+         "; stragglers (busy time over " + log::format("%.1f", group::kStragglerFactor) + "x the others') named by node 0" +
+         (settings.leave_out_stragglers ? " and left out of the next re-formation" : "") +
          "\nstatus file: " + (status.empty() ? "none (give --log-dir)" : status) + "\n";
 }
 

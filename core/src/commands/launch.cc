@@ -20,6 +20,11 @@ Checked<LaunchSettings> launchSettings(const po::variables_map& vm, const NodeDe
   if (!hang.ok()) return {hang.error};
   settings.hang_timeout = hang.value;
   settings.prefix_output = !vm.count("no-prefix");
+  settings.leave_out_stragglers = vm.count("leave-out-stragglers") > 0;
+  if (settings.leave_out_stragglers && !node.elastic()) {
+    return {"--leave-out-stragglers needs --nnodes MIN:MAX with MIN < MAX (the job must be able to re-form "
+            "without a node); this job has --nnodes " + node.nnodesText()};
+  }
   if (vm.count("log-dir")) {
     settings.log_dir = vm["log-dir"].as<std::string>();
     if (Status dir = checkLogDir(settings.log_dir); !dir.ok()) return {dir.error};

@@ -10,7 +10,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <future>
+#include <mutex>
+#include <regex>
 #include <memory>
 #include <thread>
 
@@ -277,6 +280,87 @@ TEST(GroupTcp, ANodeRefusedByTheLeaderIsToldWhyAndEndsAtOnce) {
   ASSERT_EQ(late.start().error, "");
   why = late.form(Clock::now() + 2s).error;
   EXPECT_NE(why.find("refused this node (--node-rank 2): the group has formed without it"), std::string::npos) << why;
+}
+
+std::vector<RankSummary> ranksOf(std::initializer_list<int> ranks, std::int64_t step) {
+  std::vector<RankSummary> out;
+  for (int r : ranks) {
+    RankSummary s;
+    s.rank = r;
+    s.node = 9;  // a node's claim about itself: the group uses the connection's identity instead
+    s.step = step;
+    s.section = "forward_backward";
+    s.busy_s = 0.1 * (r + 1);
+    s.busy_steps = 20;
+    out.push_back(s);
+  }
+  return out;
+}
+
+TEST(GroupTcp, ProgressTravelsWithHeartbeatsToEveryNode) {
+  Job job(3);
+  job.form();
+  job.leader->setLocalProgress(ranksOf({0, 1}, 12));
+  job.members[0]->setLocalProgress(ranksOf({2, 3}, 11));
+  job.members[1]->setLocalProgress(ranksOf({4, 5}, 12));
+  // The leader holds each member's own summary, named by the member's identity.
+  ASSERT_TRUE(eventually([&] { return job.leader->peersProgress().size() == 4; }, 5s));
+  for (const RankSummary& r : job.leader->peersProgress()) {
+    EXPECT_EQ(r.node, r.rank / 2) << r.rank;
+    EXPECT_EQ(r.step, r.rank / 2 == 1 ? 11 : 12);
+    EXPECT_DOUBLE_EQ(r.busy_s, 0.1 * (r.rank + 1));
+  }
+  // A member gets node 0's relay: every other node's ranks, its own left out (it knows them first-hand).
+  ASSERT_TRUE(eventually([&] { return job.members[0]->peersProgress().size() == 4; }, 5s));
+  std::vector<int> seen;
+  for (const RankSummary& r : job.members[0]->peersProgress()) seen.push_back(r.rank);
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<int>{0, 1, 4, 5}));
+  // Ages grow between heartbeats: a node that stopped sending shows as silent.
+  const double before = job.leader->peersProgress().front().age_s;
+  std::this_thread::sleep_for(300ms);
+  EXPECT_GT(job.leader->peersProgress().front().age_s, before);
+}
+
+TEST(GroupTcp, APeerWithoutProgressOrWithGarbageInItsHeartbeatsChangesNothing) {
+  std::vector<std::string> lines;
+  std::mutex lines_mu;
+  GroupOptions o = optionsFor(0, 2, 0);
+  o.log = [&](LogLevel, const std::string& line) {
+    std::lock_guard<std::mutex> lock(lines_mu);
+    lines.push_back(line);
+  };
+  TcpNodeGroup leader(o);
+  ASSERT_EQ(leader.start().error, "");
+  RawClient old(leader.boundPort());
+  Session session(jobKey(kToken, "run"), Direction::kToLeader);
+  ASSERT_TRUE(old.join(session, 1));
+  ASSERT_EQ(leader.form(Clock::now() + 10s).error, "");
+  ASSERT_EQ(session.open(old.readFrame()).message.type, MessageType::kFormed);
+  leader.setLocalProgress(ranksOf({0}, 3));
+  // As a node of an older version: heartbeats with no text; then one with garbage where the summary goes.
+  old.sendSealed(session, Message{MessageType::kHeartbeat, 1, 0, {}, {}});
+  old.sendSealed(session, Message{MessageType::kHeartbeat, 1, 0, {}, "P1 not,a,summary;"});
+  old.sendSealed(session, Message{MessageType::kHeartbeat, 1, 0, {}, "garbage again"});
+  // The leader's heartbeat carries its summary in the text field every version of the protocol already has: an
+  // older member opens and decodes it as any heartbeat.
+  std::string text;
+  for (int i = 0; i < 4 && text.empty(); ++i) {
+    Opened beat = session.open(old.readFrame());
+    ASSERT_EQ(beat.verdict, Verdict::kOk);
+    ASSERT_EQ(beat.message.type, MessageType::kHeartbeat);
+    text = beat.message.text;
+  }
+  // Its age (ms) is as of the heartbeat, not of setLocalProgress.
+  EXPECT_TRUE(std::regex_match(text, std::regex("P1 0,0,3,forward_backward,0,[0-9]+,100,20;"))) << text;
+  old.sendSealed(session, Message{MessageType::kHeartbeat, 1, 0, {}, {}});
+  std::this_thread::sleep_for(300ms);
+  EXPECT_FALSE(readable(leader.stopFd())) << leader.stopReason();
+  EXPECT_TRUE(leader.peersProgress().empty());
+  std::lock_guard<std::mutex> lock(lines_mu);
+  int said = 0;
+  for (const std::string& l : lines) said += l.find("ignoring the progress in node 1's heartbeats") != std::string::npos;
+  EXPECT_EQ(said, 1) << "said once";
 }
 
 TEST(GroupTcp, StrangersCanNeitherJoinStopNorCrashTheGroup) {

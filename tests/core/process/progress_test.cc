@@ -71,18 +71,26 @@ void send(const std::string& path, const std::string& text) {
   ::close(fd);
 }
 
-TEST(ProgressWatch, EachRankHasItsOwnSocketAndGarbageChangesNothing) {
+/// A watch with a 60 s floor over one child per rank of `ranks`, each started as this process; `specs` gets their
+/// environments (the socket paths).
+std::unique_ptr<ProgressWatch> watchOver(const std::vector<int>& ranks, std::vector<ChildSpec>& specs) {
   Checked<std::unique_ptr<ProgressWatch>> created = ProgressWatch::create(std::chrono::seconds(60), {});
-  ASSERT_TRUE(created.ok()) << created.error;
-  ProgressWatch& watch = *created.value;
-  std::vector<ChildSpec> specs(2);
-  specs[0].rank = 4;
-  specs[1].rank = 5;
-  watch.beginGeneration(specs);
+  EXPECT_TRUE(created.ok()) << created.error;
+  if (!created.ok()) return nullptr;
+  specs.assign(ranks.size(), ChildSpec{});
+  for (std::size_t i = 0; i < ranks.size(); ++i) specs[i].rank = ranks[i];
+  created.value->beginGeneration(specs);
+  for (std::size_t i = 0; i < ranks.size(); ++i) created.value->started(i, ::getpid());
+  return std::move(created.value);
+}
+
+TEST(ProgressWatch, EachRankHasItsOwnSocketAndGarbageChangesNothing) {
+  std::vector<ChildSpec> specs;
+  const std::unique_ptr<ProgressWatch> owned = watchOver({4, 5}, specs);
+  ASSERT_TRUE(owned);
+  ProgressWatch& watch = *owned;
   const std::string a = specs[0].env.at(kProgressSocketEnv), b = specs[1].env.at(kProgressSocketEnv);
   EXPECT_NE(a, b);
-  watch.started(0, ::getpid());
-  watch.started(1, ::getpid());
   send(a, "step=3 section=data\n");
   send(a, "step=3 section=forward_backward\n");
   EXPECT_FALSE(watch.check().has_value());  // reports are timed when read: supervise() reads them as they come
@@ -104,6 +112,35 @@ TEST(ProgressWatch, EachRankHasItsOwnSocketAndGarbageChangesNothing) {
   watch.beginGeneration(specs);
   EXPECT_NE(specs[0].env.at(kProgressSocketEnv), a);
   EXPECT_NE(::access(a.c_str(), F_OK), 0);
+}
+
+TEST(ProgressWatch, BusyTimeIsTheStepWithoutItsExchange) {
+  std::vector<ChildSpec> specs;
+  const std::unique_ptr<ProgressWatch> owned = watchOver({0}, specs);
+  ASSERT_TRUE(owned);
+  ProgressWatch& watch = *owned;
+  const std::string path = specs[0].env.at(kProgressSocketEnv);
+  // Each step: 60 ms of data and forward/backward, then 120 ms waiting in the exchange (a faster rank waiting for a
+  // slower one). Step 0 is warm-up; steps 1..5 count.
+  const auto pause = [&watch](int ms) {
+    watch.check();  // reports are timed when read: at once, as supervise() does
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  };
+  for (int step = 0; step <= 6; ++step) {
+    send(path, "step=" + std::to_string(step) + " section=data\n");
+    pause(20);
+    send(path, "step=" + std::to_string(step) + " section=forward_backward\n");
+    pause(40);
+    send(path, "step=" + std::to_string(step) + " section=exchange\n");
+    pause(120);
+  }
+  send(path, "step=7 section=data\n");
+  watch.check();
+  const RankProgress p = watch.ranks().at(0);
+  EXPECT_EQ(p.busy_steps, 6) << "steps 1..6, not the warm-up";
+  EXPECT_GE(p.busy_s, 0.055);
+  EXPECT_LT(p.busy_s, 0.110) << "the 120 ms in the exchange are not busy time";
+  EXPECT_GE(p.last_step_s, 0.175) << "the step time includes the exchange";
 }
 
 }  // namespace

@@ -50,18 +50,20 @@ ProgressReporter::ProgressReporter(const Env& env, int rank) : rank_(rank) {
     hang_at_step_ = hookInteger(env, "TAEHV_TEST_HANG_AT_STEP", -1);
   }
   const std::optional<std::string> slow = envValue(env, "TAEHV_TEST_SLOW_SECTION");
-  if (!slow || rank != 0) return;
+  if (!slow || rank != hookInteger(env, "TAEHV_TEST_SLOW_RANK", 0)) return;
   for (const std::string& item : split(*slow, ',')) {
     const std::vector<std::string> parts = split(item, ':');
-    const auto report = parts.size() == 3 ? process::parseProgressReport("step=" + parts[1] + " section=" + parts[0])
+    const bool every = parts.size() == 3 && parts[1] == "*";  // every step
+    const auto report = parts.size() == 3 ? process::parseProgressReport("step=" + (every ? "0" : parts[1]) +
+                                                                         " section=" + parts[0])
                                           : Checked<process::ProgressReport>{"three parts"};
     const std::optional<double> seconds = report.ok() ? parseNumber(parts[2], 0) : std::nullopt;
     if (seconds) {
-      slow_.push_back({report.value.section, report.value.step, *seconds});
+      slow_.push_back({report.value.section, every ? kEveryStep : report.value.step, *seconds});
       continue;
     }
     throw std::runtime_error("TAEHV_TEST_SLOW_SECTION item '" + item +
-                             "' (a test-only hook) must be <section>:<step>:<seconds>");
+                             "' (a test-only hook) must be <section>:<step or *>:<seconds>");
   }
 }
 
@@ -76,7 +78,7 @@ void ProgressReporter::report(int64_t step, process::Section section) {
                    sizeof addr_);
   }
   for (const SlowSection& s : slow_) {
-    if (s.section == section && s.step == step) std::this_thread::sleep_for(std::chrono::duration<double>(s.seconds));
+    if (s.section == section && (s.step == step || s.step == kEveryStep)) std::this_thread::sleep_for(std::chrono::duration<double>(s.seconds));
   }
   if (step == hang_at_step_ && section == process::Section::kData) taehvTestHangForever();
 }

@@ -20,8 +20,9 @@ class ProgressReporter {
   /// in the first attempt only (TORCHELASTIC_RESTART_COUNT unset or 0) so that a restart can finish:
   ///  - TAEHV_TEST_HANG_AT_STEP=N with TAEHV_TEST_HANG_RANK=R: rank R blocks its main thread for good (in
   ///    taehvTestHangForever) when it begins step N (0-based: after N steps), while its process lives.
-  ///  - TAEHV_TEST_SLOW_SECTION=<section>:<step>:<seconds>[,...]: on rank 0, entering that section of that step
-  ///    sleeps that long first (a slow first step, checkpoint save or evaluation pass).
+  ///  - TAEHV_TEST_SLOW_SECTION=<section>:<step>:<seconds>[,...]: on rank 0 (TAEHV_TEST_SLOW_RANK=R: rank R),
+  ///    entering that section of that step (`*`: of every step) sleeps that long first (a slow first step,
+  ///    checkpoint save or evaluation pass; a straggler).
   /// Throws std::runtime_error naming a malformed hook variable.
   ProgressReporter(const Env& env, int rank);
   ~ProgressReporter();
@@ -32,6 +33,8 @@ class ProgressReporter {
   void report(int64_t step, process::Section section);
 
  private:
+  /// SlowSection::step for `*`.
+  static constexpr int64_t kEveryStep = -1;
   struct SlowSection {
     process::Section section;
     int64_t step;

@@ -181,6 +181,9 @@ TEST_F(GroupNetns, NoFalseAlarmWhileACpuHogSaturatesBothCores) {
     const std::string out = readFile(nodes_[static_cast<std::size_t>(r)].log);
     EXPECT_FALSE(nodes_[static_cast<std::size_t>(r)].poll()) << "node " << r << " ended under the CPU hog:\n" << out;
     EXPECT_EQ(out.find("lost"), std::string::npos) << out;
+    // Issue 33: the hog slows every rank alike; no rank is called hung, nor a straggler.
+    EXPECT_EQ(out.find("hang:"), std::string::npos) << out;
+    EXPECT_EQ(out.find("stragglers ("), std::string::npos) << out;
   }
   const int steps_after = stepsLogged(readFile(nodes_[0].log));
   std::printf("%d s with %ld busy loops: training went from %d to %d logged steps, no node lost\n", seconds,

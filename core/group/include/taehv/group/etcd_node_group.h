@@ -42,6 +42,8 @@ class EtcdNodeGroup final : public NodeGroup {
   bool leaderLost() const override { return false; }
   void requestStop(const std::string& reason) override;
   Status finish(bool success) override;
+  void setLocalProgress(const std::vector<RankSummary>& ranks) override;
+  std::vector<RankSummary> peersProgress() const override;
 
   class Impl;
 

@@ -13,8 +13,11 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <string>
+#include <vector>
 
+#include "taehv/group/progress_summary.h"
 #include "taehv/plugin_api.h"
 
 namespace taehv::group {
@@ -62,6 +65,9 @@ struct GroupOptions {
   std::chrono::milliseconds node_timeout{kDefaultNodeTimeout};
   std::chrono::milliseconds heartbeat{kHeartbeatPeriod};
   std::function<void(LogLevel, const std::string&)> log;
+  /// Leader, elastic (--leave-out-stragglers): node identities refused at this formation, each with why (a straggler
+  /// in the last one), so long as the others can still make min_nnodes. The TCP group only.
+  std::map<int, std::string> leave_out;
 };
 
 /// The ranks the group agreed on when it formed (PROTOCOL.md, "Formation"): node k's ranks start at the sum of the
@@ -108,6 +114,16 @@ class NodeGroup {
   /// leader, on success, waits until every member has left or been lost. Stopped by another node's STOP, it first
   /// waits (at most kOriginLinger) for that node to end. Fails with stopReason() when the group stopped the job.
   virtual Status finish(bool success) = 0;
+
+  /// This node's ranks' progress (their `node` is set by the group), carried to the other nodes with the next
+  /// heartbeat (PROTOCOL.md, "Progress"): so at most once per heartbeat period, whatever the call rate. Thread
+  /// safe. The default carries nothing (a group without progress).
+  virtual void setLocalProgress(const std::vector<RankSummary>& ranks) { (void)ranks; }
+
+  /// The other nodes' ranks' progress as last heard, ages grown by the time since (the TCP leader and every etcd
+  /// node: each node's own summary; a TCP member: node 0's relay, the most behind first, within kMaxSummaryBytes).
+  /// Thread safe. The default: none.
+  virtual std::vector<RankSummary> peersProgress() const { return {}; }
 };
 
 }  // namespace taehv::group

@@ -29,6 +29,8 @@ class TcpNodeGroup : public NodeGroup {
   bool leaderLost() const override;
   void requestStop(const std::string& reason) override;
   Status finish(bool success) override;
+  void setLocalProgress(const std::vector<RankSummary>& ranks) override;
+  std::vector<RankSummary> peersProgress() const override;
 
   /// The port the leader listens on (useful with port 0 in tests); 0 on a member.
   int boundPort() const;

@@ -68,6 +68,10 @@ inline constexpr std::size_t kStepWindow = 200;
 /// compiles kernels, takes minutes, and none has been seen yet the first time.
 inline constexpr double kSectionFactor = 5.0;
 inline constexpr std::chrono::seconds kSectionMinimum{600};
+/// A rank's busy time per step (the step's time outside the exchange section: what it spends before waiting for
+/// the others) is the median of its last this many clean steps; the straggler judgement (group/progress_summary.h)
+/// compares these. 20 steps: a few seconds to minutes of training, long enough that one slow step does not count.
+inline constexpr std::size_t kBusyWindow = 20;
 /// One "garbage on the progress channel" log line per rank at most this often.
 inline constexpr std::chrono::seconds kGarbageLogInterval{10};
 /// Capturing the stacks of every local rank (eu-stack, gdb, py-spy) ends after this long, whatever it got.
@@ -88,6 +92,8 @@ struct RankProgress {
   double last_step_s = 0;         ///< the last step time measured, 0 before one ended
   double silent_s = 0;            ///< seconds since its last report (or since its start, before one)
   double bound_s = 0;             ///< its current bound (0: not judged)
+  double busy_s = 0;              ///< median of its last kBusyWindow busy times, seconds (0: none yet)
+  int busy_steps = 0;             ///< how many steps that median covers
 };
 
 /// The path of rank `rank`'s stack file in `dir`: <dir>/hang_rank<R>.stacks.txt (one place, so the log layout

@@ -94,6 +94,9 @@ struct SupervisorOptions {
   /// The workers' progress channel and hang watch (progress.h), owned by the caller; null: none. A hang it finds
   /// fails the generation like a failed worker (stop, restart per max_restarts); ChildExit::hang says so.
   ProgressWatch* progress = nullptr;
+  /// Called (from supervise()'s thread) on every pass of its loop, after the progress reports were read: at least
+  /// every 500 ms while workers run. Null: none.
+  std::function<void()> on_tick;
 };
 
 /// How a child ended.

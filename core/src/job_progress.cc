@@ -1,0 +1,79 @@
+// The job's progress across nodes. See taehv/job_progress.h.
+#include "taehv/job_progress.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "taehv/log.h"
+
+namespace taehv {
+
+std::vector<group::RankSummary> summarise(const std::vector<process::RankProgress>& ranks, int node) {
+  std::vector<group::RankSummary> out;
+  for (const process::RankProgress& p : ranks) {
+    group::RankSummary s;
+    s.rank = p.rank;
+    s.node = node;
+    s.step = p.step;
+    s.section = p.reported ? std::string(process::sectionName(p.section)) : std::string();
+    s.last_step_s = p.last_step_s;
+    s.age_s = p.silent_s;
+    s.busy_s = p.busy_s;
+    s.busy_steps = p.busy_steps;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<group::RankSummary> jobRanks(const std::vector<group::RankSummary>& local,
+                                         const std::vector<group::RankSummary>& peers) {
+  std::vector<group::RankSummary> out = local;
+  std::set<int> seen;
+  for (const group::RankSummary& r : local) seen.insert(r.rank);
+  for (const group::RankSummary& r : peers) {
+    if (seen.insert(r.rank).second) out.push_back(r);
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  return out;
+}
+
+void JobProgress::tick(const process::ProgressWatch& watch) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_) return;
+  next_ = now + group::kHeartbeatPeriod;
+  const std::vector<group::RankSummary> mine = summarise(watch.ranks(), node_);
+  if (group_ != nullptr) group_->setLocalProgress(mine);
+  if (!speaks_) return;
+  const std::vector<group::RankSummary> all =
+      group_ != nullptr ? jobRanks(mine, group_->peersProgress()) : jobRanks(mine, {});
+  std::vector<group::BusyFigure> figures;
+  std::set<int> nodes;
+  for (const group::RankSummary& r : all) {
+    figures.push_back({r.rank, r.busy_s, r.busy_steps});
+    nodes.insert(r.node);
+  }
+  const std::vector<group::Straggler> by_node =
+      nodes.size() > 1 ? group::findStragglers(group::nodeFigures(all)) : std::vector<group::Straggler>{};
+  straggler_nodes_ = by_node;
+  const std::string line = stragglers_.update(group::findStragglers(figures), by_node);
+  if (!line.empty()) log::warn(line);
+}
+
+std::string JobProgress::spreadAtStop(const std::vector<process::RankProgress>& local) const {
+  if (group_ == nullptr || !speaks_) return "";
+  return group::describeSpread(jobRanks(summarise(local, node_), group_->peersProgress()));
+}
+
+std::map<int, std::string> JobProgress::stragglerNodes() const {
+  std::map<int, std::string> out;
+  for (const group::Straggler& s : straggler_nodes_) {
+    char figures[96];
+    std::snprintf(figures, sizeof figures, "busy %.3f s per step, %.2fx the other nodes' median %.3f s", s.busy_s,
+                  s.ratio, s.others_median_s);
+    out[s.id] = "a straggler in the last formation (" + std::string(figures) + ")";
+  }
+  return out;
+}
+
+}  // namespace taehv
