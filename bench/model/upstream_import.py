@@ -39,5 +39,6 @@ def load_upstream(path):
         _install_tqdm_stand_in()
     spec = importlib.util.spec_from_file_location("upstream_taehv", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # torch.compile (dynamo) imports the module of the code it traces by name
     spec.loader.exec_module(module)
     return module
