@@ -370,19 +370,26 @@ double reportRoofline(const BenchSettings& s, const BenchStep& step, const Bench
   const double steps = static_cast<double>(s.steps);
   const double executed_forward = static_cast<double>(t.timed_flops) / steps;
   StepFlops model;
+  std::string not_counted;
   try {
     model = countStepFlops(step.model(), s.batch, s.frames, s.size);
   } catch (const std::invalid_argument& e) {
-    log::report(std::string("flops: ") + e.what());
+    not_counted = e.what();
   }
   // The first convolution (no input gradient) runs on every frame in both formulations.
   const double first = model.convs.empty() ? 0.0 : static_cast<double>(model.convs.front().forwardFlops());
   const double executed_backward = 2 * executed_forward - first;
-  log::report(log::format("flops: model_forward=%lld model_backward=%lld executed_forward=%.0f "
-                          "executed_backward=%.0f (per step; model: upstream's formulation, as "
-                          "torch.utils.flop_counter counts it; executed: what these layers ran)",
-                          static_cast<long long>(model.forward), static_cast<long long>(model.backward),
-                          executed_forward, executed_backward));
+  if (not_counted.empty()) {
+    log::report(log::format("flops: model_forward=%lld model_backward=%lld executed_forward=%.0f "
+                            "executed_backward=%.0f (per step; model: upstream's formulation, as "
+                            "torch.utils.flop_counter counts it; executed: what these layers ran)",
+                            static_cast<long long>(model.forward), static_cast<long long>(model.backward),
+                            executed_forward, executed_backward));
+  } else {
+    log::report(log::format("flops: executed_forward=%.0f executed_backward=%.0f (per step, what these layers "
+                            "ran; backward taken as 2x forward); no model count: %s",
+                            executed_forward, executed_backward, not_counted.c_str()));
+  }
   double peak = s.peak_tflops * 1e12;
   if (peak > 0) {
     log::report(log::format("peak: given, %.1f GFLOP/s (--peak-tflops)", peak / 1e9));
