@@ -13,19 +13,18 @@ usage: .venv/bin/python bench/model/roundtrip_compare.py --upstream PATH/taehv.p
        [--weights W] [--size 256] [--frames 33] [--rounds 3] [--threads 2] [--omp-passive]
 Target (issue 16): C++ not slower than Python in any mode."""
 import argparse
-import importlib.util
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 from compare import parse, run  # noqa: E402  (key=value output parser, subprocess runner)
+from upstream_import import load_upstream  # noqa: E402
 
 
 def python_worker(a):
@@ -34,28 +33,7 @@ def python_worker(a):
     import torch
 
     torch.set_num_threads(a.threads)
-    # upstream imports tqdm for its progress bars (disabled here); this venv does not have it.
-    stub = types.ModuleType("tqdm")
-
-    class Bar:
-        def __init__(self, iterable=None, **kwargs):
-            self.iterable = iterable
-
-        def __iter__(self):
-            return iter(self.iterable)
-
-        def update(self, n=1):
-            pass
-
-        def close(self):
-            pass
-
-    stub.tqdm = Bar
-    sys.modules.setdefault("tqdm", stub)
-    sys.modules.setdefault("tqdm.auto", stub)
-    spec = importlib.util.spec_from_file_location("upstream_taehv", a.upstream)
-    upstream = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(upstream)
+    upstream = load_upstream(a.upstream)
     from taehv_py import read_safetensors  # the project's plain safetensors reader (no safetensors package here)
 
     model = upstream.TAEHV(checkpoint_path=None)

@@ -4,7 +4,9 @@ betas (0.9, 0.95), weight decay 1e-2), batch and thread count, in a plain PyTorc
 a last line `frames_per_s=X step_s=Y peak_rss_mb=Z` like the C++ bench (with `peak_gpu_mb=M`, torch's
 max_memory_allocated, on --device cuda). --compile runs the same step under torch.compile (inductor; on the CPU it
 generates and compiles C++ with g++ during the warm-up steps, which are not timed). --precision bf16 runs the forward
-under bf16 autocast and the loss in fp32, as `taehv-train bench --precision bf16` does."""
+under bf16 autocast and the loss in fp32, as `taehv-train bench --precision bf16` does. --upstream PATH trains
+upstream's own TAEHV (madebyollin/taehv's taehv.py at PATH, `encode_video` / `decode_video` with parallel=True) instead
+of the port in taehv_py.py: the baseline a user would otherwise run."""
 import argparse
 import contextlib
 import resource
@@ -14,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from taehv_py import TAEHV
+from upstream_import import load_upstream
 
 VARIANTS = {"taehv": (1, 16), "taew2_1": (1, 16), "taecvx": (1, 16), "taeos1_3": (1, 16), "taehv1_5": (2, 32),
             "taew2_2": (2, 48)}
@@ -31,6 +34,7 @@ def main():
     ap.add_argument("--compile", action="store_true", help="torch.compile the forward and loss (inductor)")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    ap.add_argument("--upstream", help="upstream taehv.py (a clone of madebyollin/taehv): train its TAEHV instead")
     a = ap.parse_args()
     cuda = a.device == "cuda"
     if cuda and not torch.cuda.is_available():
@@ -38,7 +42,15 @@ def main():
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     p, z = VARIANTS[a.variant]
-    model = TAEHV(patch_size=p, latent_channels=z).train().to(a.device)
+    if a.upstream:
+        if a.variant != "taehv":
+            raise SystemExit("train_loop_py: --upstream builds the taehv variant only (checkpoint_path=None)")
+        model = load_upstream(a.upstream).TAEHV(checkpoint_path=None).train().to(a.device)
+        encode = lambda v: model.encode_video(v, parallel=True, show_progress_bar=False)  # noqa: E731
+        decode = lambda v: model.decode_video(v, parallel=True, show_progress_bar=False)  # noqa: E731
+    else:
+        model = TAEHV(patch_size=p, latent_channels=z).train().to(a.device)
+        encode, decode = model.encode_video, model.decode_video
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=1e-2)
     x = torch.rand(a.batch, a.frames, 3, a.size, a.size).to(a.device)
     latents = -(-a.frames // model.t_downscale)
@@ -46,13 +58,13 @@ def main():
     target = x[:, :aligned]
     print(f"python bench: torch {torch.__version__} threads={torch.get_num_threads()} "
           f"params={sum(q.numel() for q in model.parameters())} compile={a.compile} device={a.device} "
-          f"precision={a.precision}", flush=True)
+          f"precision={a.precision} model={a.upstream or 'taehv_py'}", flush=True)
 
     def objective(x):
         autocast = (torch.autocast(a.device, dtype=torch.bfloat16) if a.precision == "bf16"
                     else contextlib.nullcontext())
         with autocast:
-            y = model.decode_video(model.encode_video(x))[:, :aligned]
+            y = decode(encode(x))[:, :aligned]
         return F.mse_loss(y.float(), target)
 
     def sync():

@@ -253,6 +253,12 @@ TEST(CommandsTest, BenchRunsATrainingStepAndPrintsTheSummaryLast) {
   EXPECT_NE(last.find(" step_s="), std::string::npos) << out;
   EXPECT_NE(last.find(" peak_rss_mb="), std::string::npos) << out;
   EXPECT_NE(out.find("model_gflop_per_step="), std::string::npos) << out;
+  // Issue 40: the roofline, per phase, against the peak measured in the same process.
+  EXPECT_NE(out.find("flops: model_forward="), std::string::npos) << out;
+  EXPECT_NE(out.find("peak: fp32_peak_gflops="), std::string::npos) << out;
+  EXPECT_NE(out.find("phase forward: forward_s="), std::string::npos) << out;
+  EXPECT_NE(out.find("phase backward: backward_s="), std::string::npos) << out;
+  EXPECT_NE(out.find("phase optimizer: optimizer_s="), std::string::npos) << out;
   if (!torch::cuda::is_available()) {
     std::string err;
     EXPECT_EQ(run(benchCommand, {"--device", "cuda", "--steps", "1"}, &err), 2);

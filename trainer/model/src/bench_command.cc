@@ -20,6 +20,7 @@
 #include "taehv/model/commands.h"
 #include "taehv/model/cpu_tuning.h"
 #include "taehv/model/fused_adamw.h"
+#include "taehv/model/roofline.h"
 #include "taehv/model/slice_backward.h"
 #include "taehv/model/taehv.h"
 #include "taehv/parse.h"
@@ -177,9 +178,28 @@ class BenchStep {
     return n;
   }
 
-  /// One step; the loss.
-  double run() {
-    double loss_value = 0;
+  /// What one step took, per phase (wall seconds).
+  struct Result {
+    double loss = 0;
+    double forward_s = 0;    ///< through the loss; with slices > 1 forward and backward together
+    double backward_s = 0;   ///< 0 with slices > 1 (counted in forward_s)
+    double optimizer_s = 0;  ///< the AdamW update
+  };
+
+  /// One step.
+  Result run() {
+    Result r;
+    const auto sync = [&] {
+      if (s_.device.is_cuda()) torch::cuda::synchronize();
+    };
+    auto mark = std::chrono::steady_clock::now();
+    const auto lap = [&] {
+      sync();
+      const double seconds = secondsSince(mark);
+      mark = std::chrono::steady_clock::now();
+      return seconds;
+    };
+    double& loss_value = r.loss;
     if (slicer_.slices() > 1) {
       // The same loss as the one-pass step, as a sum of slice losses weighted by their share of the batch.
       std::vector<torch::Tensor> losses;
@@ -194,6 +214,7 @@ class BenchStep {
       zeroGrad();
       for (size_t k = 0; k < params_.size(); ++k) params_[k].mutable_grad() = grads[k];
       for (const auto& l : losses) loss_value += l.item<double>();
+      r.forward_s = lap();
     } else {
       torch::Tensor loss;
       {
@@ -202,16 +223,21 @@ class BenchStep {
         loss = torch::mse_loss(y.to(torch::kFloat), target_);
       }
       zeroGrad();  // after the forward: the old gradients' memory then serves the new ones
+      r.forward_s = lap();
       loss.backward();
       loss_value = loss.item<double>();
+      r.backward_s = lap();
     }
     if (s_.fused) {
       fused_optimizer_.step();
     } else {
       torch_optimizer_.step();
     }
-    return loss_value;
+    r.optimizer_s = lap();
+    return r;
   }
+
+  const TAEHVImpl& model() const { return *model_; }
 
  private:
   void zeroGrad() {
@@ -249,9 +275,13 @@ void reportSetup(const BenchSettings& s, const BenchStep& step) {
 /// What the timed steps measured.
 struct BenchTimes {
   double timed_s = 0;        ///< wall seconds of the timed steps
+  double forward_s = 0;      ///< of which the forward (with slices > 1: forward and backward)
+  double backward_s = 0;     ///< the backward (0 with slices > 1)
+  double optimizer_s = 0;    ///< the AdamW update
   int64_t flops_before = 0;  ///< convFlops() when the timed steps began
+  int64_t timed_flops = 0;   ///< forward convolution FLOPs the timed steps ran (convFlops(): what the layers did)
   struct rusage before {};   ///< at the first timed step
-  struct rusage after {};    ///< after the last timed step (with --profile: before the profiled one)
+  struct rusage after {};    ///< after the last timed step (before the profiled one and the peak measurement)
 };
 
 /// Runs the warm-up, timed and profiled steps, one line each.
@@ -268,7 +298,10 @@ BenchTimes timeSteps(BenchStep& step, const BenchSettings& s) {
       getrusage(RUSAGE_SELF, &t.before);
       t.flops_before = convFlops();
     }
-    if (i == timed_end) getrusage(RUSAGE_SELF, &t.after);
+    if (i == timed_end) {
+      getrusage(RUSAGE_SELF, &t.after);
+      t.timed_flops = convFlops() - t.flops_before;
+    }
     // The trace goes to memory, then to the file through the one output writer (taehv/files/output_file.h): the
     // profiler's own file writer reports no failure at all.
     std::ostringstream trace;
@@ -276,7 +309,7 @@ BenchTimes timeSteps(BenchStep& step, const BenchSettings& s) {
     if (i == timed_end) recording = std::make_unique<torch::autograd::profiler::RecordProfile>(trace);
     sync();
     const auto start = std::chrono::steady_clock::now();
-    const double loss = step.run();
+    const BenchStep::Result r = step.run();
     sync();
     const double seconds = secondsSince(start);
     if (recording) {
@@ -285,9 +318,18 @@ BenchTimes timeSteps(BenchStep& step, const BenchSettings& s) {
         throw std::runtime_error("--profile: " + written.error);
       }
     }
-    if (i >= s.warmup && i < timed_end) t.timed_s += seconds;
+    if (i >= s.warmup && i < timed_end) {
+      t.timed_s += seconds;
+      t.forward_s += r.forward_s;
+      t.backward_s += r.backward_s;
+      t.optimizer_s += r.optimizer_s;
+    }
     log::report(log::format("step %lld%s: %.3f s loss %.6f", static_cast<long long>(i),
-                            i < s.warmup ? " (warmup)" : "", seconds, loss));
+                            i < s.warmup ? " (warmup)" : "", seconds, r.loss));
+  }
+  if (total == timed_end) {
+    getrusage(RUSAGE_SELF, &t.after);
+    t.timed_flops = convFlops() - t.flops_before;
   }
   return t;
 }
@@ -305,12 +347,94 @@ std::string gpuPeakText(const torch::Device& device) {
   return "";
 }
 
+/// The seconds a peak measurement spends on each shape and memory format (3 shapes x 2 formats x 2 precisions).
+constexpr double kPeakSecondsPerShape = 0.1;
+
+/// FLOP/s of the heaviest 3x3 convolution shapes of the step, fp32 and bf16, as measured by measureConvPeak.
+struct MeasuredPeaks {
+  ConvPeak fp32, bf16;
+};
+
+std::string shapeText(const ConvPeak& p) {
+  const ConvShape& c = p.shape;
+  return log::format("%lldx%lldx%lldx%lld->%lld %s", static_cast<long long>(c.rows),
+                     static_cast<long long>(c.in_channels), static_cast<long long>(c.height),
+                     static_cast<long long>(c.width), static_cast<long long>(c.out_channels),
+                     p.channels_last ? "channels_last" : "contiguous");
+}
+
+/// The roofline lines: the step's FLOPs (upstream's formulation and what ran), the measured convolution peaks, and
+/// each phase's FLOP/s as a share of the peak of the step's precision (--peak-tflops replaces the measurement).
+/// Returns the model FLOPs per step (0 where not counted).
+double reportRoofline(const BenchSettings& s, const BenchStep& step, const BenchTimes& t) {
+  const double steps = static_cast<double>(s.steps);
+  const double executed_forward = static_cast<double>(t.timed_flops) / steps;
+  StepFlops model;
+  std::string not_counted;
+  try {
+    model = countStepFlops(step.model(), s.batch, s.frames, s.size);
+  } catch (const std::invalid_argument& e) {
+    not_counted = e.what();
+  }
+  // The first convolution (no input gradient) runs on every frame in both formulations.
+  const double first = model.convs.empty() ? 0.0 : static_cast<double>(model.convs.front().forwardFlops());
+  const double executed_backward = 2 * executed_forward - first;
+  if (not_counted.empty()) {
+    log::report(log::format("flops: model_forward=%lld model_backward=%lld executed_forward=%.0f "
+                            "executed_backward=%.0f (per step; model: upstream's formulation, as "
+                            "torch.utils.flop_counter counts it; executed: what these layers ran)",
+                            static_cast<long long>(model.forward), static_cast<long long>(model.backward),
+                            executed_forward, executed_backward));
+  } else {
+    log::report(log::format("flops: executed_forward=%.0f executed_backward=%.0f (per step, what these layers "
+                            "ran; backward taken as 2x forward); no model count: %s",
+                            executed_forward, executed_backward, not_counted.c_str()));
+  }
+  double peak = s.peak_tflops * 1e12;
+  if (peak > 0) {
+    log::report(log::format("peak: given, %.1f GFLOP/s (--peak-tflops)", peak / 1e9));
+  } else if (!model.convs.empty()) {
+    const std::vector<ConvShape> shapes = heaviestConv3x3Shapes(model, 3);
+    MeasuredPeaks m{measureConvPeak(shapes, torch::kFloat, s.device, kPeakSecondsPerShape),
+                    measureConvPeak(shapes, torch::kBFloat16, s.device, kPeakSecondsPerShape)};
+    log::report(log::format("peak: fp32_peak_gflops=%.1f (%s) bf16_peak_gflops=%.1f (%s) (forward 3x3 "
+                            "convolutions of the step's %zu heaviest shapes, this process, %d threads)",
+                            m.fp32.flops_per_s / 1e9, shapeText(m.fp32).c_str(), m.bf16.flops_per_s / 1e9,
+                            shapeText(m.bf16).c_str(), shapes.size(), at::get_num_threads()));
+    peak = (s.bf16 ? m.bf16 : m.fp32).flops_per_s;
+  }
+  const char* against = s.bf16 ? "bf16" : "fp32";
+  const auto phase = [&](const char* name, double seconds, double executed, double counted) {
+    const double per_step = seconds / steps;
+    if (peak <= 0 || per_step <= 0) {
+      log::report(log::format("phase %s: %s_s=%.4f", name, name, per_step));
+      return;
+    }
+    log::report(log::format("phase %s: %s_s=%.4f %s_gflops=%.1f %s_share=%.3f (executed FLOPs / the %s peak; "
+                            "model FLOPs: %.3f)",
+                            name, name, per_step, name, executed / per_step / 1e9, name,
+                            executed / per_step / peak, against, counted / per_step / peak));
+  };
+  if (t.backward_s > 0) {
+    phase("forward", t.forward_s, executed_forward, static_cast<double>(model.forward));
+    phase("backward", t.backward_s, executed_backward, static_cast<double>(model.backward));
+  } else {
+    phase("forward_backward", t.forward_s, executed_forward + executed_backward, static_cast<double>(model.total()));
+  }
+  log::report(log::format("phase optimizer: optimizer_s=%.4f (the AdamW update, no convolution)",
+                          t.optimizer_s / steps));
+  log::report("phase data: none (bench trains on one random clip held in memory); phase exchange: none (one "
+              "process, no gradient all-reduce)");
+  phase("total", t.timed_s, executed_forward + executed_backward, static_cast<double>(model.total()));
+  return static_cast<double>(model.total());
+}
+
 /// The last lines, which scripts parse: FLOPs (and MFU with --peak-tflops), CPU time and faults, frames/s.
-void reportSummary(const BenchSettings& s, BenchTimes t) {
+void reportSummary(const BenchSettings& s, const BenchTimes& t, double model_flops) {
   const double step_s = t.timed_s / static_cast<double>(s.steps);
-  // Forward convolution FLOPs of one step (the profiled step, if any, is excluded), x3 for forward + backward.
-  const double train_flops = 3.0 * static_cast<double>(convFlops() - t.flops_before) /
-                             static_cast<double>(s.steps + (s.profile.empty() ? 0 : 1));
+  // Model FLOPs (upstream's formulation) when counted, else 3x the forward FLOPs the layers ran.
+  const double train_flops =
+      model_flops > 0 ? model_flops : 3.0 * static_cast<double>(t.timed_flops) / static_cast<double>(s.steps);
   const double tflops = train_flops / step_s / 1e12;
   if (s.peak_tflops > 0) {
     log::report(log::format("model_gflop_per_step=%.2f achieved_tflops=%.4f mfu=%.3f", train_flops / 1e9, tflops,
@@ -319,7 +443,6 @@ void reportSummary(const BenchSettings& s, BenchTimes t) {
     log::report(log::format("model_gflop_per_step=%.2f achieved_tflops=%.4f (pass --peak-tflops P for MFU)",
                             train_flops / 1e9, tflops));
   }
-  if (s.profile.empty()) getrusage(RUSAGE_SELF, &t.after);
   // CPU seconds per step (all threads, user + system): a steadier figure than wall time on a shared machine.
   const auto cpu_seconds = [](const struct rusage& r) {
     return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
@@ -342,7 +465,8 @@ int benchCommand(const std::vector<std::string>& argv) {
     if (settings.tuned_allocator) tuneCpuAllocator();
     BenchStep step(settings);
     reportSetup(settings, step);
-    reportSummary(settings, timeSteps(step, settings));
+    const BenchTimes times = timeSteps(step, settings);
+    reportSummary(settings, times, reportRoofline(settings, step, times));
     return 0;
   });
 }

@@ -107,6 +107,7 @@ class UpsampleImpl : public torch::nn::Module {
  public:
   explicit UpsampleImpl(int64_t scale) : scale_(scale) {}
   torch::Tensor forward(const torch::Tensor& x);
+  int64_t scale() const { return scale_; }
 
  private:
   int64_t scale_;
