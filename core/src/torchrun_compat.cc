@@ -338,7 +338,7 @@ Status mapRendezvous(Collected& c, const TorchrunContext& context, TorchrunLine&
   // arrive (group_plan.cc); with one, the node rank orders them as before.
   const bool by_arrival =
       backend == "c10d" && max_nodes > 1 && !passedGiven(c, "node-rank") && !envValue(env, "PET_NODE_RANK");
-  if (backend == "c10d") pass(c, "rdzv-backend", {"--rdzv-backend", "c10d"});
+  if (by_arrival) pass(c, "rdzv-backend", {"--rdzv-backend", "c10d"});
   if (!endpoint || endpoint->empty()) {
     if (backend == "c10d") {
       return {"--rdzv-backend c10d needs --rdzv-endpoint HOST[:PORT] (the node that hosts the rendezvous)"};

@@ -266,8 +266,6 @@ BAD = [
     ("--rdzv-conf garbage", ["--rdzv-conf", "garbage", "train.py"], "is not key=value"),
     ("--rdzv-conf bad timeout", ["--rdzv-conf", "join_timeout=soon", "train.py"], "whole seconds"),
     ("static endpoint without a port", ["--rdzv-endpoint", "node0", "train.py"], "has no port"),
-    ("c10d over 2 nodes without --node-rank", ["--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
-                                               "node0:29400", "train.py"], "does not assign node ranks"),
     ("etcd rendezvous, no etcd there", ["--nnodes", "2", "--node-rank", "0", "--rdzv-backend", "etcd",
                                         "--rdzv-endpoint", "127.0.0.1:1", "train.py"], "cannot reach etcd at 127.0.0.1:1"),
     ("--no-python with -m", ["--no-python", "-m", "train"], "cannot be used together"),
