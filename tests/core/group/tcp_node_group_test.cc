@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "taehv/group/session.h"
+#include "taehv/launch.h"
 #include "taehv/group/wire.h"
 
 namespace taehv::group {
@@ -435,22 +436,6 @@ TEST(GroupTcp, StrangersCanNeitherJoinStopNorCrashTheGroup) {
   EXPECT_NE(member.stopReason().find("captured"), std::string::npos);
 }
 
-/// A TCP port free on 127.0.0.1 now (nodes without node ranks must all know the group port before any binds it).
-int freePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
 /// A node without a node rank (--rdzv-backend c10d, no --node-rank): host `host`, `nproc` processes.
 GroupOptions byArrival(const std::string& host, int nnodes, int port, int nproc, int min_nnodes = 0, int round = 0) {
   GroupOptions o = optionsFor(0, nnodes, port);
@@ -475,7 +460,8 @@ std::future<Status> startForming(TcpNodeGroup& g) {
 // in that order (counts 1, 2, 3: first ranks 0, 1, 3 of 6); a member is then named by the node rank it was given. A
 // second formation (elastic 2:3, as after a restart) numbers them again, densely, in its own order of arrival.
 TEST(GroupTcp, WithoutNodeRanksTheFirstToBindLeadsAndTheOthersAreNumberedByArrival) {
-  const int port = freePort();
+  // A port free now (the launcher's helper): nodes without node ranks must all know it before any binds it.
+  const int port = freeTcpPort();
   ASSERT_GT(port, 0);
   for (int round : {0, 1}) {
     SCOPED_TRACE("formation " + std::to_string(round));
@@ -518,7 +504,7 @@ TEST(GroupTcp, WithoutNodeRanksTheFirstToBindLeadsAndTheOthersAreNumberedByArriv
 // One way per job: a node with a node rank is refused by a node 0 that numbers by arrival, and a node without one by a
 // node 0 that was given --node-rank 0, each at once with one line saying what to change (the REFUSED of "Strangers").
 TEST(GroupTcp, NodeRanksByArrivalAndGivenNodeRanksDoNotMix) {
-  const int port = freePort();
+  const int port = freeTcpPort();
   ASSERT_GT(port, 0);
   {
     TcpNodeGroup leader(byArrival("ha", 2, port, 1));

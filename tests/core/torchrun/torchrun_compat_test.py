@@ -143,21 +143,32 @@ def make_workers(folder, files):
             os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
 
 
-def run(launcher, words, folder, extra_env):
+def prepare(launcher, folder, extra_env):
+    """An empty folder for the probes, the launcher's argv start and the environment without the launchers' own."""
     out = os.path.join(folder, "out")
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "TORCHELASTIC_", "OMP_NUM_THREADS",
                                                                      "PYTHON_EXEC"))}
     env.update({"PROBE_OUT": out, "VIRTUAL_ENV": VENV}, **extra_env)
-    argv = ([PYTHON, TORCHRUN] if launcher == "torchrun" else [TAEHV_RUN]) + words
-    start = time.monotonic()
-    p = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=120)
-    took = time.monotonic() - start
+    return out, ([PYTHON, TORCHRUN] if launcher == "torchrun" else [TAEHV_RUN]), env
+
+
+def probes(out):
+    """Every worker's probe file, by name (rank_<RANK>.json)."""
     results = {}
     for name in sorted(os.listdir(out)):
         with open(os.path.join(out, name)) as f:
             results[name] = json.load(f)
+    return results
+
+
+def run(launcher, words, folder, extra_env):
+    out, base, env = prepare(launcher, folder, extra_env)
+    start = time.monotonic()
+    p = subprocess.run(base + words, cwd=folder, env=env, capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - start
+    results = probes(out)
     return p, results, took
 
 
@@ -271,18 +282,14 @@ C10D_TWO_NODES = (
     {"MASTER_ADDR": "c10d (see multinode)", "MASTER_PORT": "c10d (see multinode)"})
 
 
-def run_nodes(launcher, words, folder, nodes):
-    """Runs `nodes` launchers with the same words at once; their exit codes, stderr and every worker's probe."""
-    out = os.path.join(folder, "out")
-    shutil.rmtree(out, ignore_errors=True)
-    os.makedirs(out)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "TORCHELASTIC_", "OMP_NUM_THREADS",
-                                                                     "PYTHON_EXEC"))}
-    env.update({"PROBE_OUT": out, "VIRTUAL_ENV": VENV})
-    argv = ([PYTHON, TORCHRUN] if launcher == "torchrun" else [TAEHV_RUN]) + words
+def run_nodes(launcher, words, folder, nodes, wrap=lambda node: []):
+    """Runs `nodes` launchers at once, node i's argv `wrap(i)` + the launcher + `words` ({rank}: i); their exit codes,
+    stderr, every worker's probe and the seconds it took."""
+    out, base, env = prepare(launcher, folder, {})
     start = time.monotonic()
-    procs = [subprocess.Popen(argv, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(nodes)]
+    procs = [subprocess.Popen(wrap(i) + base + [w.replace("{rank}", str(i)) for w in words], cwd=folder, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(nodes)]
     codes, errs = [], []
     for p in procs:
         try:
@@ -292,12 +299,14 @@ def run_nodes(launcher, words, folder, nodes):
             _, err = p.communicate()
         codes.append(p.returncode)
         errs.append(err)
-    took = time.monotonic() - start
-    results = {}
-    for name in sorted(os.listdir(out)):
-        with open(os.path.join(out, name)) as f:
-            results[name] = json.load(f)
-    return codes, errs, results, took
+    return codes, errs, probes(out), time.monotonic() - start
+
+
+def exit_problems(who, codes, errs, results):
+    """Every launcher of a multi-node run exited 0 and some worker wrote its probe; else what each said last."""
+    if all(c == 0 for c in codes) and results:
+        return []
+    return [f"{who} exits {codes}: " + " ".join(e[-300:] for e in errs)]
 
 
 def group_ranks_problems(who, results, nodes, nproc):
@@ -327,11 +336,7 @@ def run_c10d_two_nodes():
         line = [w.replace(w.rsplit(":", 1)[-1], str(free_port())) if w.startswith("--rdzv-endpoint") else w
                 for w in line]  # a fresh port: torchrun's store may linger in TIME_WAIT
         hcodes, herrs, hres, htook = run_nodes("taehv-run", line, folder, 2)
-        problems = []
-        if tcodes != [0, 0] or not tres:
-            problems.append(f"torchrun exits {tcodes}: {terrs[0][-300:]} {terrs[1][-300:]}")
-        if hcodes != [0, 0] or not hres:
-            problems.append(f"taehv-run exits {hcodes}: {herrs[0][-300:]} {herrs[1][-300:]}")
+        problems = exit_problems("torchrun", tcodes, terrs, tres) + exit_problems("taehv-run", hcodes, herrs, hres)
         if not problems:
             problems = (group_ranks_problems("torchrun", tres, 2, 2) + group_ranks_problems("taehv-run", hres, 2, 2) +
                         compare(name, line, tres, hres, own, folder))

@@ -39,31 +39,9 @@ def sh(command):
 
 
 def run_two(launcher, words, folder):
-    out = os.path.join(folder, "out")
-    shutil.rmtree(out, ignore_errors=True)
-    os.makedirs(out)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "TORCHELASTIC_", "OMP_NUM_THREADS",
-                                                                     "PYTHON_EXEC"))}
-    env.update({"PROBE_OUT": out, "VIRTUAL_ENV": compat.VENV})
-    base = [compat.PYTHON, compat.TORCHRUN] if launcher == "torchrun" else [compat.TAEHV_RUN]
-    procs = []
-    for rank in (0, 1):
-        argv = ["ip", "netns", "exec", "t35h%d" % (rank + 1)] + base + [w.replace("{rank}", str(rank)) for w in words]
-        procs.append(subprocess.Popen(argv, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True))
-    codes, errs = [], []
-    for p in procs:
-        try:
-            _, err = p.communicate(timeout=90)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            _, err = p.communicate()
-        codes.append(p.returncode)
-        errs.append(err)
-    results = {}
-    for name in sorted(os.listdir(out)):
-        with open(os.path.join(out, name)) as f:
-            results[name] = compat.json.load(f)
+    """Node 0 in t35h1, node 1 in t35h2 ({rank}: the node's rank): exit codes, stderr, every worker's probe."""
+    codes, errs, results, _ = compat.run_nodes(launcher, words, folder, 2,
+                                               lambda rank: ["ip", "netns", "exec", "t35h%d" % (rank + 1)])
     return codes, errs, results
 
 
@@ -87,11 +65,8 @@ def main():
                 line = [w.replace("{port}", port) for w in words]
                 tcodes, terrs, tres = run_two("torchrun", line, folder)
                 hcodes, herrs, hres = run_two("taehv-run", line, folder)
-                problems = []
-                if tcodes != [0, 0] or not tres:
-                    problems.append(f"torchrun exits {tcodes}: {terrs[0][-300:]} {terrs[1][-300:]}")
-                if hcodes != [0, 0] or not hres:
-                    problems.append(f"taehv-run exits {hcodes}: {herrs[0][-300:]} {herrs[1][-300:]}")
+                problems = (compat.exit_problems("torchrun", tcodes, terrs, tres) +
+                            compat.exit_problems("taehv-run", hcodes, herrs, hres))
                 if not problems:
                     problems = compat.compare(name, line, tres, hres, own, folder)
                 failures += compat.report(f"{name}: {len(hres)} workers on 2 namespaces", source, problems)
