@@ -1,6 +1,7 @@
 """Torchrun.TwoNodeLinesAcrossNetworkNamespaces: two multi-node torchrun command lines, each run on two network
 namespaces (two hosts with their own addresses, tests/infra/netns_lib.sh) under the real torchrun and then with
-taehv-run in its place, compared worker by worker as torchrun_compat_test.py compares one node. Needs root and
+taehv-run in its place, compared worker by worker as torchrun_compat_test.py compares one node; then, taehv-run only,
+a c10d line without --node-rank whose endpoint is the second namespace's address (it leads). Needs root and
 iproute2 (exits 77, skipped, without them). Namespace names t35h1/t35h2, bridge t35br, net 10.35.0.0/24: this
 test's own.
 
@@ -45,6 +46,35 @@ def run_two(launcher, words, folder):
     return codes, errs, results
 
 
+# c10d without --node-rank across the two namespaces, the endpoint on the second one (10.35.0.3, t35h2): under
+# taehv-run the node that owns the endpoint's address leads as node 0 whatever the order they start in, the other
+# joins and is node 1 (issue 35). taehv-run only: torchrun decides which node hosts its store by the machine's host
+# name, which both namespaces share, so it has no host here (on one machine, torchrun_compat_test.py compares both).
+C10D_ENDPOINT_ON_NODE_2 = ["--nproc_per_node=2", "--nnodes=2", "--rdzv-backend=c10d",
+                           "--rdzv-endpoint=10.35.0.3:{port}", "pretrain_gpt.py"]
+
+
+def run_c10d_endpoint_on_node_2():
+    folder = tempfile.mkdtemp(prefix="taehv35-netns-")
+    try:
+        compat.make_workers(folder, {"pretrain_gpt.py": "script"})
+        port = compat.free_port()
+        line = [w.replace("{port}", str(port)) for w in C10D_ENDPOINT_ON_NODE_2]
+        codes, errs, results, took = compat.run_nodes("taehv-run", line, folder, 2,
+                                                      lambda i: ["ip", "netns", "exec", "t35h%d" % (i + 1)])
+        problems = compat.exit_problems("taehv-run", codes, errs, results)
+        if not problems:
+            problems = compat.group_ranks_problems("taehv-run", results, 2, 2)
+            if "node group: listening on port %d" % (port + 1) not in errs[1]:
+                problems.append("t35h2, the endpoint's node, did not lead: " + errs[1][-300:])
+            if "node 1 of 2" not in errs[0]:
+                problems.append("t35h1 is not node 1: " + errs[0][-300:])
+        return compat.report(f"c10d without --node-rank, endpoint on the second namespace: {len(results)} workers, "
+                             f"{took:.2f} s", "issue 35: the endpoint may be any node", problems)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def main():
     if os.geteuid() != 0 or shutil.which("ip") is None:
         print("skipped: needs root and iproute2 (ip netns)")
@@ -72,9 +102,10 @@ def main():
                 failures += compat.report(f"{name}: {len(hres)} workers on 2 namespaces", source, problems)
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
+        failures += run_c10d_endpoint_on_node_2()
     finally:
         sh(NETNS + "netns_down 2")
-    print(f"{len(LINES)} two-node lines, {failures} failed, {time.monotonic() - start:.1f} s")
+    print(f"{len(LINES) + 1} two-node lines, {failures} failed, {time.monotonic() - start:.1f} s")
     return 1 if failures else 0
 
 
