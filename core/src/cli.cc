@@ -208,7 +208,8 @@ po::options_description Cli::launchOptions() const {
         "multi-node: the job's secret for the node group, first line of FILE [default env TAEHV_JOB_TOKEN]")
     ("no-node-group", "multi-node: do not form the node group (no detection of lost nodes across nodes)")
     ("rdzv-backend", po::value<std::string>()->value_name("NAME"),
-        "multi-node: etcd keeps the node group in an etcd cluster, so any node (node 0 too) may be lost "
+        "multi-node: etcd keeps the node group in an etcd cluster, so any node (node 0 too) may be lost; c10d "
+        "without --node-rank numbers the nodes as they join, led by the node where --master-addr is local "
         "[env PET_RDZV_BACKEND, default: the group led by node 0]")
     ("rdzv-endpoint", po::value<std::string>()->value_name("HOST:PORT[,...]"),
         "multi-node: with --rdzv-backend etcd, the etcd cluster's client endpoints [env PET_RDZV_ENDPOINT]")

@@ -23,10 +23,15 @@ GroupFlags groupFlags(const boost::program_options::variables_map& vm) {
 
 namespace {
 
+/// --rdzv-backend, else env PET_RDZV_BACKEND, else "".
+std::string rdzvBackend(const GroupFlags& flags, const Env& env) {
+  const std::string* env_backend = findEnv(env, kRdzvBackendEnv);
+  return flags.rdzv_backend ? *flags.rdzv_backend : env_backend ? *env_backend : "";
+}
+
 /// --rdzv-backend etcd (or PET_RDZV_BACKEND=etcd): the endpoints, parsed. Other backends leave the TCP group.
 Status planEtcd(const GroupFlags& flags, const Env& env, GroupPlan& plan) {
-  const std::string* env_backend = findEnv(env, kRdzvBackendEnv);
-  const std::string backend = flags.rdzv_backend ? *flags.rdzv_backend : env_backend ? *env_backend : "";
+  const std::string backend = rdzvBackend(flags, env);
   const std::string backend_from = flags.rdzv_backend ? "--rdzv-backend" : std::string("env ") + kRdzvBackendEnv;
   if (backend.empty() || backend == "static" || backend == "c10d") return {};
   if (backend != "etcd") {
@@ -66,6 +71,10 @@ Checked<GroupPlan> planGroup(const NodeDescriptor& node, const GroupFlags& flags
     return out;
   }
   plan.leader_addr = *node.master_addr.value;
+  // torchrun's c10d rendezvous numbers the nodes as they arrive: with it and no node rank from anywhere (flag,
+  // PET_NODE_RANK, a platform), so does the TCP group (PROTOCOL.md, "Node ranks by arrival").
+  plan.rank_by_arrival = plan.enabled && plan.etcd_endpoints.empty() && rdzvBackend(flags, env) == "c10d" &&
+                         node.node_rank.origin == Origin::kDefault;
 
   if (flags.port) {
     if (*flags.port < 1 || *flags.port > 65535) {
@@ -124,6 +133,10 @@ std::string describeGroup(const GroupPlan& plan) {
       << " (the master is chosen per formation)\n";
   } else {
     s << "  address = " << plan.address() << "    <- master_addr, port " << plan.port.source << "\n";
+    if (plan.rank_by_arrival) {
+      s << "  node_rank = by arrival    <- --rdzv-backend c10d without --node-rank (the node where master_addr is "
+           "local leads as node 0, the others are numbered as they join)\n";
+    }
   }
   s << "  node_timeout = " << std::chrono::duration<double>(plan.node_timeout).count() << " s    <- "
     << plan.node_timeout_source << "\n";

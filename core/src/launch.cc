@@ -201,6 +201,7 @@ std::unique_ptr<group::NodeGroup> formGroup(const NodeDescriptor& node, const Gr
                                             const std::map<int, std::string>& leave_out = {}) {
   group::GroupOptions options;
   options.node_rank = *node.node_rank.value;
+  options.rank_by_arrival = plan.rank_by_arrival;
   options.nnodes = *node.nnodes.value;
   options.min_nnodes = *node.min_nnodes.value;
   options.round = round;
@@ -235,7 +236,7 @@ std::unique_ptr<group::NodeGroup> formGroup(const NodeDescriptor& node, const Gr
                                                                       "): "
                                                                 : "") +
                            (!tcp                    ? "forming in etcd"
-                            : options.node_rank == 0 ? "listening on port " + std::to_string(tcp->boundPort())
+                            : tcp->boundPort() > 0 ? "listening on port " + std::to_string(tcp->boundPort())
                                                      : "joining " + plan.address()) +
                            ", waiting up to " +
                            std::to_string(wait.count()) + " s for " + nodes + " nodes; node timeout " +
@@ -359,6 +360,11 @@ int runWithGroup(const NodeDescriptor& planned, const LaunchSettings& settings, 
                           "drop one of them");
     return 2;
   }
+  if (settings.leave_out_stragglers && settings.group.rank_by_arrival) {
+    log(LogLevel::kError, "--leave-out-stragglers needs each node's --node-rank (node 0 names the nodes to leave out "
+                          "by it); with node ranks by arrival (--rdzv-backend c10d, no --node-rank) drop one of them");
+    return 2;
+  }
   std::map<int, std::string> leave_out;  // node 0: the stragglers of the last formation
   for (int round = 0;; ++round) {
     NodeDescriptor node = planned;
@@ -375,7 +381,8 @@ int runWithGroup(const NodeDescriptor& planned, const LaunchSettings& settings, 
     // Each node's JOIN carried its process count; node 0 answered with this node's place and the world size.
     const group::AgreedRanks agreed = node_group->agreedRanks();
     round = agreed.round;
-    const bool leader = *planned.node_rank.value == 0;
+    // By arrival, the group chose the leader (node 0 of every formation); else it is --node-rank 0.
+    const bool leader = settings.group.rank_by_arrival ? agreed.node_rank == 0 : *planned.node_rank.value == 0;
     RankLayout layout{agreed.first_rank, agreed.world_size,
                       leader ? "node group: per-node counts " + agreed.counts
                              : std::string("node group: node 0's answer to the counts")};
@@ -390,13 +397,18 @@ int runWithGroup(const NodeDescriptor& planned, const LaunchSettings& settings, 
       node.master_addr.set(agreed.master_addr, "node group: formation " + std::to_string(round) + "'s master",
                            Origin::kRule);
     }
-    // The etcd group numbers the nodes itself (--node-rank orders them; none given: order of arrival).
-    const bool numbered = node.elastic() || round > 0 || !settings.group.etcd_endpoints.empty();
+    // The etcd group numbers the nodes itself (--node-rank orders them; none given: order of arrival), and so does
+    // the TCP group when ranks go by arrival.
+    const bool numbered = node.elastic() || round > 0 || !settings.group.etcd_endpoints.empty() ||
+                          settings.group.rank_by_arrival;
     if (numbered) {
       const std::string formation = "node group: formation " + std::to_string(round);
       node.nnodes.set(agreed.nnodes, formation + " (--nnodes " + planned.nnodesText() + ")", Origin::kRule);
-      node.node_rank.set(agreed.node_rank, formation + " (this node's --node-rank " +
-                                               std::to_string(*planned.node_rank.value) + ")", Origin::kRule);
+      node.node_rank.set(agreed.node_rank,
+                         formation + (settings.group.rank_by_arrival
+                                          ? std::string(" (by arrival)")
+                                          : " (this node's --node-rank " + std::to_string(*planned.node_rank.value) + ")"),
+                         Origin::kRule);
     }
     log(LogLevel::kInfo, "node group: this node runs ranks " + std::to_string(agreed.first_rank) + ".." +
                              std::to_string(agreed.first_rank + *node.nproc_per_node.value - 1) + " of world size " +

@@ -334,11 +334,11 @@ Status mapRendezvous(Collected& c, const TorchrunContext& context, TorchrunLine&
             "last two: the etcd node group)"};
   }
   const int max_nodes = maxNodes(c, env);
-  if (backend == "c10d" && max_nodes > 1 && !passedGiven(c, "node-rank") && !envValue(env, "PET_NODE_RANK")) {
-    return {"--rdzv-backend c10d with --nnodes " + std::to_string(max_nodes) + " and no --node-rank: taehv-run's "
-            "node group does not assign node ranks as nodes arrive yet; give each node --node-rank R (0 on the "
-            "--rdzv-endpoint host)"};
-  }
+  // c10d without a node rank: taehv-run's own --rdzv-backend c10d makes the node group number the nodes as they
+  // arrive (group_plan.cc); with one, the node rank orders them as before.
+  const bool by_arrival =
+      backend == "c10d" && max_nodes > 1 && !passedGiven(c, "node-rank") && !envValue(env, "PET_NODE_RANK");
+  if (by_arrival) pass(c, "rdzv-backend", {"--rdzv-backend", "c10d"});
   if (!endpoint || endpoint->empty()) {
     if (backend == "c10d") {
       return {"--rdzv-backend c10d needs --rdzv-endpoint HOST[:PORT] (the node that hosts the rendezvous)"};
@@ -374,8 +374,10 @@ Status mapRendezvous(Collected& c, const TorchrunContext& context, TorchrunLine&
   pass(c, "master-port", {"--master-port", std::to_string(port)});
   if (backend == "c10d") {
     line.notes.push_back("--rdzv-backend c10d: the workers' MASTER_ADDR:MASTER_PORT is the endpoint " + host + ":" +
-                         std::to_string(port) + " (torchrun: the first node's address and a port it picks); node "
-                         "ranks come from --node-rank");
+                         std::to_string(port) + " (torchrun: the first node's address and a port it picks); " +
+                         (by_arrival ? "no --node-rank: the node where " + host + " is local leads as node 0 and "
+                                       "numbers the others as they join (torchrun: as its rendezvous sorts them)"
+                                     : std::string("node ranks come from --node-rank")));
   }
   return {};
 }

@@ -66,6 +66,13 @@ TEST(TorchrunCompat, RendezvousMapsOntoMasterAndRunId) {
             (Args{"--master-addr", "n0", "--master-port", "29400"}));
   EXPECT_EQ(read({"--rdzv-backend=c10d", "--rdzv-endpoint=[::1]:0", "t.py"}).launcher_args,
             (Args{"--master-addr", "::1", "--master-port", "40123"}));
+  // c10d over several nodes without a node rank (flag or PET_NODE_RANK): taehv-run's --rdzv-backend c10d, whose node
+  // group numbers the nodes as they arrive (issue 35); with one, the node rank orders them as before.
+  EXPECT_EQ(read({"--nnodes", "1:3", "--rdzv-backend", "c10d", "--rdzv-endpoint", "n0", "t.py"}).launcher_args,
+            (Args{"--nnodes", "1:3", "--rdzv-backend", "c10d", "--master-addr", "n0", "--master-port", "29400"}));
+  EXPECT_EQ(read({"--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=n0:5", "t.py"}, {{"PET_NODE_RANK", "1"}})
+                .launcher_args,
+            (Args{"--nnodes=2", "--master-addr", "n0", "--master-port", "5"}));
   // The endpoint replaces --master-addr/--master-port, as torchrun uses it when given.
   EXPECT_EQ(read({"--master-addr", "x", "--rdzv-endpoint", "n0:5", "t.py"}).launcher_args,
             (Args{"--master-addr", "n0", "--master-port", "5"}));
@@ -91,7 +98,6 @@ TEST(TorchrunCompat, RefusedAndBadInputIsOneLineNamingTheOption) {
       {{"--rdzv-conf", "is_host=maybe", "t.py"}, "true or false"},
       {{"--rdzv-backend", "etcd-v2", "t.py"}, "needs --rdzv-endpoint HOST:PORT"},
       {{"--rdzv-backend", "zk", "t.py"}, "static, c10d, etcd and etcd-v2"},
-      {{"--nnodes", "1:3", "--rdzv-backend", "c10d", "--rdzv-endpoint", "n0", "t.py"}, "no --node-rank"},
       {{"--nnodes=2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "n0:0", "--node-rank", "1", "t.py"},
        "one node only"},
       {{"--virtual-local-rank", "t.py"}, "--virtual-local-rank"},

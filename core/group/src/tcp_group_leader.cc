@@ -111,6 +111,38 @@ void TcpNodeGroup::Impl::leaderFrame(const ConnPtr& c, const std::string& payloa
   }
 }
 
+bool TcpNodeGroup::Impl::refuseGivenRank(const ConnPtr& c, const Message& join, const std::string& refused) {
+  const auto rank = static_cast<long long>(join.rank);
+  const std::string nnodes = std::to_string(o_.nnodes);
+  if (rank < 1 || rank >= o_.nnodes) {
+    refuseJoin(c, join, Attempt::kBadRank, "rank " + std::to_string(rank) + ", job has " + nnodes + " nodes",
+               refused + (rank == 0 ? "node rank 0 is node 0's own"
+                                    : "the job has " + nnodes + " nodes, node ranks 0.." + std::to_string(o_.nnodes - 1)) +
+                   "; give every other node its own --node-rank from 1 to " + std::to_string(o_.nnodes - 1) +
+                   " and the same --nnodes",
+               false);
+    return true;
+  }
+  if (const auto present = members_.find(static_cast<int>(rank)); present != members_.end()) {
+    const Conn& there = *present->second;
+    refuseJoin(c, join, Attempt::kDuplicateRank, "rank " + std::to_string(rank),
+               refused + "node rank " + std::to_string(rank) + " is already in the group (host " + there.host +
+                   ", address " + there.peer + "); give each node its own --node-rank",
+               false);
+    return true;
+  }
+  if (const auto out = o_.leave_out.find(static_cast<int>(rank));
+      out != o_.leave_out.end() && elastic() &&
+      o_.nnodes - static_cast<int>(o_.leave_out.size()) >= std::max(o_.min_nnodes, 1)) {
+    refuseJoin(c, join, Attempt::kDuplicateRank, "rank " + std::to_string(rank) + ", left out: " + out->second,
+               refused + "it is left out of formation " + std::to_string(o_.round) + " (--leave-out-stragglers): " +
+                   out->second,
+               false);
+    return true;
+  }
+  return false;
+}
+
 void TcpNodeGroup::Impl::admit(const ConnPtr& c, const Message& join) {
   if (join.type != MessageType::kJoin || join.nonce.size() != kNonceBytes) {
     dropPending(c);
@@ -118,9 +150,10 @@ void TcpNodeGroup::Impl::admit(const ConnPtr& c, const Message& join) {
     return;
   }
   const auto rank = static_cast<long long>(join.rank);
-  const std::string refused = "node 0 (host " + o_.host + ") refused this node (--node-rank " + std::to_string(rank) +
+  const bool by_arrival = join.rank == kArrivalRank;
+  const std::string refused = "node 0 (host " + o_.host + ") refused this node (" +
+                              (by_arrival ? std::string("no --node-rank") : "--node-rank " + std::to_string(rank)) +
                               "): ";
-  const std::string nnodes = std::to_string(o_.nnodes);
   if (join.procs < 1 || join.procs > kMaxJoinProcs) {
     refuseJoin(c, join, Attempt::kBadRank,
                "rank " + std::to_string(rank) + " joined with " + std::to_string(join.procs) + " processes (1.." +
@@ -130,32 +163,19 @@ void TcpNodeGroup::Impl::admit(const ConnPtr& c, const Message& join) {
                false);
     return;
   }
-  if (rank < 1 || rank >= o_.nnodes) {
-    refuseJoin(c, join, Attempt::kBadRank, "rank " + std::to_string(rank) + ", job has " + nnodes + " nodes",
-               refused + (rank == 0 ? "node rank 0 is node 0's own"
-                                    : "the job has " + nnodes + " nodes, node ranks 0.." + std::to_string(o_.nnodes - 1)) +
-                   "; give every other node its own --node-rank from 1 to " + std::to_string(o_.nnodes - 1) +
-                   " and the same --nnodes",
+  if (by_arrival != o_.rank_by_arrival) {
+    // One way per job (PROTOCOL.md, "Node ranks by arrival"): a rank given here and none there is a mistake.
+    refuseJoin(c, join, Attempt::kBadRank, by_arrival ? "no rank, ranks are given" : "rank " + std::to_string(rank) +
+                                                                                        ", ranks go by arrival",
+               refused + (by_arrival ? "node 0 was given --node-rank 0, so every node needs its own --node-rank; or "
+                                       "give none on any node (--rdzv-backend c10d: node ranks in order of arrival)"
+                                     : "this job's nodes take node ranks in order of arrival (node 0 has none); drop "
+                                       "--node-rank on every node, or give every node its own"),
                false);
     return;
   }
-  if (const auto present = members_.find(static_cast<int>(rank)); present != members_.end()) {
-    const Conn& there = *present->second;
-    refuseJoin(c, join, Attempt::kDuplicateRank, "rank " + std::to_string(rank),
-               refused + "node rank " + std::to_string(rank) + " is already in the group (host " + there.host +
-                   ", address " + there.peer + "); give each node its own --node-rank",
-               false);
-    return;
-  }
-  if (const auto out = o_.leave_out.find(static_cast<int>(rank));
-      out != o_.leave_out.end() && elastic() &&
-      o_.nnodes - static_cast<int>(o_.leave_out.size()) >= std::max(o_.min_nnodes, 1)) {
-    refuseJoin(c, join, Attempt::kDuplicateRank, "rank " + std::to_string(rank) + ", left out: " + out->second,
-               refused + "it is left out of formation " + std::to_string(o_.round) + " (--leave-out-stragglers): " +
-                   out->second,
-               false);
-    return;
-  }
+  // Given ranks are checked here; ranks by arrival are numbered when the group forms.
+  if (!o_.rank_by_arrival && refuseGivenRank(c, join, refused)) return;
   if (formed_local_) {
     refuseJoin(c, join, Attempt::kDuplicateRank,
                "rank " + std::to_string(rank) + (elastic() ? ", group already formed (it joins at the next formation)"
@@ -167,7 +187,7 @@ void TcpNodeGroup::Impl::admit(const ConnPtr& c, const Message& join) {
   }
   dropPending(c);
   c->joined = true;
-  c->rank = static_cast<int>(rank);
+  c->rank = o_.rank_by_arrival ? next_arrival_++ : static_cast<int>(rank);
   c->host = join.text;
   c->procs = join.procs;
   c->session.setClientNonce(join.nonce);
@@ -175,8 +195,11 @@ void TcpNodeGroup::Impl::admit(const ConnPtr& c, const Message& join) {
   c->session.establish();
   heard(c);
   members_[c->rank] = c;
-  log(LogLevel::kDebug, "node group: node " + std::to_string(c->rank) + " (host " + c->host + ", " + c->peer +
-                            ") joined (" + std::to_string(members_.size()) + " of " + std::to_string(o_.nnodes - 1) + ")");
+  log(LogLevel::kDebug, "node group: " +
+                            (o_.rank_by_arrival ? std::string("a node without a node rank")
+                                                : "node " + std::to_string(c->rank)) +
+                            " (host " + c->host + ", " + c->peer + ") joined (" + std::to_string(members_.size()) +
+                            " of " + std::to_string(o_.nnodes - 1) + ")");
   publishMembers();
   const int in = static_cast<int>(members_.size()) + 1;
   if (in == o_.nnodes) {
@@ -189,7 +212,7 @@ void TcpNodeGroup::Impl::admit(const ConnPtr& c, const Message& join) {
 void TcpNodeGroup::Impl::formNow() {
   formed_local_ = true;
   // Ranks are contiguous per node in node order: node k starts at the counts of nodes 0..k-1 (members_ is
-  // ordered by --node-rank, so the formation's node ranks 1, 2, ... follow it). 64-bit sums, clamped to the u32
+  // ordered by --node-rank, or by arrival when ranks go by arrival, so the formation's node ranks 1, 2, ... follow it). 64-bit sums, clamped to the u32
   // field; the launcher checks the world size's limit.
   std::vector<int> counts = {o_.nproc};
   std::uint64_t world = static_cast<std::uint64_t>(std::max(o_.nproc, 0));
@@ -201,7 +224,7 @@ void TcpNodeGroup::Impl::formNow() {
   const auto nodes = static_cast<std::uint32_t>(members_.size() + 1);
   std::uint64_t first = static_cast<std::uint64_t>(std::max(o_.nproc, 0));
   std::uint32_t node_rank = 1;
-  std::string order = "0";
+  std::string order = o_.rank_by_arrival ? o_.host : "0";
   for (auto& [r, m] : members_) {
     Message formed{MessageType::kFormed, 0, 0, {}, {}};
     formed.procs = clamp(world);
@@ -211,8 +234,21 @@ void TcpNodeGroup::Impl::formNow() {
     formed.round = static_cast<std::uint32_t>(std::max(o_.round, 0));
     send(m, formed);
     first += m->procs;
-    order += "," + std::to_string(r);
+    order += "," + (o_.rank_by_arrival ? m->host : std::to_string(r));
   }
+  if (o_.rank_by_arrival) {
+    // From now on a member is named by the node rank it was given (its messages carry it too).
+    std::map<int, ConnPtr> numbered;
+    int next = 1;
+    for (auto& [key, m] : members_) {
+      m->rank = next;
+      numbered[next++] = m;
+    }
+    members_ = std::move(numbered);
+    publishMembers();
+  }
+  const std::string ordered = o_.rank_by_arrival ? "hosts " + order + " in order of arrival"
+                                                 : "--node-rank " + order + " in that order";
   {
     std::lock_guard<std::mutex> lock(mu_);
     formed_ = true;
@@ -226,11 +262,11 @@ void TcpNodeGroup::Impl::formNow() {
   cv_.notify_all();
   if (elastic()) {
     log(LogLevel::kInfo, "node group: formed with " + std::to_string(nodes) + " of " + std::to_string(o_.min_nnodes) +
-                             ".." + std::to_string(o_.nnodes) + " nodes (--node-rank " + order + " in that order; " +
+                             ".." + std::to_string(o_.nnodes) + " nodes (" + ordered + "; " +
                              "formation " + std::to_string(o_.round) + ", port " + std::to_string(bound_port_) + ")");
   } else {
     log(LogLevel::kInfo, "node group: all " + std::to_string(o_.nnodes) + " nodes joined (port " +
-                             std::to_string(bound_port_) + ")");
+                             std::to_string(bound_port_) + (o_.rank_by_arrival ? "; " + ordered : std::string()) + ")");
   }
 }
 

@@ -68,7 +68,8 @@ void TcpNodeGroup::Impl::memberFrame(const ConnPtr& c, const std::string& payloa
     }
     if (in.message.type == MessageType::kChallenge && in.message.nonce.size() == kNonceBytes) {
       c->session.setServerNonce(in.message.nonce);
-      Message join{MessageType::kJoin, static_cast<std::uint32_t>(o_.node_rank), 0, c->session.makeClientNonce(), o_.host};
+      const std::uint32_t rank = o_.rank_by_arrival ? kArrivalRank : static_cast<std::uint32_t>(o_.node_rank);
+      Message join{MessageType::kJoin, rank, 0, c->session.makeClientNonce(), o_.host};
       join.procs = static_cast<std::uint32_t>(std::max(o_.nproc, 0));
       send(c, join);
     } else if (in.message.type == MessageType::kRefused) {
@@ -112,6 +113,7 @@ void TcpNodeGroup::Impl::memberFrame(const ConnPtr& c, const std::string& payloa
         agreed_.node_rank = static_cast<int>(std::min<std::uint32_t>(in.message.node_rank, INT_MAX));
         agreed_.nnodes = static_cast<int>(std::min<std::uint32_t>(in.message.nnodes, INT_MAX));
         agreed_.round = static_cast<int>(std::min<std::uint32_t>(in.message.round, INT_MAX));
+        if (o_.rank_by_arrival) o_.node_rank = agreed_.node_rank;  // node 0 numbered this node on arrival
       }
       cv_.notify_all();
       break;

@@ -8,22 +8,79 @@ namespace taehv::group {
 
 int defaultGroupPort(int master_port) { return master_port < 65535 ? master_port + 1 : master_port - 1; }
 
+namespace {
+
+/// True when `host` resolves to an address this machine (this network namespace) can bind: the node that owns the
+/// rendezvous endpoint, as torchrun's c10d backend decides which node hosts its store.
+bool isLocalAddress(asio::io_context& io, const std::string& host) {
+  boost::system::error_code ec;
+  tcp::resolver resolver(io);
+  const auto endpoints = resolver.resolve(host, "0", ec);
+  if (ec) return false;
+  for (const auto& entry : endpoints) {
+    tcp::socket probe(io);
+    probe.open(entry.endpoint().protocol(), ec);
+    if (!ec) probe.bind(tcp::endpoint(entry.endpoint().address(), 0), ec);
+    if (!ec) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+boost::system::error_code TcpNodeGroup::Impl::listen() {
+  raiseDescriptorLimit();
+  boost::system::error_code ec;
+  const auto address = asio::ip::make_address(o_.bind_addr, ec);
+  if (ec) return ec;
+  const tcp::endpoint endpoint(address, static_cast<unsigned short>(o_.port));
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+  }
+  return ec;
+}
+
+Status TcpNodeGroup::Impl::chooseRole() {
+  leader_ = false;
+  if (isLocalAddress(io_, o_.leader_addr)) {
+    const boost::system::error_code ec = listen();
+    if (!ec) {
+      leader_ = true;
+    } else if (ec == asio::error::address_in_use) {
+      // As torchrun's c10d store host: of several processes on the endpoint's machine, the first to bind leads.
+      log(LogLevel::kDebug, "node group: " + o_.leader_addr + " is this machine's, but port " +
+                                std::to_string(o_.port) + " is taken here (another node of the job leads): joining");
+    } else {
+      return {"node group: cannot listen on " + o_.bind_addr + ":" + std::to_string(o_.port) + " (" + ec.message() +
+              ")"};
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  o_.node_rank = leader_ ? 0 : -1;  // a member learns its rank from FORMED
+  return {};
+}
+
+std::string TcpNodeGroup::Impl::selfName() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return o_.node_rank >= 0 ? "node " + std::to_string(o_.node_rank) : std::string("a node without a node rank yet");
+}
+
 Status TcpNodeGroup::Impl::start() {
   if (!stop_pipe_.ok()) return {"node group: cannot create its stop pipe"};
-  if (leader_) {
-    raiseDescriptorLimit();
-    boost::system::error_code ec;
-    const auto address = asio::ip::make_address(o_.bind_addr, ec);
-    if (ec) return {"node group: bad listen address '" + o_.bind_addr + "': " + ec.message()};
-    const tcp::endpoint endpoint(address, static_cast<unsigned short>(o_.port));
-    acceptor_.open(endpoint.protocol(), ec);
-    if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
-    if (!ec) acceptor_.bind(endpoint, ec);
-    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) {
+  if (o_.rank_by_arrival) {
+    if (Status s = chooseRole(); !s.ok()) return s;
+  } else if (leader_) {
+    if (const boost::system::error_code ec = listen()) {
       return {"node group: cannot listen on " + o_.bind_addr + ":" + std::to_string(o_.port) + " (" + ec.message() +
               "); another job may hold it: pick a free one with --group-port or TAEHV_GROUP_PORT on every node"};
     }
+  }
+  if (leader_) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       bound_port_ = acceptor_.local_endpoint().port();
@@ -57,6 +114,12 @@ Status TcpNodeGroup::Impl::form(Clock::time_point deadline) {
               std::to_string(bound_port_) + " in time, fewer than the " + std::to_string(o_.min_nnodes) +
               " the job needs (--nnodes " + std::to_string(o_.min_nnodes) + ":" + std::to_string(o_.nnodes) + ")"};
     }
+    if (o_.rank_by_arrival) {
+      return {"node group: " + std::to_string(present_.size() + 1) + " of " + std::to_string(o_.nnodes) +
+              " nodes joined node 0's group on port " + std::to_string(bound_port_) + " in time (node ranks by "
+              "arrival); check that taehv-run runs on the others with the same --rdzv-endpoint, --nnodes and job "
+              "token"};
+    }
     for (int r = 1; r < o_.nnodes; ++r) {
       if (!present_.count(r)) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
     }
@@ -85,8 +148,7 @@ bool TcpNodeGroup::Impl::leaderLost() const {
 
 void TcpNodeGroup::Impl::requestStop(const std::string& reason) {
   asio::post(io_, [this, reason] {
-    triggerStop("node " + std::to_string(o_.node_rank) + " (host " + o_.host + ") stopped the job: " + reason,
-                o_.node_rank);
+    triggerStop(selfName() + " (host " + o_.host + ") stopped the job: " + reason, o_.node_rank);
   });
 }
 
@@ -280,8 +342,9 @@ void TcpNodeGroup::Impl::onDisconnect(const ConnPtr& c, const std::string& why) 
     return;
   }
   closeConn(c);
-  retryJoin("node 0 closed the connection during the handshake: is the job token the same on every node, and is "
-            "node rank " + std::to_string(o_.node_rank) + " given to one node only?" +
+  retryJoin("node 0 closed the connection during the handshake: is the job token the same on every node" +
+            (o_.rank_by_arrival ? std::string("?")
+                                : ", and is node rank " + std::to_string(o_.node_rank) + " given to one node only?") +
             (elastic() ? " Or the group has formed without this node: it joins at the next formation" : ""));
 }
 

@@ -101,7 +101,7 @@ class TcpNodeGroup::Impl {
  public:
   explicit Impl(GroupOptions options)
       : o_(std::move(options)),
-        leader_(o_.node_rank == 0),
+        leader_(!o_.rank_by_arrival && o_.node_rank == 0),
         acceptor_(io_),
         tick_(io_),
         accept_retry_(io_),
@@ -127,6 +127,13 @@ class TcpNodeGroup::Impl {
  private:
   void log(LogLevel level, const std::string& message) const;
   void shutdown();
+  /// Binds and listens on the group port (bind_addr:port).
+  boost::system::error_code listen();
+  /// Ranks by arrival: leads (leader_, node rank 0) when leader_addr is an address of this machine and the group
+  /// port is still free here; joins (no node rank until FORMED) when it is not, or another process holds the port.
+  Status chooseRole();
+  /// How messages name this node: "node R", or "a node without a node rank yet" (by arrival, before FORMED).
+  std::string selfName() const;
 
   // ---- shared state ----------------------------------------------------------------------------------------
 
@@ -161,6 +168,9 @@ class TcpNodeGroup::Impl {
   void dropPending(const ConnPtr& c);
   void leaderFrame(const ConnPtr& c, const std::string& payload);
   void admit(const ConnPtr& c, const Message& join);
+  /// A JOIN with a given node rank: refuses (REFUSED, true) one out of range, already present or left out.
+  /// `refused`: the start of the line the member prints.
+  bool refuseGivenRank(const ConnPtr& c, const Message& join, const std::string& refused);
   /// Lays the ranks out over the leader and every member in, sends each its FORMED (PROTOCOL.md, "Formation").
   void formNow();
   void memberLost(const ConnPtr& c, const std::string& why);
@@ -195,7 +205,7 @@ class TcpNodeGroup::Impl {
   std::string stopReasonLocked() const;
 
   GroupOptions o_;
-  const bool leader_;
+  bool leader_;  ///< set by the constructor, or by start() when ranks go by arrival; fixed once the thread runs
   asio::io_context io_;
   tcp::acceptor acceptor_;
   asio::steady_timer tick_;
@@ -232,7 +242,8 @@ class TcpNodeGroup::Impl {
 
   // The event loop's own.
   std::deque<ConnPtr> pending_;     ///< leader: connected, no valid JOIN yet (oldest first)
-  std::map<int, ConnPtr> members_;  ///< leader: by node rank
+  std::map<int, ConnPtr> members_;  ///< leader: by node rank (by arrival: by order of arrival until formed)
+  int next_arrival_ = 1;            ///< leader, ranks by arrival: the key of the next member admitted
   bool formed_local_ = false;
   std::optional<Clock::time_point> last_call_at_;  ///< leader, elastic: form at this time with whoever is in
   Clock::time_point join_started_{};                ///< member: when form() began

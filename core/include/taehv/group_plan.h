@@ -49,6 +49,9 @@ struct GroupPlan {
   /// the TCP group led by node 0.
   std::vector<group::EtcdEndpoint> etcd_endpoints;
   std::string etcd_source;  ///< where the endpoints came from (flag or env)
+  /// The TCP group numbers the nodes in order of arrival (--rdzv-backend c10d and no node rank given): the node
+  /// descriptor's node_rank (0, the default) is a placeholder until the group forms.
+  bool rank_by_arrival = false;
 
   /// "ADDR:PORT".
   std::string address() const { return leader_addr + ":" + std::to_string(port.value.value_or(0)); }

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "taehv/group/session.h"
+#include "taehv/launch.h"
 #include "taehv/group/wire.h"
 
 namespace taehv::group {
@@ -433,6 +434,114 @@ TEST(GroupTcp, StrangersCanNeitherJoinStopNorCrashTheGroup) {
   real.write(captured_stop);  // on its own connection, with the next counter: genuine
   ASSERT_TRUE(eventually([&] { return readable(member.stopFd()); }));
   EXPECT_NE(member.stopReason().find("captured"), std::string::npos);
+}
+
+/// A node without a node rank (--rdzv-backend c10d, no --node-rank): host `host`, `nproc` processes.
+GroupOptions byArrival(const std::string& host, int nnodes, int port, int nproc, int min_nnodes = 0, int round = 0) {
+  GroupOptions o = optionsFor(0, nnodes, port);
+  o.rank_by_arrival = true;
+  o.node_rank = 0;  // what the launcher's default says; ignored by arrival
+  o.host = host;
+  o.nproc = nproc;
+  o.min_nnodes = min_nnodes;
+  o.round = round;
+  o.reforming = round > 0;
+  return o;
+}
+
+/// Starts `g` and its form() on another thread; returns the future of form().
+std::future<Status> startForming(TcpNodeGroup& g) {
+  EXPECT_EQ(g.start().error, "");
+  return std::async(std::launch::async, [&g] { return g.form(Clock::now() + 15s); });
+}
+
+// Issue 35: three nodes without node ranks, all on 127.0.0.1 (the endpoint's address is local to each): the first to
+// bind the group port leads as node 0, the others are numbered 1 and 2 in order of arrival, ranks laid out over them
+// in that order (counts 1, 2, 3: first ranks 0, 1, 3 of 6); a member is then named by the node rank it was given. A
+// second formation (elastic 2:3, as after a restart) numbers them again, densely, in its own order of arrival.
+TEST(GroupTcp, WithoutNodeRanksTheFirstToBindLeadsAndTheOthersAreNumberedByArrival) {
+  // A port free now (the launcher's helper): nodes without node ranks must all know it before any binds it.
+  const int port = freeTcpPort();
+  ASSERT_GT(port, 0);
+  for (int round : {0, 1}) {
+    SCOPED_TRACE("formation " + std::to_string(round));
+    TcpNodeGroup a(byArrival("ha", 3, port, 1, 2, round));
+    TcpNodeGroup b(byArrival("hb", 3, port, 2, 2, round));
+    TcpNodeGroup c(byArrival("hc", 3, port, 3, 2, round));
+    // Round 0: a binds first, then b, then c arrive. Round 1: a leads again, c arrives before b.
+    auto fa = startForming(a);
+    ASSERT_EQ(a.boundPort(), port);
+    TcpNodeGroup& second = round == 0 ? b : c;
+    TcpNodeGroup& third = round == 0 ? c : b;
+    auto f2 = startForming(second);
+    EXPECT_EQ(second.boundPort(), 0) << "the port was taken: it joins";
+    ASSERT_TRUE(eventually([&] { return a.stats().members == 1; }));
+    auto f3 = startForming(third);
+    for (auto* f : {&fa, &f2, &f3}) ASSERT_EQ(f->get().error, "");
+    const AgreedRanks ra = a.agreedRanks(), r2 = second.agreedRanks(), r3 = third.agreedRanks();
+    EXPECT_EQ(ra.node_rank, 0);
+    EXPECT_EQ(r2.node_rank, 1);
+    EXPECT_EQ(r3.node_rank, 2);
+    for (const AgreedRanks* r : {&ra, &r2, &r3}) {
+      EXPECT_EQ(r->nnodes, 3);
+      EXPECT_EQ(r->world_size, 6);
+      EXPECT_EQ(r->round, round);
+      EXPECT_EQ(r->master_addr, "127.0.0.1");
+    }
+    EXPECT_EQ(ra.first_rank, 0);
+    EXPECT_EQ(r2.first_rank, 1);  // after node 0's one process
+    EXPECT_EQ(r3.first_rank, 1 + (round == 0 ? 2 : 3));
+    third.requestStop("worker rank 5 exited with code 1");
+    for (auto* g : {&a, &b, &c}) {
+      ASSERT_TRUE(eventually([&] { return readable(g->stopFd()); }));
+      EXPECT_NE(g->stopReason().find("node 2 (host " + std::string(round == 0 ? "hc" : "hb") + ") stopped the job"),
+                std::string::npos)
+          << g->stopReason();
+    }
+  }
+}
+
+// One way per job: a node with a node rank is refused by a node 0 that numbers by arrival, and a node without one by a
+// node 0 that was given --node-rank 0, each at once with one line saying what to change (the REFUSED of "Strangers").
+TEST(GroupTcp, NodeRanksByArrivalAndGivenNodeRanksDoNotMix) {
+  const int port = freeTcpPort();
+  ASSERT_GT(port, 0);
+  {
+    TcpNodeGroup leader(byArrival("ha", 2, port, 1));
+    ASSERT_EQ(leader.start().error, "");
+    ASSERT_EQ(leader.boundPort(), port);
+    TcpNodeGroup given(optionsFor(1, 2, port));
+    ASSERT_EQ(given.start().error, "");
+    const auto t0 = Clock::now();
+    const std::string why = given.form(Clock::now() + 15s).error;
+    EXPECT_LT(Clock::now() - t0, 5s) << why;
+    EXPECT_NE(why.find("node 0 (host ha) refused this node (--node-rank 1): this job's nodes take node ranks in "
+                       "order of arrival"),
+              std::string::npos)
+        << why;
+  }
+  TcpNodeGroup leader(optionsFor(0, 2, port));
+  ASSERT_EQ(leader.start().error, "");
+  GroupOptions o = byArrival("hb", 2, port, 1);
+  o.leader_addr = "127.0.0.2";  // not where node 0 listens...
+  o.bind_addr = "127.0.0.2";
+  TcpNodeGroup none(o);
+  ASSERT_EQ(none.start().error, "");  // ...but local too: it binds 127.0.0.2 and leads a group nobody joins
+  EXPECT_EQ(none.boundPort(), port);
+  GroupOptions far = byArrival("hd", 2, port, 1);
+  far.leader_addr = "192.0.2.1";  // TEST-NET-1: no address of this machine, so it never leads
+  TcpNodeGroup remote(far);
+  ASSERT_EQ(remote.start().error, "");
+  EXPECT_EQ(remote.boundPort(), 0);
+  GroupOptions member = byArrival("hc", 2, port, 1);
+  member.leader_addr = "localhost";  // local, and the port is node 0's: it joins
+  TcpNodeGroup joining(member);
+  ASSERT_EQ(joining.start().error, "");
+  EXPECT_EQ(joining.boundPort(), 0);
+  const std::string why = joining.form(Clock::now() + 15s).error;
+  EXPECT_NE(why.find("node 0 (host h0) refused this node (no --node-rank): node 0 was given --node-rank 0"),
+            std::string::npos)
+      << why;
 }
 
 }  // namespace

@@ -51,6 +51,23 @@ TEST(GroupWire, JoinAndFormedCarryTheProcessCounts) {
   }
 }
 
+// Issue 35: a member without a node rank joins with kArrivalRank; the FORMED it gets carries the rank node 0 gave it.
+TEST(GroupWire, AJoinWithoutANodeRankAndItsFormedRoundTrip) {
+  Message join{MessageType::kJoin, kArrivalRank, 0, std::string(kNonceBytes, '\x03'), "host-c"};
+  join.procs = 2;
+  auto j = decodeBody(encodeBody(join));
+  ASSERT_TRUE(j.ok()) << j.error;
+  EXPECT_EQ(j.value.rank, 0xffffffffu);
+  EXPECT_EQ(j.value.procs, 2u);
+  Message formed{MessageType::kFormed, 0, 1, {}, {}};
+  formed.node_rank = 2;
+  formed.nnodes = 3;
+  auto f = decodeBody(encodeBody(formed));
+  ASSERT_TRUE(f.ok()) << f.error;
+  EXPECT_EQ(f.value.node_rank, 2u);
+  EXPECT_EQ(f.value.nnodes, 3u);
+}
+
 TEST(GroupWire, TextIsCutToTheLimit) {
   Message m{MessageType::kStop, 1, 1, {}, std::string(kMaxTextBytes + 100, 'x')};
   auto back = decodeBody(encodeBody(m));

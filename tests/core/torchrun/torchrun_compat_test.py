@@ -143,21 +143,32 @@ def make_workers(folder, files):
             os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
 
 
-def run(launcher, words, folder, extra_env):
+def prepare(launcher, folder, extra_env):
+    """An empty folder for the probes, the launcher's argv start and the environment without the launchers' own."""
     out = os.path.join(folder, "out")
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "TORCHELASTIC_", "OMP_NUM_THREADS",
                                                                      "PYTHON_EXEC"))}
     env.update({"PROBE_OUT": out, "VIRTUAL_ENV": VENV}, **extra_env)
-    argv = ([PYTHON, TORCHRUN] if launcher == "torchrun" else [TAEHV_RUN]) + words
-    start = time.monotonic()
-    p = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=120)
-    took = time.monotonic() - start
+    return out, ([PYTHON, TORCHRUN] if launcher == "torchrun" else [TAEHV_RUN]), env
+
+
+def probes(out):
+    """Every worker's probe file, by name (rank_<RANK>.json)."""
     results = {}
     for name in sorted(os.listdir(out)):
         with open(os.path.join(out, name)) as f:
             results[name] = json.load(f)
+    return results
+
+
+def run(launcher, words, folder, extra_env):
+    out, base, env = prepare(launcher, folder, extra_env)
+    start = time.monotonic()
+    p = subprocess.run(base + words, cwd=folder, env=env, capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - start
+    results = probes(out)
     return p, results, took
 
 
@@ -256,6 +267,85 @@ def run_cases():
     return failures
 
 
+# torchrun's c10d rendezvous over two nodes without --node-rank (issue 35): both nodes' launchers run on this machine,
+# where the endpoint 127.0.0.1 is local to each, so the first to bind hosts the rendezvous (torchrun: its TCPStore;
+# taehv-run: its node group, as node 0) and the other joins it. Which launcher becomes which node is a race under
+# both (the files are per RANK, so that is no difference), so the node ranks are also checked as a set: {0, 1}, and
+# RANK = GROUP_RANK * 2 + LOCAL_RANK in every worker.
+C10D_TWO_NODES = (
+    "elastic quickstart, 2 nodes, c10d without --node-rank", "PyTorch elastic quickstart (docs.pytorch.org/docs/"
+    "stable/elastic/quickstart.html): torchrun --nnodes=$NUM_NODES --nproc-per-node=$NUM_TRAINERS --max-restarts=3 "
+    "--rdzv-id=$JOB_ID --rdzv-backend=c10d --rdzv-endpoint=$HOST_NODE_ADDR YOUR_TRAINING_SCRIPT.py, run on two "
+    "nodes (here two launchers on one machine, endpoint 127.0.0.1)",
+    ["--nnodes=2", "--nproc-per-node=2", "--max-restarts=3", "--rdzv-id=job35c", "--rdzv-backend=c10d",
+     "--rdzv-endpoint=127.0.0.1:{port}", "train.py"],
+    {"MASTER_ADDR": "c10d (see multinode)", "MASTER_PORT": "c10d (see multinode)"})
+
+
+def run_nodes(launcher, words, folder, nodes, wrap=lambda node: []):
+    """Runs `nodes` launchers at once, node i's argv `wrap(i)` + the launcher + `words` ({rank}: i); their exit codes,
+    stderr, every worker's probe and the seconds it took."""
+    out, base, env = prepare(launcher, folder, {})
+    start = time.monotonic()
+    procs = [subprocess.Popen(wrap(i) + base + [w.replace("{rank}", str(i)) for w in words], cwd=folder, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(nodes)]
+    codes, errs = [], []
+    for p in procs:
+        try:
+            _, err = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _, err = p.communicate()
+        codes.append(p.returncode)
+        errs.append(err)
+    return codes, errs, probes(out), time.monotonic() - start
+
+
+def exit_problems(who, codes, errs, results):
+    """Every launcher of a multi-node run exited 0 and some worker wrote its probe; else what each said last."""
+    if all(c == 0 for c in codes) and results:
+        return []
+    return [f"{who} exits {codes}: " + " ".join(e[-300:] for e in errs)]
+
+
+def group_ranks_problems(who, results, nodes, nproc):
+    """Every rank once, every node rank once, RANK = GROUP_RANK * nproc + LOCAL_RANK, each worker's sizes right."""
+    problems = []
+    ranks = sorted(int(r["env"]["RANK"]) for r in results.values())
+    groups = sorted({int(r["env"]["GROUP_RANK"]) for r in results.values()})
+    if ranks != list(range(nodes * nproc)):
+        problems.append(f"{who}: ranks {ranks}")
+    if groups != list(range(nodes)):
+        problems.append(f"{who}: group ranks {groups}")
+    for name, r in results.items():
+        e = r["env"]
+        if int(e["RANK"]) != int(e["GROUP_RANK"]) * nproc + int(e["LOCAL_RANK"]) or e["GROUP_WORLD_SIZE"] != str(nodes):
+            problems.append(f"{who} {name}: RANK {e['RANK']}, GROUP_RANK {e['GROUP_RANK']}, LOCAL_RANK "
+                            f"{e['LOCAL_RANK']}, GROUP_WORLD_SIZE {e['GROUP_WORLD_SIZE']}")
+    return problems
+
+
+def run_c10d_two_nodes():
+    name, source, words, own = C10D_TWO_NODES
+    folder = tempfile.mkdtemp(prefix="taehv35c-")
+    try:
+        make_workers(folder, {"train.py": "script"})
+        line = [w.replace("{port}", str(free_port())) for w in words]
+        tcodes, terrs, tres, ttook = run_nodes("torchrun", line, folder, 2)
+        line = [w.replace(w.rsplit(":", 1)[-1], str(free_port())) if w.startswith("--rdzv-endpoint") else w
+                for w in line]  # a fresh port: torchrun's store may linger in TIME_WAIT
+        hcodes, herrs, hres, htook = run_nodes("taehv-run", line, folder, 2)
+        problems = exit_problems("torchrun", tcodes, terrs, tres) + exit_problems("taehv-run", hcodes, herrs, hres)
+        if not problems:
+            problems = (group_ranks_problems("torchrun", tres, 2, 2) + group_ranks_problems("taehv-run", hres, 2, 2) +
+                        compare(name, line, tres, hres, own, folder))
+        return report(f"{name}: {len(hres)} workers on 2 launchers, torchrun {ttook:.2f} s, taehv-run {htook:.2f} s",
+                      source, problems)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 # Bad input: taehv-run's one line and exit 2, and no worker started.
 BAD = [
     ("a script that does not exist", ["--nproc-per-node", "2", "missing_train.py"], "does not exist"),
@@ -266,8 +356,6 @@ BAD = [
     ("--rdzv-conf garbage", ["--rdzv-conf", "garbage", "train.py"], "is not key=value"),
     ("--rdzv-conf bad timeout", ["--rdzv-conf", "join_timeout=soon", "train.py"], "whole seconds"),
     ("static endpoint without a port", ["--rdzv-endpoint", "node0", "train.py"], "has no port"),
-    ("c10d over 2 nodes without --node-rank", ["--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
-                                               "node0:29400", "train.py"], "does not assign node ranks"),
     ("etcd rendezvous, no etcd there", ["--nnodes", "2", "--node-rank", "0", "--rdzv-backend", "etcd",
                                         "--rdzv-endpoint", "127.0.0.1:1", "train.py"], "cannot reach etcd at 127.0.0.1:1"),
     ("--no-python with -m", ["--no-python", "-m", "train"], "cannot be used together"),
@@ -315,6 +403,6 @@ def run_failing():
 
 if __name__ == "__main__":
     start = time.monotonic()
-    failed = run_cases() + run_bad() + run_failing()
-    print(f"{len(CASES)} command lines, {len(BAD)} bad inputs, {failed} failed, {time.monotonic() - start:.1f} s")
+    failed = run_cases() + run_c10d_two_nodes() + run_bad() + run_failing()
+    print(f"{len(CASES) + 1} command lines, {len(BAD)} bad inputs, {failed} failed, {time.monotonic() - start:.1f} s")
     sys.exit(1 if failed else 0)

@@ -52,6 +52,11 @@ inline constexpr std::chrono::seconds kMinNodeTimeout{3};
 /// How this node takes part.
 struct GroupOptions {
   int node_rank = 0;  ///< this node's identity: its --node-rank (0 = the leader); unique among the job's nodes
+  /// No --node-rank (torchrun's c10d rendezvous): node_rank is ignored; the node where leader_addr is a local address
+  /// and that binds the group port first leads (node 0), every other node joins without a rank and node 0 numbers
+  /// the nodes 1, 2, ... in order of arrival at each formation (PROTOCOL.md, "Node ranks by arrival"). Every node of
+  /// the job must run this way. The TCP group only (the etcd group orders nodes without a rank by arrival anyway).
+  bool rank_by_arrival = false;
   int nnodes = 1;     ///< the most nodes (MAX of --nnodes MIN:MAX)
   int min_nnodes = 0;  ///< elastic: the fewest nodes the group forms with (0 = nnodes: a fixed size)
   int round = 0;       ///< leader: this formation's number (0 first, +1 each re-formation); FORMED carries it

@@ -38,6 +38,10 @@ inline constexpr std::size_t kMacBytes = 32;    ///< HMAC-SHA256
 inline constexpr std::size_t kNonceBytes = 16;  ///< Ns, Nc
 /// Longest text field (host name, stop reason) a sender puts in a message; longer text is cut.
 inline constexpr std::size_t kMaxTextBytes = 2048;
+/// A JOIN's rank when the member has no node rank and asks node 0 for one (PROTOCOL.md, "Node ranks by arrival"):
+/// FORMED's node_rank then carries the rank assigned, and the member's later messages carry that. Added within
+/// version 3: an older node 0 refuses it as a node rank out of range (REFUSED, procs 0), so the member ends saying so.
+inline constexpr std::uint32_t kArrivalRank = 0xffffffffu;
 
 /// One message without its MAC.
 struct Message {
