@@ -143,16 +143,17 @@ class EtcdNetns : public ::testing::Test {
     }
   }
 
-  /// Node `id` in namespace id+1: `nproc` ranks of the elastic job, no --master-addr.
-  void startNode(int id, int nproc) {
+  /// Node `id` in namespace id+1: `nproc` ranks of the elastic job, no --master-addr; `worker`: the workers'
+  /// command (none: taehv-train).
+  void startNode(int id, int nproc, std::vector<std::string> worker = {}) {
     std::vector<std::string> argv = {taehv::testing::builtBinDir() + "/taehv-run", "--backend", "local", "--nnodes",
                                      "2:3", "--node-rank", std::to_string(id), "--master-port",
                                      std::to_string(kMasterPort), "--nproc-per-node", std::to_string(nproc),
                                      "--node-timeout", std::to_string(kNodeTimeoutS), "--shutdown-grace",
                                      std::to_string(kGraceS), "--max-restarts", "1", "--run-id", "t34-netns",
                                      "--rdzv-backend", "etcd", "--rdzv-endpoint", etcdEndpoints(), "--"};
-    const auto train = trainer(dir_ + "/elastic", steps_, every_);
-    argv.insert(argv.end(), train.begin(), train.end());
+    if (worker.empty()) worker = trainer(dir_ + "/elastic", steps_, every_);
+    argv.insert(argv.end(), worker.begin(), worker.end());
     nodes_[static_cast<std::size_t>(id)] = inNamespace();
     nodes_[static_cast<std::size_t>(id)].spawn(id + 1, argv, dir_ + "/node" + std::to_string(id) + ".log");
   }
@@ -334,6 +335,39 @@ TEST_F(EtcdNetns, OneEtcdMemberKilledTheJobDoesNotNotice) {
     EXPECT_EQ(log.find("stopping"), std::string::npos) << log;
   }
   expectAllSamplesOnce();
+}
+
+TEST_F(EtcdNetns, ALateNodeJoinsAtTheNextFormationUpToMax) {
+  // Workers that say where they run. In the first formation node 1's fail after 10 s, which makes the next one,
+  // and node 0's run until stopped; in the next they all end well after 2 s.
+  const std::vector<std::string> worker = {
+      "/bin/sh", "-c",
+      "echo \"worker rank $RANK of $WORLD_SIZE, node $GROUP_RANK of $GROUP_WORLD_SIZE, restart "
+      "$TORCHELASTIC_RESTART_COUNT\"; if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then "
+      "if [ \"$GROUP_RANK\" = 1 ]; then sleep 10; exit 1; fi; exec sleep 120; fi; exec sleep 2"};
+  startNode(0, 1, worker);
+  startNode(1, 1, worker);
+  const auto end = Clock::now() + 60s;
+  while (readFile(nodes_[1].log).find("formation 0: ") == std::string::npos) {
+    ASSERT_LT(Clock::now(), end) << "nodes 0 and 1 did not form:\n" << readFile(nodes_[1].log);
+    std::this_thread::sleep_for(100ms);
+  }
+  startNode(2, 1, worker);  // late: the group has formed at 2 of --nnodes 2:3
+  waitAll(Clock::now(), 120s);
+  const std::string log0 = readFile(nodes_[0].log), log2 = readFile(nodes_[2].log);
+  for (int i = 0; i < kNodes; ++i) {
+    const NodeProcess& n = nodes_[static_cast<std::size_t>(i)];
+    EXPECT_EQ(n.exit_status, 0) << readFile(n.log);
+  }
+  const std::string first = lineWith(log0, "node group (etcd): formation 0: ");
+  EXPECT_EQ(first.find("node 2 ("), std::string::npos) << log0;
+  EXPECT_NE(log0.find("worker rank 0 of 2, node 0 of 2, restart 0"), std::string::npos) << log0;
+  EXPECT_EQ(log2.find("formation 0: "), std::string::npos) << log2;
+  const std::string next = lineWith(log2, "node group (etcd): formation 1: ");
+  EXPECT_NE(next.find("node 0 ("), std::string::npos) << log2;
+  EXPECT_NE(next.find("node 1 ("), std::string::npos) << log2;
+  EXPECT_NE(next.find("node 2 (host "), std::string::npos) << log2;
+  EXPECT_NE(log2.find("worker rank 2 of 3, node 2 of 3, restart 1"), std::string::npos) << log2;
 }
 
 }  // namespace
