@@ -10,6 +10,7 @@
 //   stops and says there is no quorum on its side, exit 1, never a hang. Prints the time from the cut to the next
 //   training step.
 // - One etcd member killed alone (the leader, which every node talks to first): the job does not notice.
+// - A node started late (nodes 0 and 1 formed at 2): it joins at the next formation, up to MAX (shell workers).
 // Needs root, iproute2, etcd and taehv-train (skipped otherwise, but for etcd: not installed is a failure); slow.
 #include <gtest/gtest.h>
 
