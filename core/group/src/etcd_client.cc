@@ -332,7 +332,9 @@ std::vector<EtcdMemberStatus> EtcdClient::statuses() {
       // The leader's member ID; absent or 0 while the member knows none (etcd then lists "etcdserver: no leader").
       s.has_leader = jsonInt(j.value, "leader") != 0;
       if (j.value.contains("errors") && j.value["errors"].is_array()) {
-        for (const Json& e : j.value["errors"]) s.note += (s.note.empty() ? "" : "; ") + (e.is_string() ? e.get<std::string>() : e.dump());
+        for (const Json& e : j.value["errors"]) {
+          s.note += (s.note.empty() ? "" : "; ") + (e.is_string() ? e.get<std::string>() : e.dump());
+        }
       }
     }
     out.push_back(std::move(s));

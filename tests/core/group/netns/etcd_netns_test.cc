@@ -44,12 +44,13 @@ constexpr int kEtcdClientPort = 2379, kEtcdPeerPort = 2380;
 /// `every`, resuming whatever is there.
 std::vector<std::string> trainer(const std::string& out, int steps = kSteps, int every = 1) {
   std::vector<std::string> argv = {taehv::testing::builtBinDir() + "/taehv-train"};
-  for (const std::string& set :
-       std::vector<std::string>{"data.size=32", "data.frames=4", "train.threads=1", "log.every=1", "log.preview_every=0",
-                                "checkpoint.export_safetensors=false", "train.steps=" + std::to_string(steps),
-                                "output.dir=" + out, "train.seed=3", "train.optimizer=sgd", "train.lr=0.5",
-                                "train.warmup_steps=0", "train.grad_clip=0", "train.weight_decay=0", "checkpoint.every=" + std::to_string(every),
-                                "checkpoint.keep=20", "dist.bucket_mb=4", "train.batch_per_rank=1"}) {
+  const std::vector<std::string> sets = {
+      "data.size=32", "data.frames=4", "train.threads=1", "log.every=1", "log.preview_every=0",
+      "checkpoint.export_safetensors=false", "train.steps=" + std::to_string(steps), "output.dir=" + out,
+      "train.seed=3", "train.optimizer=sgd", "train.lr=0.5", "train.warmup_steps=0", "train.grad_clip=0",
+      "train.weight_decay=0", "checkpoint.every=" + std::to_string(every), "checkpoint.keep=20", "dist.bucket_mb=4",
+      "train.batch_per_rank=1"};
+  for (const std::string& set : sets) {
     argv.push_back("--set");
     argv.push_back(set);
   }
@@ -218,8 +219,9 @@ std::size_t count(const std::string& text, const std::string& what) {
 std::string lineWith(const std::string& text, const std::string& what) {
   const auto at = text.find(what);
   if (at == std::string::npos) return "";
-  const auto begin = text.rfind('\n', at);
-  return text.substr(begin == std::string::npos ? 0 : begin + 1, text.find('\n', at) - (begin == std::string::npos ? 0 : begin + 1));
+  const auto newline = text.rfind('\n', at);
+  const std::size_t begin = newline == std::string::npos ? 0 : newline + 1;
+  return text.substr(begin, text.find('\n', at) - begin);
 }
 
 TEST_F(EtcdNetns, Node0CutNodes1And2ReFormWithANewMasterNode0StopsForWantOfQuorum) {
@@ -307,7 +309,9 @@ TEST_F(EtcdNetns, OneEtcdMemberKilledTheJobDoesNotNotice) {
   ASSERT_TRUE(status.is_array() && status.size() == kNodes) << status.dump();
   std::uint64_t first = 0;
   for (const auto& s : status) {
-    if (s.value("Endpoint", "") == etcdEndpoint(0)) first = s.at("Status").at("header").at("member_id").get<std::uint64_t>();
+    if (s.value("Endpoint", "") == etcdEndpoint(0)) {
+      first = s.at("Status").at("header").at("member_id").get<std::uint64_t>();
+    }
   }
   ASSERT_NE(first, 0u) << status.dump();
   char hex[32];
