@@ -320,6 +320,28 @@ Checked<std::int64_t> EtcdClient::leaseKeepAlive(std::int64_t lease) {
   return {"", jsonInt(j.value["result"], "TTL")};
 }
 
+std::vector<EtcdMemberStatus> EtcdClient::statuses() {
+  std::vector<EtcdMemberStatus> out;
+  for (const EtcdEndpoint& endpoint : endpoints_) {
+    EtcdMemberStatus s{endpoint, "", false, ""};
+    Checked<std::string> body = callOne(endpoint, "/v3/maintenance/status", "{}");
+    Checked<Json> j = body.ok() ? parseAnswer(body.value, "status") : Checked<Json>{body.error};
+    if (!j.ok()) {
+      s.error = j.error;
+    } else {
+      // The leader's member ID; absent or 0 while the member knows none (etcd then lists "etcdserver: no leader").
+      s.has_leader = jsonInt(j.value, "leader") != 0;
+      if (j.value.contains("errors") && j.value["errors"].is_array()) {
+        for (const Json& e : j.value["errors"]) {
+          s.note += (s.note.empty() ? "" : "; ") + (e.is_string() ? e.get<std::string>() : e.dump());
+        }
+      }
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 Status EtcdClient::leaseRevoke(std::int64_t lease) {
   const Json request = {{"ID", std::to_string(lease)}};
   Checked<std::string> body = call("/v3/lease/revoke", request.dump());

@@ -119,6 +119,25 @@ std::optional<Json> openValue(const std::string& job_key, const std::string& wha
   return j;
 }
 
+/// Why etcd refuses this node, when the members it reaches answer but know no leader: the node is on the minority
+/// side of a partition (or the cluster lost its quorum). "" when a member has a leader, or none answers (then the
+/// calls' own errors say it: etcd is not there).
+std::string noQuorumNote(const std::vector<EtcdMemberStatus>& statuses) {
+  std::string answering, silent;
+  for (const EtcdMemberStatus& m : statuses) {
+    if (m.has_leader) return "";
+    if (m.error.empty()) {
+      answering += (answering.empty() ? "" : ", ") + m.endpoint.text() + (m.note.empty() ? "" : " (" + m.note + ")");
+    } else {
+      silent += (silent.empty() ? "" : ", ") + m.endpoint.text();
+    }
+  }
+  if (answering.empty()) return "";
+  return "no quorum on this node's side: etcd member(s) " + answering + " answer but know no leader" +
+         (silent.empty() ? "" : ", " + silent + " cannot be reached") +
+         ", so this node is cut off from the majority of the etcd cluster";
+}
+
 }  // namespace
 
 std::string etcdRunPrefix(const std::string& run_id) { return "/taehv/" + run_id + "/"; }
@@ -325,7 +344,10 @@ Status EtcdNodeGroup::Impl::start() {
   const auto ttl = std::chrono::seconds(static_cast<long>(
       std::ceil(std::chrono::duration<double>(o_.group.node_timeout).count())));
   Checked<std::int64_t> lease = client_.leaseGrant(ttl);
-  if (!lease.ok()) return {"etcd at " + endpointsText() + ": cannot take a lease: " + lease.error};
+  if (!lease.ok()) {
+    const std::string quorum = noQuorumNote(client_.statuses());
+    return {"etcd at " + endpointsText() + ": cannot take a lease: " + (quorum.empty() ? lease.error : quorum)};
+  }
   lease_ = lease.value;
   id_ = leaseHex(lease_);
   addr_ = o_.address.empty() ? client_.localAddress() : o_.address;
@@ -382,8 +404,13 @@ void EtcdNodeGroup::Impl::keepAlive() {
   keepalive_error_ = ttl.error;
   const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - last_renewed_);
   if (silent >= o_.group.node_timeout) {
-    stopWith("this node could not reach etcd for " + std::to_string(silent.count() / 1000) + " s (" + ttl.error +
-             "): its lease has expired there, so the other nodes go on without it; this node stops");
+    const std::string quorum = noQuorumNote(client_.statuses());
+    const std::string secs = std::to_string(silent.count() / 1000) + " s (";
+    stopWith(quorum.empty() ? "this node could not reach etcd for " + secs + ttl.error +
+                                  "): its lease has expired there, so the other nodes go on without it; this node stops"
+                            : "this node could not renew its etcd lease for " + secs + quorum +
+                                  "): its lease has expired on the majority's side, so the other nodes go on without "
+                                  "it; this node stops");
   }
 }
 

@@ -143,6 +143,18 @@ TEST_F(EtcdClientTest, ADeadEndpointIsSkippedForALiveOne) {
   EXPECT_TRUE(v.ok()) << v.error;
 }
 
+TEST_F(EtcdClientTest, StatusesSayWhichMembersAnswerAndKnowALeader) {
+  const group::EtcdEndpoint dead{"127.0.0.1", test::freeLoopbackPort()};
+  const auto statuses = EtcdClient({etcd_.endpoint(), dead}).statuses();
+  ASSERT_EQ(statuses.size(), 2u);
+  EXPECT_EQ(statuses[0].error, "");
+  EXPECT_TRUE(statuses[0].has_leader) << "a one-member cluster leads itself";
+  EXPECT_EQ(statuses[0].note, "");
+  EXPECT_FALSE(statuses[1].has_leader);
+  EXPECT_NE(statuses[1].error.find(dead.text()), std::string::npos) << statuses[1].error;
+  // A member without a leader (the minority side of a partition) is in EtcdNetns (tests/core/group/netns).
+}
+
 TEST(EtcdClientFailures, RefusedAndSilentEndpointsAreBoundedOneLineErrors) {
   // Refused: nothing listens.
   const group::EtcdEndpoint refused{"127.0.0.1", test::freeLoopbackPort()};

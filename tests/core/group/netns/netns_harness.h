@@ -35,11 +35,23 @@ inline std::string readFile(const std::string& path) {
 
 inline int sh(const std::string& command) { return std::system(command.c_str()); }
 
+/// The names and addresses of a test's namespaces (tests/infra/netns_lib.sh's PFX, BR and NET): ri-h1..N on
+/// 10.77.0.0/24 unless a test names its own, so that it can run beside the suites that use those.
+struct NetnsLayout {
+  std::string prefix = "ri-h";
+  std::string bridge = "ri-br0";
+  std::string net = "10.77.0";
+  /// Namespace i (1..N) and its address; 0 is the bridge in the default namespace.
+  std::string name(int i) const { return prefix + std::to_string(i); }
+  std::string address(int i) const { return net + "." + std::to_string(i + 1); }
+};
+
 /// The namespaces, held while the object lives (the script tears them down when our pipe closes).
 class Namespaces {
  public:
-  explicit Namespaces(int count)
-      : script_(env("TAEHV_SOURCE_DIR") + "/tests/infra/group/netns_nodes.sh", {std::to_string(count)}, 20s) {}
+  explicit Namespaces(int count, const NetnsLayout& layout = {})
+      : script_(env("TAEHV_SOURCE_DIR") + "/tests/infra/group/netns_nodes.sh", {std::to_string(count)}, 20s, "",
+                {{"PFX", layout.prefix}, {"BR", layout.bridge}, {"NET", layout.net}}) {}
   bool ready() const { return script_.ready(); }
 
  private:
@@ -53,11 +65,24 @@ struct NodeProcess {
   int exit_status = -1;
   Clock::time_point ended{};
 
-  /// Runs `argv` (taehv-run and its worker command) in namespace ri-h<ns>, output to `log_file`, in its own process
-  /// group, with the job token and Gloo's interface set.
+  std::string ns_prefix = "ri-h";  ///< NetnsLayout::prefix
+  /// "": the machine's /etc. Else a folder whose `hosts` and `resolv.conf` are bind-mounted over /etc's in a mount
+  /// namespace of the node's own: c10d looks its peers' addresses up, and with the machine's resolver each lookup
+  /// waits 10 s for a DNS server the namespaces cannot reach (a resolv.conf naming 127.0.0.1 fails at once).
+  std::string etc_dir;
+
+  /// Runs `argv` (taehv-run and its worker command) in namespace <ns_prefix><ns>, output to `log_file`, in its own
+  /// process group, with the job token and Gloo's interface set.
   void spawn(int ns, const std::vector<std::string>& argv, const std::string& log_file) {
     log = log_file;
-    std::vector<std::string> all = {"nsenter", "--net=/run/netns/ri-h" + std::to_string(ns), "--"};
+    std::vector<std::string> all = {"nsenter", "--net=/run/netns/" + ns_prefix + std::to_string(ns), "--"};
+    if (!etc_dir.empty()) {
+      // Not `ip netns exec` (it remounts /sys); nsenter, unshare and sh exec in turn, so `pid` stays argv[0]'s.
+      all.insert(all.end(), {"unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
+                             "mount --bind \"$0/hosts\" /etc/hosts && mount --bind \"$0/resolv.conf\" "
+                             "/etc/resolv.conf && exec \"$@\"",
+                             etc_dir});
+    }
     all.insert(all.end(), argv.begin(), argv.end());
     pid = ::fork();
     if (pid == 0) {

@@ -41,6 +41,14 @@ struct EtcdKeyValue {
   std::int64_t lease = 0;            ///< 0: none
 };
 
+/// What one member says of its cluster (statuses()).
+struct EtcdMemberStatus {
+  EtcdEndpoint endpoint;
+  std::string error;        ///< why it gave no status (unreachable, not etcd); "" when it answered
+  bool has_leader = false;  ///< it knows a leader: its cluster has a quorum it is part of
+  std::string note;         ///< etcd's own errors for the member, e.g. "etcdserver: no leader"
+};
+
 class EtcdClient {
  public:
   explicit EtcdClient(std::vector<EtcdEndpoint> endpoints, std::chrono::milliseconds timeout = kEtcdCallTimeout);
@@ -69,6 +77,10 @@ class EtcdClient {
 
   /// Ends `lease` and deletes its keys.
   Status leaseRevoke(std::int64_t lease);
+
+  /// Every endpoint's member status, asked one by one (POST /v3/maintenance/status, which a member answers by
+  /// itself, without a quorum): tells "etcd is not there" from "etcd is there but has no quorum on this side".
+  std::vector<EtcdMemberStatus> statuses();
 
   /// The local address of the last connection that reached etcd: the address this host reaches the cluster from,
   /// and so (one network) the one the other nodes reach it on. "" before any call succeeded.
