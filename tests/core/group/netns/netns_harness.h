@@ -35,11 +35,20 @@ inline std::string readFile(const std::string& path) {
 
 inline int sh(const std::string& command) { return std::system(command.c_str()); }
 
+/// Names and addresses for a test's own namespaces, so that it cannot collide with the suites using ri-h* (the
+/// netns_lib.sh variables PFX, BR, NET).
+struct NetnsNames {
+  std::string prefix = "ri-h";   ///< namespaces <prefix>1..N, their host ends <prefix>N-v
+  std::string bridge = "ri-br0";
+  std::string net = "10.77.0";   ///< the bridge is <net>.1, namespace i is <net>.<i+1>
+};
+
 /// The namespaces, held while the object lives (the script tears them down when our pipe closes).
 class Namespaces {
  public:
-  explicit Namespaces(int count)
-      : script_(env("TAEHV_SOURCE_DIR") + "/tests/infra/group/netns_nodes.sh", {std::to_string(count)}, 20s) {}
+  explicit Namespaces(int count, const NetnsNames& names = {})
+      : script_(env("TAEHV_SOURCE_DIR") + "/tests/infra/group/netns_nodes.sh", {std::to_string(count)}, 20s, "",
+                {{"PFX", names.prefix}, {"BR", names.bridge}, {"NET", names.net}}) {}
   bool ready() const { return script_.ready(); }
 
  private:
@@ -52,12 +61,13 @@ struct NodeProcess {
   std::string log;
   int exit_status = -1;
   Clock::time_point ended{};
+  std::string ns_prefix = "ri-h";  ///< NetnsNames::prefix of the namespaces it runs in
 
-  /// Runs `argv` (taehv-run and its worker command) in namespace ri-h<ns>, output to `log_file`, in its own process
-  /// group, with the job token and Gloo's interface set.
+  /// Runs `argv` (taehv-run and its worker command) in namespace <ns_prefix><ns>, output to `log_file`, in its own
+  /// process group, with the job token and Gloo's interface set.
   void spawn(int ns, const std::vector<std::string>& argv, const std::string& log_file) {
     log = log_file;
-    std::vector<std::string> all = {"nsenter", "--net=/run/netns/ri-h" + std::to_string(ns), "--"};
+    std::vector<std::string> all = {"nsenter", "--net=/run/netns/" + ns_prefix + std::to_string(ns), "--"};
     all.insert(all.end(), argv.begin(), argv.end());
     pid = ::fork();
     if (pid == 0) {
