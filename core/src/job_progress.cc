@@ -38,12 +38,19 @@ std::vector<group::RankSummary> jobRanks(const std::vector<group::RankSummary>& 
   return out;
 }
 
-void JobProgress::tick(const process::ProgressWatch& watch) {
+void JobProgress::tick(process::ProgressWatch& watch) {
   const auto now = std::chrono::steady_clock::now();
   if (now < next_) return;
   next_ = now + group::kHeartbeatPeriod;
   const std::vector<group::RankSummary> mine = summarise(watch.ranks(), node_);
-  if (group_ != nullptr) group_->setLocalProgress(mine);
+  if (group_ != nullptr) {
+    group_->setLocalProgress(mine);
+    std::vector<process::PeerRank> peers;
+    for (const group::RankSummary& r : group_->peersProgress()) {
+      if (r.node != node_) peers.push_back({r.rank, r.node, r.step, r.section, r.age_s});
+    }
+    watch.setPeers(std::move(peers));
+  }
   if (!speaks_) return;
   const std::vector<group::RankSummary> all =
       group_ != nullptr ? jobRanks(mine, group_->peersProgress()) : jobRanks(mine, {});

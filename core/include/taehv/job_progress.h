@@ -31,8 +31,9 @@ class JobProgress {
   JobProgress(group::NodeGroup* group, int node, bool speaks) : group_(group), node_(node), speaks_(speaks) {}
 
   /// Called on every pass of the supervision loop; acts at most once per group::kHeartbeatPeriod (only then reads
-  /// `watch`): hands this node's ranks to the group, then (if it speaks) logs a change in the stragglers.
-  void tick(const process::ProgressWatch& watch);
+  /// `watch`): hands this node's ranks to the group and the other nodes' ranks to `watch` (setPeers), then (if it
+  /// speaks) logs a change in the stragglers.
+  void tick(process::ProgressWatch& watch);
 
   /// "" unless it speaks for a group; else one line on where every rank was, from `local` (this node's ranks now)
   /// and the other nodes' last summaries: for the log when the job stopped.

@@ -368,30 +368,54 @@ struct ProgressWatch::Impl {
     return p;
   }
 
-  /// Stack files for every local rank, then the one summary line; returns the summary.
-  /// `tripped`: the rank whose silence passed its bound (`hung` itself, or a rank waiting for it).
-  std::string diagnose(const Rank& hung, const Rank& tripped, Clock::time_point now) {
+  /// What capturing every local rank's stacks gave.
+  struct Captured {
+    std::string dir;                      ///< where the stack files are
+    std::string top = "(none captured)";  ///< the top frames of the rank asked for
+    double took_s = 0;
+  };
+
+  /// Every local rank's stacks into its stack file; the top frames of rank `rank`.
+  Captured captureAll(int rank) {
     const auto t0 = Clock::now();
-    std::string dir = stacks_dir;
-    if (dir.empty()) {
+    Captured out;
+    if (stacks_dir.empty()) {
       std::string pattern = (std::filesystem::temp_directory_path() / "taehv-run-hang-XXXXXX").string();
-      if (::mkdtemp(pattern.data()) != nullptr) dir = stacks_dir = pattern;
+      if (::mkdtemp(pattern.data()) != nullptr) stacks_dir = pattern;
     }
+    out.dir = stacks_dir;
     std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
+    std::filesystem::create_directories(out.dir, ec);
     std::vector<StackTarget> targets;
     for (const Rank& r : ranks) {
       if (r.pid > 0) targets.push_back({r.rank, r.pid, r.env});
     }
-    const std::vector<RankStacks> stacks = captureStacks(targets, kStackCaptureTimeout);
-    std::string top = "(none captured)";
-    for (const RankStacks& s : stacks) {
-      const std::string path = stackFilePath(dir, s.rank);
-      if (Status written = files::writeFileAtomically(path, s.text); !written.ok()) {
+    for (const RankStacks& s : captureStacks(targets, kStackCaptureTimeout)) {
+      if (Status written = files::writeFileAtomically(stackFilePath(out.dir, s.rank), s.text); !written.ok()) {
         say("taehv-run: warning: stack file: " + written.error + "\n");
       }
-      if (s.rank == hung.rank && !s.top_frames.empty()) top = s.top_frames;
+      if (s.rank == rank && !s.top_frames.empty()) out.top = s.top_frames;
     }
+    out.took_s = secondsOf(Clock::now() - t0);
+    return out;
+  }
+
+  /// "rank 1 at step 5 in exchange (3.2 s silent), ..." for the local ranks other than `except` that reported.
+  std::string othersLine(const Rank* except, Clock::time_point now) const {
+    std::string others;
+    for (const Rank& r : ranks) {
+      if (&r == except || !r.reported) continue;
+      others += std::string(others.empty() ? "" : ", ") + "rank " + std::to_string(r.rank) + " at step " +
+                std::to_string(r.step) + " in " + std::string(sectionName(r.section)) + " (" +
+                fixed1(silenceOf(r, now)) + " s silent)";
+    }
+    return others;
+  }
+
+  /// Stack files for every local rank, then the one summary line; returns the summary.
+  /// `tripped`: the rank whose silence passed its bound (`hung` itself, or a rank waiting for it).
+  std::string diagnose(const Rank& hung, const Rank& tripped, Clock::time_point now) {
+    const Captured captured = captureAll(hung.rank);
     const RankProgress p = progressOf(hung, now);
     std::string line = "rank " + std::to_string(hung.rank) + " hung in section " +
                        std::string(sectionName(hung.section)) + " of step " + std::to_string(hung.step) +
@@ -401,18 +425,47 @@ struct ProgressWatch::Impl {
       line += ", rank " + std::to_string(tripped.rank) + " waiting for it in " +
               std::string(sectionName(tripped.section)) + " passed its bound of " + fixed1(t.bound_s) + " s";
     }
-    std::string others;
-    for (const Rank& r : ranks) {
-      if (&r == &hung || !r.reported) continue;
-      others += std::string(others.empty() ? "" : ", ") + "rank " + std::to_string(r.rank) + " at step " +
-                std::to_string(r.step) + " in " + std::string(sectionName(r.section)) + " (" +
-                fixed1(silenceOf(r, now)) + " s silent)";
-    }
-    say("taehv-run: hang: " + line + "; top frames: " + top + (others.empty() ? "" : "; others: " + others) +
-        "; stacks of every local rank in " + stackFilePath(dir, hung.rank) + " and its neighbours (captured in " +
-        fixed1(secondsOf(Clock::now() - t0)) + " s)\n");
+    const std::string others = othersLine(&hung, now);
+    say("taehv-run: hang: " + line + "; top frames: " + captured.top + (others.empty() ? "" : "; others: " + others) +
+        "; stacks of every local rank in " + stackFilePath(captured.dir, hung.rank) + " and its neighbours (captured in " +
+        fixed1(captured.took_s) + " s)\n");
     return line;
   }
+
+  /// The hang is on another node: `peer` has been silent longer than every local rank while `tripped` (waiting for
+  /// it) passed its bound. The local stacks are captured (the waiting side); the peer's node captures its own when
+  /// the group stops the job (diagnoseStop).
+  std::string diagnosePeer(const PeerRank& peer, const Rank& tripped, Clock::time_point now) {
+    const Captured captured = captureAll(tripped.rank);
+    const RankProgress t = progressOf(tripped, now);
+    const std::string node = "node " + std::to_string(peer.node);
+    const std::string line = "rank " + std::to_string(peer.rank) + " (" + node + ") hung in section " +
+                             (peer.section.empty() ? std::string("startup") : peer.section) + " of step " +
+                             std::to_string(peer.step) + ": no progress for " + fixed1(peer.silent_s) +
+                             " s (" + node + "'s last heartbeat aged to now), rank " + std::to_string(tripped.rank) +
+                             " waiting for it in " + std::string(sectionName(tripped.section)) +
+                             " passed its bound of " + fixed1(t.bound_s) + " s";
+    const std::string others = othersLine(&tripped, now);
+    say("taehv-run: hang: " + line + "; rank " + std::to_string(tripped.rank) + "'s top frames: " + captured.top +
+        (others.empty() ? "" : "; others here: " + others) + "; stacks of this node's ranks in " +
+        stackFilePath(captured.dir, tripped.rank) + " and its neighbours (captured in " + fixed1(captured.took_s) +
+        " s), rank " + std::to_string(peer.rank) + "'s in " + node + "'s log folder\n");
+    return line;
+  }
+
+  /// The peer rank silent longer than `local_longest_s` (the longest silence of a local rank), its silence grown
+  /// to `now`; nullopt when none is.
+  std::optional<PeerRank> peerSilentLongest(double local_longest_s, Clock::time_point now) const {
+    std::optional<PeerRank> out;
+    const double since = secondsOf(now - peers_at);
+    for (PeerRank p : peers) {
+      p.silent_s += since;
+      if (p.silent_s > local_longest_s && (!out || p.silent_s > out->silent_s)) out = p;
+    }
+    return out;
+  }
+  std::vector<PeerRank> peers;  ///< the other nodes' ranks as last heard (setPeers)
+  Clock::time_point peers_at{};  ///< when they were set (their silences are as of then)
 };
 
 ProgressWatch::ProgressWatch(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -449,6 +502,7 @@ void ProgressWatch::beginGeneration(std::vector<ChildSpec>& specs) {
   m.closeSockets();
   ++m.generation;
   m.hang_reported = false;
+  m.peers.clear();
   m.peers_released = Clock::time_point{};
   m.ranks.resize(specs.size());
   for (std::size_t i = 0; i < specs.size(); ++i) {
@@ -501,11 +555,47 @@ std::optional<Hang> ProgressWatch::check() {
   if (hung == nullptr) return std::nullopt;
   m.hang_reported = true;
   Hang out;
-  out.index = static_cast<std::size_t>(hung - m.ranks.data());
-  out.description = m.diagnose(*hung, *tripped, now);
+  if (const std::optional<PeerRank> peer = m.peerSilentLongest(m.silenceOf(*hung, now), now)) {
+    out.index = static_cast<std::size_t>(tripped - m.ranks.data());  // the local rank that stops the job
+    out.description = m.diagnosePeer(*peer, *tripped, now);
+  } else {
+    out.index = static_cast<std::size_t>(hung - m.ranks.data());
+    out.description = m.diagnose(*hung, *tripped, now);
+  }
   m.hang = out.description;
   if (!m.status_file.empty()) m.writeStatus(now);
   return out;
+}
+
+void ProgressWatch::setPeers(std::vector<PeerRank> peers) {
+  impl_->peers = std::move(peers);
+  impl_->peers_at = Clock::now();
+}
+
+std::string ProgressWatch::diagnoseStop() {
+  Impl& m = *impl_;
+  if (m.floor.count() <= 0 || m.hang_reported) return "";
+  const auto now = Clock::now();
+  const double floor_s = std::chrono::duration<double>(m.floor).count();
+  const Rank* silent = nullptr;
+  for (const Rank& r : m.ranks) {
+    if (!r.reported || r.pid <= 0 || ::kill(r.pid, 0) != 0 || m.silenceOf(r, now) <= floor_s) continue;
+    if (silent == nullptr || r.last_report < silent->last_report) silent = &r;
+  }
+  if (silent == nullptr) return "";
+  m.hang_reported = true;
+  const Impl::Captured captured = m.captureAll(silent->rank);
+  const std::string line = "rank " + std::to_string(silent->rank) + " silent in section " +
+                           std::string(sectionName(silent->section)) + " of step " + std::to_string(silent->step) +
+                           " for " + fixed1(m.silenceOf(*silent, now)) + " s (past the " + fixed1(floor_s) +
+                           " s floor) when the job was stopped from outside";
+  const std::string others = m.othersLine(silent, now);
+  say("taehv-run: hang: " + line + "; top frames: " + captured.top + (others.empty() ? "" : "; others: " + others) +
+      "; stacks of every local rank in " + stackFilePath(captured.dir, silent->rank) +
+      " and its neighbours (captured in " + fixed1(captured.took_s) + " s)\n");
+  m.hang = line;
+  if (!m.status_file.empty()) m.writeStatus(now);
+  return line;
 }
 
 std::vector<RankProgress> ProgressWatch::ranks() const {

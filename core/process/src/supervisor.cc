@@ -299,6 +299,8 @@ class Generation {
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, 0) <= 0) return;
     external_stop_ = options_.external_stop.reason ? options_.external_stop.reason() : "stopped from outside";
+    // Diagnosis before teardown: the other node's hang may be waiting for one of ours.
+    if (options_.progress != nullptr) options_.progress->diagnoseStop();
     std::size_t running = 0;
     for (const Child& c : children_) running += c.running ? 1 : 0;
     say("taehv-run: " + external_stop_ + "; stopping " + std::to_string(running) + " local worker(s) (SIGTERM, SIGKILL after " +

@@ -12,6 +12,9 @@
 //    kGarbageLogInterval; the job is not disturbed.
 //  - check() returns at most one hang per generation; before returning it has written the stack files and printed
 //    the summary line. The caller stops the workers (supervise() does, as for a failed worker).
+//  - Across nodes (setPeers, fed from the node group's heartbeats): when a local rank passes its bound while a rank
+//    of another node has been silent longer than every local one, check() names that rank; its node captures its
+//    stacks when the group's stop reaches it (diagnoseStop, before teardown).
 #pragma once
 
 #include <chrono>
@@ -96,6 +99,16 @@ struct RankProgress {
   int busy_steps = 0;             ///< how many steps that median covers
 };
 
+/// A rank of another node as the node group last carried it (its heartbeat's summary), for judging a hang across
+/// nodes: a local rank waiting in a collective may be waiting for it.
+struct PeerRank {
+  int rank = -1;
+  int node = -1;           ///< its node's --node-rank
+  std::int64_t step = 0;
+  std::string section;     ///< its section's protocol word; "" before its first report
+  double silent_s = 0;     ///< seconds since its last report, as of its node's last summary (so at most this old)
+};
+
 /// The path of rank `rank`'s stack file in `dir`: <dir>/hang_rank<R>.stacks.txt (one place, so the log layout
 /// can move).
 std::string stackFilePath(const std::string& dir, int rank);
@@ -132,6 +145,15 @@ class ProgressWatch {
   std::optional<Hang> check();
   /// Every rank of this generation, in child order.
   std::vector<RankProgress> ranks() const;
+  /// The other nodes' ranks as last heard (replaces the previous set). When a local rank passes its bound and a
+  /// peer rank has been silent longer than every local one, check() names the peer as the hung rank (the local
+  /// ranks wait for it in a collective); this node still captures its own ranks' stacks and stops the job.
+  void setPeers(std::vector<PeerRank> peers);
+  /// The job is being stopped from outside (the node group, for a failure or a hang on another node): before
+  /// teardown, if a local rank has been silent longer than the floor, captures every local rank's stacks and
+  /// prints one line naming the most silent one (it may be the rank the other node's hang waits for). Returns that
+  /// line, or "" when no rank was silent that long (or detection is off).
+  std::string diagnoseStop();
 
  private:
   struct Impl;
