@@ -1,5 +1,6 @@
 // taehv-train's command line and configuration as a user meets them (main.cc, commands.cc, config.cc, run_setup.cc):
-// bad input exits 2 with a hint, GPU settings without a GPU, the launcher's variables in the effective config.
+// bad input exits 2 with a hint, GPU settings without a GPU, the launcher's variables in the effective config,
+// log.phase_times.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -78,6 +79,40 @@ TEST(TrainCli, LauncherTimeoutAndDeviceReachTheEffectiveConfig) {
 
 
 // --print-config shows each numeric key's range beside its value, the range set() checks it against.
+// Issue 40: log.phase_times puts each phase's wall and CPU seconds in metrics.jsonl, and changes no loss; off (the
+// default), the rows carry no phase keys.
+TEST(TrainCli, PhaseTimesSplitTheStepWithoutChangingTheLosses) {
+  const std::string dir = runDir() + "/phase_times";
+  fs::remove_all(dir);
+  const std::vector<std::string> ema{"train.ema=0.9"};
+  Job off = launch(2, plus(tiny(dir + "/off", 3), ema), dir + "/off");
+  expectSuccess(off);
+  Job on = launch(2, plus(tiny(dir + "/on", 3), {"train.ema=0.9", "log.phase_times=true"}), dir + "/on");
+  expectSuccess(on);
+  const auto rows_off = metrics(dir + "/off"), rows_on = metrics(dir + "/on");
+  ASSERT_EQ(rows_on.size(), 3u);
+  ASSERT_EQ(rows_off.size(), 3u);
+  const std::vector<std::string> phases{"data", "forward", "backward", "stats", "exchange",
+                                        "clip", "update", "ema", "agree", "log"};
+  for (size_t i = 0; i < rows_on.size(); ++i) {
+    EXPECT_EQ(rows_on[i]["loss"], rows_off[i]["loss"]) << "step " << rows_on[i]["step"];
+    EXPECT_FALSE(rows_off[i].contains("phase_forward_s"));
+    double in_step = 0;  // every phase but log (the previous step's log line, booked to this row)
+    for (const auto& p : phases) {
+      ASSERT_TRUE(rows_on[i].contains("phase_" + p + "_s")) << p;
+      ASSERT_TRUE(rows_on[i].contains("phase_" + p + "_cpu_s")) << p;
+      EXPECT_GE(rows_on[i]["phase_" + p + "_s"].get<double>(), 0) << p;
+      if (p != "log") in_step += rows_on[i]["phase_" + p + "_s"].get<double>();
+    }
+    EXPECT_GT(rows_on[i]["phase_forward_s"].get<double>(), 0);
+    EXPECT_GT(rows_on[i]["phase_backward_cpu_s"].get<double>(), 0);
+    // the phases are the step: their sum is step_s less the few clock reads outside them
+    const double step_s = rows_on[i]["step_s"].get<double>();
+    EXPECT_LE(in_step, step_s * 1.001);
+    EXPECT_GE(in_step, step_s * 0.95);
+  }
+}
+
 TEST(TrainCli, PrintConfigShowsEachNumbersRange) {
   const auto dir = runDir();
   Job a = launch(1, {"--print-config"}, dir + "/a");

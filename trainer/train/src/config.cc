@@ -209,6 +209,7 @@ std::vector<Entry> table(Config& c) {
       {"log.every", count(&c.log.every, {1, kSteps})},
       {"log.preview_every", count(&c.log.preview_every, Range<int64_t>{0, kSteps}.because("0 = off"))},
       {"log.tensorboard", &c.log.tensorboard},
+      {"log.phase_times", &c.log.phase_times},
       // A path on each node's own file system: nodes may mount their disk or the shared one at different paths (the
       // node-group tests run three nodes on one machine, each with its own folder).
       {"output.dir", &c.output.dir, kPerRank},

@@ -104,6 +104,13 @@ void TrainLog::step(const Step& s, bool force) {
     m["grad_norm"] = s.grad_norm;
     m["data_skipped"] = s.data_skipped;
     m["elapsed_s"] = elapsed();
+    if (s.phases != nullptr && s.phases->on()) {
+      for (size_t i = 0; i < PhaseTimes::kCount; ++i) {
+        m[std::string("phase_") + kPhaseNames[i] + "_s"] = s.phases->wall(i) / n;
+        m[std::string("phase_") + kPhaseNames[i] + "_cpu_s"] = s.phases->cpu(i) / n;
+      }
+      s.phases->clear();
+    }
     appendMetrics(m.dump());
     if (tb_) {
       tb_->scalar("train/loss", s.done, loss);

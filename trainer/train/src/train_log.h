@@ -9,6 +9,7 @@
 #include <string>
 
 #include "evaluation.h"
+#include "phase_times.h"
 #include "taehv/files/file_descriptor.h"
 #include "taehv/train/config.h"
 #include "taehv/train/events.h"
@@ -33,6 +34,7 @@ class TrainLog {
     double loss = 0, psnr = 0, lr = 0;
     double step_s = 0, data_wait_s = 0, optimizer_s = 0, update_s = 0, grad_norm = 0;
     int64_t data_skipped = 0;
+    PhaseTimes* phases = nullptr;  ///< with log.phase_times: the phases since the last line, cleared once written
   };
   /// Adds a step to the window since the last log line; at log.every, the first step, or `force`, writes the
   /// line and the metrics row with the window's means, else moves the progress bar (on a terminal).

@@ -12,6 +12,7 @@
 
 #include "evaluation.h"
 #include "objective.h"
+#include "phase_times.h"
 #include "progress_report.h"
 #include "run_setup.h"
 #include "taehv/env.h"
@@ -232,6 +233,7 @@ class TrainingRun {
   std::unique_ptr<EvalClips> eval_clips_;
   std::optional<TrainLog> log_;
   int64_t last_saved_ = 0;
+  PhaseTimes phases_{cfg_.log.phase_times};  ///< since the last log line (log.phase_times)
 };
 
 /// The stale temporaries of a killed run removed, the checkpoint to resume loaded, the same start on every rank,
@@ -299,9 +301,11 @@ void TrainingRun::announce() {
   log_->say("effective config:\n" + cfg_.toYaml());
   if (found_) log_->say("resumed from " + *found_ + " at step " + std::to_string(start_step_));
   if (!shape_.note.empty()) log_->say("resume: " + shape_.note);
+  phases_.start();
 }
 
 bool TrainingRun::step(int64_t step) {
+  phases_.mark(Phase::kLog);  // the previous step's log line, evaluation, preview and checkpoint
   const auto t0 = Clock::now();
   const double lr = learningRate(schedule_, step);
   const MicroSteps micro = runMicroSteps(step, lr);
@@ -309,6 +313,7 @@ bool TrainingRun::step(int64_t step) {
   const Update update = applyUpdate(step, lr);
   progress_.report(step, process::Section::kExchange);  // the step's small all-reduce
   const Agreed agreed = agree(micro, step);
+  phases_.mark(Phase::kAgree);
   failIfDiverged(agreed.loss, step);
   const int64_t done = step + 1;
   TrainLog::Step figures;
@@ -322,6 +327,7 @@ bool TrainingRun::step(int64_t step) {
   figures.update_s = update.update_s;
   figures.grad_norm = update.grad_norm;
   figures.data_skipped = agreed.data_skipped;
+  figures.phases = &phases_;
   log_->step(figures, done == cfg_.train.steps || agreed.stop);
   afterStep(done, agreed.stop, micro.last);
   return agreed.stop;
@@ -342,6 +348,7 @@ TrainingRun::MicroSteps TrainingRun::runMicroSteps(int64_t step, double lr) {
     progress_.report(step, process::Section::kData);
     const auto w0 = Clock::now();
     Batch batch = loader_->next();
+    phases_.mark(Phase::kData);
     progress_.report(step, process::Section::kForwardBackward);
     out.data_wait_s += seconds(Clock::now() - w0);
     sync_->setSync(a == accum_ - 1);
@@ -355,10 +362,13 @@ TrainingRun::MicroSteps TrainingRun::runMicroSteps(int64_t step, double lr) {
         Bf16Autocast forward(device_.type(), autocast_);
         obj = computeObjective(state_.model, batch, device_, terms, distill_);
       }
+      phases_.mark(Phase::kForward);
       (obj.loss / static_cast<double>(accum_)).backward();
     }
+    phases_.mark(Phase::kBackward);  // sliced: forward and backward both
     out.loss_sum += obj.loss.item<double>();
     out.psnr_sum += psnr(obj.pred, obj.target);
+    phases_.mark(Phase::kStats);
     out.last = std::move(obj);
   }
   return out;
@@ -371,25 +381,30 @@ TrainingRun::Update TrainingRun::applyUpdate(int64_t step, double lr) {
   const auto update_start = Clock::now();
   Update out;
   sync_->finish();
+  phases_.mark(Phase::kExchange);
   progress_.report(step, process::Section::kOptimizer);
   if (state_.zero) {
     state_.zero->prepareGradients();
     if (cfg_.train.grad_clip > 0) out.grad_norm = state_.zero->clipGradNorm(cfg_.train.grad_clip);
+    phases_.mark(Phase::kClip);
     state_.zero->step(lr);
     out.update_s = state_.zero->lastUpdateSeconds();
   } else {
     if (cfg_.train.grad_clip > 0) out.grad_norm = clipGradNorm(state_.params, cfg_.train.grad_clip);
+    phases_.mark(Phase::kClip);
     const auto arithmetic_start = Clock::now();
     state_.optimizer->step();
     out.update_s = seconds(Clock::now() - arithmetic_start);
   }
   out.optimizer_s = seconds(Clock::now() - update_start);
+  phases_.mark(Phase::kUpdate);
   if (!state_.ema.empty()) {
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < state_.ema.size(); ++i) {
       state_.ema[i].mul_(cfg_.train.ema).add_(state_.params[i].detach(), 1 - cfg_.train.ema);
     }
   }
+  phases_.mark(Phase::kEma);
   return out;
 }
 

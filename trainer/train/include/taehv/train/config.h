@@ -154,6 +154,7 @@ struct LogConfig {
   int64_t every = 10;          ///< log line / metrics.jsonl every N steps
   int64_t preview_every = 100; ///< preview PNG + TensorBoard image every N steps; 0 = off
   bool tensorboard = true;
+  bool phase_times = false;    ///< metrics.jsonl rows carry each step phase's wall and CPU seconds (phase_*_s)
 };
 
 struct OutputConfig {
