@@ -32,6 +32,21 @@ std::int64_t jsonInt(const Json& j, const char* name) {
   return 0;
 }
 
+/// An unsigned 64-bit field (member and leader IDs, written as strings); 0 when absent or not a number.
+std::uint64_t jsonUint(const Json& j, const char* name) {
+  const auto it = j.find(name);
+  if (it == j.end()) return 0;
+  if (it->is_number_unsigned()) return it->get<std::uint64_t>();
+  if (!it->is_string()) return 0;
+  const std::string text = it->get<std::string>();
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return 0;
+  try {
+    return std::stoull(text);
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
 /// The parsed body, or one line: not JSON, or etcd's own error ({"error": ..., "message": ...}).
 Checked<Json> parseAnswer(const std::string& body, const std::string& what) {
   Json j = Json::parse(body, nullptr, false);
@@ -246,6 +261,33 @@ Checked<std::string> EtcdClient::version() {
     return {"etcd version: the answer names no etcdserver version (not etcd?)"};
   }
   return {"", j.value["etcdserver"].get<std::string>()};
+}
+
+Checked<EtcdMemberStatus> EtcdClient::memberStatus() {
+  Checked<std::string> body = call("/v3/maintenance/status", "{}");
+  if (!body.ok()) return {body.error};
+  Checked<Json> j = parseAnswer(body.value, "status");
+  if (!j.ok()) return {j.error};
+  Checked<EtcdMemberStatus> out;
+  out.value.version = j.value.value("version", "");
+  if (j.value.contains("header") && j.value["header"].is_object()) {
+    out.value.member_id = jsonUint(j.value["header"], "member_id");
+  }
+  out.value.leader = jsonUint(j.value, "leader");
+  if (out.value.version.empty()) return {"etcd status: the answer names no version (not an etcd v3 gateway?)"};
+  return out;
+}
+
+Checked<bool> EtcdClient::health() {
+  Checked<std::string> body = call("/health", "");
+  if (!body.ok()) return {body.error};
+  const Json j = Json::parse(body.value, nullptr, false);
+  // etcd writes {"health":"true"} (3.4) or {"health":"true","reason":""} (3.5).
+  if (j.is_discarded() || !j.is_object() || !j.contains("health")) {
+    return {"etcd health: the answer is not etcd's {\"health\": ...} (not an etcd?)"};
+  }
+  const Json& h = j["health"];
+  return {"", (h.is_string() && h.get<std::string>() == "true") || (h.is_boolean() && h.get<bool>())};
 }
 
 Checked<std::vector<EtcdKeyValue>> EtcdClient::rangePrefix(const std::string& prefix) {

@@ -41,12 +41,25 @@ struct EtcdKeyValue {
   std::int64_t lease = 0;            ///< 0: none
 };
 
+/// What one member says of itself and of its cluster (POST /v3/maintenance/status).
+struct EtcdMemberStatus {
+  std::string version;         ///< the member's etcd version, e.g. "3.4.23"
+  std::uint64_t member_id = 0;  ///< this member's ID
+  std::uint64_t leader = 0;     ///< the cluster's leader as this member sees it; 0: none (the cluster lost quorum)
+};
+
 class EtcdClient {
  public:
   explicit EtcdClient(std::vector<EtcdEndpoint> endpoints, std::chrono::milliseconds timeout = kEtcdCallTimeout);
 
   /// The server's version ("3.4.23", GET /version).
   Checked<std::string> version();
+
+  /// The first endpoint's own status (its version, its ID, the leader it follows).
+  Checked<EtcdMemberStatus> memberStatus();
+
+  /// GET /health: true when the member answers and its cluster has a leader (a quorum), false when it says not.
+  Checked<bool> health();
 
   /// Every key starting with `prefix`, in key order.
   Checked<std::vector<EtcdKeyValue>> rangePrefix(const std::string& prefix);
