@@ -28,6 +28,8 @@ nlohmann::ordered_json groupJson(const GroupPlan* group) {
     for (const auto& e : group->etcd_endpoints) endpoints.push_back(e.text());
     g["etcd_endpoints"] = endpoints;
   }
+  g["master"] = group->enabled ? nlohmann::ordered_json(groupMaster(*group)) : nlohmann::ordered_json(nullptr);
+  g["master_rule"] = group->enabled ? nlohmann::ordered_json(groupMasterRule(*group)) : nlohmann::ordered_json(nullptr);
   return g;
 }
 
