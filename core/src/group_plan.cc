@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "taehv/env.h"
+#include "taehv/group/etcd_credentials.h"
 #include "taehv/group/tcp_node_group.h"
 #include "taehv/parse.h"
 
@@ -47,6 +48,9 @@ Status planEtcd(const GroupFlags& flags, const Env& env, GroupPlan& plan) {
   auto endpoints = group::parseEtcdEndpoints(flags.rdzv_endpoint ? *flags.rdzv_endpoint : *env_endpoint);
   if (!endpoints.ok()) return {endpoints.error + " (" + plan.etcd_source + ")"};
   plan.etcd_endpoints = std::move(endpoints.value);
+  Checked<group::EtcdCredentials> credentials = group::etcdCredentialsFromEnv(env);
+  if (!credentials.ok()) return {credentials.error};
+  for (auto& e : plan.etcd_endpoints) e.credentials = credentials.value;
   return {};
 }
 
@@ -142,6 +146,9 @@ std::string describeGroup(const GroupPlan& plan) {
     std::string endpoints;
     for (const auto& e : plan.etcd_endpoints) endpoints += (endpoints.empty() ? "" : ",") + e.text();
     s << "  backend = etcd at " << endpoints << "    <- " << plan.etcd_source << "\n";
+    const std::string& user = plan.etcd_endpoints.front().credentials.user;
+    s << "  etcd_user = " << (user.empty() ? "none (no etcd authentication)" : user) << "    <- env "
+      << group::kEtcdUserEnv << "\n";
   } else {
     s << "  backend = tcp    <- no --rdzv-backend etcd\n";
     s << "  address = " << plan.address() << "    <- master_addr, port " << plan.port.source << "\n";

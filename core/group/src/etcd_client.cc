@@ -168,13 +168,58 @@ Checked<std::vector<EtcdEndpoint>> parseEtcdEndpoints(const std::string& list) {
 EtcdClient::EtcdClient(std::vector<EtcdEndpoint> endpoints, std::chrono::milliseconds timeout)
     : endpoints_(std::move(endpoints)), timeout_(timeout) {}
 
+Checked<std::string> EtcdClient::authenticate(const EtcdEndpoint& endpoint) {
+  const Json request = {{"name", endpoint.credentials.user}, {"password", endpoint.credentials.password}};
+  Checked<std::string> body = exchange(endpoint, "/v3/auth/authenticate", request.dump(), "");
+  if (!body.ok()) return body;
+  Checked<Json> j = parseAnswer(body.value, "authenticate as user '" + endpoint.credentials.user + "' at " +
+                                                endpoint.text());
+  if (!j.ok()) return {j.error + " (check TAEHV_ETCD_USER and the password)"};
+  const std::string token = j.value.value("token", "");
+  if (token.empty()) {
+    return {"etcd at " + endpoint.text() + " gave no token for user '" + endpoint.credentials.user +
+            "' (is authentication enabled there?)"};
+  }
+  return {"", token};
+}
+
 Checked<std::string> EtcdClient::callOne(const EtcdEndpoint& endpoint, const std::string& path,
                                          const std::string& body) {
+  if (endpoint.credentials.user.empty()) {
+    Checked<std::string> answer = exchange(endpoint, path, body, "");
+    // etcd's word for a cluster with authentication on and a client without credentials.
+    if (answer.ok() && answer.value.find("user name is empty") != std::string::npos) {
+      return {"etcd at " + endpoint.text() + " has authentication enabled: set TAEHV_ETCD_USER and "
+              "TAEHV_ETCD_PASSWORD (or TAEHV_ETCD_PASSWORD_FILE) on every node"};
+    }
+    return answer;
+  }
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::string& token = tokens_[endpoint.text()];
+    if (token.empty()) {
+      Checked<std::string> fresh = authenticate(endpoint);
+      if (!fresh.ok()) return fresh;
+      token = fresh.value;
+    }
+    Checked<std::string> answer = exchange(endpoint, path, body, token);
+    // A simple token lapses after etcd's --auth-token-ttl (300 s) idle, or when the member restarted: take another.
+    if (attempt == 0 && answer.ok() && answer.value.find("invalid auth token") != std::string::npos) {
+      token.clear();
+      continue;
+    }
+    return answer;
+  }
+  return {"etcd at " + endpoint.text() + ": the fresh auth token was refused too"};
+}
+
+Checked<std::string> EtcdClient::exchange(const EtcdEndpoint& endpoint, const std::string& path,
+                                          const std::string& body, const std::string& token) {
   asio::io_context io;
   beast::tcp_stream stream(io);
   http::request<http::string_body> request{body.empty() ? http::verb::get : http::verb::post, path, 11};
   request.set(http::field::host, endpoint.host);
   request.set(http::field::content_type, "application/json");
+  if (!token.empty()) request.set(http::field::authorization, token);
   request.body() = body;
   request.prepare_payload();
   beast::flat_buffer buffer;

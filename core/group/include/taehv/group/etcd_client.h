@@ -8,9 +8,11 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "taehv/checked.h"
@@ -22,9 +24,19 @@ inline constexpr int kDefaultEtcdPort = 2379;
 /// Each call to etcd finishes within this (connect, request and answer).
 inline constexpr std::chrono::milliseconds kEtcdCallTimeout{2000};
 
+/// etcd's own authentication (etcdctl auth enable): the client trades them for a token at each member
+/// (POST /v3/auth/authenticate) and sends it with every call. Never printed.
+struct EtcdCredentials {
+  std::string user;  ///< "": no authentication
+  std::string password;
+};
+
 struct EtcdEndpoint {
+  EtcdEndpoint() = default;
+  EtcdEndpoint(std::string host_, int port_) : host(std::move(host_)), port(port_) {}
   std::string host;
   int port = kDefaultEtcdPort;
+  EtcdCredentials credentials;  ///< the same for every endpoint of a cluster; text() leaves them out
   std::string text() const { return host + ":" + std::to_string(port); }
 };
 
@@ -90,12 +102,19 @@ class EtcdClient {
  private:
   /// POSTs `body` (JSON) to `path` (GET when `body` is empty), the first endpoint that answers; the response body.
   Checked<std::string> call(const std::string& path, const std::string& body);
+  /// callOne() with the endpoint's token when it has credentials: taken once per member, again when it expired.
   Checked<std::string> callOne(const EtcdEndpoint& endpoint, const std::string& path, const std::string& body);
+  /// One HTTP exchange; `token` ("": none) in the Authorization header.
+  Checked<std::string> exchange(const EtcdEndpoint& endpoint, const std::string& path, const std::string& body,
+                                const std::string& token);
+  /// A fresh token from the endpoint (POST /v3/auth/authenticate).
+  Checked<std::string> authenticate(const EtcdEndpoint& endpoint);
 
   std::vector<EtcdEndpoint> endpoints_;
   std::chrono::milliseconds timeout_;
   std::size_t preferred_ = 0;
   std::string local_address_;
+  std::map<std::string, std::string> tokens_;  ///< endpoint text -> its auth token (simple tokens are per member)
 };
 
 /// Base64 (standard alphabet, padded), as the JSON gateway wants keys and values.
