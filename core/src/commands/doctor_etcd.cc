@@ -59,10 +59,18 @@ sizing::CheckResult checkEndpoint(const group::EtcdEndpoint& endpoint, std::chro
               " endpoint status --cluster names them";
     return row;
   }
+  // A read under the group's prefix: what every node does first, and what etcd's authentication guards.
+  if (Checked<std::optional<group::EtcdKeyValue>> read = client.get("/taehv/"); !read.ok()) {
+    row.detail = "etcd " + version.value + ": " + read.error;
+    row.fix = "give etcd's user and password on every node: TAEHV_ETCD_USER with TAEHV_ETCD_PASSWORD or "
+              "TAEHV_ETCD_PASSWORD_FILE (etcdctl user get NAME shows its roles)";
+    return row;
+  }
   row.status = sizing::CheckStatus::kPass;
   row.detail = "etcd " + version.value + ", member " + hexId(status.value.member_id) + ", leader " +
                hexId(status.value.leader) + (status.value.leader == status.value.member_id ? " (this one)" : "") +
-               (healthy.ok() ? ", healthy" : ", /health not read (" + healthy.error + ")");
+               (healthy.ok() ? ", healthy" : ", /health not read (" + healthy.error + ")") +
+               (endpoint.credentials.user.empty() ? "" : ", user '" + endpoint.credentials.user + "' accepted");
   return row;
 }
 

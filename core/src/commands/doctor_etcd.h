@@ -14,7 +14,8 @@ inline constexpr int kMinEtcdMajor = 3;
 inline constexpr int kMinEtcdMinor = 4;
 
 /// One row per endpoint: reached within `timeout` per call, an etcd v3 JSON gateway (GET /version), its version at
-/// least 3.4, healthy (GET /health) and following a leader (POST /v3/maintenance/status). A failing endpoint is a
+/// least 3.4, healthy (GET /health), following a leader (POST /v3/maintenance/status) and letting this node read
+/// (etcd's authentication, when on, takes the node's credentials). A failing endpoint is a
 /// warning while another endpoint passes (the group uses the others) and a failure when none does; each names its fix.
 std::vector<sizing::CheckResult> etcdChecks(const std::vector<group::EtcdEndpoint>& endpoints,
                                             std::chrono::milliseconds timeout = group::kEtcdCallTimeout);

@@ -119,6 +119,7 @@ TEST_F(EtcdAuth, TwoNodesFormWithTheRightPasswordAndAWrongOneIsOneLineAndExit2) 
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_NE(r.err.find("authentication failed, invalid user ID or password"), std::string::npos) << r.err;
+    std::printf("wrong password: %s", r.err.c_str());
   }
   EXPECT_TRUE(lines(dir + "/wrong").empty()) << "no worker started";
 
@@ -131,6 +132,32 @@ TEST_F(EtcdAuth, TwoNodesFormWithTheRightPasswordAndAWrongOneIsOneLineAndExit2) 
         << r.err;
   }
   if (!HasFailure()) std::filesystem::remove_all(dir);
+}
+
+// doctor reads under the group's prefix as the launch would: the right password passes, a wrong one or none fails
+// with etcd's reason and the variables to set.
+TEST_F(EtcdAuth, DoctorSaysWhetherEtcdTakesThisNodesCredentials) {
+  const std::string at = etcd_.endpoint().text();
+  auto doctor = [&](const std::map<std::string, std::string>& extra) {
+    auto env = cleanEnv();
+    env["TAEHV_JOB_TOKEN"] = "etcd-auth-test-token-0123456789abc";
+    for (const auto& [k, v] : extra) env[k] = v;
+    const auto r = runProcess({taehvRun(), "doctor", "--backend", "local", "--nnodes", "2", "--node-rank", "1",
+                               "--master-addr", "127.0.0.1", "--output-dir", "/tmp", "--rdzv-backend", "etcd",
+                               "--rdzv-endpoint", at}, env, std::chrono::seconds(30));
+    const std::size_t row = r.out.find("etcd " + at + " ");
+    return row == std::string::npos ? r.out : r.out.substr(row, r.out.find("\nnode group token", row) - row);
+  };
+  const std::string right = doctor({{"TAEHV_ETCD_USER", "root"}, {"TAEHV_ETCD_PASSWORD", kPassword}});
+  EXPECT_NE(right.find(" pass "), std::string::npos) << right;
+  EXPECT_NE(right.find("user 'root' accepted"), std::string::npos) << right;
+  const std::string wrong = doctor({{"TAEHV_ETCD_USER", "root"}, {"TAEHV_ETCD_PASSWORD", "nope"}});
+  EXPECT_NE(wrong.find(" fail "), std::string::npos) << wrong;
+  EXPECT_NE(wrong.find("authentication failed, invalid user ID or password"), std::string::npos) << wrong;
+  EXPECT_NE(wrong.find("fix:    give etcd's user and password on every node"), std::string::npos) << wrong;
+  const std::string none = doctor({});
+  EXPECT_NE(none.find(" fail "), std::string::npos) << none;
+  EXPECT_NE(none.find("has authentication enabled: set TAEHV_ETCD_USER"), std::string::npos) << none;
 }
 
 }  // namespace
