@@ -27,7 +27,11 @@ nlohmann::ordered_json groupJson(const GroupPlan* group) {
     nlohmann::ordered_json endpoints = nlohmann::ordered_json::array();
     for (const auto& e : group->etcd_endpoints) endpoints.push_back(e.text());
     g["etcd_endpoints"] = endpoints;
+    const std::string& user = group->etcd_endpoints.front().credentials.user;
+    g["etcd_user"] = user.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(user);
   }
+  g["master"] = group->enabled ? nlohmann::ordered_json(groupMaster(*group)) : nlohmann::ordered_json(nullptr);
+  g["master_rule"] = group->enabled ? nlohmann::ordered_json(groupMasterRule(*group)) : nlohmann::ordered_json(nullptr);
   return g;
 }
 

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "taehv/env.h"
+#include "taehv/group/etcd_credentials.h"
 #include "taehv/group/tcp_node_group.h"
 #include "taehv/parse.h"
 
@@ -47,6 +48,9 @@ Status planEtcd(const GroupFlags& flags, const Env& env, GroupPlan& plan) {
   auto endpoints = group::parseEtcdEndpoints(flags.rdzv_endpoint ? *flags.rdzv_endpoint : *env_endpoint);
   if (!endpoints.ok()) return {endpoints.error + " (" + plan.etcd_source + ")"};
   plan.etcd_endpoints = std::move(endpoints.value);
+  Checked<group::EtcdCredentials> credentials = group::etcdCredentialsFromEnv(env);
+  if (!credentials.ok()) return {credentials.error};
+  for (auto& e : plan.etcd_endpoints) e.credentials = credentials.value;
   return {};
 }
 
@@ -119,6 +123,18 @@ Checked<GroupPlan> planGroup(const NodeDescriptor& node, const GroupFlags& flags
   return out;
 }
 
+std::string groupMaster(const GroupPlan& plan) {
+  return plan.etcd_endpoints.empty() ? plan.leader_addr : "chosen at formation";
+}
+
+std::string groupMasterRule(const GroupPlan& plan) {
+  if (!plan.etcd_endpoints.empty()) {
+    return "the first node of each formation in etcd (lowest --node-rank, ties in order of arrival); a new one when "
+           "it is lost";
+  }
+  return "fixed: master_addr (the node there leads the group and hosts the store); the job ends if it is lost";
+}
+
 std::string describeGroup(const GroupPlan& plan) {
   std::ostringstream s;
   if (!plan.enabled) {
@@ -129,15 +145,19 @@ std::string describeGroup(const GroupPlan& plan) {
   if (!plan.etcd_endpoints.empty()) {
     std::string endpoints;
     for (const auto& e : plan.etcd_endpoints) endpoints += (endpoints.empty() ? "" : ",") + e.text();
-    s << "  backend = etcd at " << endpoints << "    <- " << plan.etcd_source
-      << " (the master is chosen per formation)\n";
+    s << "  backend = etcd at " << endpoints << "    <- " << plan.etcd_source << "\n";
+    const std::string& user = plan.etcd_endpoints.front().credentials.user;
+    s << "  etcd_user = " << (user.empty() ? "none (no etcd authentication)" : user) << "    <- env "
+      << group::kEtcdUserEnv << "\n";
   } else {
+    s << "  backend = tcp    <- no --rdzv-backend etcd\n";
     s << "  address = " << plan.address() << "    <- master_addr, port " << plan.port.source << "\n";
     if (plan.rank_by_arrival) {
       s << "  node_rank = by arrival    <- --rdzv-backend c10d without --node-rank (the node where master_addr is "
            "local leads as node 0, the others are numbered as they join)\n";
     }
   }
+  s << "  master = " << groupMaster(plan) << "    <- " << groupMasterRule(plan) << "\n";
   s << "  node_timeout = " << std::chrono::duration<double>(plan.node_timeout).count() << " s    <- "
     << plan.node_timeout_source << "\n";
   s << "  job_token = " << plan.token.description << "\n";

@@ -32,6 +32,21 @@ std::int64_t jsonInt(const Json& j, const char* name) {
   return 0;
 }
 
+/// An unsigned 64-bit field (member and leader IDs, written as strings); 0 when absent or not a number.
+std::uint64_t jsonUint(const Json& j, const char* name) {
+  const auto it = j.find(name);
+  if (it == j.end()) return 0;
+  if (it->is_number_unsigned()) return it->get<std::uint64_t>();
+  if (!it->is_string()) return 0;
+  const std::string text = it->get<std::string>();
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return 0;
+  try {
+    return std::stoull(text);
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
 /// The parsed body, or one line: not JSON, or etcd's own error ({"error": ..., "message": ...}).
 Checked<Json> parseAnswer(const std::string& body, const std::string& what) {
   Json j = Json::parse(body, nullptr, false);
@@ -73,6 +88,25 @@ Checked<int> parsePort(const std::string& text, const std::string& entry) {
   const int port = std::stoi(text);
   if (port < 1 || port > 65535) return {"--rdzv-endpoint entry '" + entry + "': port " + text + " is not 1..65535"};
   return {"", port};
+}
+
+/// Fills `s` from a /v3/maintenance/status answer (or `s.error` from why there is none); false when there is none.
+bool readMemberStatus(const Checked<std::string>& body, EtcdMemberStatus& s) {
+  Checked<Json> j = body.ok() ? parseAnswer(body.value, "status") : Checked<Json>{body.error};
+  if (!j.ok()) {
+    s.error = j.error;
+    return false;
+  }
+  s.version = j.value.value("version", "");
+  if (j.value.contains("header") && j.value["header"].is_object()) s.member_id = jsonUint(j.value["header"], "member_id");
+  // The leader's member ID; absent or 0 while the member knows none (etcd then lists "etcdserver: no leader").
+  s.leader = jsonUint(j.value, "leader");
+  if (j.value.contains("errors") && j.value["errors"].is_array()) {
+    for (const Json& e : j.value["errors"]) {
+      s.note += (s.note.empty() ? "" : "; ") + (e.is_string() ? e.get<std::string>() : e.dump());
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -153,13 +187,60 @@ Checked<std::vector<EtcdEndpoint>> parseEtcdEndpoints(const std::string& list) {
 EtcdClient::EtcdClient(std::vector<EtcdEndpoint> endpoints, std::chrono::milliseconds timeout)
     : endpoints_(std::move(endpoints)), timeout_(timeout) {}
 
+Checked<std::string> EtcdClient::authenticate(const EtcdEndpoint& endpoint) {
+  const Json request = {{"name", endpoint.credentials.user}, {"password", endpoint.credentials.password}};
+  Checked<std::string> body = exchange(endpoint, "/v3/auth/authenticate", request.dump(), "");
+  if (!body.ok()) return body;
+  Checked<Json> j = parseAnswer(body.value, "authenticate as user '" + endpoint.credentials.user + "' at " +
+                                                endpoint.text());
+  if (!j.ok()) return {j.error + " (check TAEHV_ETCD_USER and the password)"};
+  const std::string token = j.value.value("token", "");
+  if (token.empty()) {
+    return {"etcd at " + endpoint.text() + " gave no token for user '" + endpoint.credentials.user +
+            "' (is authentication enabled there?)"};
+  }
+  return {"", token};
+}
+
 Checked<std::string> EtcdClient::callOne(const EtcdEndpoint& endpoint, const std::string& path,
                                          const std::string& body) {
+  // etcd answers these to anyone: no token taken for them, so a wrong password shows as such, not as "unreachable".
+  const bool open = path == "/version" || path == "/health" || path == "/v3/maintenance/status";
+  if (endpoint.credentials.user.empty() || open) {
+    Checked<std::string> answer = exchange(endpoint, path, body, "");
+    // etcd's word for a cluster with authentication on and a client without credentials.
+    if (answer.ok() && answer.value.find("user name is empty") != std::string::npos) {
+      return {"etcd at " + endpoint.text() + " has authentication enabled: set TAEHV_ETCD_USER and "
+              "TAEHV_ETCD_PASSWORD (or TAEHV_ETCD_PASSWORD_FILE) on every node"};
+    }
+    return answer;
+  }
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::string& token = tokens_[endpoint.text()];
+    if (token.empty()) {
+      Checked<std::string> fresh = authenticate(endpoint);
+      if (!fresh.ok()) return fresh;
+      token = fresh.value;
+    }
+    Checked<std::string> answer = exchange(endpoint, path, body, token);
+    // A simple token lapses after etcd's --auth-token-ttl (300 s) idle, or when the member restarted: take another.
+    if (attempt == 0 && answer.ok() && answer.value.find("invalid auth token") != std::string::npos) {
+      token.clear();
+      continue;
+    }
+    return answer;
+  }
+  return {"etcd at " + endpoint.text() + ": the fresh auth token was refused too"};
+}
+
+Checked<std::string> EtcdClient::exchange(const EtcdEndpoint& endpoint, const std::string& path,
+                                          const std::string& body, const std::string& token) {
   asio::io_context io;
   beast::tcp_stream stream(io);
   http::request<http::string_body> request{body.empty() ? http::verb::get : http::verb::post, path, 11};
   request.set(http::field::host, endpoint.host);
   request.set(http::field::content_type, "application/json");
+  if (!token.empty()) request.set(http::field::authorization, token);
   request.body() = body;
   request.prepare_payload();
   beast::flat_buffer buffer;
@@ -248,6 +329,26 @@ Checked<std::string> EtcdClient::version() {
   return {"", j.value["etcdserver"].get<std::string>()};
 }
 
+Checked<EtcdMemberStatus> EtcdClient::memberStatus() {
+  Checked<std::string> body = call("/v3/maintenance/status", "{}");
+  Checked<EtcdMemberStatus> out;
+  if (!readMemberStatus(body, out.value)) return {out.value.error};
+  if (out.value.version.empty()) return {"etcd status: the answer names no version (not an etcd v3 gateway?)"};
+  return out;
+}
+
+Checked<bool> EtcdClient::health() {
+  Checked<std::string> body = call("/health", "");
+  if (!body.ok()) return {body.error};
+  const Json j = Json::parse(body.value, nullptr, false);
+  // etcd writes {"health":"true"} (3.4) or {"health":"true","reason":""} (3.5).
+  if (j.is_discarded() || !j.is_object() || !j.contains("health")) {
+    return {"etcd health: the answer is not etcd's {\"health\": ...} (not an etcd?)"};
+  }
+  const Json& h = j["health"];
+  return {"", (h.is_string() && h.get<std::string>() == "true") || (h.is_boolean() && h.get<bool>())};
+}
+
 Checked<std::vector<EtcdKeyValue>> EtcdClient::rangePrefix(const std::string& prefix) {
   const Json request = {{"key", base64Encode(prefix)}, {"range_end", base64Encode(prefixEnd(prefix))}};
   Checked<std::string> body = call("/v3/kv/range", request.dump());
@@ -323,20 +424,9 @@ Checked<std::int64_t> EtcdClient::leaseKeepAlive(std::int64_t lease) {
 std::vector<EtcdMemberStatus> EtcdClient::statuses() {
   std::vector<EtcdMemberStatus> out;
   for (const EtcdEndpoint& endpoint : endpoints_) {
-    EtcdMemberStatus s{endpoint, "", false, ""};
-    Checked<std::string> body = callOne(endpoint, "/v3/maintenance/status", "{}");
-    Checked<Json> j = body.ok() ? parseAnswer(body.value, "status") : Checked<Json>{body.error};
-    if (!j.ok()) {
-      s.error = j.error;
-    } else {
-      // The leader's member ID; absent or 0 while the member knows none (etcd then lists "etcdserver: no leader").
-      s.has_leader = jsonInt(j.value, "leader") != 0;
-      if (j.value.contains("errors") && j.value["errors"].is_array()) {
-        for (const Json& e : j.value["errors"]) {
-          s.note += (s.note.empty() ? "" : "; ") + (e.is_string() ? e.get<std::string>() : e.dump());
-        }
-      }
-    }
+    EtcdMemberStatus s;
+    s.endpoint = endpoint;
+    readMemberStatus(callOne(endpoint, "/v3/maintenance/status", "{}"), s);
     out.push_back(std::move(s));
   }
   return out;

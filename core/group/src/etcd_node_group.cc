@@ -125,7 +125,7 @@ std::optional<Json> openValue(const std::string& job_key, const std::string& wha
 std::string noQuorumNote(const std::vector<EtcdMemberStatus>& statuses) {
   std::string answering, silent;
   for (const EtcdMemberStatus& m : statuses) {
-    if (m.has_leader) return "";
+    if (m.hasLeader()) return "";
     if (m.error.empty()) {
       answering += (answering.empty() ? "" : ", ") + m.endpoint.text() + (m.note.empty() ? "" : " (" + m.note + ")");
     } else {

@@ -61,6 +61,12 @@ struct GroupPlan {
 /// value, where it came from and how to fix it.
 Checked<GroupPlan> planGroup(const NodeDescriptor& node, const GroupFlags& flags, const Env& env);
 
+/// The master's address (MASTER_ADDR) as far as it is known before the group forms: master_addr with the TCP group;
+/// "chosen at formation" with etcd, where each formation picks it (groupMasterRule says how).
+std::string groupMaster(const GroupPlan& plan);
+/// How the master is chosen, one sentence.
+std::string groupMasterRule(const GroupPlan& plan);
+
 /// The lines `describe` prints for the group.
 std::string describeGroup(const GroupPlan& plan);
 

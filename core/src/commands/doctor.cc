@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "commands/commands.h"
+#include "commands/doctor_etcd.h"
 #include "sizing_bridge_detail.h"
 #include "taehv/default_worker.h"
 #include "taehv/env.h"
@@ -38,7 +39,8 @@ std::vector<sizing::PluginFacts> detectAll(Cli& cli, std::vector<std::string>& e
   return facts;
 }
 
-/// The node group: node 0's port free, or node 0's port reachable from here; a job token given.
+/// The node group: node 0's port free, or node 0's port reachable from here (with etcd: each endpoint's health); a
+/// job token given.
 std::vector<sizing::CheckResult> groupChecks(const NodeDescriptor& node, const GroupPlan& plan,
                                              std::chrono::milliseconds timeout) {
   std::vector<sizing::CheckResult> rows;
@@ -51,7 +53,9 @@ std::vector<sizing::CheckResult> groupChecks(const NodeDescriptor& node, const G
     return rows;
   }
   const int p = *plan.port.value;
-  if (*node.node_rank.value == 0) {
+  if (!plan.etcd_endpoints.empty()) {
+    rows = etcdChecks(plan.etcd_endpoints);  // the etcd cluster holds the group: no node listens on a group port
+  } else if (*node.node_rank.value == 0) {
     const Status free = sizing::tcpPortFree(p);
     port.status = free.ok() ? sizing::CheckStatus::kPass : sizing::CheckStatus::kFail;
     port.detail = "port " + std::to_string(p) + " (" + plan.port.source + ") on this node (node 0): " +
@@ -66,7 +70,7 @@ std::vector<sizing::CheckResult> groupChecks(const NodeDescriptor& node, const G
     if (!reached.ok()) port.fix = "start node 0 first (its taehv-run listens there), and let TCP port " +
                                  std::to_string(p) + " through any firewall between the nodes";
   }
-  rows.push_back(port);
+  if (plan.etcd_endpoints.empty()) rows.push_back(port);
   sizing::CheckResult token;
   token.name = "node group token";
   token.detail = plan.token.description;

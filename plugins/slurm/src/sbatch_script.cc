@@ -36,6 +36,57 @@ bool isSlurmTime(const std::string& text) {
   return std::regex_match(text, kTime) || std::regex_match(text, kUnlimited);
 }
 
+/// etcd members of the job's own cluster: three survive the loss of any one.
+constexpr int kEtcdMembers = 3;
+/// How long the script waits for every member to say it is healthy before it gives up (exit 2).
+constexpr int kEtcdWaitSeconds = 60;
+
+/// The script's lines that start `members` etcd members, one background srun step (--overlap: beside the training
+/// step) on each of the job's first nodes, wait until each answers {"health":"true"} on its client port, and set
+/// $etcd_endpoints. The members are stopped when the script exits; their data lives under $TMPDIR for this run.
+void renderEtcdMembers(std::ostringstream& s, int members) {
+  s << "# The node group's etcd: " << members << " member(s) on the job's first nodes (client port 2379, peers "
+       "2380).\n"
+    << "etcd_hosts=($(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n " << members << "))\n"
+    << "if [ \"${#etcd_hosts[@]}\" -ne " << members << " ]; then\n"
+    << "  echo \"taehv: scontrol named ${#etcd_hosts[@]} of the " << members << " nodes for etcd\"; exit 2\n"
+    << "fi\n"
+    << "etcd_cluster= etcd_endpoints= etcd_pids=()\n"
+    << "for i in \"${!etcd_hosts[@]}\"; do\n"
+    << "  etcd_cluster+=\"${etcd_cluster:+,}taehv-etcd-$i=http://${etcd_hosts[$i]}:2380\"\n"
+    << "  etcd_endpoints+=\"${etcd_endpoints:+,}${etcd_hosts[$i]}:2379\"\n"
+    << "done\n"
+    << "for i in \"${!etcd_hosts[@]}\"; do\n"
+    << "  h=${etcd_hosts[$i]}\n"
+    << "  srun --overlap --nodes=1 --ntasks=1 -w \"$h\" etcd --name \"taehv-etcd-$i\" \\\n"
+    << "    --data-dir \"${TMPDIR:-/tmp}/taehv-etcd-$SLURM_JOB_ID-$restart-$i\" \\\n"
+    << "    --listen-client-urls http://0.0.0.0:2379 --advertise-client-urls \"http://$h:2379\" \\\n"
+    << "    --listen-peer-urls http://0.0.0.0:2380 --initial-advertise-peer-urls \"http://$h:2380\" \\\n"
+    << "    --initial-cluster \"$etcd_cluster\" --initial-cluster-token \"taehv-$SLURM_JOB_ID-$restart\" &\n"
+    << "  etcd_pids+=($!)\n"
+    << "done\n"
+    << "trap 'kill \"${etcd_pids[@]}\" 2>/dev/null' EXIT\n"
+    << "# Healthy: the member's GET /health says so (bash's /dev/tcp: no curl needed on the nodes).\n"
+    << "etcd_healthy() {\n"
+    << "  exec 3<>\"/dev/tcp/$1/2379\" 2>/dev/null || return 1\n"
+    << "  printf 'GET /health HTTP/1.0\\r\\nHost: %s\\r\\n\\r\\n' \"$1\" >&3\n"
+    << "  local rc=1; grep -q '\"health\":\"true\"' <&3 && rc=0\n"
+    << "  exec 3<&-; return $rc\n"
+    << "}\n"
+    << "etcd_wait=${TAEHV_ETCD_WAIT_S:-" << kEtcdWaitSeconds << "}\n"
+    << "for h in \"${etcd_hosts[@]}\"; do\n"
+    << "  waited=0\n"
+    << "  until etcd_healthy \"$h\"; do\n"
+    << "    if [ \"$waited\" -ge \"$etcd_wait\" ]; then\n"
+    << "      echo \"taehv: etcd on $h did not answer healthy on port 2379 within ${etcd_wait} s (is etcd-server "
+       "installed on the nodes?)\"; exit 2\n"
+    << "    fi\n"
+    << "    sleep 1; waited=$((waited + 1))\n"
+    << "  done\n"
+    << "done\n"
+    << "echo \"taehv: etcd at $etcd_endpoints\"\n";
+}
+
 }  // namespace
 
 CommandSpec submitCommand() {
@@ -62,6 +113,9 @@ CommandSpec submitCommand() {
             true},
            {"sbatch-arg", "ARG", "an extra #SBATCH line (repeatable)", true},
            {"launch-arg", "ARG", "an extra taehv-run launch option for every task (repeatable)", true},
+           {"rdzv-backend", "etcd",
+            "etcd: start an etcd member on each of the job's first 3 nodes and keep the node group there, so that "
+            "any node may be lost"},
            {"srun-wait", "S", "seconds the other tasks may run on after one ends cleanly (srun --wait, default 60)"},
            {"script", "FILE", "also write the script to FILE"},
            {"dry-run", "", "print the script instead of submitting it"}},
@@ -128,6 +182,13 @@ Status parseSubmitArgs(const CommandArgs& args, SubmitOptions& out) {
     if (!e.ok()) return e;
   }
   out.dry_run = given.count("dry-run") > 0;
+  if (const std::string* rdzv = optionValue(given, "rdzv-backend")) {
+    if (*rdzv != "etcd") {
+      return {"--rdzv-backend '" + *rdzv + "': submit knows etcd (members started on the job's first 3 nodes); "
+              "leave it out for the node group led by node 0"};
+    }
+    out.etcd = true;
+  }
   out.command = args.command;
   if (given.count("time") && !isSlurmTime(out.time)) {
     return {"--time '" + out.time + "': not a SLURM time limit; use MINUTES, HOURS:MINUTES:SECONDS, " +
@@ -232,6 +293,8 @@ std::string renderSbatchScript(const SubmitOptions& opts, const std::string& tae
       << "done > \"$SLURM_HOSTFILE\"\n"
       << "export SLURM_HOSTFILE\n";
   }
+  // Fewer nodes than 3: one member (two would stop the group when either is lost, one only when its node is).
+  if (opts.etcd) renderEtcdMembers(s, opts.nodes >= kEtcdMembers ? kEtcdMembers : 1);
   s << "srun --kill-on-bad-exit=1 --wait=" << opts.srun_wait_s << " --unbuffered --nodes=" << opts.nodes;
   if (uneven && opts.task_per_gpu) {
     s << " --ntasks=" << total << " --distribution=arbitrary";
@@ -246,6 +309,7 @@ std::string renderSbatchScript(const SubmitOptions& opts, const std::string& tae
   } else {
     s << " --nproc-per-node " << workers;
   }
+  if (opts.etcd) s << " --rdzv-backend etcd --rdzv-endpoint \"$etcd_endpoints\"";
   for (const std::string& a : opts.launch_args) s << " " << shellQuote(a);
   if (plain > 0) {
     s << " --";

@@ -148,9 +148,9 @@ TEST_F(EtcdClientTest, StatusesSayWhichMembersAnswerAndKnowALeader) {
   const auto statuses = EtcdClient({etcd_.endpoint(), dead}).statuses();
   ASSERT_EQ(statuses.size(), 2u);
   EXPECT_EQ(statuses[0].error, "");
-  EXPECT_TRUE(statuses[0].has_leader) << "a one-member cluster leads itself";
+  EXPECT_TRUE(statuses[0].hasLeader()) << "a one-member cluster leads itself";
   EXPECT_EQ(statuses[0].note, "");
-  EXPECT_FALSE(statuses[1].has_leader);
+  EXPECT_FALSE(statuses[1].hasLeader());
   EXPECT_NE(statuses[1].error.find(dead.text()), std::string::npos) << statuses[1].error;
   // A member without a leader (the minority side of a partition) is in EtcdNetns (tests/core/group/netns).
 }

@@ -300,5 +300,47 @@ TEST(SlurmSubmitExample, ExampleScriptIsWhatSubmitRenders) {
   EXPECT_EQ(example.str(), rendered);
 }
 
+// --rdzv-backend etcd: one background srun step per etcd member on the job's first 3 nodes, their endpoints handed
+// to taehv-run; run with fake srun/scontrol whose hosts do not exist, the wait for health ends with one line, exit 2,
+// and no training step.
+TEST_F(FakeCluster, EtcdMembersOnTheFirstThreeNodesAndTheirEndpointsPassedOn) {
+  const SubmitOptions o = parse({"--nodes", "4", "--rdzv-backend", "etcd", "--", "worker"});
+  const std::string script = renderSbatchScript(o, "/x/taehv-run", "0.1.0");
+  ASSERT_EQ(system(("bash -n <<'EOF'\n" + script + "\nEOF").c_str()), 0) << script;
+  EXPECT_TRUE(contains(script, "head -n 3))\n")) << script;
+  EXPECT_TRUE(contains(script, "\"$TAEHV_RUN\" --backend slurm --nproc-per-node 1 --rdzv-backend etcd "
+                               "--rdzv-endpoint \"$etcd_endpoints\" -- worker"))
+      << script;
+  writeExecutable(dir_ + "/scontrol", "#!/bin/sh\necho \"scontrol $*\" >> " + dir_ +
+                                          "/log\n[ \"$1\" = show ] && printf 'n1.invalid\\nn2.invalid\\nn3.invalid\\n"
+                                          "n4.invalid\\n'\nexit 0\n");
+  int rc = -1;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string log = run(script, "TAEHV_ETCD_WAIT_S=1", 0, &rc);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+  EXPECT_EQ(rc, 2) << log;
+  for (int i = 0; i < 3; ++i) {
+    const std::string h = "n" + std::to_string(i + 1) + ".invalid";
+    EXPECT_TRUE(contains(log, "srun --overlap --nodes=1 --ntasks=1 -w " + h + " etcd --name taehv-etcd-" +
+                                  std::to_string(i) + " --data-dir"))
+        << log;
+    EXPECT_TRUE(contains(log, "--advertise-client-urls http://" + h + ":2379")) << log;
+  }
+  EXPECT_TRUE(contains(log, "--initial-cluster taehv-etcd-0=http://n1.invalid:2380,taehv-etcd-1=http://n2.invalid:"
+                            "2380,taehv-etcd-2=http://n3.invalid:2380 "))
+      << log;
+  EXPECT_FALSE(contains(log, "n4.invalid")) << "3 members only: " << log;
+  EXPECT_FALSE(contains(log, "--kill-on-bad-exit")) << "no training step without etcd: " << log;
+  std::ifstream in(dir_ + "/out");
+  std::stringstream out;
+  out << in.rdbuf();
+  EXPECT_TRUE(contains(out.str(), "taehv: etcd on n1.invalid did not answer healthy on port 2379 within 1 s"))
+      << out.str();
+
+  EXPECT_EQ(parseError({"--nodes", "3", "--rdzv-backend", "c10d"}),
+            "--rdzv-backend 'c10d': submit knows etcd (members started on the job's first 3 nodes); leave it out for "
+            "the node group led by node 0");
+}
+
 }  // namespace
 }  // namespace taehv::slurm

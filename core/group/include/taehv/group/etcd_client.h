@@ -8,9 +8,11 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "taehv/checked.h"
@@ -22,9 +24,19 @@ inline constexpr int kDefaultEtcdPort = 2379;
 /// Each call to etcd finishes within this (connect, request and answer).
 inline constexpr std::chrono::milliseconds kEtcdCallTimeout{2000};
 
+/// etcd's own authentication (etcdctl auth enable): the client trades them for a token at each member
+/// (POST /v3/auth/authenticate) and sends it with every call. Never printed.
+struct EtcdCredentials {
+  std::string user;  ///< "": no authentication
+  std::string password;
+};
+
 struct EtcdEndpoint {
+  EtcdEndpoint() = default;
+  EtcdEndpoint(std::string host_, int port_) : host(std::move(host_)), port(port_) {}
   std::string host;
   int port = kDefaultEtcdPort;
+  EtcdCredentials credentials;  ///< the same for every endpoint of a cluster; text() leaves them out
   std::string text() const { return host + ":" + std::to_string(port); }
 };
 
@@ -41,12 +53,17 @@ struct EtcdKeyValue {
   std::int64_t lease = 0;            ///< 0: none
 };
 
-/// What one member says of its cluster (statuses()).
+/// What one member says of itself and of its cluster (POST /v3/maintenance/status, which a member answers by itself,
+/// without a quorum).
 struct EtcdMemberStatus {
-  EtcdEndpoint endpoint;
-  std::string error;        ///< why it gave no status (unreachable, not etcd); "" when it answered
-  bool has_leader = false;  ///< it knows a leader: its cluster has a quorum it is part of
-  std::string note;         ///< etcd's own errors for the member, e.g. "etcdserver: no leader"
+  EtcdEndpoint endpoint;        ///< the member asked (statuses()); memberStatus(): empty
+  std::string error;            ///< statuses(): why it gave no status (unreachable, not etcd); "" when it answered
+  std::string version;          ///< the member's etcd version, e.g. "3.4.23"
+  std::uint64_t member_id = 0;  ///< this member's ID
+  std::uint64_t leader = 0;     ///< the cluster's leader as this member sees it; 0: none (its side has no quorum)
+  std::string note;             ///< etcd's own errors for the member, e.g. "etcdserver: no leader"
+  /// It knows a leader: its cluster has a quorum it is part of.
+  bool hasLeader() const { return leader != 0; }
 };
 
 class EtcdClient {
@@ -55,6 +72,12 @@ class EtcdClient {
 
   /// The server's version ("3.4.23", GET /version).
   Checked<std::string> version();
+
+  /// The first endpoint's own status (its version, its ID, the leader it follows).
+  Checked<EtcdMemberStatus> memberStatus();
+
+  /// GET /health: true when the member answers and its cluster has a leader (a quorum), false when it says not.
+  Checked<bool> health();
 
   /// Every key starting with `prefix`, in key order.
   Checked<std::vector<EtcdKeyValue>> rangePrefix(const std::string& prefix);
@@ -89,12 +112,19 @@ class EtcdClient {
  private:
   /// POSTs `body` (JSON) to `path` (GET when `body` is empty), the first endpoint that answers; the response body.
   Checked<std::string> call(const std::string& path, const std::string& body);
+  /// callOne() with the endpoint's token when it has credentials: taken once per member, again when it expired.
   Checked<std::string> callOne(const EtcdEndpoint& endpoint, const std::string& path, const std::string& body);
+  /// One HTTP exchange; `token` ("": none) in the Authorization header.
+  Checked<std::string> exchange(const EtcdEndpoint& endpoint, const std::string& path, const std::string& body,
+                                const std::string& token);
+  /// A fresh token from the endpoint (POST /v3/auth/authenticate).
+  Checked<std::string> authenticate(const EtcdEndpoint& endpoint);
 
   std::vector<EtcdEndpoint> endpoints_;
   std::chrono::milliseconds timeout_;
   std::size_t preferred_ = 0;
   std::string local_address_;
+  std::map<std::string, std::string> tokens_;  ///< endpoint text -> its auth token (simple tokens are per member)
 };
 
 /// Base64 (standard alphabet, padded), as the JSON gateway wants keys and values.

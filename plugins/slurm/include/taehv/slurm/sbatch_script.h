@@ -32,6 +32,9 @@ struct SubmitOptions {
   std::size_t resume_arg_count = 0;                 ///< the last words of `command` are --resume-arg words (passed
                                                     ///< only on a requeued run that found a checkpoint)
   bool dry_run = false;
+  /// --rdzv-backend etcd: the script starts etcd members on the job's first three nodes (one srun step each) and
+  /// gives taehv-run their endpoints, so that any node may be lost (docs/node-group.md).
+  bool etcd = false;
   std::string script_file;  ///< --script FILE: also write the script there
 };
 
