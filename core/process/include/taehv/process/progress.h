@@ -53,10 +53,11 @@ std::string formatProgressReport(const ProgressReport& report);
 Checked<ProgressReport> parseProgressReport(std::string_view text);
 
 // The bounds a rank's silence is measured against. The floor is --hang-timeout; the rest are named here once.
-/// --hang-timeout's default: no rank is called hung before 60 s of silence, whatever its steps take. Long enough
-/// for a garbage-collection pause or a slow file system, short enough that a hang is named within about a minute
-/// plus the time to capture stacks (under the 1 to 4 h collective timeouts a hung rank would otherwise cost).
-inline constexpr std::chrono::seconds kDefaultHangFloor{60};
+/// --hang-timeout's default: no rank is called hung before 30 s of silence, whatever its steps take. Long enough
+/// for a garbage-collection pause or a slow file system (and the CPU-hog test's stalls), short enough that a hang is
+/// named within half a minute plus the time to capture stacks (under the 1 to 4 h collective timeouts a hung rank
+/// would otherwise cost; issue 33's target is under 60 s, which a 60 s floor missed by 0.2 s in bench/resilience).
+inline constexpr std::chrono::seconds kDefaultHangFloor{30};
 /// During steps: kStepFactor times the kStepPercentile of the rank's last kStepWindow step times (a step that
 /// included an evaluation or a checkpoint is not counted). 10x the 99th percentile: a step 10x slower than nearly
 /// all before it is far beyond jitter (a data loader refilling, a log flush) while still bounded by the learned pace.
