@@ -25,7 +25,8 @@ std::string tempDir() {
   return ::mkdtemp(tmpl);
 }
 
-int testPort(int slot) { return 39000 + static_cast<int>(::getpid() % 400) * 4 + slot * 2; }
+/// Below the kernel's ephemeral range (32768-60999), where an outgoing connection of any process may hold a port.
+int testPort(int slot) { return 16000 + static_cast<int>(::getpid() % 400) * 4 + slot * 2; }
 
 /// One worker start: what its environment said, and which node (taehv-run process) started it.
 struct Start {

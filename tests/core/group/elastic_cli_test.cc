@@ -55,7 +55,8 @@ std::future<ProcessResult> node(int id, const std::string& nnodes, int port, con
   return std::async(std::launch::async, [argv, timeout] { return runProcess(argv, groupEnv(), timeout); });
 }
 
-int testPort(int slot) { return 34000 + static_cast<int>(::getpid() % 400) * 8 + slot * 2; }
+/// Below the kernel's ephemeral range (32768-60999), where an outgoing connection of any process may hold a port.
+int testPort(int slot) { return 12000 + static_cast<int>(::getpid() % 400) * 8 + slot * 2; }
 
 // A worker failing on node 1 stops both nodes; both re-form (same nodes), restart count 1, and finish.
 TEST(Elastic, AWorkerFailureReFormsBothNodesAndCountsTheRestart) {
