@@ -1,5 +1,7 @@
 #include "taehv/group/etcd_client.h"
 
+#include "taehv/parse.h"
+
 #include <openssl/evp.h>
 
 #include <boost/asio/connect.hpp>
@@ -17,19 +19,13 @@ namespace http = beast::http;
 using Json = nlohmann::json;
 using asio::ip::tcp;
 
-/// etcd's gateway writes 64-bit integers as strings ("123"); accepts numbers too.
+/// etcd's gateway writes 64-bit integers as strings ("123"); accepts numbers too. 0 when absent or not a number.
 std::int64_t jsonInt(const Json& j, const char* name) {
   const auto it = j.find(name);
   if (it == j.end()) return 0;
   if (it->is_number_integer()) return it->get<std::int64_t>();
-  if (it->is_string()) {
-    try {
-      return std::stoll(it->get<std::string>());
-    } catch (const std::exception&) {
-      return 0;
-    }
-  }
-  return 0;
+  if (!it->is_string()) return 0;
+  return parseInteger<std::int64_t>(it->get<std::string>()).value_or(0);
 }
 
 /// An unsigned 64-bit field (member and leader IDs, written as strings); 0 when absent or not a number.
@@ -38,16 +34,9 @@ std::uint64_t jsonUint(const Json& j, const char* name) {
   if (it == j.end()) return 0;
   if (it->is_number_unsigned()) return it->get<std::uint64_t>();
   if (!it->is_string()) return 0;
-  const std::string text = it->get<std::string>();
-  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return 0;
-  try {
-    return std::stoull(text);
-  } catch (const std::exception&) {
-    return 0;
-  }
+  return parseCount<std::uint64_t>(it->get<std::string>()).value_or(0);
 }
 
-/// The parsed body, or one line: not JSON, or etcd's own error ({"error": ..., "message": ...}).
 Checked<Json> parseAnswer(const std::string& body, const std::string& what) {
   Json j = Json::parse(body, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return {"etcd " + what + ": the answer is not JSON (not an etcd v3 gateway?)"};
