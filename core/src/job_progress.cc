@@ -43,17 +43,18 @@ void JobProgress::tick(process::ProgressWatch& watch) {
   if (now < next_) return;
   next_ = now + group::kHeartbeatPeriod;
   const std::vector<group::RankSummary> mine = summarise(watch.ranks(), node_);
+  std::vector<group::RankSummary> others;  // the other nodes' ranks, as the group last heard of them
   if (group_ != nullptr) {
     group_->setLocalProgress(mine);
+    others = group_->peersProgress();
     std::vector<process::PeerRank> peers;
-    for (const group::RankSummary& r : group_->peersProgress()) {
+    for (const group::RankSummary& r : others) {
       if (r.node != node_) peers.push_back({r.rank, r.node, r.step, r.section, r.age_s});
     }
     watch.setPeers(std::move(peers));
   }
   if (!speaks_) return;
-  const std::vector<group::RankSummary> all =
-      group_ != nullptr ? jobRanks(mine, group_->peersProgress()) : jobRanks(mine, {});
+  const std::vector<group::RankSummary> all = jobRanks(mine, others);
   std::vector<group::BusyFigure> figures;
   std::set<int> nodes;
   for (const group::RankSummary& r : all) {
