@@ -39,6 +39,34 @@ constexpr std::array<std::pair<Section, std::string_view>, 7> kSectionNames = {{
     {Section::kEval, "eval"},
     {Section::kCheckpoint, "checkpoint"},
 }};
+/// Where a rank is in the job, to find the one the others wait for: its step, its section's place in the step
+/// (kSectionNames' order is a step's: data, forward/backward, exchange, optimizer, then an evaluation and a
+/// checkpoint after it), then how long it has been silent.
+struct Position {
+  std::int64_t step = 0;
+  int section = 0;
+  double silent_s = 0;
+};
+
+/// `a` is further behind than `b`: an earlier step, an earlier section of the same step, or as far and silent longer.
+/// In synchronous training every rank meets the others in each step's collectives, so the rank furthest behind is
+/// the one they wait for: one that reached the exchange waits for one still in data, however long each has been
+/// silent (the hung one is silent longer only by the time the others took to reach the exchange, under a second
+/// when a step is short). Silence decides only between ranks at the same place (a rank wedged in a collective).
+bool furtherBehind(const Position& a, const Position& b) {
+  if (a.step != b.step) return a.step < b.step;
+  if (a.section != b.section) return a.section < b.section;
+  return a.silent_s > b.silent_s;
+}
+
+/// A section word's place in kSectionNames ("" or an unknown word: start-up's, 0).
+int sectionPlace(std::string_view name) {
+  for (std::size_t i = 0; i < kSectionNames.size(); ++i) {
+    if (kSectionNames[i].second == name) return static_cast<int>(i);
+  }
+  return 0;
+}
+
 /// Largest step a report may carry (2^62): far above any run, far below overflow in step arithmetic.
 constexpr std::int64_t kMaxStep = std::int64_t{1} << 62;
 /// The epoll tag of the file timer's pipe (the sockets' tags are child indexes).
@@ -453,14 +481,24 @@ struct ProgressWatch::Impl {
     return line;
   }
 
-  /// The peer rank silent longer than `local_longest_s` (the longest silence of a local rank), its silence grown
-  /// to `now`; nullopt when none is.
-  std::optional<PeerRank> peerSilentLongest(double local_longest_s, Clock::time_point now) const {
+  /// A local rank's place (furtherBehind), its silence counted from its last report.
+  Position positionOf(const Rank& r, Clock::time_point now) const {
+    return {r.step, sectionPlace(sectionName(r.section)), secondsOf(now - r.last_report)};
+  }
+
+  /// The peer rank further behind than `local` (the local rank furthest behind), its silence grown to `now`, the
+  /// furthest behind of those; nullopt when none is.
+  std::optional<PeerRank> peerFurtherBehind(const Position& local, Clock::time_point now) const {
     std::optional<PeerRank> out;
+    Position furthest = local;
     const double since = secondsOf(now - peers_at);
     for (PeerRank p : peers) {
       p.silent_s += since;
-      if (p.silent_s > local_longest_s && (!out || p.silent_s > out->silent_s)) out = p;
+      const Position at{p.step, sectionPlace(p.section), p.silent_s};
+      if (furtherBehind(at, furthest)) {
+        out = p;
+        furthest = at;
+      }
     }
     return out;
   }
@@ -541,21 +579,21 @@ std::optional<Hang> ProgressWatch::check() {
   if (m.file_timer) m.file_timer->enforce([&m](int pid) { return m.nameOf(pid); });
   if (!m.status_file.empty() && now - m.status_written >= kStatusInterval) m.writeStatus(now);
   if (m.hang_reported || m.floor.count() <= 0) return std::nullopt;
-  // Once any rank is past its bound, the rank silent the longest is named: the others wait for it in a collective
-  // (they went on a little further, so their silence is shorter; their own bounds may be shorter too).
+  // Once any rank is past its bound, the rank furthest behind (furtherBehind), here or on another node, is named:
+  // the others wait for it in a collective (their own bounds may be shorter too).
   const Rank* tripped = nullptr;
   const Rank* hung = nullptr;
   for (const Rank& r : m.ranks) {
     if (!r.reported || r.pid <= 0 || ::kill(r.pid, 0) != 0) continue;  // not judged, or already ended
     const double bound = m.boundOf(r);
     if (tripped == nullptr && bound > 0 && m.silenceOf(r, now) > bound) tripped = &r;
-    if (hung == nullptr || r.last_report < hung->last_report) hung = &r;
+    if (hung == nullptr || furtherBehind(m.positionOf(r, now), m.positionOf(*hung, now))) hung = &r;
   }
   if (tripped == nullptr) return std::nullopt;
   if (hung == nullptr) return std::nullopt;
   m.hang_reported = true;
   Hang out;
-  if (const std::optional<PeerRank> peer = m.peerSilentLongest(m.silenceOf(*hung, now), now)) {
+  if (const std::optional<PeerRank> peer = m.peerFurtherBehind(m.positionOf(*hung, now), now)) {
     out.index = static_cast<std::size_t>(tripped - m.ranks.data());  // the local rank that stops the job
     out.description = m.diagnosePeer(*peer, *tripped, now);
   } else {

@@ -5,9 +5,13 @@
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
+
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "stacks.h"
@@ -141,6 +145,89 @@ TEST(ProgressWatch, BusyTimeIsTheStepWithoutItsExchange) {
   EXPECT_GE(p.busy_s, 0.055);
   EXPECT_LT(p.busy_s, 0.110) << "the 120 ms in the exchange are not busy time";
   EXPECT_GE(p.last_step_s, 0.175) << "the step time includes the exchange";
+}
+
+/// A child that sleeps until killed (a rank to judge and to take stacks of), and its reaper.
+struct Sleeper {
+  pid_t pid = ::fork();
+  Sleeper() {
+    if (pid == 0) {
+      ::execlp("sleep", "sleep", "60", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+  }
+  ~Sleeper() {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+};
+
+/// Two ranks, 0.3 s floor, a few 20 ms steps (so each rank is past warm-up and bounded by the floor), then rank 0
+/// reports the exchange of step 4 and, 200 ms later, rank 1 the data of step 4, and both go silent. Rank 0 has been
+/// silent the longer, but it waits for rank 1 in the exchange: rank 1 is named. (The rule before, the longest silent,
+/// named rank 0: what CI saw across two nodes, whose heartbeats age a peer's silence by up to a period.) Then a
+/// peer on another node, heard at the data of step 4 200 ms after the local rank's last report in the exchange, is
+/// named over that local rank.
+TEST(ProgressWatch, TheRankFurthestBehindIsNamedNotTheOneSilentLongest) {
+  Sleeper a, b;
+  std::string stacks = (std::filesystem::temp_directory_path() / "taehv-behind-XXXXXX").string();
+  ASSERT_NE(::mkdtemp(stacks.data()), nullptr);
+  ProgressFiles files;
+  files.stacks_dir = stacks;
+  Checked<std::unique_ptr<ProgressWatch>> created =
+      ProgressWatch::create(std::chrono::milliseconds(300), std::move(files));
+  ASSERT_TRUE(created.ok()) << created.error;
+  ProgressWatch& watch = *created.value;
+  const auto steps = [&watch](const std::vector<std::string>& paths, int upto) {
+    for (int step = 0; step < upto; ++step) {
+      for (const std::string& section : {"data", "forward_backward", "exchange"}) {
+        for (const std::string& path : paths) send(path, "step=" + std::to_string(step) + " section=" + section);
+        EXPECT_FALSE(watch.check().has_value());
+        std::this_thread::sleep_for(std::chrono::milliseconds(7));
+      }
+    }
+  };
+  const auto waitForHang = [&watch] {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < end) {
+      if (std::optional<Hang> h = watch.check()) return h->description;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return std::string("no hang named in 10 s");
+  };
+  std::vector<ChildSpec> specs(2);
+  specs[0].rank = 0;
+  specs[1].rank = 1;
+  watch.beginGeneration(specs);
+  watch.started(0, a.pid);
+  watch.started(1, b.pid);
+  const std::string p0 = specs[0].env.at(kProgressSocketEnv), p1 = specs[1].env.at(kProgressSocketEnv);
+  steps({p0, p1}, 4);
+  send(p0, "step=4 section=data");
+  send(p0, "step=4 section=forward_backward");
+  send(p0, "step=4 section=exchange");
+  watch.check();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  send(p1, "step=4 section=data");
+  watch.check();
+  const std::string local = waitForHang();
+  EXPECT_EQ(local.rfind("rank 1 hung in section data of step 4", 0), 0u) << local;
+
+  // A new generation, one local rank; the peer (rank 1 of node 1) is further behind though less silent.
+  specs.resize(1);
+  watch.beginGeneration(specs);
+  watch.started(0, a.pid);
+  const std::string q0 = specs[0].env.at(kProgressSocketEnv);
+  steps({q0}, 4);
+  send(q0, "step=4 section=data");
+  send(q0, "step=4 section=forward_backward");
+  send(q0, "step=4 section=exchange");
+  watch.check();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  watch.setPeers({{1, 1, 4, "data", 0.0}});  // heard 200 ms after the local rank's last report
+  const std::string peer = waitForHang();
+  EXPECT_EQ(peer.rfind("rank 1 (node 1) hung in section data of step 4", 0), 0u) << peer;
+  std::filesystem::remove_all(stacks);
 }
 
 }  // namespace

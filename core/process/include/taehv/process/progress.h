@@ -12,8 +12,10 @@
 //    kGarbageLogInterval; the job is not disturbed.
 //  - check() returns at most one hang per generation; before returning it has written the stack files and printed
 //    the summary line. The caller stops the workers (supervise() does, as for a failed worker).
+//  - Which rank is named: once one passes its bound, the rank furthest behind (the lowest step, then the earliest
+//    section of it, then the longest silent): in synchronous training the others wait for it in the next collective.
 //  - Across nodes (setPeers, fed from the node group's heartbeats): when a local rank passes its bound while a rank
-//    of another node has been silent longer than every local one, check() names that rank; its node captures its
+//    of another node is further behind than every local one, check() names that rank; its node captures its
 //    stacks when the group's stop reaches it (diagnoseStop, before teardown).
 #pragma once
 
@@ -147,7 +149,7 @@ class ProgressWatch {
   /// Every rank of this generation, in child order.
   std::vector<RankProgress> ranks() const;
   /// The other nodes' ranks as last heard (replaces the previous set). When a local rank passes its bound and a
-  /// peer rank has been silent longer than every local one, check() names the peer as the hung rank (the local
+  /// peer rank is further behind than every local one, check() names the peer as the hung rank (the local
   /// ranks wait for it in a collective); this node still captures its own ranks' stacks and stops the job.
   void setPeers(std::vector<PeerRank> peers);
   /// The job is being stopped from outside (the node group, for a failure or a hang on another node): before
