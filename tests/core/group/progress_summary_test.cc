@@ -84,11 +84,11 @@ TEST(Stragglers, JitterIsNoStragglerAndTheFactorIsTheLine) {
 }
 
 TEST(Stragglers, TooFewStepsOrNoneToCompareWithIsNoVerdict) {
-  EXPECT_TRUE(findStragglers({{0, 0.9, 4}, {1, 0.1, 20}}).empty()) << "4 steps < kStragglerMinSteps";
-  EXPECT_TRUE(findStragglers({{0, 0.9, 20}, {1, 0.1, 4}}).empty()) << "nobody to compare with";
+  EXPECT_TRUE(findStragglers({{0, 0.9, 9}, {1, 0.1, 20}}).empty()) << "9 steps < kStragglerMinSteps";
+  EXPECT_TRUE(findStragglers({{0, 0.9, 20}, {1, 0.1, 9}}).empty()) << "nobody to compare with";
   EXPECT_TRUE(findStragglers({{0, 0.9, 20}}).empty());
   EXPECT_TRUE(findStragglers({{0, 0.9, 20}, {1, 0, 0}}).empty()) << "a rank still in start-up";
-  EXPECT_EQ(findStragglers({{0, 0.9, 5}, {1, 0.1, 5}}).size(), 1u) << "5 steps are enough";
+  EXPECT_EQ(findStragglers({{0, 0.9, 10}, {1, 0.1, 10}}).size(), 1u) << "10 steps are enough";
 }
 
 TEST(Stragglers, ANodeIsJudgedByItsRanksMedian) {
