@@ -160,11 +160,12 @@ class EtcdNetns : public ::testing::Test {
     nodes_[static_cast<std::size_t>(id)].spawn(id + 1, argv, dir_ + "/node" + std::to_string(id) + ".log");
   }
 
-  /// Starts the three nodes and waits until the 4 ranks have saved checkpoint `step`.
-  void trainUntil(int step) {
-    startNode(0, 2);
-    startNode(1, 1);
-    startNode(2, 1);
+  /// Starts the three nodes (workers: `worker`, none: taehv-train) and waits until the 4 ranks have saved checkpoint
+  /// `step`.
+  void trainUntil(int step, const std::vector<std::string>& worker = {}) {
+    startNode(0, 2, worker);
+    startNode(1, 1, worker);
+    startNode(2, 1, worker);
     const auto end = Clock::now() + 300s;
     while (!fs::exists(dir_ + "/elastic/checkpoint-" + std::to_string(step) + "/state.json")) {
       for (auto& n : nodes_) {
@@ -321,10 +322,14 @@ TEST_F(EtcdNetns, OneEtcdMemberKilledTheJobDoesNotNotice) {
         << readFile(dir_ + "/move-leader.log");
   }
 
-  // Long enough after the kill for a node that could not renew its lease to be lost twice over (2 x --node-timeout).
+  // Long enough after the kill for a node that could not renew its lease to be lost twice over (2 x --node-timeout):
+  // rank 0 sleeps 0.6 s in every step's forward/backward (the test hook; the others wait for it in the exchange), so
+  // the 25 steps after the kill take at least 15 s however fast the machine (an idle one ran them in 9.7 s).
   steps_ = 30;
   every_ = 5;
-  trainUntil(every_);
+  std::vector<std::string> slowed = {"/usr/bin/env", "TAEHV_TEST_SLOW_SECTION=forward_backward:*:0.6"};
+  for (const std::string& a : trainer(dir_ + "/elastic", steps_, every_)) slowed.push_back(a);
+  trainUntil(every_, slowed);
   const auto t0 = Clock::now();
   etcd_[0].kill();
   waitAll(t0, 300s);
