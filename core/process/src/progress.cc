@@ -493,6 +493,9 @@ struct ProgressWatch::Impl {
     Position furthest = local;
     const double since = secondsOf(now - peers_at);
     for (PeerRank p : peers) {
+      // A rank that has not reported yet is not judged, here as on its node: its "startup, step 0" is no place in
+      // the job (CI saw a peer record written before its worker's first report named over a rank hung at step 6).
+      if (p.section.empty()) continue;
       p.silent_s += since;
       const Position at{p.step, sectionPlace(p.section), p.silent_s};
       if (furtherBehind(at, furthest)) {

@@ -224,7 +224,8 @@ TEST(ProgressWatch, TheRankFurthestBehindIsNamedNotTheOneSilentLongest) {
   send(q0, "step=4 section=exchange");
   watch.check();
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  watch.setPeers({{1, 1, 4, "data", 0.0}});  // heard 200 ms after the local rank's last report
+  // Heard 200 ms after the local rank's last report; rank 2 of node 1 has not reported yet (not judged).
+  watch.setPeers({{2, 1, 0, "", 0.0}, {1, 1, 4, "data", 0.0}});
   const std::string peer = waitForHang();
   EXPECT_EQ(peer.rfind("rank 1 (node 1) hung in section data of step 4", 0), 0u) << peer;
   std::filesystem::remove_all(stacks);
