@@ -117,16 +117,9 @@ beast::tcp_stream& tcpOf(TlsStream& stream) { return stream.next_layer(); }
 /// The steps of one exchange, in order.
 enum class Step { kConnect, kHandshake, kSend, kRead };
 
-/// How messages name a step.
-const char* stepText(Step step) {
-  switch (step) {
-    case Step::kConnect: return "connect";
-    case Step::kHandshake: return "TLS handshake";
-    case Step::kSend: return "send";
-    case Step::kRead: return "read the answer";
-  }
-  return "?";
-}
+/// How messages name a step (indexed by Step).
+constexpr const char* kStepText[] = {"connect", "TLS handshake", "send", "read the answer"};
+const char* stepText(Step step) { return kStepText[static_cast<int>(step)]; }
 
 /// What one HTTP exchange came to.
 struct Exchange {
@@ -425,6 +418,7 @@ Checked<std::string> EtcdClient::exchange(const EtcdEndpoint& endpoint, const st
   if (!endpoint.https) {
     beast::tcp_stream stream(io);
     runExchange(io, stream, targets, request, deadline, timeout_, x);
+    if (!x.local_address.empty()) local_address_ = x.local_address;
   } else {
     if (!endpoint.tls) return {"etcd endpoint " + endpoint.text() + ": https without TLS settings (useEtcdTls)"};
     TlsStream stream(io, endpoint.tls->impl().context);
@@ -435,6 +429,7 @@ Checked<std::string> EtcdClient::exchange(const EtcdEndpoint& endpoint, const st
       return {"etcd endpoint " + endpoint.text() + ": cannot set the name to verify (" + endpoint.host + ")"};
     }
     runExchange(io, stream, targets, request, deadline, timeout_, x);
+    if (!x.local_address.empty()) local_address_ = x.local_address;  // reached, whatever TLS says next
     client_cert_asked_ = facts.client_cert_asked;
     if (!x.done && x.failure && x.failure != beast::error::timeout) {
       if (std::optional<TlsFailure> tls = tlsFailure(endpoint, x, facts, SSL_get_verify_result(connection))) {
@@ -443,7 +438,6 @@ Checked<std::string> EtcdClient::exchange(const EtcdEndpoint& endpoint, const st
       }
     }
   }
-  if (!x.local_address.empty()) local_address_ = x.local_address;
   if (!x.done) {
     const std::string why = x.failure ? x.failure.message() : "no answer";
     const std::string ms = std::to_string(timeout_.count());
