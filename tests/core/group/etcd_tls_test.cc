@@ -4,6 +4,8 @@
 #include "taehv/group/etcd_tls.h"
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -198,6 +200,26 @@ TEST_F(EtcdTlsCli, TheClientWritesAndReadsOverTlsWithItsClientCertificate) {
   EXPECT_TRUE(client.clientCertificateAsked()) << "etcd runs --client-cert-auth";
 }
 
+// A member that takes the connection and never answers the handshake: the call ends at its timeout, no hang.
+TEST(EtcdTlsSilent, AHandshakeThatNeverAnswersEndsAtTheCallTimeout) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(testPort(2)));
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << "port " << testPort(2);
+  ASSERT_EQ(::listen(fd, 4), 0);  // the kernel completes the TCP connect; nobody reads the ClientHello
+  auto endpoints = group::parseEtcdEndpoints("https://127.0.0.1:" + std::to_string(testPort(2))).value;
+  ASSERT_TRUE(group::useEtcdTls({}, endpoints).ok());
+  group::EtcdClient client(endpoints, std::chrono::milliseconds(500));
+  const auto t0 = Clock::now();
+  auto v = client.version();
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  ::close(fd);
+  EXPECT_NE(v.error.find("TLS handshake timed out after 500 ms"), std::string::npos) << v.error;
+  EXPECT_LT(seconds, 1.5);
+}
+
 TEST_F(EtcdTlsCli, TwoNodesFormAndRunTheirWorkersOverTlsWithClientCertificates) {
   const std::string dir = tempDir(), run_id = "etcd-tls-" + std::to_string(::getpid());
   const std::string endpoints = "https://" + hostPort();
@@ -255,6 +277,9 @@ TEST_F(EtcdTlsCli, WrongSettingsAreOneLineAndExit2WithinSeconds) {
        "only https does: write https://" + hostPort()},
       {"https to a plain member", "https://" + plain.endpoint().text(), pki_.nodeEnv(),
        "closed the connection during the TLS handshake"},
+      {"a name the certificate does not list", "https://localhost:" + std::to_string(etcd_->endpoint().port),
+       pki_.nodeEnv(), "TLS: the member's certificate does not name localhost (hostname mismatch); give the endpoint "
+       "as an address or name the certificate lists"},
   };
   const std::string dir = tempDir();
   for (const Case& c : cases) {
