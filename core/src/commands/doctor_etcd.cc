@@ -27,7 +27,7 @@ std::string tlsDetail(const group::EtcdEndpoint& endpoint, const group::EtcdClie
   std::string out = ", TLS verified against " + tls.caText();
   if (tls.clientSubject().empty()) return out + ", no client certificate given";
   return out + ", client certificate " + tls.clientSubject() +
-         (client.clientCertificateAsked() ? " accepted" : " not asked for (etcd runs without --client-cert-auth)");
+         (client.clientCertificateAsked() ? " accepted" : " not asked for (etcd runs without --trusted-ca-file)");
 }
 
 /// One endpoint checked step by step; the first step that fails says what to do.

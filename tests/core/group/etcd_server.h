@@ -25,8 +25,8 @@ namespace taehv::test {
 /// TLS on the members' client URLs (https://): the server's certificate, key and the CA it trusts for client
 /// certificates (PEM files), and how the probe that waits for the member connects (its CA, client certificate).
 struct EtcdServerTls {
-  std::string cert, key, trusted_ca;
-  bool client_cert_auth = true;  ///< etcd's --client-cert-auth
+  std::string cert, key, trusted_ca;  ///< trusted_ca "": no --trusted-ca-file (the member asks no certificate)
+  bool client_cert_auth = true;       ///< etcd's --client-cert-auth
   group::EtcdTlsSettings probe;
 };
 
@@ -149,8 +149,8 @@ class EtcdServer {
                                      "--initial-advertise-peer-urls", peer, "--initial-cluster", cluster,
                                      "--initial-cluster-token", dir_};
     if (tls_) {
-      args.insert(args.end(), {"--cert-file", tls_->cert, "--key-file", tls_->key, "--trusted-ca-file",
-                               tls_->trusted_ca});
+      args.insert(args.end(), {"--cert-file", tls_->cert, "--key-file", tls_->key});
+      if (!tls_->trusted_ca.empty()) args.insert(args.end(), {"--trusted-ca-file", tls_->trusted_ca});
       if (tls_->client_cert_auth) args.push_back("--client-cert-auth");
     }
     std::vector<char*> argv;  // built before fork(): the child only calls what is safe after it

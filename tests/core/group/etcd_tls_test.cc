@@ -335,6 +335,25 @@ TEST_F(EtcdTlsCli, DoctorAndDescribeSayTlsAndTheClientCertificate) {
   EXPECT_EQ(g.at("etcd_tls"), true);
   EXPECT_EQ(g.at("etcd_endpoints"), nlohmann::json::array({tls}));
   EXPECT_EQ(j.out.find("BEGIN"), std::string::npos) << "no key or certificate text: " << j.out;
+  describe.erase(std::find(describe.begin(), describe.end(), "--json"));
+  const ProcessResult text = runProcess(describe, env, std::chrono::seconds(30));
+  EXPECT_NE(text.out.find("etcd_tls = verified against CA file " + pki_.path("ca.pem") + " (TAEHV_ETCD_CACERT); "
+                          "client certificate " + pki_.path("client.pem") + " (CN = taehv-node)"),
+            std::string::npos)
+      << text.out;
+
+  // A member with TLS but no client CA (no --trusted-ca-file) never asks for the certificate: doctor says so.
+  EtcdServerTls no_client_auth = pki_.server();
+  no_client_auth.trusted_ca.clear();
+  no_client_auth.client_cert_auth = false;
+  EtcdServer open(1, no_client_auth, testPort(3));
+  ASSERT_TRUE(open.ok()) << open.error();
+  std::vector<std::string> doctor_open = doctor;
+  doctor_open.back() = open.endpoint().text();
+  const ProcessResult o = runProcess(doctor_open, env, std::chrono::seconds(30));
+  EXPECT_NE(o.out.find("client certificate CN = taehv-node not asked for (etcd runs without --trusted-ca-file)"),
+            std::string::npos)
+      << o.out;
 }
 
 }  // namespace
