@@ -46,7 +46,7 @@ packages=(
   cmake ninja-build g++ pkg-config ccache python3-venv
   libboost-dev libboost-program-options-dev libboost-filesystem-dev
   libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
-  libssl-dev  # the node group: HMAC-SHA256 and random nonces (OpenSSL libcrypto)
+  libssl-dev  # the node group: HMAC-SHA256 and random nonces (libcrypto), TLS to etcd (libssl)
   libgtest-dev libgmock-dev googletest
   # trainer: video and image decoding; Gloo's headers, which c10d's ProcessGroupGloo.hpp includes and the torch
   # wheel does not ship (libtorch itself comes from .venv)
@@ -55,7 +55,7 @@ packages=(
   munge slurmctld slurmd slurm-client openssh-server openssh-client iproute2 procps
   ffmpeg "clang-$llvm" "libfuzzer-$llvm-dev" "libclang-rt-$llvm-dev"
   # the etcd node group's tests: a real etcd (3.4 on Debian 12, 3.5 on Debian 13; both serve the v3 JSON gateway)
-  etcd-server etcd-client
+  etcd-server etcd-client openssl  # openssl: the TLS tests' CA and certificates, made at test time
   # taehv-run's hang diagnosis: every thread's stack of a hung native worker (eu-stack; gdb when it is missing)
   elfutils gdb
 )

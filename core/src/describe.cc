@@ -29,6 +29,7 @@ nlohmann::ordered_json groupJson(const GroupPlan* group) {
     g["etcd_endpoints"] = endpoints;
     const std::string& user = group->etcd_endpoints.front().credentials.user;
     g["etcd_user"] = user.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(user);
+    g["etcd_tls"] = group->etcd_endpoints.front().https;  // the files' paths in the text form; never a key
   }
   g["master"] = group->enabled ? nlohmann::ordered_json(groupMaster(*group)) : nlohmann::ordered_json(nullptr);
   g["master_rule"] = group->enabled ? nlohmann::ordered_json(groupMasterRule(*group)) : nlohmann::ordered_json(nullptr);

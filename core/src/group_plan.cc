@@ -6,6 +6,7 @@
 
 #include "taehv/env.h"
 #include "taehv/group/etcd_credentials.h"
+#include "taehv/group/etcd_tls.h"
 #include "taehv/group/tcp_node_group.h"
 #include "taehv/parse.h"
 
@@ -51,7 +52,7 @@ Status planEtcd(const GroupFlags& flags, const Env& env, GroupPlan& plan) {
   Checked<group::EtcdCredentials> credentials = group::etcdCredentialsFromEnv(env);
   if (!credentials.ok()) return {credentials.error};
   for (auto& e : plan.etcd_endpoints) e.credentials = credentials.value;
-  return {};
+  return group::useEtcdTls(env, plan.etcd_endpoints);
 }
 
 }  // namespace
@@ -149,6 +150,11 @@ std::string describeGroup(const GroupPlan& plan) {
     const std::string& user = plan.etcd_endpoints.front().credentials.user;
     s << "  etcd_user = " << (user.empty() ? "none (no etcd authentication)" : user) << "    <- env "
       << group::kEtcdUserEnv << "\n";
+    if (const auto& tls = plan.etcd_endpoints.front().tls) {
+      s << "  etcd_tls = verified against " << tls->caText() << "; client certificate "
+        << (tls->clientSubject().empty() ? "none" : tls->settings().cert_file + " (" + tls->clientSubject() + ")")
+        << "    <- env " << group::kEtcdCertEnv << ", " << group::kEtcdKeyEnv << "\n";
+    }
   } else {
     s << "  backend = tcp    <- no --rdzv-backend etcd\n";
     s << "  address = " << plan.address() << "    <- master_addr, port " << plan.port.source << "\n";

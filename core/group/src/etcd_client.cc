@@ -1,14 +1,24 @@
 #include "taehv/group/etcd_client.h"
 
+#include "taehv/group/etcd_tls.h"
 #include "taehv/parse.h"
 
 #include <openssl/evp.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509_vfy.h>
+
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <nlohmann/json.hpp>
+#include <type_traits>
+
+#include "etcd_tls_impl.h"
 
 namespace taehv::group {
 namespace {
@@ -98,6 +108,158 @@ bool readMemberStatus(const Checked<std::string>& body, EtcdMemberStatus& s) {
   return true;
 }
 
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+/// The TCP stream under a plain or a TLS stream (its deadline bounds the TLS layer's reads and writes too).
+beast::tcp_stream& tcpOf(beast::tcp_stream& stream) { return stream; }
+beast::tcp_stream& tcpOf(TlsStream& stream) { return stream.next_layer(); }
+
+/// The steps of one exchange, in order.
+enum class Step { kConnect, kHandshake, kSend, kRead };
+
+/// How messages name a step (indexed by Step).
+constexpr const char* kStepText[] = {"connect", "TLS handshake", "send", "read the answer"};
+const char* stepText(Step step) { return kStepText[static_cast<int>(step)]; }
+
+/// What one HTTP exchange came to.
+struct Exchange {
+  bool done = false;           ///< the answer was read
+  beast::error_code failure;   ///< why not, at `step`
+  Step step = Step::kConnect;
+  std::string local_address;   ///< this end's address once connected
+  http::response<http::string_body> response;
+};
+
+/// Connects to the first of `targets` that takes it, shakes hands (TLS), sends `request` and reads the answer, all
+/// within `timeout`.
+template <class Stream>
+void runExchange(asio::io_context& io, Stream& stream, const std::vector<tcp::endpoint>& targets,
+                 http::request<http::string_body>& request, std::chrono::steady_clock::time_point deadline,
+                 std::chrono::milliseconds timeout, Exchange& x) {
+  beast::flat_buffer buffer;
+  auto on_read = [&](beast::error_code ec, std::size_t) {
+    x.failure = ec;
+    x.done = !ec;
+  };
+  auto on_write = [&](beast::error_code ec, std::size_t) {
+    if (ec) {
+      x.failure = ec;
+      return;
+    }
+    x.step = Step::kRead;
+    http::async_read(stream, buffer, x.response, on_read);
+  };
+  auto send = [&] {
+    x.step = Step::kSend;
+    http::async_write(stream, request, on_write);
+  };
+  auto on_connect = [&](beast::error_code ec, const tcp::endpoint&) {
+    if (ec) {
+      x.failure = ec;
+      return;
+    }
+    beast::error_code ignored;
+    x.local_address = tcpOf(stream).socket().local_endpoint(ignored).address().to_string();
+    if constexpr (std::is_same_v<Stream, TlsStream>) {
+      x.step = Step::kHandshake;
+      stream.async_handshake(asio::ssl::stream_base::client, [&](beast::error_code hec) {
+        if (hec) {
+          x.failure = hec;
+          return;
+        }
+        send();
+      });
+    } else {
+      send();
+    }
+  };
+  tcpOf(stream).expires_at(deadline);
+  tcpOf(stream).async_connect(targets, on_connect);
+  io.run_for(timeout + std::chrono::milliseconds(100));
+}
+
+/// Verification of the member's certificate against the endpoint's host: its address (an IP SAN) or its name (a
+/// DNS SAN, also sent as SNI). false when OpenSSL refused the name.
+bool expectPeer(SSL* connection, const std::string& host) {
+  beast::error_code ec;
+  asio::ip::make_address(host, ec);
+  if (!ec) return X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(connection), host.c_str()) == 1;
+  return SSL_set_tlsext_host_name(connection, host.c_str()) == 1 && SSL_set1_host(connection, host.c_str()) == 1;
+}
+
+/// A TLS failure in the user's terms: what happened and what to do.
+struct TlsFailure {
+  std::string error;
+  std::string fix;
+};
+
+/// The TLS alert a member sent (OpenSSL reports it as reason SSL_AD_REASON_OFFSET + the alert's number); -1: none.
+int alertOf(const beast::error_code& ec) {
+  if (ec.category() != asio::error::get_ssl_category()) return -1;
+  const int reason = ERR_GET_REASON(static_cast<unsigned long>(ec.value()));
+  return reason > SSL_AD_REASON_OFFSET && reason < SSL_AD_REASON_OFFSET + 256 ? reason - SSL_AD_REASON_OFFSET : -1;
+}
+
+bool isSslReason(const beast::error_code& ec, int reason) {
+  return ec.category() == asio::error::get_ssl_category() &&
+         ERR_GET_REASON(static_cast<unsigned long>(ec.value())) == reason;
+}
+
+/// Why a TLS exchange with `e` failed; nullopt when the failure is not TLS's (refused, reset, timed out).
+std::optional<TlsFailure> tlsFailure(const EtcdEndpoint& e, const Exchange& x, const EtcdTlsHandshakeFacts& facts,
+                                     long verify_result) {
+  const std::string at = "etcd endpoint " + e.text();
+  const EtcdTls& tls = *e.tls;
+  if (verify_result != X509_V_OK) {
+    const std::string reason = X509_verify_cert_error_string(verify_result);
+    if (verify_result == X509_V_ERR_HOSTNAME_MISMATCH || verify_result == X509_V_ERR_IP_ADDRESS_MISMATCH) {
+      return TlsFailure{at + ": TLS: the member's certificate does not name " + e.host + " (" + reason + ")",
+                        "give the endpoint as an address or name the certificate lists, or reissue etcd's "
+                        "certificate with subjectAltName IP:" + e.host + " (DNS:NAME for a name)"};
+    }
+    return TlsFailure{at + ": TLS: certificate verify failed (" + reason + ") against " + tls.caText(),
+                      std::string("set ") + kEtcdCaCertEnv + " on every node to the CA certificate that signed "
+                      "etcd's --cert-file"};
+  }
+  const int alert = alertOf(x.failure);
+  const bool cert_given = !tls.settings().cert_file.empty();
+  constexpr int kCertificateRequired = 116;  // TLS 1.3's alert for a missing client certificate
+  if (!cert_given && (facts.client_cert_asked || alert == kCertificateRequired)) {
+    return TlsFailure{at + " requires a client certificate (etcd's --client-cert-auth) and this node gives none (" +
+                          x.failure.message() + ")",
+                      std::string("set ") + kEtcdCertEnv + " and " + kEtcdKeyEnv + " on every node: a certificate "
+                      "issued by the CA of etcd's --trusted-ca-file (extendedKeyUsage clientAuth) and its key"};
+  }
+  const bool closed = x.failure == asio::ssl::error::stream_truncated || x.failure == asio::error::eof ||
+                      x.failure == asio::error::connection_reset ||
+                      isSslReason(x.failure, SSL_R_UNEXPECTED_EOF_WHILE_READING);
+  // TLS 1.3: the member checks the certificate after this side's handshake is done, and may just drop the
+  // connection then (etcd 3.4 resets it) instead of sending an alert.
+  const bool after_handshake = x.step == Step::kSend || x.step == Step::kRead;
+  if (cert_given && (alert > 0 || (facts.client_cert_asked && after_handshake && closed))) {
+    return TlsFailure{at + " refused this node's client certificate " + kEtcdCertEnv + " " +
+                          tls.settings().cert_file + " (" + tls.clientSubject() + "): " + x.failure.message(),
+                      "give a client certificate issued by the CA etcd trusts (its --trusted-ca-file), not expired, "
+                      "with extendedKeyUsage clientAuth"};
+  }
+  const bool plain_answer = isSslReason(x.failure, SSL_R_WRONG_VERSION_NUMBER) ||
+                            isSslReason(x.failure, SSL_R_PACKET_LENGTH_TOO_LONG) ||
+                            isSslReason(x.failure, SSL_R_HTTP_REQUEST);
+  if (x.step == Step::kHandshake && (closed || plain_answer)) {
+    return TlsFailure{at + (closed ? " closed the connection during the TLS handshake ("
+                                   : " answered the TLS handshake in plain text (") + x.failure.message() + ")",
+                      "a member that serves plain http does this: write http://" + e.host + ":" +
+                          std::to_string(e.port) + " (every endpoint, and unset " + kEtcdCaCertEnv + ", " +
+                          kEtcdCertEnv + ", " + kEtcdKeyEnv + "), or start etcd with --cert-file, --key-file and "
+                          "https:// client URLs"};
+  }
+  if (x.failure.category() == asio::error::get_ssl_category() ||
+      x.failure.category() == asio::ssl::error::get_stream_category()) {
+    return TlsFailure{at + ": TLS: " + stepText(x.step) + ": " + x.failure.message(), ""};
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string base64Encode(const std::string& bytes) {
@@ -131,13 +293,20 @@ Checked<std::vector<EtcdEndpoint>> parseEtcdEndpoints(const std::string& list) {
     start = comma + 1;
     const std::string given = entry;
     if (entry.empty()) return {"--rdzv-endpoint '" + list + "' has an empty entry; give HOST:PORT[,HOST:PORT...]"};
-    if (entry.rfind("https://", 0) == 0) {
-      return {"--rdzv-endpoint entry '" + given + "': https is not supported (TLS to etcd is not implemented); use "
-                                                 "http://HOST:PORT"};
+    const bool https = entry.rfind("https://", 0) == 0;
+    if (https) {
+      entry = entry.substr(8);
+    } else if (entry.rfind("http://", 0) == 0) {
+      entry = entry.substr(7);
     }
-    if (entry.rfind("http://", 0) == 0) entry = entry.substr(7);
+    if (!out.value.empty() && out.value.front().https != https) {
+      return {"--rdzv-endpoint '" + list + "' mixes https:// with http:// or bare entries ('" + given + "'); the "
+              "members of one etcd cluster serve one scheme: write https:// before every entry (etcd serves TLS) "
+              "or before none"};
+    }
     if (!entry.empty() && entry.back() == '/') entry.pop_back();
     EtcdEndpoint e;
+    e.https = https;
     std::string port;
     if (!entry.empty() && entry.front() == '[') {
       const std::size_t close = entry.find(']');
@@ -224,45 +393,16 @@ Checked<std::string> EtcdClient::callOne(const EtcdEndpoint& endpoint, const std
 
 Checked<std::string> EtcdClient::exchange(const EtcdEndpoint& endpoint, const std::string& path,
                                           const std::string& body, const std::string& token) {
-  asio::io_context io;
-  beast::tcp_stream stream(io);
   http::request<http::string_body> request{body.empty() ? http::verb::get : http::verb::post, path, 11};
   request.set(http::field::host, endpoint.host);
   request.set(http::field::content_type, "application/json");
   if (!token.empty()) request.set(http::field::authorization, token);
   request.body() = body;
   request.prepare_payload();
-  beast::flat_buffer buffer;
-  http::response<http::string_body> response;
-  beast::error_code failure;
-  std::string step = "connect";
-  bool done = false;
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
-
-  auto on_read = [&](beast::error_code ec, std::size_t) {
-    failure = ec;
-    done = !ec;
-  };
-  auto on_write = [&](beast::error_code ec, std::size_t) {
-    if (ec) {
-      failure = ec;
-      return;
-    }
-    step = "read the answer";
-    http::async_read(stream, buffer, response, on_read);
-  };
-  auto on_connect = [&](beast::error_code ec, const tcp::endpoint&) {
-    if (ec) {
-      failure = ec;
-      return;
-    }
-    beast::error_code ignored;
-    local_address_ = stream.socket().local_endpoint(ignored).address().to_string();
-    step = "send";
-    http::async_write(stream, request, on_write);
-  };
   // A numeric address needs no resolver (getaddrinfo cannot be interrupted, so a name is resolved within the same
   // deadline by a blocking call only when it is a name).
+  asio::io_context io;
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
   beast::error_code ec;
   const asio::ip::address numeric = asio::ip::make_address(endpoint.host, ec);
   std::vector<tcp::endpoint> targets;
@@ -274,26 +414,53 @@ Checked<std::string> EtcdClient::exchange(const EtcdEndpoint& endpoint, const st
     if (ec) return {"cannot resolve etcd endpoint " + endpoint.text() + ": " + ec.message()};
     for (const auto& r : results) targets.push_back(r.endpoint());
   }
-  stream.expires_at(deadline);
-  stream.async_connect(targets, on_connect);
-  io.run_for(timeout_ + std::chrono::milliseconds(100));
-  if (!done) {
-    const std::string why = failure ? failure.message() : "no answer";
-    const std::string ms = std::to_string(timeout_.count());
-    if (failure == beast::error::timeout || !failure) {
-      return {"etcd endpoint " + endpoint.text() + ": " + step + " timed out after " + ms + " ms"};
+  Exchange x;
+  if (!endpoint.https) {
+    beast::tcp_stream stream(io);
+    runExchange(io, stream, targets, request, deadline, timeout_, x);
+    if (!x.local_address.empty()) local_address_ = x.local_address;
+  } else {
+    if (!endpoint.tls) return {"etcd endpoint " + endpoint.text() + ": https without TLS settings (useEtcdTls)"};
+    TlsStream stream(io, endpoint.tls->impl().context);
+    EtcdTlsHandshakeFacts facts;
+    SSL* connection = stream.native_handle();
+    setHandshakeFacts(connection, &facts);
+    if (!expectPeer(connection, endpoint.host)) {
+      return {"etcd endpoint " + endpoint.text() + ": cannot set the name to verify (" + endpoint.host + ")"};
     }
-    return {"etcd endpoint " + endpoint.text() + ": " + step + ": " + why};
+    runExchange(io, stream, targets, request, deadline, timeout_, x);
+    if (!x.local_address.empty()) local_address_ = x.local_address;  // reached, whatever TLS says next
+    client_cert_asked_ = facts.client_cert_asked;
+    if (!x.done && x.failure && x.failure != beast::error::timeout) {
+      if (std::optional<TlsFailure> tls = tlsFailure(endpoint, x, facts, SSL_get_verify_result(connection))) {
+        if (failure_fix_.empty()) failure_fix_ = tls->fix;
+        return {tls->error};
+      }
+    }
   }
-  if (response.result() == http::status::not_found) {
+  if (!x.done) {
+    const std::string why = x.failure ? x.failure.message() : "no answer";
+    const std::string ms = std::to_string(timeout_.count());
+    if (x.failure == beast::error::timeout || !x.failure) {
+      return {"etcd endpoint " + endpoint.text() + ": " + stepText(x.step) + " timed out after " + ms + " ms"};
+    }
+    if (!endpoint.https && x.step == Step::kRead && x.failure == http::error::end_of_stream && failure_fix_.empty()) {
+      failure_fix_ = "the member closed the connection without an answer, as one that serves only https does: "
+                     "write https://" + endpoint.text() + " (every endpoint) and set " + kEtcdCaCertEnv +
+                     " to etcd's CA";
+    }
+    return {"etcd endpoint " + endpoint.text() + ": " + stepText(x.step) + ": " + why};
+  }
+  if (x.response.result() == http::status::not_found) {
     return {"etcd endpoint " + endpoint.text() + " has no " + path + " (HTTP 404): not an etcd v3 JSON gateway "
                                                                    "(etcd 3.4 or later)"};
   }
-  return {"", std::move(response.body())};
+  return {"", std::move(x.response.body())};
 }
 
 Checked<std::string> EtcdClient::call(const std::string& path, const std::string& body) {
   if (endpoints_.empty()) return {"no etcd endpoint given"};
+  failure_fix_.clear();
   std::string errors;
   for (std::size_t i = 0; i < endpoints_.size(); ++i) {
     const std::size_t at = (preferred_ + i) % endpoints_.size();

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <openssl/crypto.h>
 
+#include "taehv/group/etcd_tls.h"
 #include "taehv/group/session.h"
 #include "taehv/parse.h"
 #include "stop_pipe.h"
@@ -196,6 +197,14 @@ class EtcdNodeGroup::Impl {
     for (const auto& e : o_.endpoints) s += (s.empty() ? "" : ",") + e.text();
     return s;
   }
+  /// ", over TLS verified against ... with client certificate ..." for https endpoints; "" for http.
+  std::string tlsText() const {
+    const EtcdEndpoint& e = o_.endpoints.front();
+    if (!e.tls) return "";
+    const EtcdTls& tls = *e.tls;
+    return ", over TLS verified against " + tls.caText() +
+           (tls.clientSubject().empty() ? "" : ", client certificate " + tls.clientSubject());
+  }
   std::string recordKey(const std::string& id) const { return prefix_ + "nodes/" + id; }
   std::string formationKey() const { return prefix_ + "formation"; }
   std::string describe(const Member& m) const {
@@ -333,6 +342,10 @@ Status EtcdNodeGroup::Impl::start() {
   if (!stop_pipe_.ok()) return {"node group: cannot create its stop pipe"};
   Checked<std::string> version = client_.version();
   if (!version.ok()) {
+    // TLS and scheme failures come with their own fix (which CA, which certificate, which scheme).
+    if (!client_.failureFix().empty()) {
+      return {"etcd at " + endpointsText() + " (--rdzv-endpoint): " + version.error + "; " + client_.failureFix()};
+    }
     return {"cannot reach etcd at " + endpointsText() + " (--rdzv-endpoint): " + version.error +
             "; start etcd there or fix the endpoint list"};
   }
@@ -359,7 +372,7 @@ Status EtcdNodeGroup::Impl::start() {
     dirty_ = false;
   }
   last_renewed_ = Clock::now();
-  log(LogLevel::kInfo, "etcd " + version.value + " at " + endpointsText() + "; this node registered as " +
+  log(LogLevel::kInfo, "etcd " + version.value + " at " + endpointsText() + tlsText() + "; this node registered as " +
                            recordKey(id_) + " (address " + addr_ + ", lease TTL " + std::to_string(ttl.count()) +
                            " s)");
   thread_ = std::thread([this] { loop(); });

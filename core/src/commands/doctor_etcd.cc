@@ -4,6 +4,8 @@
 #include <sstream>
 #include <string>
 
+#include "taehv/group/etcd_tls.h"
+
 namespace taehv {
 namespace {
 
@@ -18,6 +20,16 @@ std::string hexId(std::uint64_t id) {
   return s.str();
 }
 
+/// ", TLS verified against ..., client certificate ... accepted" for an https endpoint whose calls went through.
+std::string tlsDetail(const group::EtcdEndpoint& endpoint, const group::EtcdClient& client) {
+  if (!endpoint.tls) return "";
+  const group::EtcdTls& tls = *endpoint.tls;
+  std::string out = ", TLS verified against " + tls.caText();
+  if (tls.clientSubject().empty()) return out + ", no client certificate given";
+  return out + ", client certificate " + tls.clientSubject() +
+         (client.clientCertificateAsked() ? " accepted" : " not asked for (etcd runs without --trusted-ca-file)");
+}
+
 /// One endpoint checked step by step; the first step that fails says what to do.
 sizing::CheckResult checkEndpoint(const group::EtcdEndpoint& endpoint, std::chrono::milliseconds timeout) {
   sizing::CheckResult row;
@@ -29,7 +41,8 @@ sizing::CheckResult checkEndpoint(const group::EtcdEndpoint& endpoint, std::chro
   if (!version.ok()) {
     row.detail = version.error;
     const bool reached = !client.localAddress().empty();
-    row.fix = reached ? "something else answers there: give etcd's client URL (its --advertise-client-urls, port " +
+    row.fix = !client.failureFix().empty() ? client.failureFix()  // TLS: which CA, certificate or scheme
+              : reached ? "something else answers there: give etcd's client URL (its --advertise-client-urls, port " +
                             std::to_string(group::kDefaultEtcdPort) + " by default), not its peer port or another "
                             "service"
                       : "start etcd there (or correct --rdzv-endpoint), and let TCP port " +
@@ -70,7 +83,8 @@ sizing::CheckResult checkEndpoint(const group::EtcdEndpoint& endpoint, std::chro
   row.detail = "etcd " + version.value + ", member " + hexId(status.value.member_id) + ", leader " +
                hexId(status.value.leader) + (status.value.leader == status.value.member_id ? " (this one)" : "") +
                (healthy.ok() ? ", healthy" : ", /health not read (" + healthy.error + ")") +
-               (endpoint.credentials.user.empty() ? "" : ", user '" + endpoint.credentials.user + "' accepted");
+               (endpoint.credentials.user.empty() ? "" : ", user '" + endpoint.credentials.user + "' accepted") +
+               tlsDetail(endpoint, client);
   return row;
 }
 

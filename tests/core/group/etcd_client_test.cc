@@ -36,7 +36,7 @@ TEST(EtcdEndpoints, ParsesListsAndSaysWhatIsWrong) {
       {":2379", "no host name"},
       {"a:", "empty port"},
       {"fd00::1:2379", "[ADDR]:PORT"},
-      {"https://a:2379", "https is not supported"},
+      {"https://a:2379,b:2379", "mixes https:// with http:// or bare entries"},
   };
   for (const auto& [list, says] : bad) {
     auto r = parseEtcdEndpoints(list);

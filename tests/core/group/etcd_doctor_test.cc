@@ -181,6 +181,7 @@ TEST(EtcdDescribe, TheBackendTheEndpointsAndTheMasterAsKnownBeforeFormation) {
   EXPECT_EQ(g.at("etcd_endpoints"), nlohmann::json::array({"10.0.0.1:2379", "10.0.0.2:2380"}));
   EXPECT_EQ(g.at("master"), "chosen at formation");
   EXPECT_TRUE(g.at("etcd_user").is_null());
+  EXPECT_EQ(g.at("etcd_tls"), false);
   EXPECT_NE(g.at("master_rule").get<std::string>().find("the first node of each formation in etcd"),
             std::string::npos);
 

@@ -12,13 +12,23 @@
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "taehv/group/etcd_client.h"
+#include "taehv/group/etcd_tls.h"
 
 namespace taehv::test {
+
+/// TLS on the members' client URLs (https://): the server's certificate, key and the CA it trusts for client
+/// certificates (PEM files), and how the probe that waits for the member connects (its CA, client certificate).
+struct EtcdServerTls {
+  std::string cert, key, trusted_ca;  ///< trusted_ca "": no --trusted-ca-file (the member asks no certificate)
+  bool client_cert_auth = true;       ///< etcd's --client-cert-auth
+  group::EtcdTlsSettings probe;
+};
 
 /// A loopback port free right now (bound to port 0, read back and closed).
 inline int freeLoopbackPort() {
@@ -36,14 +46,28 @@ inline int freeLoopbackPort() {
 class EtcdServer {
  public:
   /// Starts a cluster of `members` etcd processes (one: a single member) and waits (at most 20 s) until every
-  /// member's gateway answers; ok() says whether it did.
-  explicit EtcdServer(int members = 1) {
+  /// member's gateway answers; ok() says whether it did. `tls`: https client URLs. `base_port` (0: free ports
+  /// from the kernel): member i's client port is base_port + 2i, its peer port the next one.
+  explicit EtcdServer(int members = 1, std::optional<EtcdServerTls> tls = std::nullopt, int base_port = 0)
+      : tls_(std::move(tls)) {
     char tmpl[] = "/tmp/taehv-etcd-test-XXXXXX";
     if (::mkdtemp(tmpl) == nullptr) return;
     dir_ = tmpl;
+    if (tls_) {
+      auto loaded = group::EtcdTls::load(tls_->probe);
+      if (!loaded.ok()) {
+        error_ = "the probe's TLS settings: " + loaded.error;
+        return;
+      }
+      probe_tls_ = loaded.value;
+    }
     std::string cluster;
     for (int i = 0; i < members; ++i) {
-      members_.push_back({-1, freeLoopbackPort(), freeLoopbackPort()});
+      if (base_port > 0) {
+        members_.push_back({-1, base_port + 2 * i, base_port + 2 * i + 1});
+      } else {
+        members_.push_back({-1, freeLoopbackPort(), freeLoopbackPort()});
+      }
       cluster += (i ? "," : "") + name(i) + "=" + peerUrl(i);
     }
     for (int i = 0; i < members; ++i) spawn(i, cluster);
@@ -79,7 +103,10 @@ class EtcdServer {
   bool ok() const { return !members_.empty() && error_.empty(); }
   const std::string& error() const { return error_; }
   group::EtcdEndpoint endpoint(int member = 0) const {
-    return {"127.0.0.1", members_[static_cast<std::size_t>(member)].client_port};
+    group::EtcdEndpoint e{"127.0.0.1", members_[static_cast<std::size_t>(member)].client_port};
+    e.https = tls_.has_value();
+    e.tls = probe_tls_;
+    return e;
   }
   /// Every member's endpoint, as --rdzv-endpoint takes them.
   std::string endpointText() const {
@@ -113,22 +140,35 @@ class EtcdServer {
   }
 
   void spawn(int i, const std::string& cluster) {
-    const std::string client = "http://" + endpoint(i).text(), peer = peerUrl(i);
+    const std::string client = (tls_ ? "https://127.0.0.1:" : "http://127.0.0.1:") +
+                               std::to_string(members_[static_cast<std::size_t>(i)].client_port);
+    const std::string peer = peerUrl(i);
     const std::string data = dir_ + "/" + name(i), log = dir_ + "/" + name(i) + ".log";
+    std::vector<std::string> args = {"etcd", "--name", name(i), "--data-dir", data, "--listen-client-urls", client,
+                                     "--advertise-client-urls", client, "--listen-peer-urls", peer,
+                                     "--initial-advertise-peer-urls", peer, "--initial-cluster", cluster,
+                                     "--initial-cluster-token", dir_};
+    if (tls_) {
+      args.insert(args.end(), {"--cert-file", tls_->cert, "--key-file", tls_->key});
+      if (!tls_->trusted_ca.empty()) args.insert(args.end(), {"--trusted-ca-file", tls_->trusted_ca});
+      if (tls_->client_cert_auth) args.push_back("--client-cert-auth");
+    }
+    std::vector<char*> argv;  // built before fork(): the child only calls what is safe after it
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
     const pid_t pid = ::fork();
     if (pid == 0) {
       ::setpgid(0, 0);
       FILE* f = std::freopen(log.c_str(), "w", stderr);
       (void)f;
-      ::execlp("etcd", "etcd", "--name", name(i).c_str(), "--data-dir", data.c_str(), "--listen-client-urls",
-               client.c_str(), "--advertise-client-urls", client.c_str(), "--listen-peer-urls", peer.c_str(),
-               "--initial-advertise-peer-urls", peer.c_str(), "--initial-cluster", cluster.c_str(),
-               "--initial-cluster-token", dir_.c_str(), static_cast<char*>(nullptr));
+      ::execvp("etcd", argv.data());
       _exit(127);
     }
     members_[static_cast<std::size_t>(i)].pid = pid;
   }
 
+  std::optional<EtcdServerTls> tls_;
+  std::shared_ptr<const group::EtcdTls> probe_tls_;
   std::string dir_;
   std::string error_;
   std::vector<Member> members_;

@@ -8,8 +8,9 @@
 #pragma once
 
 #include <chrono>
-#include <map>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -31,17 +32,23 @@ struct EtcdCredentials {
   std::string password;
 };
 
+class EtcdTls;  // etcd_tls.h
+
 struct EtcdEndpoint {
   EtcdEndpoint() = default;
   EtcdEndpoint(std::string host_, int port_) : host(std::move(host_)), port(port_) {}
   std::string host;
   int port = kDefaultEtcdPort;
   EtcdCredentials credentials;  ///< the same for every endpoint of a cluster; text() leaves them out
-  std::string text() const { return host + ":" + std::to_string(port); }
+  bool https = false;           ///< written https://: spoken to over TLS only, with `tls`
+  std::shared_ptr<const EtcdTls> tls;  ///< https: the loaded settings (useEtcdTls); the same for every endpoint
+  /// "HOST:PORT" for http, "https://HOST:PORT" for https.
+  std::string text() const { return (https ? "https://" : "") + host + ":" + std::to_string(port); }
 };
 
-/// "HOST:PORT[,HOST:PORT...]" (an `http://` in front of each is accepted, IPv6 as [ADDR]:PORT). Fails with one line
-/// naming the bad entry: empty, https:// (not supported: TLS is not implemented), no host, a port not 1..65535.
+/// "HOST:PORT[,HOST:PORT...]" (`http://` or `https://` in front of each, IPv6 as [ADDR]:PORT; no scheme is http).
+/// Fails with one line naming the bad entry: empty, no host, a port not 1..65535; or a list that mixes https://
+/// with http:// or bare entries.
 Checked<std::vector<EtcdEndpoint>> parseEtcdEndpoints(const std::string& list);
 
 /// One key-value pair as etcd stores it.
@@ -109,12 +116,19 @@ class EtcdClient {
   /// and so (one network) the one the other nodes reach it on. "" before any call succeeded.
   const std::string& localAddress() const { return local_address_; }
 
+  /// What to do about the last failed call when the client knows better than its caller (TLS: which CA or client
+  /// certificate to give; a scheme that does not match the member's); "" otherwise.
+  const std::string& failureFix() const { return failure_fix_; }
+
+  /// Whether the member of the last TLS connection asked for a client certificate (it runs --client-cert-auth).
+  bool clientCertificateAsked() const { return client_cert_asked_; }
+
  private:
   /// POSTs `body` (JSON) to `path` (GET when `body` is empty), the first endpoint that answers; the response body.
   Checked<std::string> call(const std::string& path, const std::string& body);
   /// callOne() with the endpoint's token when it has credentials: taken once per member, again when it expired.
   Checked<std::string> callOne(const EtcdEndpoint& endpoint, const std::string& path, const std::string& body);
-  /// One HTTP exchange; `token` ("": none) in the Authorization header.
+  /// One HTTP exchange; `token` ("": none) in the Authorization header; over TLS for https endpoints.
   Checked<std::string> exchange(const EtcdEndpoint& endpoint, const std::string& path, const std::string& body,
                                 const std::string& token);
   /// A fresh token from the endpoint (POST /v3/auth/authenticate).
@@ -124,6 +138,8 @@ class EtcdClient {
   std::chrono::milliseconds timeout_;
   std::size_t preferred_ = 0;
   std::string local_address_;
+  std::string failure_fix_;
+  bool client_cert_asked_ = false;
   std::map<std::string, std::string> tokens_;  ///< endpoint text -> its auth token (simple tokens are per member)
 };
 
