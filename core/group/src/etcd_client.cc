@@ -70,15 +70,6 @@ EtcdKeyValue toKeyValue(const Json& kv) {
   return out;
 }
 
-Checked<int> parsePort(const std::string& text, const std::string& entry) {
-  if (text.empty() || text.size() > 5 || text.find_first_not_of("0123456789") != std::string::npos) {
-    return {"--rdzv-endpoint entry '" + entry + "': the port '" + text + "' is not a number 1..65535"};
-  }
-  const int port = std::stoi(text);
-  if (port < 1 || port > 65535) return {"--rdzv-endpoint entry '" + entry + "': port " + text + " is not 1..65535"};
-  return {"", port};
-}
-
 /// Fills `s` from a /v3/maintenance/status answer (or `s.error` from why there is none); false when there is none.
 bool readMemberStatus(const Checked<std::string>& body, EtcdMemberStatus& s) {
   Checked<Json> j = body.ok() ? parseAnswer(body.value, "status") : Checked<Json>{body.error};
@@ -125,48 +116,24 @@ Checked<std::vector<EtcdEndpoint>> parseEtcdEndpoints(const std::string& list) {
   Checked<std::vector<EtcdEndpoint>> out;
   if (list.empty()) return {"--rdzv-endpoint is empty; give HOST:PORT[,HOST:PORT...] of the etcd cluster"};
   std::size_t start = 0;
-  while (start <= list.size()) {
+  for (int n = 1; start <= list.size(); ++n) {
     const std::size_t comma = std::min(list.find(',', start), list.size());
     std::string entry = list.substr(start, comma - start);
     start = comma + 1;
     const std::string given = entry;
-    if (entry.empty()) return {"--rdzv-endpoint '" + list + "' has an empty entry; give HOST:PORT[,HOST:PORT...]"};
+    if (entry.empty()) {
+      return {"--rdzv-endpoint '" + list + "': entry " + std::to_string(n) + " is empty (a stray comma?); give "
+              "HOST:PORT[,HOST:PORT...]"};
+    }
     if (entry.rfind("https://", 0) == 0) {
       return {"--rdzv-endpoint entry '" + given + "': https is not supported (TLS to etcd is not implemented); use "
                                                  "http://HOST:PORT"};
     }
     if (entry.rfind("http://", 0) == 0) entry = entry.substr(7);
     if (!entry.empty() && entry.back() == '/') entry.pop_back();
-    EtcdEndpoint e;
-    std::string port;
-    if (!entry.empty() && entry.front() == '[') {
-      const std::size_t close = entry.find(']');
-      if (close == std::string::npos) return {"--rdzv-endpoint entry '" + given + "': no ']' after the IPv6 address"};
-      e.host = entry.substr(1, close - 1);
-      if (close + 1 < entry.size()) {
-        if (entry[close + 1] != ':') return {"--rdzv-endpoint entry '" + given + "': expected ':PORT' after ']'"};
-        port = entry.substr(close + 2);
-        if (port.empty()) return {"--rdzv-endpoint entry '" + given + "': empty port after ':'"};
-      }
-    } else {
-      const std::size_t colon = entry.find(':');
-      if (colon != std::string::npos && entry.find(':', colon + 1) != std::string::npos) {
-        return {"--rdzv-endpoint entry '" + given + "': write an IPv6 address as [ADDR]:PORT"};
-      }
-      e.host = entry.substr(0, colon);
-      if (colon != std::string::npos) {
-        port = entry.substr(colon + 1);
-        if (port.empty()) return {"--rdzv-endpoint entry '" + given + "': empty port after ':'"};
-      }
-    }
-    if (e.host.empty() || e.host.find_first_of(" /?#@") != std::string::npos) {
-      return {"--rdzv-endpoint entry '" + given + "': no host name; give HOST:PORT, e.g. 10.0.0.1:2379"};
-    }
-    if (!port.empty()) {
-      Checked<int> p = parsePort(port, given);
-      if (!p.ok()) return {p.error};
-      e.port = p.value;
-    }
+    const Checked<HostPort> split = parseHostPort(entry, "--rdzv-endpoint entry", "10.0.0.1:2379");
+    if (!split.ok()) return {split.error};
+    EtcdEndpoint e(split.value.host, split.value.port.value_or(kDefaultEtcdPort));
     out.value.push_back(std::move(e));
     if (comma == list.size()) break;
   }

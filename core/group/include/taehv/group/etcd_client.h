@@ -40,8 +40,9 @@ struct EtcdEndpoint {
   std::string text() const { return host + ":" + std::to_string(port); }
 };
 
-/// "HOST:PORT[,HOST:PORT...]" (an `http://` in front of each is accepted, IPv6 as [ADDR]:PORT). Fails with one line
-/// naming the bad entry: empty, https:// (not supported: TLS is not implemented), no host, a port not 1..65535.
+/// "HOST:PORT[,HOST:PORT...]" (an `http://` in front of each is accepted, IPv6 as [ADDR]:PORT), each entry split by
+/// parseHostPort (taehv/parse.h), kDefaultEtcdPort where it names no port. Fails with one line naming the bad entry:
+/// empty, https:// (not supported: TLS is not implemented), or what parseHostPort says (no host, a port not 1..65535).
 Checked<std::vector<EtcdEndpoint>> parseEtcdEndpoints(const std::string& list);
 
 /// One key-value pair as etcd stores it.
