@@ -9,6 +9,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 namespace taehv::group {
 namespace {
@@ -19,23 +20,20 @@ namespace http = beast::http;
 using Json = nlohmann::json;
 using asio::ip::tcp;
 
-/// etcd's gateway writes 64-bit integers as strings ("123"); accepts numbers too. 0 when absent or not a number.
-std::int64_t jsonInt(const Json& j, const char* name) {
+/// A 64-bit field, signed (revisions, leases) or unsigned (member and leader IDs): etcd's gateway writes them as
+/// strings ("123"), numbers are accepted too. 0 when absent or not a number of that type.
+template <typename T>
+T jsonNumber(const Json& j, const char* name) {
+  static_assert(std::is_same_v<T, std::int64_t> || std::is_same_v<T, std::uint64_t>, "etcd's 64-bit fields");
   const auto it = j.find(name);
   if (it == j.end()) return 0;
-  if (it->is_number_integer()) return it->get<std::int64_t>();
+  if (std::is_signed_v<T> ? it->is_number_integer() : it->is_number_unsigned()) return it->get<T>();
   if (!it->is_string()) return 0;
-  return parseInteger<std::int64_t>(it->get<std::string>()).value_or(0);
+  if constexpr (std::is_signed_v<T>) return parseInteger<T>(it->get<std::string>()).value_or(0);
+  else return parseCount<T>(it->get<std::string>()).value_or(0);
 }
-
-/// An unsigned 64-bit field (member and leader IDs, written as strings); 0 when absent or not a number.
-std::uint64_t jsonUint(const Json& j, const char* name) {
-  const auto it = j.find(name);
-  if (it == j.end()) return 0;
-  if (it->is_number_unsigned()) return it->get<std::uint64_t>();
-  if (!it->is_string()) return 0;
-  return parseCount<std::uint64_t>(it->get<std::string>()).value_or(0);
-}
+std::int64_t jsonInt(const Json& j, const char* name) { return jsonNumber<std::int64_t>(j, name); }
+std::uint64_t jsonUint(const Json& j, const char* name) { return jsonNumber<std::uint64_t>(j, name); }
 
 Checked<Json> parseAnswer(const std::string& body, const std::string& what) {
   Json j = Json::parse(body, nullptr, false);
