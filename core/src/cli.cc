@@ -12,6 +12,7 @@
 #include "commands/commands.h"
 #include "taehv/default_worker.h"
 #include "taehv/env.h"
+#include "taehv/group_plan.h"
 #include "taehv/log.h"
 #include "taehv/process/progress.h"
 #include "taehv/sizing_bridge.h"
@@ -297,8 +298,9 @@ Checked<std::vector<std::string>> Cli::workerCommand() const {
 Checked<ResolvedLaunch> Cli::resolve(const po::variables_map& vm, bool plan_when_taken_over) {
   Checked<ResolvedLaunch> result;
   ResolvedLaunch& r = result.value;
-  const Checked<LaunchFlags> flags = launchFlags(vm);
+  Checked<LaunchFlags> flags = launchFlags(vm);
   if (!flags.ok()) return {flags.error};
+  flags.value.formation_master = formationMaster(groupFlags(vm), env_);
   std::string passed_over;
   if (Status s = chooseBackend(flags.value, r, passed_over); !s.ok()) return {s.error};
   if (Status s = backendRequest(vm, r); !s.ok()) return {s.error};

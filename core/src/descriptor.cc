@@ -181,8 +181,27 @@ std::string describeValue(const Sourced<T>& v) {
   return out.str();
 }
 
-/// Where the default loopback master cannot be right, say so rather than let workers hang.
-Status checkMasterGiven(const NodeDescriptor& node) {
+/// The master. Chosen at each formation (etcd group): master_addr stands in until then, as the first etcd endpoint's
+/// host when none was given (its route picks the socket interfaces), and says so; a given one is kept, with a note
+/// of what it is still for. Fixed (the TCP group): where the default loopback master cannot be right, say so rather
+/// than let workers hang.
+Status applyMasterRule(NodeDescriptor& node, const std::optional<FormationMaster>& formation) {
+  const bool group_on = *node.nnodes.value > 1 && !*node.single_worker.value;
+  if (formation && group_on) {
+    node.formation_master = formation;
+    if (node.master_addr.origin == Origin::kDefault) {
+      const std::string stand_in = formation->stand_in.empty() ? *node.master_addr.value : formation->stand_in;
+      node.master_addr.set(stand_in, formation->rule + "; until then " +
+                                         (formation->stand_in.empty() ? std::string("the default")
+                                                                      : "the first etcd endpoint's host"),
+                           Origin::kRule);
+    } else {
+      node.notes.push_back("master_addr " + *node.master_addr.value + " (from " + node.master_addr.source +
+                           ") is not the workers' master: it is " + formation->rule +
+                           "; until then it only picks the socket interfaces by its route");
+    }
+    return {};
+  }
   if (*node.nnodes.value < 2 || node.master_addr.origin != Origin::kDefault) return {};
   return {"nnodes is " + describeValue(node.nnodes) +
           " but no master address was given; pass --master-addr HOST (node 0's address) or set PET_MASTER_ADDR"};
@@ -294,7 +313,9 @@ Checked<NodeDescriptor> resolveNode(const LaunchFlags& flags, const NodePlan* pl
   // The counts first: the single-worker rule below multiplies them.
   if (Status s = validateCounts(node); !s.ok()) return {s.error};
   if (Status s = applySingleWorkerRule(node, backend); !s.ok()) return {s.error};
-  if (Status s = checkMasterGiven(node); !s.ok()) return {s.error};
+  if (Status s = applyMasterRule(node, flags.no_node_group ? std::nullopt : flags.formation_master); !s.ok()) {
+    return {s.error};
+  }
   result.error = validateNode(node).error;
   return result;
 }

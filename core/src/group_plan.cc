@@ -57,6 +57,19 @@ Status planEtcd(const GroupFlags& flags, const Env& env, GroupPlan& plan) {
 
 }  // namespace
 
+std::optional<FormationMaster> formationMaster(const GroupFlags& flags, const Env& env) {
+  if (rdzvBackend(flags, env) != "etcd") return std::nullopt;
+  FormationMaster out;
+  out.rule = std::string("chosen at formation (") +
+             (flags.rdzv_backend ? "--rdzv-backend etcd" : "env " + std::string(kRdzvBackendEnv) + "=etcd") + ")";
+  const std::string* env_endpoint = findEnv(env, kRdzvEndpointEnv);
+  if (flags.rdzv_endpoint || env_endpoint) {
+    const auto endpoints = group::parseEtcdEndpoints(flags.rdzv_endpoint ? *flags.rdzv_endpoint : *env_endpoint);
+    if (endpoints.ok()) out.stand_in = endpoints.value.front().host;
+  }
+  return out;
+}
+
 Checked<GroupPlan> planGroup(const NodeDescriptor& node, const GroupFlags& flags, const Env& env) {
   Checked<GroupPlan> out;
   GroupPlan& plan = out.value;
@@ -117,7 +130,10 @@ Checked<GroupPlan> planGroup(const NodeDescriptor& node, const GroupFlags& flags
     plan.node_timeout_source = "default (torchrun's keep-alive bound, 3 x 5 s)";
   }
 
-  group::JobFacts facts{*node.run_id.value, *node.master_addr.value, *node.master_port.value, *node.nnodes.value};
+  // With etcd the master is no fact of the job's command line (a --master-addr given to some nodes only must not
+  // split it): the derived token takes the rule instead.
+  group::JobFacts facts{*node.run_id.value, plan.etcd_endpoints.empty() ? *node.master_addr.value : groupMaster(plan),
+                        *node.master_port.value, *node.nnodes.value};
   Checked<group::JobToken> token = group::resolveJobToken(env, flags.token_file, facts);
   if (!token.ok()) return {token.error};
   plan.token = std::move(token.value);

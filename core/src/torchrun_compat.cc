@@ -212,35 +212,6 @@ Checked<Collected> walk(const std::vector<std::string>& args, const TorchrunCont
   return out;
 }
 
-/// "HOST[:PORT]" (IPv6 as [ADDR]:PORT), torchrun's parse_rendezvous_endpoint; port -1 when absent.
-Checked<std::pair<std::string, int>> parseEndpoint(const std::string& endpoint) {
-  std::string host = endpoint;
-  std::string port_text;
-  if (!endpoint.empty() && endpoint.front() == '[') {
-    const std::size_t close = endpoint.find(']');
-    if (close == std::string::npos) return {"--rdzv-endpoint '" + endpoint + "': no ']' after the IPv6 address"};
-    host = endpoint.substr(1, close - 1);
-    if (close + 1 < endpoint.size()) {
-      if (endpoint[close + 1] != ':') return {"--rdzv-endpoint '" + endpoint + "': expected [ADDR]:PORT"};
-      port_text = endpoint.substr(close + 2);
-    }
-  } else if (const std::size_t colon = endpoint.rfind(':'); colon != std::string::npos) {
-    host = endpoint.substr(0, colon);
-    port_text = endpoint.substr(colon + 1);
-  }
-  if (host.empty()) {
-    return {"--rdzv-endpoint '" + endpoint + "' has no host; give HOST[:PORT] of the node that hosts the rendezvous, "
-            "e.g. node0:29400"};
-  }
-  int port = -1;
-  if (!port_text.empty() || endpoint.back() == ':') {
-    const auto p = parseCount<int>(port_text, 0, 65535);
-    if (!p) return {"--rdzv-endpoint '" + endpoint + "': port '" + port_text + "' is not a number 0..65535"};
-    port = *p;
-  }
-  return {"", {host, port}};
-}
-
 /// torchrun's --rdzv-conf: key=value,key=value; the keys its backends read are checked for their type.
 Status readRendezvousConf(const std::string& conf, std::vector<std::string>& notes) {
   static const std::set<std::string> kIntegers = {"join_timeout", "last_call_timeout", "close_timeout",
@@ -321,12 +292,7 @@ Status mapRendezvous(Collected& c, const TorchrunContext& context, TorchrunLine&
     }
     pass(c, "rdzv-backend", {"--rdzv-backend", "etcd"});
     pass(c, "rdzv-endpoint", {"--rdzv-endpoint", *endpoint});
-    // Multi-node plans name a master address; the etcd group replaces it with each formation's master. Every node
-    // derives the same one from the same command line (a job token without a token file is derived from it too).
-    if (!passedGiven(c, "master-addr") && !envValue(env, "PET_MASTER_ADDR")) {
-      const auto first = parseEndpoint(endpoint->substr(0, endpoint->find(',')));
-      if (first.ok()) pass(c, "master-addr", {"--master-addr", first.value.first});
-    }
+    // The master is chosen at each formation: resolveNode records that for master_addr (no --master-addr here).
     return {};
   }
   if (backend != "static" && backend != "c10d") {
@@ -345,9 +311,11 @@ Status mapRendezvous(Collected& c, const TorchrunContext& context, TorchrunLine&
     }
     return {};  // static without an endpoint: --master-addr / --master-port, as torchrun
   }
-  const auto parsed = parseEndpoint(*endpoint);
+  // torchrun's parse_rendezvous_endpoint: port 0 asks for a free one (below).
+  const Checked<HostPort> parsed = parseHostPort(*endpoint, "--rdzv-endpoint", "node0:29400", 0);
   if (!parsed.ok()) return {parsed.error};
-  auto [host, port] = parsed.value;
+  const std::string host = parsed.value.host;
+  int port = parsed.value.port.value_or(-1);
   if (port < 0) {
     if (backend == "static") {
       return {"--rdzv-endpoint '" + *endpoint + "' has no port; the static rendezvous needs HOST:PORT (torchrun: "

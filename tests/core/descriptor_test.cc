@@ -325,6 +325,40 @@ TEST(HostileCounts, APlatformsHugeCountsInSingleWorkerModeAreRefusedToo) {
       << r.error;
 }
 
+// The etcd group chooses the master at each formation: no --master-addr is needed, master_addr says so and stands in
+// as the first etcd endpoint's host; a given one is kept with a note; one node, or a TCP group, asks for it as before.
+TEST(Descriptor, AMasterChosenAtFormationNeedsNoMasterAddrAndSaysWhereItComesFrom) {
+  LaunchFlags flags;
+  flags.nnodes = 2;
+  auto fixed = resolve(flags);
+  EXPECT_NE(fixed.error.find("no master address was given"), std::string::npos) << fixed.error;
+
+  flags.formation_master = FormationMaster{"chosen at formation (--rdzv-backend etcd)", "10.0.0.1"};
+  auto r = resolve(flags);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(*r.value.master_addr.value, "10.0.0.1");
+  EXPECT_EQ(r.value.master_addr.source,
+            "chosen at formation (--rdzv-backend etcd); until then the first etcd endpoint's host");
+  EXPECT_EQ(r.value.master_addr.origin, Origin::kRule);
+  ASSERT_TRUE(r.value.formation_master.has_value());
+
+  flags.master_addr = "10.9.9.9";
+  auto given = resolve(flags);
+  ASSERT_TRUE(given.ok()) << given.error;
+  EXPECT_EQ(given.value.master_addr.source, "flag --master-addr");
+  ASSERT_FALSE(given.value.notes.empty());
+  EXPECT_NE(given.value.notes.back().find("is not the workers' master: it is chosen at formation"), std::string::npos)
+      << given.value.notes.back();
+
+  // One node: no group forms, master_addr is the master (the loopback default).
+  LaunchFlags one;
+  one.formation_master = flags.formation_master;
+  auto single = resolve(one);
+  ASSERT_TRUE(single.ok()) << single.error;
+  EXPECT_EQ(single.value.master_addr.source, "default");
+  EXPECT_FALSE(single.value.formation_master.has_value());
+}
+
 TEST(Descriptor, StandaloneTakesAFreePortAndARunId) {
   LaunchFlags flags;
   flags.standalone = true;

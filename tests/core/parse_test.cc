@@ -108,5 +108,60 @@ TEST(ParseNumber, TakesDecimalNumbersAsWrittenInConfigs) {
   EXPECT_FALSE(parseNumber("-0.1", 0, 1));
 }
 
+// The one HOST[:PORT] splitter (--rdzv-endpoint, each etcd endpoint): IPv6 in brackets, the port optional, each
+// kind of mistake its own line naming the flag, the text and the form.
+TEST(ParseHostPort, SplitsHostAndPortAndSaysWhatIsWrong) {
+  auto split = [](std::string_view text, int min_port = 1) {
+    return parseHostPort(text, "--rdzv-endpoint entry", "10.0.0.1:2379", min_port);
+  };
+  const auto v4 = split("10.0.0.1:2379");
+  ASSERT_TRUE(v4.ok()) << v4.error;
+  EXPECT_EQ(v4.value.host, "10.0.0.1");
+  EXPECT_EQ(v4.value.port, 2379);
+  const auto v6 = split("[::1]:2379");
+  ASSERT_TRUE(v6.ok()) << v6.error;
+  EXPECT_EQ(v6.value.host, "::1");
+  EXPECT_EQ(v6.value.port, 2379);
+  const auto name = split("etcd-a");  // no port: the caller's default
+  ASSERT_TRUE(name.ok()) << name.error;
+  EXPECT_EQ(name.value.host, "etcd-a");
+  EXPECT_FALSE(name.value.port.has_value());
+  const auto bare6 = split("[fd00::1]");
+  ASSERT_TRUE(bare6.ok()) << bare6.error;
+  EXPECT_EQ(bare6.value.host, "fd00::1");
+  EXPECT_FALSE(bare6.value.port.has_value());
+  EXPECT_EQ(split("n0:65535").value.port, 65535);
+  EXPECT_EQ(split("n0:0", 0).value.port, 0);  // torchrun's c10d: 0 asks for a free port
+
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"", "'': no host name"},
+      {":2379", "':2379': no host name"},
+      {"[]:2379", "'[]:2379': no host name"},
+      {"n0:0", "'n0:0': port 0 is not 1..65535"},
+      {"n0:65536", "'n0:65536': port 65536 is not 1..65535"},
+      {"n0:99999999999999999999", "port 99999999999999999999 is not 1..65535"},
+      {"n0:x1", "'n0:x1': the port 'x1' is not a number 1..65535"},
+      {"n0:-1", "the port '-1' is not a number"},
+      {"n0: 1", "the port ' 1' is not a number"},
+      {"n0:", "'n0:': empty port after ':'"},
+      {"[::1]:", "empty port after ':'"},
+      {"fd00::1:2379", "'fd00::1:2379': an IPv6 address needs brackets"},
+      {"[fd00::1:2379", "no ']' after the IPv6 address"},
+      {"[fd00::1]2379", "expected ':PORT' after ']'"},
+      {"http://n0:2379", "a URL; give no scheme"},
+      {"n0/v3:2379", "'n0/v3' is not a host name or address"},
+      {"user@n0:2379", "is not a host name or address"},
+  };
+  for (const auto& [text, says] : bad) {
+    const auto r = split(text);
+    EXPECT_FALSE(r.ok()) << text;
+    EXPECT_EQ(r.error.rfind("--rdzv-endpoint entry '", 0), 0u) << r.error;
+    EXPECT_NE(r.error.find(says), std::string::npos) << text << ": " << r.error;
+    EXPECT_NE(r.error.find("give HOST:PORT (an IPv6 address as [ADDR]:PORT), e.g. 10.0.0.1:2379"), std::string::npos)
+        << r.error;
+    EXPECT_EQ(r.error.find('\n'), std::string::npos) << r.error;
+  }
+}
+
 }  // namespace
 }  // namespace taehv

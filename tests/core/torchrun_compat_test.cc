@@ -76,10 +76,10 @@ TEST(TorchrunCompat, RendezvousMapsOntoMasterAndRunId) {
   // The endpoint replaces --master-addr/--master-port, as torchrun uses it when given.
   EXPECT_EQ(read({"--master-addr", "x", "--rdzv-endpoint", "n0:5", "t.py"}).launcher_args,
             (Args{"--master-addr", "n0", "--master-port", "5"}));
-  // etcd and etcd-v2: the etcd node group (its v3 API) at those endpoints; the master address it replaces is the
-  // first endpoint's host, the same on every node.
+  // etcd and etcd-v2: the etcd node group (its v3 API) at those endpoints. No --master-addr is made up: the master is
+  // chosen at formation, which resolveNode records for master_addr (descriptor_test.cc).
   EXPECT_EQ(read({"--nnodes=2", "--rdzv-backend=etcd-v2", "--rdzv-endpoint", "e1:2379,e2:2379", "t.py"}).launcher_args,
-            (Args{"--nnodes=2", "--rdzv-backend", "etcd", "--rdzv-endpoint", "e1:2379,e2:2379", "--master-addr", "e1"}));
+            (Args{"--nnodes=2", "--rdzv-backend", "etcd", "--rdzv-endpoint", "e1:2379,e2:2379"}));
   // --standalone: torchrun ignores the rendezvous flags.
   EXPECT_EQ(read({"--standalone", "--rdzv-endpoint", "n0:5", "t.py"}).launcher_args, (Args{"--standalone"}));
   // PET_RDZV_ENDPOINT stands for the flag.
@@ -92,8 +92,13 @@ TEST(TorchrunCompat, RendezvousMapsOntoMasterAndRunId) {
 
 TEST(TorchrunCompat, RefusedAndBadInputIsOneLineNamingTheOption) {
   const std::vector<std::pair<Args, std::string>> cases = {
-      {{"--rdzv-endpoint", ":29400", "t.py"}, "has no host"},
-      {{"--rdzv-endpoint", "n0:http", "t.py"}, "is not a number"},
+      {{"--rdzv-endpoint", ":29400", "t.py"}, "--rdzv-endpoint ':29400': no host name"},
+      {{"--rdzv-endpoint", "n0:http", "t.py"}, "the port 'http' is not a number 0..65535"},
+      {{"--rdzv-endpoint", "n0:65536", "t.py"}, "port 65536 is not 0..65535"},
+      {{"--rdzv-endpoint", "n0:", "t.py"}, "empty port after ':'"},
+      {{"--rdzv-endpoint", "fd00::1:29400", "t.py"}, "an IPv6 address needs brackets"},
+      {{"--rdzv-endpoint", "[fd00::1", "t.py"}, "no ']' after the IPv6 address"},
+      {{"--rdzv-endpoint", "http://n0:29400", "t.py"}, "a URL; give no scheme"},
       {{"--rdzv-conf", "a=1,,b", "t.py"}, "is not key=value"},
       {{"--rdzv-conf", "is_host=maybe", "t.py"}, "true or false"},
       {{"--rdzv-backend", "etcd-v2", "t.py"}, "needs --rdzv-endpoint HOST:PORT"},

@@ -4,12 +4,7 @@
 #  1. garbage on the timer's pipe: one warning line, the job finishes;
 #  2. rank 1 overruns its timer.expires(after=2): killed by SIGKILL, named, the job fails fast (as under torchrun).
 # Usage: file_timer_test.sh TAEHV_RUN PYTHON
-set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-run=$1 python=$2
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-fail() { echo "FAIL: $*"; echo "--- output:"; cat "$out/log"; exit 1; }
+source "$(dirname "$0")/example_test_lib.sh" "$@"
 export TORCHELASTIC_ENABLE_FILE_TIMER=1 OMP_NUM_THREADS=1
 
 "$run" --standalone --nproc-per-node 2 -- "$python" "$here/file_timer_worker.py" -1 1 >"$out/log" 2>&1 ||

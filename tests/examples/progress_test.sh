@@ -5,12 +5,7 @@
 #     file shows the blocking function, the job fails fast;
 #  3. the same with --hang-timeout 0: nobody is judged (the job still runs 6 s later, when the test stops it).
 # Usage: progress_test.sh TAEHV_RUN PYTHON
-set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-run=$1 python=$2
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-fail() { echo "FAIL: $*"; echo "--- output:"; cat "$out/log"; exit 1; }
+source "$(dirname "$0")/example_test_lib.sh" "$@"
 
 "$run" --standalone --nproc-per-node 2 --hang-timeout 2 -- "$python" "$here/progress_worker.py" 40 -1 1 >"$out/log" 2>&1 ||
   fail "garbage on the channel disturbed the job (exit $?)"

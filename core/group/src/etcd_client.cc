@@ -29,23 +29,20 @@ namespace http = beast::http;
 using Json = nlohmann::json;
 using asio::ip::tcp;
 
-/// etcd's gateway writes 64-bit integers as strings ("123"); accepts numbers too. 0 when absent or not a number.
-std::int64_t jsonInt(const Json& j, const char* name) {
+/// A 64-bit field, signed (revisions, leases) or unsigned (member and leader IDs): etcd's gateway writes them as
+/// strings ("123"), numbers are accepted too. 0 when absent or not a number of that type.
+template <typename T>
+T jsonNumber(const Json& j, const char* name) {
+  static_assert(std::is_same_v<T, std::int64_t> || std::is_same_v<T, std::uint64_t>, "etcd's 64-bit fields");
   const auto it = j.find(name);
   if (it == j.end()) return 0;
-  if (it->is_number_integer()) return it->get<std::int64_t>();
+  if (std::is_signed_v<T> ? it->is_number_integer() : it->is_number_unsigned()) return it->get<T>();
   if (!it->is_string()) return 0;
-  return parseInteger<std::int64_t>(it->get<std::string>()).value_or(0);
+  if constexpr (std::is_signed_v<T>) return parseInteger<T>(it->get<std::string>()).value_or(0);
+  else return parseCount<T>(it->get<std::string>()).value_or(0);
 }
-
-/// An unsigned 64-bit field (member and leader IDs, written as strings); 0 when absent or not a number.
-std::uint64_t jsonUint(const Json& j, const char* name) {
-  const auto it = j.find(name);
-  if (it == j.end()) return 0;
-  if (it->is_number_unsigned()) return it->get<std::uint64_t>();
-  if (!it->is_string()) return 0;
-  return parseCount<std::uint64_t>(it->get<std::string>()).value_or(0);
-}
+std::int64_t jsonInt(const Json& j, const char* name) { return jsonNumber<std::int64_t>(j, name); }
+std::uint64_t jsonUint(const Json& j, const char* name) { return jsonNumber<std::uint64_t>(j, name); }
 
 Checked<Json> parseAnswer(const std::string& body, const std::string& what) {
   Json j = Json::parse(body, nullptr, false);
@@ -78,15 +75,6 @@ EtcdKeyValue toKeyValue(const Json& kv) {
   out.mod_revision = jsonInt(kv, "mod_revision");
   out.lease = jsonInt(kv, "lease");
   return out;
-}
-
-Checked<int> parsePort(const std::string& text, const std::string& entry) {
-  if (text.empty() || text.size() > 5 || text.find_first_not_of("0123456789") != std::string::npos) {
-    return {"--rdzv-endpoint entry '" + entry + "': the port '" + text + "' is not a number 1..65535"};
-  }
-  const int port = std::stoi(text);
-  if (port < 1 || port > 65535) return {"--rdzv-endpoint entry '" + entry + "': port " + text + " is not 1..65535"};
-  return {"", port};
 }
 
 /// Fills `s` from a /v3/maintenance/status answer (or `s.error` from why there is none); false when there is none.
@@ -287,12 +275,15 @@ Checked<std::vector<EtcdEndpoint>> parseEtcdEndpoints(const std::string& list) {
   Checked<std::vector<EtcdEndpoint>> out;
   if (list.empty()) return {"--rdzv-endpoint is empty; give HOST:PORT[,HOST:PORT...] of the etcd cluster"};
   std::size_t start = 0;
-  while (start <= list.size()) {
+  for (int n = 1; start <= list.size(); ++n) {
     const std::size_t comma = std::min(list.find(',', start), list.size());
     std::string entry = list.substr(start, comma - start);
     start = comma + 1;
     const std::string given = entry;
-    if (entry.empty()) return {"--rdzv-endpoint '" + list + "' has an empty entry; give HOST:PORT[,HOST:PORT...]"};
+    if (entry.empty()) {
+      return {"--rdzv-endpoint '" + list + "': entry " + std::to_string(n) + " is empty (a stray comma?); give "
+              "HOST:PORT[,HOST:PORT...]"};
+    }
     const bool https = entry.rfind("https://", 0) == 0;
     if (https) {
       entry = entry.substr(8);
@@ -305,37 +296,10 @@ Checked<std::vector<EtcdEndpoint>> parseEtcdEndpoints(const std::string& list) {
               "or before none"};
     }
     if (!entry.empty() && entry.back() == '/') entry.pop_back();
-    EtcdEndpoint e;
+    const Checked<HostPort> split = parseHostPort(entry, "--rdzv-endpoint entry", "10.0.0.1:2379");
+    if (!split.ok()) return {split.error};
+    EtcdEndpoint e(split.value.host, split.value.port.value_or(kDefaultEtcdPort));
     e.https = https;
-    std::string port;
-    if (!entry.empty() && entry.front() == '[') {
-      const std::size_t close = entry.find(']');
-      if (close == std::string::npos) return {"--rdzv-endpoint entry '" + given + "': no ']' after the IPv6 address"};
-      e.host = entry.substr(1, close - 1);
-      if (close + 1 < entry.size()) {
-        if (entry[close + 1] != ':') return {"--rdzv-endpoint entry '" + given + "': expected ':PORT' after ']'"};
-        port = entry.substr(close + 2);
-        if (port.empty()) return {"--rdzv-endpoint entry '" + given + "': empty port after ':'"};
-      }
-    } else {
-      const std::size_t colon = entry.find(':');
-      if (colon != std::string::npos && entry.find(':', colon + 1) != std::string::npos) {
-        return {"--rdzv-endpoint entry '" + given + "': write an IPv6 address as [ADDR]:PORT"};
-      }
-      e.host = entry.substr(0, colon);
-      if (colon != std::string::npos) {
-        port = entry.substr(colon + 1);
-        if (port.empty()) return {"--rdzv-endpoint entry '" + given + "': empty port after ':'"};
-      }
-    }
-    if (e.host.empty() || e.host.find_first_of(" /?#@") != std::string::npos) {
-      return {"--rdzv-endpoint entry '" + given + "': no host name; give HOST:PORT, e.g. 10.0.0.1:2379"};
-    }
-    if (!port.empty()) {
-      Checked<int> p = parsePort(port, given);
-      if (!p.ok()) return {p.error};
-      e.port = p.value;
-    }
     out.value.push_back(std::move(e));
     if (comma == list.size()) break;
   }

@@ -33,12 +33,21 @@ inline constexpr int kMaxNprocPerNode = 1024;    ///< workers on one node, whate
 inline constexpr int kMaxWorldSize = 1 << 20;    ///< processes over all nodes (1,048,576)
 inline constexpr int kMaxRestarts = 1000000;     ///< --max-restarts and restarts already made (--restart-count)
 
+/// The master chosen at each formation of the node group (--rdzv-backend etcd: its first node), not given.
+struct FormationMaster {
+  std::string rule;      ///< what master_addr's source says, e.g. "chosen at formation (--rdzv-backend etcd)"
+  std::string stand_in;  ///< MASTER_ADDR until the group forms: the first etcd endpoint's host ("": none known)
+};
+
 /// The launch options as the user typed them (flags only; unset = not given). Values are not validated here.
 /// JobFlags (taehv/plugin_api.h) holds those a backend that takes over the launch gets too (--nnodes, --node-rank,
 /// --master-addr/-port, --max-restarts, --restart-count: an outer launcher restarts the whole job itself, ...).
 struct LaunchFlags : JobFlags {
   std::optional<int> nproc_per_node;
   std::optional<std::string> run_id;
+  /// Set when the node group chooses the master at each formation (--rdzv-backend etcd; group_plan.h's
+  /// formationMaster reads it from the group options).
+  std::optional<FormationMaster> formation_master;
 };
 
 /// Where this node's ranks sit in the job, as the node group agreed (PROTOCOL.md, "Formation").
@@ -80,6 +89,9 @@ struct NodeDescriptor {
   /// Extra variables of one worker, by local rank (sizing: the device it owns), applied after extra_env.
   std::map<int, std::map<std::string, Sourced<std::string>>> local_env;
   std::vector<std::string> notes;
+  /// Set when the node group chooses the master at each formation (etcd): master_addr only stands in for it until
+  /// then (its route picks the socket interfaces); the launch sets it to the formation's master.
+  std::optional<FormationMaster> formation_master;
   /// The trainer config chosen by --config: a file as given, or a folder's profile with the overrides that fit it
   /// to the job's shape. Workers get it as TAEHV_CONFIG / TAEHV_CONFIG_SET, taehv-train as --config / --set.
   struct TrainerProfile {

@@ -57,6 +57,11 @@ struct GroupPlan {
   std::string address() const { return leader_addr + ":" + std::to_string(port.value.value_or(0)); }
 };
 
+/// With --rdzv-backend etcd (else env PET_RDZV_BACKEND etcd) each formation chooses the master: the rule and the
+/// stand-in address resolveNode records for master_addr (LaunchFlags::formation_master). nullopt: the TCP group,
+/// whose master is master_addr. A malformed endpoint list leaves no stand-in; planGroup reports it.
+std::optional<FormationMaster> formationMaster(const GroupFlags& flags, const Env& env);
+
 /// The group for `node`. An error (bad port, timeout out of range, unreadable or short token) is one line naming the
 /// value, where it came from and how to fix it.
 Checked<GroupPlan> planGroup(const NodeDescriptor& node, const GroupFlags& flags, const Env& env);

@@ -105,11 +105,20 @@ CheckResult checkDescriptor(const DescriptorFacts& f) {
   const std::string nodes = elastic ? std::to_string(*f.min_nnodes.value) + ":" + std::to_string(nnodes) +
                                           " (elastic: world size below at MAX)"
                                     : std::to_string(nnodes);
+  const std::string master = f.master_rule.empty() ? *f.master_addr.value + ":" + std::to_string(*f.master_port.value)
+                                                   : f.master_rule + ", port " + std::to_string(*f.master_port.value);
   std::string detail = "node " + std::to_string(*f.node_rank.value) + " of " + nodes + ", " +
                        std::to_string(*f.nproc_per_node.value) + " workers on this node (world size " +
-                       std::to_string(world) + "), master " + *f.master_addr.value + ":" +
-                       std::to_string(*f.master_port.value);
-  if (nnodes > 1 && isLoopback(*f.master_addr.value)) {
+                       std::to_string(world) + "), master " + master;
+  if (!f.master_rule.empty() && isLoopback(*f.master_addr.value)) {
+    return row(name, CheckStatus::kWarn,
+               detail + "; master_addr " + *f.master_addr.value + " (" + f.master_addr.source +
+                   ") is not the master but picks the socket interfaces by its route: loopback, which other nodes "
+                   "cannot reach",
+               "give --master-addr an address the nodes reach each other through, or drop it (then the first etcd "
+               "endpoint's host stands in)");
+  }
+  if (f.master_rule.empty() && nnodes > 1 && isLoopback(*f.master_addr.value)) {
     return row(name, CheckStatus::kFail,
                detail + ": a loopback master (" + f.master_addr.source + ") cannot be reached from other nodes",
                "set --master-addr to node 0's host name or an address the other nodes can reach");
@@ -355,7 +364,12 @@ std::vector<CheckResult> runDoctorChecks(const DoctorInputs& in) {
   out.push_back(checkEnvironment(in.detected, in.plugin_load_errors, in.backend, in.backend_error));
   out.push_back(checkDescriptor(in.descriptor));
   const DescriptorFacts& d = in.descriptor;
-  if (d.error.empty() && d.master_addr.has() && d.master_port.has() && d.node_rank.has()) {
+  if (d.error.empty() && !d.master_rule.empty() && d.master_port.has()) {
+    // Any node may be the next formation's master: each needs the port free; whom to reach is not known yet.
+    out.push_back(row("master reachable", CheckStatus::kSkip,
+                      "the master is " + d.master_rule + ": not known before the node group forms"));
+    out.push_back(checkMasterPortFree(*d.master_port.value));
+  } else if (d.error.empty() && d.master_addr.has() && d.master_port.has() && d.node_rank.has()) {
     const bool master_node = *d.node_rank.value == 0;
     out.push_back(checkMasterReachable(*d.master_addr.value, *d.master_port.value, master_node, in.connect_timeout));
     if (master_node) out.push_back(checkMasterPortFree(*d.master_port.value));

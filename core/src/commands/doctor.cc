@@ -140,6 +140,7 @@ int runDoctor(Cli& cli) {
     if (node.countsKnown()) in.descriptor.world_size = node.worldSizeSourced();
     in.descriptor.master_addr = node.master_addr;
     in.descriptor.master_port = node.master_port;
+    if (node.formation_master) in.descriptor.master_rule = node.formation_master->rule;
   } else {
     in.descriptor.error = resolved.error;
   }

@@ -199,7 +199,7 @@ TEST_F(EtcdGroupCli3, OneEtcdMemberOfThreeLostTheJobGoesOn) {
 TEST(EtcdGroupCliInput, AnUnreachableEtcdOrABadListIsOneLineAndExit2) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"127.0.0.1:" + std::to_string(freeLoopbackPort()), "cannot reach etcd at 127.0.0.1:"},
-      {"127.0.0.1:2379,,b:1", "has an empty entry"},
+      {"127.0.0.1:2379,,b:1", "entry 2 is empty"},
       {"etcd:99999", "port 99999 is not 1..65535"},
   };
   auto env = cleanEnv();

@@ -19,9 +19,11 @@ using Clock = std::chrono::steady_clock;
 using test::EtcdServer;
 
 TEST(EtcdEndpoints, ParsesListsAndSaysWhatIsWrong) {
-  auto ok = parseEtcdEndpoints("10.0.0.1:2379,http://etcd-b:2380,[fd00::1]:23,etcd-c");
+  auto ok = parseEtcdEndpoints("10.0.0.1:2379,http://etcd-b:2380,[fd00::1]:23,etcd-c,[::1]");
   ASSERT_TRUE(ok.ok()) << ok.error;
-  ASSERT_EQ(ok.value.size(), 4u);
+  ASSERT_EQ(ok.value.size(), 5u);
+  EXPECT_EQ(ok.value[4].host, "::1");
+  EXPECT_EQ(ok.value[4].port, kDefaultEtcdPort);
   EXPECT_EQ(ok.value[0].text(), "10.0.0.1:2379");
   EXPECT_EQ(ok.value[1].text(), "etcd-b:2380");
   EXPECT_EQ(ok.value[2].host, "fd00::1");
@@ -29,13 +31,18 @@ TEST(EtcdEndpoints, ParsesListsAndSaysWhatIsWrong) {
   EXPECT_EQ(ok.value[3].port, kDefaultEtcdPort);
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"", "is empty"},
-      {"a:1,,b:2", "empty entry"},
+      {"a:1,,b:2", "'a:1,,b:2': entry 2 is empty (a stray comma?)"},
+      {"a:1,", "entry 2 is empty"},
+      {",a:1", "entry 1 is empty"},
+      {"a:1,[::1]:0", "'[::1]:0': port 0 is not 1..65535"},
+      {"a:65536", "port 65536 is not 1..65535"},
+      {"a:1,http://[::1", "no ']' after the IPv6 address"},
       {"a:0", "port 0 is not 1..65535"},
       {"a:70000", "port 70000"},
       {"a:x1", "'x1' is not a number"},
       {":2379", "no host name"},
       {"a:", "empty port"},
-      {"fd00::1:2379", "[ADDR]:PORT"},
+      {"fd00::1:2379", "an IPv6 address needs brackets"},
       {"https://a:2379,b:2379", "mixes https:// with http:// or bare entries"},
   };
   for (const auto& [list, says] : bad) {

@@ -154,7 +154,8 @@ TEST(EtcdDoctor, AMalformedEndpointListIsAFailedRowNamingTheEntry) {
   const ProcessResult r = doctor("127.0.0.1:2379,:5");
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_TRUE(startsWith(row(r.out, "node group"),
-                         "fail    --rdzv-endpoint entry ':5': no host name; give HOST:PORT, e.g. 10.0.0.1:2379"))
+                         "fail    --rdzv-endpoint entry ':5': no host name; give HOST:PORT (an IPv6 address as [ADDR]:PORT), "
+                         "e.g. 10.0.0.1:2379"))
       << r.out;
 }
 
@@ -203,6 +204,68 @@ TEST(EtcdDescribe, TheBackendTheEndpointsAndTheMasterAsKnownBeforeFormation) {
   const ProcessResult ht = with({});
   EXPECT_NE(ht.out.find("  backend = tcp"), std::string::npos) << ht.out;
   EXPECT_NE(ht.out.find("  master = 10.1.2.3    <- fixed: master_addr"), std::string::npos) << ht.out;
+}
+
+// The master chosen at formation needs no --master-addr, wherever the options stand: before `describe` (torchrun's
+// option walk reads them) or after it (the sub-command's own parse). Each value says where it came from.
+TEST(EtcdDescribe, NoMasterAddrIsNeededBeforeOrAfterTheSubCommandAndMasterAddrSaysWhy) {
+  auto env = cleanEnv();
+  env["TAEHV_JOB_TOKEN"] = "etcd-doctor-test-token-0123456789";
+  const std::vector<std::string> options = {"--backend", "local", "--nnodes", "2", "--node-rank", "0",
+                                            "--rdzv-backend", "etcd", "--rdzv-endpoint", "10.0.0.1:2379,10.0.0.2"};
+  for (const bool after : {true, false}) {
+    for (const bool json : {true, false}) {
+      std::vector<std::string> argv = {taehvRun()};
+      if (after) argv.push_back("describe");
+      argv.insert(argv.end(), options.begin(), options.end());
+      if (!after) argv.push_back("describe");
+      if (json) argv.push_back("--json");
+      argv.insert(argv.end(), {"--", "true"});
+      const ProcessResult r = runProcess(argv, env, std::chrono::seconds(30));
+      const std::string where = std::string(after ? "after" : "before") + (json ? " --json" : "");
+      ASSERT_EQ(r.exit_code, 0) << where << ": " << r.err;
+      const std::string source = "chosen at formation (--rdzv-backend etcd); until then the first etcd endpoint's host";
+      if (json) {
+        const auto w = nlohmann::json::parse(r.out).at(0);
+        EXPECT_EQ(w.at("master_addr"), "10.0.0.1") << where;
+        EXPECT_EQ(w.at("provenance").at("master_addr"), source) << where;
+        EXPECT_EQ(w.at("node_group").at("master"), "chosen at formation") << where;
+        EXPECT_NE(w.at("node_group").at("master_rule").get<std::string>().find("the first node of each formation"),
+                  std::string::npos)
+            << where;
+      } else {
+        EXPECT_NE(r.out.find("  master_addr = 10.0.0.1    <- " + source + "\n"), std::string::npos) << where << r.out;
+        EXPECT_NE(r.out.find("  master = chosen at formation    <- "), std::string::npos) << where << r.out;
+      }
+    }
+  }
+  // PET_RDZV_BACKEND / PET_RDZV_ENDPOINT stand for the flags; the source names the variable.
+  auto v2 = cleanEnv();
+  v2["TAEHV_JOB_TOKEN"] = env["TAEHV_JOB_TOKEN"];
+  v2["PET_RDZV_BACKEND"] = "etcd";
+  v2["PET_RDZV_ENDPOINT"] = "10.0.0.3:2379";
+  const ProcessResult e = runProcess({taehvRun(), "describe", "--backend", "local", "--nnodes", "2", "--json", "--",
+                                      "true"},
+                                     v2, std::chrono::seconds(30));
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_EQ(nlohmann::json::parse(e.out).at(0).at("provenance").at("master_addr"),
+            "chosen at formation (env PET_RDZV_BACKEND=etcd); until then the first etcd endpoint's host");
+}
+
+// With etcd a loopback --master-addr is not the master (each formation chooses it): the descriptor row does not fail
+// for it (a warning: it still picks the socket interfaces), the master is not probed, and the port must be free here
+// (any node may be the next master). No etcd is needed for these rows.
+TEST(EtcdDoctor, ALoopbackMasterAddrIsAWarningNotAFailureAndTheMasterIsNotProbed) {
+  const ProcessResult r = doctor("127.0.0.1:" + std::to_string(freeLoopbackPort()));
+  const std::string d = row(r.out, "descriptor");
+  EXPECT_TRUE(startsWith(d, "warn    node 1 of 2, 1 workers on this node (world size 2), master chosen at formation "
+                            "(--rdzv-backend etcd), port 29500; master_addr 127.0.0.1 (flag --master-addr) is not the "
+                            "master"))
+      << r.out;
+  EXPECT_TRUE(startsWith(row(r.out, "master reachable"),
+                         "skip    the master is chosen at formation (--rdzv-backend etcd): not known before"))
+      << r.out;
+  EXPECT_NE(row(r.out, "master port free"), "") << r.out;
 }
 
 }  // namespace

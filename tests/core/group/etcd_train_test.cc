@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "checkpoint_weights.h"
+#include "core/group/training_nodes.h"
 #include "etcd_server.h"
 #include "infra/built_programs.h"
 #include "run_process.h"
@@ -124,17 +125,7 @@ TEST_F(EtcdTrain, Node0KilledNodes1And2ReFormWithANewMasterAndFinishWithTheUnint
   startNode(0, 2, port);
   startNode(1, 1, port);
   startNode(2, 1, port);
-  const auto until = Clock::now() + 300s;
-  const std::string cut_at = dir_ + "/elastic/checkpoint-" + std::to_string(kCutAfterStep) + "/state.json";
-  while (!fs::exists(cut_at)) {
-    for (auto& n : nodes_) {
-      ASSERT_FALSE(n.poll()) << "a node ended (exit " << n.exit_status << ") before step " << kCutAfterStep << ":\n"
-                             << readFile(n.log);
-    }
-    ASSERT_LT(Clock::now(), until) << "training did not reach step " << kCutAfterStep << ":\n" << readFile(nodes_[0].log);
-    std::this_thread::sleep_for(100ms);
-  }
-  ASSERT_NE(readFile(nodes_[0].log).find("4 rank(s), backend gloo"), std::string::npos) << readFile(nodes_[0].log);
+  ASSERT_NO_FATAL_FAILURE(taehv::test::waitForCheckpoint(nodes_, dir_, kCutAfterStep, 300s));
   const auto t0 = Clock::now();
   ASSERT_EQ(::kill(nodes_[0].pid, SIGKILL), 0);  // node 0's taehv-run: the group's first master and rank 0's host
   while ((!nodes_[1].poll() || !nodes_[2].poll()) && Clock::now() < t0 + 300s) std::this_thread::sleep_for(100ms);

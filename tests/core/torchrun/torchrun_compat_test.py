@@ -352,7 +352,7 @@ BAD = [
     ("a module that does not import", ["--nproc-per-node", "2", "-m", "no_such_module_35"], "no such module"),
     ("--nproc-per-node 0", ["--nproc-per-node", "0", "train.py"], "at least 1"),
     ("--rdzv-endpoint without a host", ["--rdzv-backend", "c10d", "--rdzv-endpoint", ":29400", "train.py"],
-     "has no host"),
+     "no host name"),
     ("--rdzv-conf garbage", ["--rdzv-conf", "garbage", "train.py"], "is not key=value"),
     ("--rdzv-conf bad timeout", ["--rdzv-conf", "join_timeout=soon", "train.py"], "whole seconds"),
     ("static endpoint without a port", ["--rdzv-endpoint", "node0", "train.py"], "has no port"),

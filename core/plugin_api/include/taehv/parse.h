@@ -1,9 +1,10 @@
-// Numbers and durations from text (flags, environment variables, hostfiles, job specs, configs): the one set of
+// Numbers, durations and network endpoints from text (flags, environment variables, hostfiles, job specs, configs): the one set of
 // parsers for taehv-run, taehv-train and the plugins, in-tree and out-of-tree (installed beside taehv/plugin_api.h; std only,
 // header-only, nothing of it crosses the plugin ABI).
 //
 // Strict on purpose: the whole text is the number. No spaces, no trailing text, no overflow; a value outside
-// [min, max] is no value. Callers turn nullopt into a message that names the variable or flag and its text.
+// [min, max] is no value. Callers turn nullopt into a message that names the variable or flag and its text;
+// parseHostPort, which can be wrong in several ways, says which itself.
 #pragma once
 
 #include <cctype>
@@ -19,6 +20,8 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include "taehv/checked.h"
 
 namespace taehv {
 
@@ -152,6 +155,63 @@ inline std::optional<double> parseNumber(std::string_view text, double min = std
   if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(value)) return std::nullopt;
   if (value < min || value > max) return std::nullopt;
   return value;
+}
+
+// ---- Network endpoints ----
+
+/// A network endpoint as the rendezvous flags write it: "HOST[:PORT]", an IPv6 address in brackets ("[ADDR]:PORT").
+struct HostPort {
+  std::string host;         ///< a name or an address; an IPv6 address without its brackets
+  std::optional<int> port;  ///< nullopt: the text names none (the caller's default applies)
+};
+
+/// `text` as HOST[:PORT] (torchrun's parse_rendezvous_endpoint, an etcd client URL without its scheme), the port,
+/// when given, digits in [min_port, 65535]. The one HOST:PORT splitter of taehv-run (--rdzv-endpoint, each entry of
+/// an etcd endpoint list). A failure is one line: `what` and the text, what is wrong (no host; an IPv6 address
+/// without brackets; no ']'; text after ']' that is not ':PORT'; an empty port; a port that is not a number or out
+/// of range; a URL's scheme or path), then how to write it, with `example` ("e.g. 10.0.0.1:2379").
+inline Checked<HostPort> parseHostPort(std::string_view text, const std::string& what, const std::string& example,
+                                       int min_port = 1) {
+  const std::string given = what + " '" + std::string(text) + "'";
+  const std::string form = "; give HOST:PORT (an IPv6 address as [ADDR]:PORT), e.g. " + example;
+  HostPort out;
+  std::string_view port;
+  bool port_given = false;
+  if (text.find("://") != std::string_view::npos) return {given + ": a URL; give no scheme" + form};
+  if (!text.empty() && text.front() == '[') {
+    const std::size_t close = text.find(']');
+    if (close == std::string_view::npos) return {given + ": no ']' after the IPv6 address" + form};
+    out.host = std::string(text.substr(1, close - 1));
+    if (close + 1 < text.size()) {
+      if (text[close + 1] != ':') return {given + ": expected ':PORT' after ']'" + form};
+      port = text.substr(close + 2);
+      port_given = true;
+    }
+  } else {
+    const std::size_t colon = text.find(':');
+    if (colon != std::string_view::npos && text.find(':', colon + 1) != std::string_view::npos) {
+      return {given + ": an IPv6 address needs brackets" + form};
+    }
+    out.host = std::string(text.substr(0, colon));
+    if (colon != std::string_view::npos) {
+      port = text.substr(colon + 1);
+      port_given = true;
+    }
+  }
+  if (out.host.empty()) return {given + ": no host name" + form};
+  if (out.host.find_first_of(" \t/?#@[]") != std::string::npos) {
+    return {given + ": '" + out.host + "' is not a host name or address" + form};
+  }
+  if (port_given) {
+    const std::string range = std::to_string(min_port) + "..65535";
+    if (port.empty()) return {given + ": empty port after ':'" + form};
+    if (port.find_first_not_of("0123456789") != std::string_view::npos) {
+      return {given + ": the port '" + std::string(port) + "' is not a number " + range + form};
+    }
+    out.port = parseCount<int>(port, min_port, 65535);
+    if (!out.port) return {given + ": port " + std::string(port) + " is not " + range + form};
+  }
+  return {"", out};
 }
 
 }  // namespace taehv

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "checkpoint_weights.h"
+#include "core/group/training_nodes.h"
 #include "infra/built_programs.h"
 #include "netns_harness.h"
 
@@ -84,16 +85,7 @@ class ElasticNetns : public ::testing::Test {
     const int port = 28000 + static_cast<int>(::getpid() % 400) * 2;
     startNode(0, port);
     startNode(1, port);
-    const auto end = Clock::now() + 240s;
-    while (Clock::now() < end) {
-      if (fs::exists(dir_ + "/elastic/checkpoint-" + std::to_string(step) + "/state.json")) {
-        ASSERT_NE(readFile(nodes_[0].log).find("4 rank(s), backend gloo"), std::string::npos) << readFile(nodes_[0].log);
-        return;
-      }
-      for (auto& n : nodes_) ASSERT_FALSE(n.poll()) << "a node ended before step " << step << ":\n" << readFile(n.log);
-      std::this_thread::sleep_for(100ms);
-    }
-    FAIL() << "training did not reach step " << step << ":\n" << readFile(nodes_[0].log);
+    ASSERT_NO_FATAL_FAILURE(taehv::test::waitForCheckpoint(nodes_, dir_, step, 240s));
   }
 
   /// Waits for node `id` to end (at most `bound` after `t0`, plus 60 s to report a hang) and returns its seconds.

@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "checkpoint_weights.h"
+#include "core/group/training_nodes.h"
 #include "infra/built_programs.h"
 #include "netns_harness.h"
 #include "taehv/group/etcd_client.h"
@@ -166,16 +167,7 @@ class EtcdNetns : public ::testing::Test {
     startNode(0, 2, worker);
     startNode(1, 1, worker);
     startNode(2, 1, worker);
-    const auto end = Clock::now() + 300s;
-    while (!fs::exists(dir_ + "/elastic/checkpoint-" + std::to_string(step) + "/state.json")) {
-      for (auto& n : nodes_) {
-        ASSERT_FALSE(n.poll()) << "a node ended (exit " << n.exit_status << ") before step " << step << ":\n"
-                               << readFile(n.log);
-      }
-      ASSERT_LT(Clock::now(), end) << "training did not reach step " << step << ":\n" << readFile(nodes_[0].log);
-      std::this_thread::sleep_for(100ms);
-    }
-    ASSERT_NE(readFile(nodes_[0].log).find("4 rank(s), backend gloo"), std::string::npos) << readFile(nodes_[0].log);
+    ASSERT_NO_FATAL_FAILURE(taehv::test::waitForCheckpoint(nodes_, dir_, step, 300s));
   }
 
   /// Waits until every node has ended, at most `bound` after `t0`.

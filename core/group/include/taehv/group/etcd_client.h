@@ -46,9 +46,10 @@ struct EtcdEndpoint {
   std::string text() const { return (https ? "https://" : "") + host + ":" + std::to_string(port); }
 };
 
-/// "HOST:PORT[,HOST:PORT...]" (`http://` or `https://` in front of each, IPv6 as [ADDR]:PORT; no scheme is http).
-/// Fails with one line naming the bad entry: empty, no host, a port not 1..65535; or a list that mixes https://
-/// with http:// or bare entries.
+/// "HOST:PORT[,HOST:PORT...]" (`http://` or `https://` in front of each, IPv6 as [ADDR]:PORT; no scheme is http),
+/// each entry split by parseHostPort (taehv/parse.h), kDefaultEtcdPort where it names no port. Fails with one line
+/// naming the bad entry: empty, what parseHostPort says (no host, a port not 1..65535), or a list that mixes
+/// https:// with http:// or bare entries.
 Checked<std::vector<EtcdEndpoint>> parseEtcdEndpoints(const std::string& list);
 
 /// One key-value pair as etcd stores it.

@@ -55,11 +55,15 @@ struct DescriptorFacts {
   Sourced<int> world_size;  ///< the sum over nodes when nodes differ; unset = nnodes * nproc_per_node
   Sourced<std::string> master_addr;
   Sourced<int> master_port;
+  /// Non-empty: the node group chooses the master at each formation (etcd), and says so here (e.g. "chosen at
+  /// formation (--rdzv-backend etcd)"); master_addr only stands in until then (its route picks the interfaces).
+  std::string master_rule;
   Env env;  ///< the environment, for leftovers of an outer launcher (WORLD_SIZE, RANK)
 };
 
-/// Descriptor consistency: resolved without error, a loopback master only for one node, and no stale
-/// WORLD_SIZE/RANK in the environment that disagrees with the plan.
+/// Descriptor consistency: resolved without error, a loopback master only for one node (a master chosen at
+/// formation: a loopback stand-in is a warning, it picks the loopback interface), and no stale WORLD_SIZE/RANK in
+/// the environment that disagrees with the plan.
 CheckResult checkDescriptor(const DescriptorFacts& facts);
 
 /// Non-zero nodes: the master's name resolves and its port accepts within `timeout` (refused = warn: nothing
