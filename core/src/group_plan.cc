@@ -19,6 +19,7 @@ GroupFlags groupFlags(const boost::program_options::variables_map& vm) {
   f.disabled = vm.count("no-node-group") > 0;
   if (vm.count("rdzv-backend")) f.rdzv_backend = vm["rdzv-backend"].as<std::string>();
   if (vm.count("rdzv-endpoint")) f.rdzv_endpoint = vm["rdzv-endpoint"].as<std::string>();
+  if (vm.count("node-local-checkpoints")) f.node_local_checkpoints = vm["node-local-checkpoints"].as<std::string>();
   return f;
 }
 
@@ -60,6 +61,14 @@ Checked<GroupPlan> planGroup(const NodeDescriptor& node, const GroupFlags& flags
   Checked<GroupPlan> out;
   GroupPlan& plan = out.value;
   if (Status s = planEtcd(flags, env, plan); !s.ok()) return {s.error};
+  if (flags.node_local_checkpoints) {
+    // Only etcd can agree on a step with any node lost; the TCP group ends with node 0 anyway.
+    if (plan.etcd_endpoints.empty() || flags.node_local_checkpoints->empty()) {
+      return {"--node-local-checkpoints '" + *flags.node_local_checkpoints + "' needs --rdzv-backend etcd and a "
+              "folder (this node's output.dir, where taehv-train with checkpoint.node_local=true saves)"};
+    }
+    plan.node_local_checkpoints = *flags.node_local_checkpoints;
+  }
   if (flags.disabled) {
     plan.why_off = "--no-node-group";
   } else if (*node.nnodes.value < 2) {

@@ -158,6 +158,7 @@ class TrainingRun {
         env_(env),
         device_(device),
         rank0_(env.rank == 0),
+        writer_(rank0_ || (options.config.checkpoint.node_local && env.local_rank == 0)),
         world_(env.world_size),
         batch_(cfg_.train.batch_per_rank),
         out_dir_(cfg_.output.dir),
@@ -213,6 +214,7 @@ class TrainingRun {
   const DistEnv& env_;
   const torch::Device device_;
   const bool rank0_;
+  const bool writer_;  ///< saves checkpoints: rank 0, and with checkpoint.node_local each node's local rank 0
   const int64_t world_;  ///< ranks
   const int64_t batch_;  ///< clips per rank and micro-step (train.batch_per_rank)
   const std::string out_dir_;
@@ -239,12 +241,19 @@ class TrainingRun {
 /// The stale temporaries of a killed run removed, the checkpoint to resume loaded, the same start on every rank,
 /// the batch shape and learning-rate schedule it takes on.
 void TrainingRun::resume() {
-  if (rank0_) {
+  if (writer_) {
     for (const auto& stale : removeStaleTemporaries(out_dir_)) {
       log::info("removed " + stale + " (left by a killed run)");
     }
   }
-  found_ = checkpointToResume(options_.resume, out_dir_, [](const std::string& w) { log::warn(w); });
+  // The node group's agreed step (node-local checkpoints) replaces "latest": every node resumes the same step.
+  const bool agreed = env_.resume_step >= 0 && options_.resume == "latest";
+  found_ = agreed ? agreedCheckpoint(env_.resume_step, out_dir_)
+                  : checkpointToResume(options_.resume, out_dir_, [](const std::string& w) { log::warn(w); });
+  if (agreed && env_.local_rank == 0) {
+    log::info("resume: TAEHV_RESUME_STEP=" + std::to_string(env_.resume_step) + " (agreed by the node group): " +
+              (found_ ? "resuming " + *found_ : std::string("no node holds a checkpoint, starting from step 0")));
+  }
   if (found_) {
     requireSavedSettings(*found_, cfg_, {"model.variant", "train.optimizer"});
     resumed_ = loadTrainState(*found_, state_, device_);
@@ -469,7 +478,7 @@ std::string TrainingRun::saveAt(int64_t step_done) {
   saved.grad_accum = accum_;
   saved.seed = cfg_.train.seed;
   saved.global_batch = shape_.global_batch;
-  return saveTrainState(out_dir_, cfg_.checkpoint.keep, state_, saved, cfg_, rank0_);
+  return saveTrainState(out_dir_, cfg_.checkpoint.keep, state_, saved, cfg_, writer_);
 }
 
 void TrainingRun::finish(int64_t step, bool stopped_early) {
