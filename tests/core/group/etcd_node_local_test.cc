@@ -17,6 +17,7 @@
 #include "etcd_server.h"
 #include "infra/built_programs.h"
 #include "run_process.h"
+#include "train_node.h"
 
 namespace {
 
@@ -51,45 +52,6 @@ pid_t workerOf(pid_t parent) {
   }
   return -1;
 }
-
-struct Node {
-  pid_t pid = -1;
-  std::string log;
-  int exit_status = -1;
-
-  void spawn(const std::vector<std::string>& argv, const std::string& log_file) {
-    log = log_file;
-    exit_status = -1;
-    pid = ::fork();
-    if (pid == 0) {
-      ::setpgid(0, 0);
-      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      ::setenv("TAEHV_JOB_TOKEN", "etcd-node-local-token-0123456789ab", 1);
-      ::setenv("GLOO_SOCKET_IFNAME", "lo", 1);
-      std::vector<std::string> args = argv;
-      std::vector<char*> c;
-      for (auto& a : args) c.push_back(a.data());
-      c.push_back(nullptr);
-      ::execv(c[0], c.data());
-      ::_exit(127);
-    }
-  }
-  bool poll() {
-    if (exit_status >= 0) return true;
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) != pid) return false;
-    exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    return true;
-  }
-  void kill() {
-    if (pid > 0 && !poll()) {
-      ::kill(-pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-    }
-  }
-};
 
 /// The steps of the checkpoint folders in `dir`, sorted.
 std::vector<int> checkpointSteps(const std::string& dir) {
@@ -132,7 +94,8 @@ class EtcdNodeLocal : public ::testing::Test {
     const auto train = trainer(out(id), steps);
     argv.insert(argv.end(), train.begin(), train.end());
     nodes_[static_cast<std::size_t>(id)].spawn(
-        argv, dir_ + "/node" + std::to_string(id) + "-" + std::to_string(attempt) + ".log");
+        argv, dir_ + "/node" + std::to_string(id) + "-" + std::to_string(attempt) + ".log",
+        "etcd-node-local-token-0123456789ab");
   }
 
   /// Waits (at most 300 s) until the first `n` nodes ended.
@@ -145,7 +108,7 @@ class EtcdNodeLocal : public ::testing::Test {
 
   taehv::test::EtcdServer etcd_;
   std::string dir_;
-  std::array<Node, 3> nodes_;
+  std::array<taehv::test::TrainNode, 3> nodes_;
 };
 
 constexpr int kSteps = 8;
@@ -171,7 +134,7 @@ TEST_F(EtcdNodeLocal, AWorkerKilledEveryNodeResumesTheSameAgreedStepFromItsOwnCo
   waitAll(3);
   std::string step;  // the step formation 1 agreed on, as node 0 says it
   for (int i = 0; i < 3; ++i) {
-    const Node& n = nodes_[static_cast<std::size_t>(i)];
+    const taehv::test::TrainNode& n = nodes_[static_cast<std::size_t>(i)];
     const std::string log = readFile(n.log);
     EXPECT_EQ(n.exit_status, 0) << log;
     EXPECT_NE(log.find("formation 0 resumes from step 0 (no node holds a checkpoint: from scratch)"), std::string::npos)
