@@ -158,6 +158,13 @@ std::string describeGroup(const GroupPlan& plan) {
     const std::string& user = plan.etcd_endpoints.front().credentials.user;
     s << "  etcd_user = " << (user.empty() ? "none (no etcd authentication)" : user) << "    <- env "
       << group::kEtcdUserEnv << "\n";
+    s << "  checkpoints = "
+      << (plan.node_local_checkpoints.empty()
+              ? std::string("shared (no --node-local-checkpoints: --resume latest reads storage every node sees)")
+              : "node-local in " + plan.node_local_checkpoints +
+                    " (each formation agrees on the newest step every node holds: TAEHV_RESUME_STEP)    <- "
+                    "--node-local-checkpoints")
+      << "\n";
   } else {
     s << "  backend = tcp    <- no --rdzv-backend etcd\n";
     s << "  address = " << plan.address() << "    <- master_addr, port " << plan.port.source << "\n";

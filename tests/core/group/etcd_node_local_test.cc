@@ -222,4 +222,20 @@ TEST_F(EtcdNodeLocal, NodeLocalCheckpointsWithZeroShardsAreRefusedInOneLine) {
       << log;
 }
 
+TEST(EtcdNodeLocalInput, WithoutEtcdIsOneLineAndExit2AndDescribeShowsTheFolder) {
+  SKIP_WITHOUT_TRAINER_OR_ASSERT_BUILT();
+  const std::string run = taehv::testing::builtBinDir() + "/taehv-run";
+  const taehv::test::ProcessResult tcp = taehv::test::runProcess(
+      {run, "--nnodes", "2", "--node-rank", "0", "--master-addr", "127.0.0.1", "--node-local-checkpoints", "/tmp/x",
+       "--", "true"},
+      {});
+  EXPECT_EQ(tcp.exit_code, 2) << tcp.err;
+  EXPECT_NE(tcp.err.find("--node-local-checkpoints '/tmp/x' needs --rdzv-backend etcd"), std::string::npos) << tcp.err;
+  const taehv::test::ProcessResult described = taehv::test::runProcess(
+      {run, "describe", "--nnodes", "2", "--node-rank", "0", "--master-addr", "127.0.0.1", "--rdzv-backend", "etcd",
+       "--rdzv-endpoint", "127.0.0.1:2379", "--node-local-checkpoints", "/data/ckpt", "--", "true"},
+      {});
+  EXPECT_NE(described.out.find("checkpoints = node-local in /data/ckpt"), std::string::npos) << described.out;
+}
+
 }  // namespace
