@@ -111,13 +111,18 @@ double clipGradNorm(const std::vector<torch::Tensor>& params, double max_norm) {
   return total.item<double>();
 }
 
-/// Every rank must resume from the same step (checkpoints live on a shared filesystem).
-void checkSameStart(Distributed& dist, int64_t start_step, int64_t world) {
+/// Every rank must resume from the same step (checkpoints on a shared filesystem, or node-local ones whose step the
+/// node group agreed: TAEHV_RESUME_STEP).
+void checkSameStart(Distributed& dist, int64_t start_step, int64_t world, bool node_local) {
   auto check = torch::tensor({static_cast<double>(start_step), 1.0}, torch::kDouble);
   dist.allreduceSum(check);
   if (check[0].item<double>() != static_cast<double>(start_step * world)) {
-    throw std::runtime_error("ranks found different checkpoints to resume from; output.dir must be on a "
-                             "filesystem every rank sees");
+    throw std::runtime_error(
+        node_local ? "ranks found different checkpoints to resume from in their node-local output.dir; run every "
+                     "node's taehv-run with --rdzv-backend etcd --node-local-checkpoints OUTPUT_DIR, which agrees "
+                     "on the step every node holds"
+                   : "ranks found different checkpoints to resume from; output.dir must be on a filesystem every "
+                     "rank sees (or use checkpoint.node_local with taehv-run --node-local-checkpoints)");
   }
 }
 
@@ -262,7 +267,7 @@ void TrainingRun::resume() {
   }
   start_step_ = resumed_.step;
   last_saved_ = start_step_;
-  checkSameStart(dist_, start_step_, world_);
+  checkSameStart(dist_, start_step_, world_, cfg_.checkpoint.node_local);
   // A resume at another world size keeps the global batch (elastic restarts): grad_accum, else lr, follows.
   shape_ = batchShape(cfg_.train, world_, found_ ? std::optional<CheckpointState>(resumed_) : std::nullopt);
   accum_ = shape_.grad_accum;
