@@ -81,11 +81,11 @@ class EtcdNodeLocal : public ::testing::Test {
 
   /// Node `id` of `nnodes` (one worker each), its own output folder reported to etcd. `attempt` names the run id
   /// and the log, so a second job in the same test starts afresh in etcd.
-  void startNode(int id, int nnodes, int steps, int attempt) {
+  void startNode(int id, const std::string& nnodes, int steps, int attempt) {
     // Below the kernel's ephemeral range (32768-60999), apart from EtcdTrain's 23400-23798.
     const int port = 24500 + static_cast<int>(::getpid() % 200) * 2;
     std::vector<std::string> argv = {taehv::testing::builtBinDir() + "/taehv-run", "--backend", "local", "--nnodes",
-                                     std::to_string(nnodes), "--node-rank", std::to_string(id), "--master-port",
+                                     nnodes, "--node-rank", std::to_string(id), "--master-port",
                                      std::to_string(port), "--nproc-per-node", "1", "--node-timeout", "5",
                                      "--shutdown-grace", "3", "--max-restarts", "1", "--run-id",
                                      "etcd-node-local-" + std::to_string(::getpid()) + "-" + std::to_string(attempt),
@@ -106,6 +106,23 @@ class EtcdNodeLocal : public ::testing::Test {
     }
   }
 
+  /// Waits (at most 300 s) until each of the 3 nodes saved its own copy of `step` (they save at slightly different
+  /// times); fails when a node ends first.
+  void waitUntilEveryNodeSaved(int step) {
+    const auto saved = [&] {
+      for (int i = 0; i < 3; ++i) {
+        if (!fs::exists(out(i) + "/checkpoint-" + std::to_string(step) + "/manifest.json")) return false;
+      }
+      return true;
+    };
+    const auto until = Clock::now() + 300s;
+    while (!saved()) {
+      for (auto& n : nodes_) ASSERT_FALSE(n.poll()) << "a node ended (exit " << n.exit_status << "):\n" << readFile(n.log);
+      ASSERT_LT(Clock::now(), until) << "training did not reach step " << step << ":\n" << readFile(nodes_[0].log);
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+
   taehv::test::EtcdServer etcd_;
   std::string dir_;
   std::array<taehv::test::TrainNode, 3> nodes_;
@@ -114,20 +131,8 @@ class EtcdNodeLocal : public ::testing::Test {
 constexpr int kSteps = 8;
 
 TEST_F(EtcdNodeLocal, AWorkerKilledEveryNodeResumesTheSameAgreedStepFromItsOwnCopyAndFinishes) {
-  for (int i = 0; i < 3; ++i) startNode(i, 3, kSteps, 0);
-  // Every node saved step 3 (each its own copy; the nodes save at slightly different times).
-  const auto saved3 = [&] {
-    for (int i = 0; i < 3; ++i) {
-      if (!fs::exists(out(i) + "/checkpoint-3/manifest.json")) return false;
-    }
-    return true;
-  };
-  const auto until = Clock::now() + 300s;
-  while (!saved3()) {
-    for (auto& n : nodes_) ASSERT_FALSE(n.poll()) << "a node ended (exit " << n.exit_status << "):\n" << readFile(n.log);
-    ASSERT_LT(Clock::now(), until) << "training did not reach step 3:\n" << readFile(nodes_[0].log);
-    std::this_thread::sleep_for(100ms);
-  }
+  for (int i = 0; i < 3; ++i) startNode(i, "3", kSteps, 0);
+  ASSERT_NO_FATAL_FAILURE(waitUntilEveryNodeSaved(3));
   const pid_t worker = workerOf(nodes_[1].pid);
   ASSERT_GT(worker, 0) << "no taehv-train worker under node 1's taehv-run";
   ASSERT_EQ(::kill(worker, SIGKILL), 0);
@@ -162,8 +167,43 @@ TEST_F(EtcdNodeLocal, AWorkerKilledEveryNodeResumesTheSameAgreedStepFromItsOwnCo
   EXPECT_EQ(taehv::testing::distance(at(0), at(2)), 0.0);
 }
 
+TEST_F(EtcdNodeLocal, Node0KilledNodes1And2ResumeTheNewestStepBothHoldFromTheirOwnDisks) {
+  for (int i = 0; i < 3; ++i) startNode(i, "2:3", kSteps, 0);
+  ASSERT_NO_FATAL_FAILURE(waitUntilEveryNodeSaved(3));
+  const auto t0 = Clock::now();
+  ASSERT_EQ(::kill(nodes_[0].pid, SIGKILL), 0);  // node 0's taehv-run, the first master; its disk is gone with it
+  while ((!nodes_[1].poll() || !nodes_[2].poll()) && Clock::now() < t0 + 300s) std::this_thread::sleep_for(100ms);
+  std::string step;
+  for (int i = 1; i < 3; ++i) {
+    const std::string log = readFile(nodes_[static_cast<std::size_t>(i)].log);
+    EXPECT_EQ(nodes_[static_cast<std::size_t>(i)].exit_status, 0) << log;
+    EXPECT_NE(log.find("formation 1: node 1 (host "), std::string::npos) << log;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(log, m, std::regex("formation 1 resumes from step ([0-9]+), the newest checkpoint "
+                                                     "every node holds")))
+        << log;
+    if (i == 1) step = m[1];
+    EXPECT_EQ(m[1], step) << log;
+    EXPECT_NE(log.find("resuming " + out(i) + "/checkpoint-" + step), std::string::npos) << log;
+  }
+  // Node 1 runs global rank 0 now: its run summary, at the new world size.
+  EXPECT_NE(readFile(nodes_[1].log).find("2 rank(s), backend gloo"), std::string::npos) << readFile(nodes_[1].log);
+  std::printf("node 0 killed after every node saved step 3: nodes 1 and 2 resumed step %s and finished %.1f s later\n",
+              step.c_str(), std::chrono::duration<double>(Clock::now() - t0).count());
+  EXPECT_GE(std::stoi(step), 3);
+  const auto state = nlohmann::json::parse(readFile(out(1) + "/checkpoint-" + std::to_string(kSteps) + "/state.json"));
+  // 3 samples a step up to the agreed step, then 2 (2 ranks cannot keep the global batch of 3: lr scaled instead).
+  const int resumed = std::stoi(step);
+  EXPECT_EQ(state.at("samples_consumed").get<int64_t>(), 3 * resumed + 2 * (kSteps - resumed))
+      << "none skipped or repeated";
+  EXPECT_EQ(taehv::testing::distance(
+                taehv::testing::loadTensors(out(1) + "/checkpoint-" + std::to_string(kSteps) + "/model.pt"),
+                taehv::testing::loadTensors(out(2) + "/checkpoint-" + std::to_string(kSteps) + "/model.pt")),
+            0.0);
+}
+
 TEST_F(EtcdNodeLocal, ANodeWithoutTheNewestMakesEveryNodeResumeThePreviousOneAndNoneInCommonIsRefused) {
-  for (int i = 0; i < 2; ++i) startNode(i, 2, 4, 0);
+  for (int i = 0; i < 2; ++i) startNode(i, "2", 4, 0);
   waitAll(2);
   for (int i = 0; i < 2; ++i) ASSERT_EQ(nodes_[static_cast<std::size_t>(i)].exit_status, 0) << readFile(nodes_[i].log);
   ASSERT_EQ(checkpointSteps(out(1)), (std::vector<int>{1, 2, 3, 4}));
@@ -181,7 +221,7 @@ TEST_F(EtcdNodeLocal, ANodeWithoutTheNewestMakesEveryNodeResumeThePreviousOneAnd
       << alone;
 
   // Node 1 lost its copy of step 4: both resume from 3 and go on to 6.
-  for (int i = 0; i < 2; ++i) startNode(i, 2, 6, 1);
+  for (int i = 0; i < 2; ++i) startNode(i, "2", 6, 1);
   waitAll(2);
   for (int i = 0; i < 2; ++i) {
     const std::string log = readFile(nodes_[static_cast<std::size_t>(i)].log);
@@ -196,7 +236,7 @@ TEST_F(EtcdNodeLocal, ANodeWithoutTheNewestMakesEveryNodeResumeThePreviousOneAnd
   // Node 1's disk emptied: no step in common; every node says so in one line, nothing is deleted on node 0.
   fs::remove_all(out(1));
   const std::vector<int> before = checkpointSteps(out(0));
-  for (int i = 0; i < 2; ++i) startNode(i, 2, 8, 2);
+  for (int i = 0; i < 2; ++i) startNode(i, "2", 8, 2);
   waitAll(2);
   for (int i = 0; i < 2; ++i) {
     const std::string log = readFile(nodes_[static_cast<std::size_t>(i)].log);
