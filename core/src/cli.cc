@@ -32,7 +32,8 @@ const std::set<std::string> kForwardedOptions = {
     // sizing (taehv/sizing_bridge.h): each node sizes itself
     "gpu-binding", "collective-timeout", "nccl-buffsize", "oversubscribe", "config",
     // the node group (a token file is not forwarded: the SSH fan-out hands every node its job's token)
-    "node-timeout", "group-port", "no-node-group", "rdzv-backend", "rdzv-endpoint", "leave-out-stragglers"};
+    "node-timeout", "group-port", "no-node-group", "rdzv-backend", "rdzv-endpoint", "leave-out-stragglers",
+    "node-local-checkpoints"};
 
 /// Does the option named `name` (without dashes) of `desc` take a value?
 bool takesValue(const po::options_description& desc, const std::string& name) {
@@ -214,6 +215,9 @@ po::options_description Cli::launchOptions() const {
         "[env PET_RDZV_BACKEND, default: the group led by node 0]")
     ("rdzv-endpoint", po::value<std::string>()->value_name("HOST:PORT[,...]"),
         "multi-node: with --rdzv-backend etcd, the etcd cluster's client endpoints [env PET_RDZV_ENDPOINT]")
+    ("node-local-checkpoints", po::value<std::string>()->value_name("DIR"),
+        "multi-node, etcd: this node keeps its own copy of each checkpoint in DIR; each formation agrees on the "
+        "newest step every node holds and the workers get it as TAEHV_RESUME_STEP")
     ("log-dir", po::value<std::string>()->value_name("DIR"), "also write each worker's output to DIR/rank_<RANK>.log")
     ("local-ranks-filter", po::value<std::string>()->value_name("LIST"),
         "show output of these local ranks only, e.g. 0 or 0,2 (log files still get everything)")

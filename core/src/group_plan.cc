@@ -20,6 +20,7 @@ GroupFlags groupFlags(const boost::program_options::variables_map& vm) {
   f.disabled = vm.count("no-node-group") > 0;
   if (vm.count("rdzv-backend")) f.rdzv_backend = vm["rdzv-backend"].as<std::string>();
   if (vm.count("rdzv-endpoint")) f.rdzv_endpoint = vm["rdzv-endpoint"].as<std::string>();
+  if (vm.count("node-local-checkpoints")) f.node_local_checkpoints = vm["node-local-checkpoints"].as<std::string>();
   return f;
 }
 
@@ -74,6 +75,14 @@ Checked<GroupPlan> planGroup(const NodeDescriptor& node, const GroupFlags& flags
   Checked<GroupPlan> out;
   GroupPlan& plan = out.value;
   if (Status s = planEtcd(flags, env, plan); !s.ok()) return {s.error};
+  if (flags.node_local_checkpoints) {
+    // Only etcd can agree on a step with any node lost; the TCP group ends with node 0 anyway.
+    if (plan.etcd_endpoints.empty() || flags.node_local_checkpoints->empty()) {
+      return {"--node-local-checkpoints '" + *flags.node_local_checkpoints + "' needs --rdzv-backend etcd and a "
+              "folder (this node's output.dir, where taehv-train with checkpoint.node_local=true saves)"};
+    }
+    plan.node_local_checkpoints = *flags.node_local_checkpoints;
+  }
   if (flags.disabled) {
     plan.why_off = "--no-node-group";
   } else if (*node.nnodes.value < 2) {
@@ -171,6 +180,13 @@ std::string describeGroup(const GroupPlan& plan) {
         << (tls->clientSubject().empty() ? "none" : tls->settings().cert_file + " (" + tls->clientSubject() + ")")
         << "    <- env " << group::kEtcdCertEnv << ", " << group::kEtcdKeyEnv << "\n";
     }
+    s << "  checkpoints = "
+      << (plan.node_local_checkpoints.empty()
+              ? std::string("shared (no --node-local-checkpoints: --resume latest reads storage every node sees)")
+              : "node-local in " + plan.node_local_checkpoints +
+                    " (each formation agrees on the newest step every node holds: TAEHV_RESUME_STEP)    <- "
+                    "--node-local-checkpoints")
+      << "\n";
   } else {
     s << "  backend = tcp    <- no --rdzv-backend etcd\n";
     s << "  address = " << plan.address() << "    <- master_addr, port " << plan.port.source << "\n";

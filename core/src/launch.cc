@@ -218,7 +218,8 @@ std::unique_ptr<group::NodeGroup> formGroup(const NodeDescriptor& node, const Gr
   group::TcpNodeGroup* tcp = nullptr;
   if (!plan.etcd_endpoints.empty()) {
     g = std::make_unique<group::EtcdNodeGroup>(
-        group::EtcdGroupOptions{options, plan.etcd_endpoints, *node.run_id.value, std::string()});
+        group::EtcdGroupOptions{options, plan.etcd_endpoints, *node.run_id.value, std::string(),
+                                plan.node_local_checkpoints});
   } else {
     auto t = std::make_unique<group::TcpNodeGroup>(options);
     tcp = t.get();
@@ -396,6 +397,15 @@ int runWithGroup(const NodeDescriptor& planned, const LaunchSettings& settings, 
     if (!agreed.master_addr.empty() && agreed.master_addr != *node.master_addr.value) {
       node.master_addr.set(agreed.master_addr, "node group: formation " + std::to_string(round) + "'s master",
                            Origin::kRule);
+    }
+    if (agreed.resume_step >= 0) {
+      const std::string from = "node group: formation " + std::to_string(round) + "'s newest checkpoint every node holds";
+      node.extra_env["TAEHV_RESUME_STEP"].set(std::to_string(agreed.resume_step), from);
+      log(LogLevel::kInfo, "node group: formation " + std::to_string(round) + " resumes from step " +
+                               std::to_string(agreed.resume_step) +
+                               (agreed.resume_step > 0 ? ", the newest checkpoint every node holds"
+                                                       : " (no node holds a checkpoint: from scratch)") +
+                               " (TAEHV_RESUME_STEP)");
     }
     // The etcd group numbers the nodes itself (--node-rank orders them; none given: order of arrival), and so does
     // the TCP group when ranks go by arrival.

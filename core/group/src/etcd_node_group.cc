@@ -14,6 +14,7 @@
 #include <openssl/crypto.h>
 
 #include "taehv/group/etcd_tls.h"
+#include "taehv/group/node_local_checkpoints.h"
 #include "taehv/group/session.h"
 #include "taehv/parse.h"
 #include "stop_pipe.h"
@@ -75,6 +76,8 @@ struct Record {
   int nproc = 1;
   std::string addr, host, reason;
   std::string progress;  ///< its ranks' progress summary (progress_summary.h); "" from a node without one
+  bool node_local = false;  ///< it keeps checkpoints on its own disk (--node-local-checkpoints): `checkpoints` says
+  std::vector<std::int64_t> checkpoints;  ///< the steps of the complete checkpoints it holds
 };
 
 /// One node of a formation.
@@ -91,6 +94,8 @@ struct Formation {
   std::int64_t mod_revision = 0;
   int round = -1;
   std::vector<Member> members;
+  std::int64_t resume_step = -1;  ///< node-local checkpoints: the step every member holds (0: none); -1: not agreed
+  std::string resume_error;       ///< node-local checkpoints: why no step could be agreed ("" when one was)
 };
 
 /// The JSON text a MAC covers and etcd stores: keys sorted (nlohmann's object), bytes that are not UTF-8 (a host
@@ -263,6 +268,7 @@ class EtcdNodeGroup::Impl {
   bool warned_invalid_ = false;
   bool warned_shape_ = false;
   std::string unwritten_;  ///< this node's record as it should be in etcd, when the last write failed
+  std::vector<std::int64_t> held_;  ///< --node-local-checkpoints: the steps held there when start() read it
 };
 
 std::string EtcdNodeGroup::Impl::recordValue() const {
@@ -277,6 +283,7 @@ std::string EtcdNodeGroup::Impl::recordValue() const {
     for (RankSummary& r : aged) r.age_s += since;
     body["progress"] = encodeSummary(aged);
   }
+  if (!o_.checkpoint_dir.empty()) body["checkpoints"] = held_;
   return sealValue(o_.group.job_key, "record", recordKey(id_), std::move(body));
 }
 
@@ -305,6 +312,12 @@ std::vector<Record> EtcdNodeGroup::Impl::readRecords(const std::vector<EtcdKeyVa
     r.host = j->value("host", "");
     r.reason = j->value("reason", "");
     r.progress = j->value("progress", "");
+    if (const auto c = j->find("checkpoints"); c != j->end() && c->is_array()) {
+      r.node_local = true;
+      for (const Json& step : *c) {
+        if (step.is_number_integer() && step.get<std::int64_t>() >= 0) r.checkpoints.push_back(step.get<std::int64_t>());
+      }
+    }
     out.push_back(std::move(r));
   }
   if (invalid > 0 && !warned_invalid_) {
@@ -326,8 +339,10 @@ Formation EtcdNodeGroup::Impl::readFormation(const std::vector<EtcdKeyValue>& kv
     const std::optional<Json> j = openValue(o_.group.job_key, "formation", kv.key, kv.value);
     if (!j || !j->contains("members") || !(*j)["members"].is_array()) break;
     f.round = j->value("round", -1);
+    f.resume_step = j->value("resume_step", std::int64_t{-1});
+    f.resume_error = j->value("resume_error", "");
     for (const Json& m : (*j)["members"]) {
-      if (!m.is_object()) return Formation{true, false, kv.mod_revision, -1, {}};
+      if (!m.is_object()) return Formation{true, false, kv.mod_revision, -1, {}, -1, ""};
       f.members.push_back(
           {m.value("id", ""), m.value("rank", 0), m.value("nproc", 1), m.value("addr", ""), m.value("host", "")});
     }
@@ -363,6 +378,8 @@ Status EtcdNodeGroup::Impl::start() {
   }
   lease_ = lease.value;
   id_ = leaseHex(lease_);
+  // Read once per formation (each formation starts a fresh group): what the workers saved until the last one ended.
+  if (!o_.checkpoint_dir.empty()) held_ = heldCheckpointSteps(o_.checkpoint_dir);
   addr_ = o_.address.empty() ? client_.localAddress() : o_.address;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -474,10 +491,15 @@ void EtcdNodeGroup::Impl::formStep(const std::vector<Record>& records, const For
       a.nnodes = static_cast<int>(formation.members.size());
       a.round = formation.round;
       a.master_addr = formation.members.front().addr;
+      a.resume_step = formation.resume_step;
       std::string names;
       for (const Member& m : formation.members) names += (names.empty() ? "" : ", ") + describe(m);
       log(LogLevel::kInfo, "formation " + std::to_string(a.round) + ": " + names + "; master " +
                                describe(formation.members.front()));
+      if (!formation.resume_error.empty()) {
+        stopWith("formation " + std::to_string(a.round) + ": " + formation.resume_error);
+        return;
+      }
       std::lock_guard<std::mutex> lock(mu_);
       agreed_ = a;
       formation_ = formation.members;
@@ -532,12 +554,22 @@ void EtcdNodeGroup::Impl::propose(std::vector<Record> candidates, const Formatio
   if (static_cast<int>(candidates.size()) > o_.group.nnodes) candidates.resize(static_cast<std::size_t>(o_.group.nnodes));
   int round = 0;
   Json members = Json::array();
+  bool node_local = false;
+  std::vector<HeldCheckpoints> held;
   for (const Record& r : candidates) {
     round = std::max(round, r.round);
     members.push_back({{"id", r.id}, {"rank", r.rank}, {"nproc", r.nproc}, {"addr", r.addr}, {"host", r.host}});
+    node_local = node_local || r.node_local;
+    held.push_back({describe({r.id, r.rank, r.nproc, r.addr, r.host}), r.checkpoints});
   }
-  const std::string value =
-      sealValue(o_.group.job_key, "formation", formationKey(), Json{{"round", round}, {"members", members}});
+  Json body{{"round", round}, {"members", members}};
+  // Node-local checkpoints: the formation fixes the step its workers resume from, in the same transaction.
+  if (node_local) {
+    const Checked<std::int64_t> step = agreeResumeStep(held);
+    if (step.ok()) body["resume_step"] = step.value;
+    else body["resume_error"] = step.error;
+  }
+  const std::string value = sealValue(o_.group.job_key, "formation", formationKey(), std::move(body));
   // One transaction decides: the first proposal made against the formation key as this node read it wins.
   Checked<bool> won = client_.putIfModRevision(formationKey(), value, formation.present ? formation.mod_revision : 0);
   if (won.ok() && won.value) {

@@ -32,6 +32,7 @@ struct GroupFlags {
   bool disabled = false;               ///< --no-node-group
   std::optional<std::string> rdzv_backend;   ///< --rdzv-backend
   std::optional<std::string> rdzv_endpoint;  ///< --rdzv-endpoint
+  std::optional<std::string> node_local_checkpoints;  ///< --node-local-checkpoints
 };
 
 /// The group flags in `vm`.
@@ -49,6 +50,9 @@ struct GroupPlan {
   /// the TCP group led by node 0.
   std::vector<group::EtcdEndpoint> etcd_endpoints;
   std::string etcd_source;  ///< where the endpoints came from (flag or env)
+  /// --node-local-checkpoints (etcd only): this node's own checkpoint folder; each formation agrees on the newest
+  /// step every node holds and hands it to the workers as TAEHV_RESUME_STEP. "": checkpoints on shared storage.
+  std::string node_local_checkpoints;
   /// The TCP group numbers the nodes in order of arrival (--rdzv-backend c10d and no node rank given): the node
   /// descriptor's node_rank (0, the default) is a placeholder until the group forms.
   bool rank_by_arrival = false;

@@ -18,6 +18,7 @@
 #include "etcd_server.h"
 #include "infra/built_programs.h"
 #include "run_process.h"
+#include "train_node.h"
 
 namespace {
 
@@ -44,44 +45,6 @@ std::vector<std::string> trainer(const std::string& out) {
   return argv;
 }
 
-struct Node {
-  pid_t pid = -1;
-  std::string log;
-  int exit_status = -1;
-
-  void spawn(const std::vector<std::string>& argv, const std::string& log_file) {
-    log = log_file;
-    pid = ::fork();
-    if (pid == 0) {
-      ::setpgid(0, 0);
-      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      ::setenv("TAEHV_JOB_TOKEN", "etcd-train-token-0123456789abcdef", 1);
-      ::setenv("GLOO_SOCKET_IFNAME", "lo", 1);
-      std::vector<std::string> args = argv;
-      std::vector<char*> c;
-      for (auto& a : args) c.push_back(a.data());
-      c.push_back(nullptr);
-      ::execv(c[0], c.data());
-      ::_exit(127);
-    }
-  }
-  bool poll() {
-    if (exit_status >= 0) return true;
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) != pid) return false;
-    exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    return true;
-  }
-  void kill() {
-    if (pid > 0 && !poll()) {
-      ::kill(-pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-    }
-  }
-};
-
 class EtcdTrain : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -103,12 +66,13 @@ class EtcdTrain : public ::testing::Test {
                                      "--rdzv-endpoint", etcd_.endpointText(), "--"};
     const auto train = trainer(dir_ + "/elastic");
     argv.insert(argv.end(), train.begin(), train.end());
-    nodes_[static_cast<std::size_t>(id)].spawn(argv, dir_ + "/node" + std::to_string(id) + ".log");
+    nodes_[static_cast<std::size_t>(id)].spawn(argv, dir_ + "/node" + std::to_string(id) + ".log",
+                                               "etcd-train-token-0123456789abcdef");
   }
 
   taehv::test::EtcdServer etcd_;
   std::string dir_;
-  std::array<Node, 3> nodes_;
+  std::array<taehv::test::TrainNode, 3> nodes_;
 };
 
 TEST_F(EtcdTrain, Node0KilledNodes1And2ReFormWithANewMasterAndFinishWithTheUninterruptedWeights) {

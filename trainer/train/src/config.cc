@@ -206,6 +206,7 @@ std::vector<Entry> table(Config& c) {
       {"checkpoint.every", count(&c.checkpoint.every, Range<int64_t>{0, kSteps}.because("0 = at the end and on a stop"))},
       {"checkpoint.keep", count(&c.checkpoint.keep, {1, 1'000'000})},
       {"checkpoint.export_safetensors", &c.checkpoint.export_safetensors},
+      {"checkpoint.node_local", &c.checkpoint.node_local},
       {"log.every", count(&c.log.every, {1, kSteps})},
       {"log.preview_every", count(&c.log.preview_every, Range<int64_t>{0, kSteps}.because("0 = off"))},
       {"log.tensorboard", &c.log.tensorboard},
@@ -609,6 +610,11 @@ void Config::validate() const {
   if (train.zero_stage > 0 && train.optimizer != OptimizerKind::kAdamW) {
     fail("train.zero_stage " + std::to_string(train.zero_stage) + " shards AdamW's state; train.optimizer=" +
          get("train.optimizer") + " has none to shard: use train.zero_stage=0");
+  }
+  if (checkpoint.node_local && train.zero_stage > 0) {
+    fail("checkpoint.node_local saves the full state on each node, but train.zero_stage " +
+         std::to_string(train.zero_stage) + " shards AdamW's state over the ranks: use train.zero_stage=0, or "
+         "checkpoint.node_local=false with output.dir on storage every node reads");
   }
   if (!validDevice(train.device)) {
     fail("train.device must be auto, cpu, cuda or cuda:N, got '" + train.device + "'");

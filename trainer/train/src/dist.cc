@@ -188,6 +188,7 @@ DistEnv DistEnv::fromEnvironment(const Env& vars) {
   }
   env.omp_num_threads = envInt(vars, "OMP_NUM_THREADS", 0, 1);
   env.gloo_socket_ifname = envValue(vars, "GLOO_SOCKET_IFNAME").value_or("");
+  env.resume_step = envInt(vars, "TAEHV_RESUME_STEP", -1, 0);
   if (!rank) return env;
   env.from_launcher = true;
   env.world_size = envInt(vars, "WORLD_SIZE", 1, 1);

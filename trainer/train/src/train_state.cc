@@ -144,6 +144,18 @@ std::optional<std::string> checkpointToResume(const std::string& resume, const s
   return resolveResume(resume, out_dir, warn);
 }
 
+std::optional<std::string> agreedCheckpoint(int64_t step, const std::string& out_dir) {
+  if (step == 0) return std::nullopt;
+  const std::string dir = (fs::path(out_dir) / ("checkpoint-" + std::to_string(step))).string();
+  std::string why;
+  if (!fs::is_directory(dir)) why = "it is missing";
+  else if (!verifyCheckpoint(dir, &why)) why = "it is damaged: " + why;
+  if (why.empty()) return dir;
+  throw CheckpointError("TAEHV_RESUME_STEP=" + std::to_string(step) + " (the step taehv-run's node group agreed "
+                        "every node holds) but this node's copy " + dir + " cannot be resumed: " + why +
+                        "; restore it, or remove it so that the next formation agrees on an older step");
+}
+
 BatchShape batchShape(const TrainConfig& train, int64_t world, const std::optional<CheckpointState>& resumed) {
   BatchShape shape;
   shape.grad_accum = train.grad_accum;

@@ -38,6 +38,11 @@ TrainState makeTrainState(const Config& cfg, Distributed& dist, const torch::Dev
 std::optional<std::string> checkpointToResume(const std::string& resume, const std::string& out_dir,
                                               const std::function<void(const std::string&)>& warn);
 
+/// TAEHV_RESUME_STEP (node-local checkpoints): the folder checkpoint-<step> in `out_dir`, verified (nullopt for
+/// step 0: no node holds one). Throws CheckpointError, one line, when this node's copy is missing or damaged: the
+/// node group agreed every node holds it, and resuming from another step would split the ranks.
+std::optional<std::string> agreedCheckpoint(int64_t step, const std::string& out_dir);
+
 /// Loads checkpoint folder `dir` into `state` (at ZeRO 1-2 this rank's shard of the optimizer state, whatever the
 /// world size and stage it was saved at) and the CPU generator; returns its state.json.
 CheckpointState loadTrainState(const std::string& dir, TrainState& state, const torch::Device& device);
@@ -53,7 +58,8 @@ struct BatchShape {
 BatchShape batchShape(const TrainConfig& train, int64_t world, const std::optional<CheckpointState>& resumed);
 
 /// Saves checkpoint-<saved.step> under `out_dir` keeping the newest `keep`. Collective at ZeRO stages 1-2 (every
-/// rank calls it); only rank 0 writes. Returns the folder on rank 0, "" on the others.
+/// rank calls it); only a rank with `rank0` writes (rank 0; with checkpoint.node_local, at ZeRO stage 0, also each
+/// node's local rank 0, into its own out_dir). Returns the folder where written, "" elsewhere.
 std::string saveTrainState(const std::string& out_dir, int64_t keep, TrainState& state, const CheckpointState& saved,
                            const Config& cfg, bool rank0);
 

@@ -111,13 +111,18 @@ double clipGradNorm(const std::vector<torch::Tensor>& params, double max_norm) {
   return total.item<double>();
 }
 
-/// Every rank must resume from the same step (checkpoints live on a shared filesystem).
-void checkSameStart(Distributed& dist, int64_t start_step, int64_t world) {
+/// Every rank must resume from the same step (checkpoints on a shared filesystem, or node-local ones whose step the
+/// node group agreed: TAEHV_RESUME_STEP).
+void checkSameStart(Distributed& dist, int64_t start_step, int64_t world, bool node_local) {
   auto check = torch::tensor({static_cast<double>(start_step), 1.0}, torch::kDouble);
   dist.allreduceSum(check);
   if (check[0].item<double>() != static_cast<double>(start_step * world)) {
-    throw std::runtime_error("ranks found different checkpoints to resume from; output.dir must be on a "
-                             "filesystem every rank sees");
+    throw std::runtime_error(
+        node_local ? "ranks found different checkpoints to resume from in their node-local output.dir; run every "
+                     "node's taehv-run with --rdzv-backend etcd --node-local-checkpoints OUTPUT_DIR, which agrees "
+                     "on the step every node holds"
+                   : "ranks found different checkpoints to resume from; output.dir must be on a filesystem every "
+                     "rank sees (or use checkpoint.node_local with taehv-run --node-local-checkpoints)");
   }
 }
 
@@ -158,6 +163,7 @@ class TrainingRun {
         env_(env),
         device_(device),
         rank0_(env.rank == 0),
+        writer_(rank0_ || (options.config.checkpoint.node_local && env.local_rank == 0)),
         world_(env.world_size),
         batch_(cfg_.train.batch_per_rank),
         out_dir_(cfg_.output.dir),
@@ -213,6 +219,7 @@ class TrainingRun {
   const DistEnv& env_;
   const torch::Device device_;
   const bool rank0_;
+  const bool writer_;  ///< saves checkpoints: rank 0, and with checkpoint.node_local each node's local rank 0
   const int64_t world_;  ///< ranks
   const int64_t batch_;  ///< clips per rank and micro-step (train.batch_per_rank)
   const std::string out_dir_;
@@ -239,12 +246,19 @@ class TrainingRun {
 /// The stale temporaries of a killed run removed, the checkpoint to resume loaded, the same start on every rank,
 /// the batch shape and learning-rate schedule it takes on.
 void TrainingRun::resume() {
-  if (rank0_) {
+  if (writer_) {
     for (const auto& stale : removeStaleTemporaries(out_dir_)) {
       log::info("removed " + stale + " (left by a killed run)");
     }
   }
-  found_ = checkpointToResume(options_.resume, out_dir_, [](const std::string& w) { log::warn(w); });
+  // The node group's agreed step (node-local checkpoints) replaces "latest": every node resumes the same step.
+  const bool agreed = env_.resume_step >= 0 && options_.resume == "latest";
+  found_ = agreed ? agreedCheckpoint(env_.resume_step, out_dir_)
+                  : checkpointToResume(options_.resume, out_dir_, [](const std::string& w) { log::warn(w); });
+  if (agreed && env_.local_rank == 0) {
+    log::info("resume: TAEHV_RESUME_STEP=" + std::to_string(env_.resume_step) + " (agreed by the node group): " +
+              (found_ ? "resuming " + *found_ : std::string("no node holds a checkpoint, starting from step 0")));
+  }
   if (found_) {
     requireSavedSettings(*found_, cfg_, {"model.variant", "train.optimizer"});
     resumed_ = loadTrainState(*found_, state_, device_);
@@ -253,7 +267,7 @@ void TrainingRun::resume() {
   }
   start_step_ = resumed_.step;
   last_saved_ = start_step_;
-  checkSameStart(dist_, start_step_, world_);
+  checkSameStart(dist_, start_step_, world_, cfg_.checkpoint.node_local);
   // A resume at another world size keeps the global batch (elastic restarts): grad_accum, else lr, follows.
   shape_ = batchShape(cfg_.train, world_, found_ ? std::optional<CheckpointState>(resumed_) : std::nullopt);
   accum_ = shape_.grad_accum;
@@ -469,7 +483,7 @@ std::string TrainingRun::saveAt(int64_t step_done) {
   saved.grad_accum = accum_;
   saved.seed = cfg_.train.seed;
   saved.global_batch = shape_.global_batch;
-  return saveTrainState(out_dir_, cfg_.checkpoint.keep, state_, saved, cfg_, rank0_);
+  return saveTrainState(out_dir_, cfg_.checkpoint.keep, state_, saved, cfg_, writer_);
 }
 
 void TrainingRun::finish(int64_t step, bool stopped_early) {

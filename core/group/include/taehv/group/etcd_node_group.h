@@ -24,6 +24,9 @@ struct EtcdGroupOptions {
   std::string run_id;                   ///< keys live under /taehv/<run_id>/
   std::string address;                  ///< the address the other nodes reach this one on ("": the local address
                                         ///< of its connection to etcd)
+  /// --node-local-checkpoints: this node's own checkpoint folder, whose complete steps its record carries; each
+  /// formation agrees on the newest step every member holds (AgreedRanks::resume_step). "": shared storage.
+  std::string checkpoint_dir;
 };
 
 /// The key prefix of a run: "/taehv/<run_id>/".

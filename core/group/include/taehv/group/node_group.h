@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -86,6 +87,9 @@ struct AgreedRanks {
   std::string counts;  ///< every node's count, compressed ("2(x3),1"); the leader only, "" on a member
   std::string master_addr;  ///< the formation's master, whose address the workers get as MASTER_ADDR ("": the
                             ///< launcher's own --master-addr; the TCP group fills in its leader_addr)
+  /// Node-local checkpoints (the etcd group with --node-local-checkpoints): the step the workers resume from, the
+  /// newest every member holds (0: none anywhere, start from scratch); -1 when the formation agreed none.
+  std::int64_t resume_step = -1;
 };
 
 class NodeGroup {

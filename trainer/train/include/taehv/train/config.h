@@ -148,6 +148,10 @@ struct CheckpointConfig {
   int64_t every = 100;   ///< save every N steps (and at the end, and on SIGTERM); 0 = only those
   int64_t keep = 3;      ///< keep the last K checkpoints
   bool export_safetensors = true;  ///< also write weights.safetensors (upstream names) at the end
+  /// Each node's local rank 0 also saves the full checkpoint into its own output.dir (a node-local disk), so any
+  /// node may be lost (taehv-run --rdzv-backend etcd --node-local-checkpoints agrees on the step to resume from).
+  /// ZeRO stage 0 only: at stages 1-2 no node holds the whole optimizer state.
+  bool node_local = false;
 };
 
 struct LogConfig {

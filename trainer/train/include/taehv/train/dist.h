@@ -28,6 +28,9 @@ struct DistEnv {
   bool from_launcher = false;  ///< RANK and WORLD_SIZE were set
   int omp_num_threads = 0;          ///< OMP_NUM_THREADS, set per worker by taehv-run / torchrun; 0 = unset
   std::string gloo_socket_ifname;   ///< GLOO_SOCKET_IFNAME: Gloo's network interface; empty = chosen as torchrun does
+  /// TAEHV_RESUME_STEP: the step taehv-run's node group agreed every node holds (--node-local-checkpoints; 0: none
+  /// anywhere, start from scratch); -1 when unset. `--resume latest` then resumes from exactly that step.
+  int64_t resume_step = -1;
 
   /// Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, OMP_NUM_THREADS and
   /// GLOO_SOCKET_IFNAME from `env` (the process's: processEnvironment() in taehv/env.h). With no RANK and WORLD_SIZE:
