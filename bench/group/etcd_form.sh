@@ -18,8 +18,8 @@ command -v etcd >/dev/null || { echo "etcd_form.sh: no etcd on PATH: install etc
 [ -x "$BENCH" ] || { echo "etcd_form.sh: $BENCH not built: cmake --build build --target group_bench" >&2; exit 2; }
 tmp=$(mktemp -d /tmp/taehv-etcd-bench-XXXXXX)
 etcd_pid=
-cleanup() {
-  [ -n "$etcd_pid" ] && kill "$etcd_pid" 2>/dev/null && wait "$etcd_pid" 2>/dev/null
+cleanup() {  # etcd's own exit status (143 from the SIGTERM) is not the benchmark's
+  if [ -n "$etcd_pid" ]; then kill "$etcd_pid" 2>/dev/null || true; wait "$etcd_pid" 2>/dev/null || true; fi
   rm -rf "$tmp"
 }
 trap cleanup EXIT

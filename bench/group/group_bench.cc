@@ -208,27 +208,29 @@ double etcdFormOnce(const std::vector<EtcdEndpoint>& endpoints, int n, const std
   }
   std::atomic<int> failed{0};
   std::atomic<int> registered{0};
+  std::atomic<int> formed{0};
   const auto t0 = Clock::now();
   const auto deadline = t0 + std::chrono::seconds(300);
   std::vector<std::thread> starters;  // every node starts at once, as N launchers would
   for (int r = 0; r < n; ++r) {
-    starters.emplace_back([&nodes, &failed, &registered, t0, deadline, r] {
+    starters.emplace_back([&nodes, &failed, &registered, &formed, t0, deadline, n, r] {
       taehv::Status s = nodes[static_cast<std::size_t>(r)]->start();
       if (s.ok()) {
         ++registered;
         s = nodes[static_cast<std::size_t>(r)]->form(deadline);
       }
+      if (s.ok()) ++formed;
       if (s.ok() || failed++ > 0) return;
       // The first failure: what taehv-run would print on that node before it exits. The others could never form
       // (a fixed --nnodes), so they are stopped rather than left to wait out the deadline.
-      std::fprintf(stderr, "etcd node %d did not form after %.1f s: %s\n", r,
-                   std::chrono::duration<double>(Clock::now() - t0).count(), s.error.c_str());
+      std::fprintf(stderr, "etcd node %d did not form after %.1f s (%d of %d registered, %d formed): %s\n", r,
+                   std::chrono::duration<double>(Clock::now() - t0).count(), registered.load(), n, formed.load(),
+                   s.error.c_str());
       for (auto& other : nodes) other->requestStop("bench: node " + std::to_string(r) + " failed");
     });
   }
   for (auto& t : starters) t.join();
   const double form_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (failed > 0) std::fprintf(stderr, "etcd nodes registered before the stop: %d of %d\n", registered.load(), n);
   // Every node's thread is told to quit at once (one at a time, each would wait out a busy tick while the rest
   // keep loading etcd); their leases then expire within the TTL, under this run's own prefix.
   std::vector<std::thread> enders;
