@@ -18,7 +18,7 @@
 #include "etcd_server.h"
 #include "infra/built_programs.h"
 #include "run_process.h"
-#include "train_node.h"
+#include "training_nodes.h"
 
 namespace {
 
