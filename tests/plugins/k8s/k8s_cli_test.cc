@@ -17,6 +17,7 @@
 
 #include "child_process.h"
 #include "infra/built_programs.h"
+#include "infra/free_port.h"
 #include "plugin_host.h"
 #include "pod_env.h"
 #include "pod_network.h"
@@ -41,17 +42,7 @@ Env podEnv(Env extra) {
   return extra;
 }
 
-int freePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+int freePort() { return taehv::testing::freeLowPort(); }
 
 /// Processes whose command line contains `marker` (a per-test temporary path), other than this test.
 std::vector<std::string> processesWith(const std::string& marker) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "checkpoint_weights.h"
+#include "infra/free_port.h"
 
 namespace taehv::testing {
 
@@ -40,18 +41,8 @@ inline std::string trainer() {
   return std::string(bin ? bin : "bin") + "/taehv-train";
 }
 
-/// A TCP port free on loopback now (bound, read, closed).
-inline int freePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
+/// A TCP port free on loopback now, below the ephemeral range (infra/free_port.h).
+inline int freePort() { return freeLowPort(); }
 
 /// The processes of one run, their logs and, once waited for, how each ended.
 struct Job {
