@@ -14,10 +14,9 @@
 #include <thread>
 
 #include "checkpoint_weights.h"
-#include "etcd_server.h"
+#include "etcd_training_test.h"
 #include "infra/built_programs.h"
 #include "run_process.h"
-#include "training_nodes.h"
 
 namespace {
 
@@ -65,18 +64,8 @@ std::vector<int> checkpointSteps(const std::string& dir) {
   return out;
 }
 
-class EtcdNodeLocal : public ::testing::Test {
+class EtcdNodeLocal : public taehv::test::EtcdTrainingTest {
  protected:
-  void SetUp() override {
-    SKIP_WITHOUT_TRAINER_OR_ASSERT_BUILT();
-    ASSERT_TRUE(etcd_.ok()) << etcd_.error();
-    dir_ = taehv::test::tempDir();
-  }
-  void TearDown() override {
-    for (auto& n : nodes_) n.kill();
-    if (!HasFailure()) fs::remove_all(dir_);
-  }
-
   std::string out(int id) const { return dir_ + "/node" + std::to_string(id); }
 
   /// Node `id` of `nnodes` (one worker each), its own output folder reported to etcd. `attempt` names the run id
@@ -122,10 +111,6 @@ class EtcdNodeLocal : public ::testing::Test {
       std::this_thread::sleep_for(100ms);
     }
   }
-
-  taehv::test::EtcdServer etcd_;
-  std::string dir_;
-  std::array<taehv::test::TrainNode, 3> nodes_;
 };
 
 constexpr int kSteps = 8;

@@ -14,11 +14,9 @@
 #include <thread>
 
 #include "checkpoint_weights.h"
-#include "core/group/training_nodes.h"
-#include "etcd_server.h"
+#include "etcd_training_test.h"
 #include "infra/built_programs.h"
 #include "run_process.h"
-#include "training_nodes.h"
 
 namespace {
 
@@ -45,18 +43,8 @@ std::vector<std::string> trainer(const std::string& out) {
   return argv;
 }
 
-class EtcdTrain : public ::testing::Test {
+class EtcdTrain : public taehv::test::EtcdTrainingTest {
  protected:
-  void SetUp() override {
-    SKIP_WITHOUT_TRAINER_OR_ASSERT_BUILT();
-    ASSERT_TRUE(etcd_.ok()) << etcd_.error();
-    dir_ = taehv::test::tempDir();
-  }
-  void TearDown() override {
-    for (auto& n : nodes_) n.kill();
-    if (!HasFailure()) fs::remove_all(dir_);
-  }
-
   void startNode(int id, int nproc, int port) {
     std::vector<std::string> argv = {taehv::testing::builtBinDir() + "/taehv-run", "--backend", "local", "--nnodes",
                                      "2:3", "--node-rank", std::to_string(id), "--master-addr", "127.0.0.1",
@@ -69,10 +57,6 @@ class EtcdTrain : public ::testing::Test {
     nodes_[static_cast<std::size_t>(id)].spawn(argv, dir_ + "/node" + std::to_string(id) + ".log",
                                                "etcd-train-token-0123456789abcdef");
   }
-
-  taehv::test::EtcdServer etcd_;
-  std::string dir_;
-  std::array<taehv::test::TrainNode, 3> nodes_;
 };
 
 TEST_F(EtcdTrain, Node0KilledNodes1And2ReFormWithANewMasterAndFinishWithTheUninterruptedWeights) {
