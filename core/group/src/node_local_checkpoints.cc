@@ -30,12 +30,15 @@ std::vector<std::int64_t> heldCheckpointSteps(const std::string& dir) {
 }
 
 Checked<std::int64_t> agreeResumeStep(const std::vector<HeldCheckpoints>& members) {
+  // A member holding none is a fresh node (a replacement, an emptied disk): its workers receive the agreed
+  // checkpoint from a rank that holds it (taehv-train, over the process group), so it does not narrow the choice.
   bool any = false;
   std::set<std::int64_t> common;
-  for (std::size_t i = 0; i < members.size(); ++i) {
-    const std::set<std::int64_t> held(members[i].steps.begin(), members[i].steps.end());
-    any = any || !held.empty();
-    if (i == 0) {
+  for (const HeldCheckpoints& m : members) {
+    if (m.steps.empty()) continue;
+    const std::set<std::int64_t> held(m.steps.begin(), m.steps.end());
+    if (!any) {
+      any = true;
       common = held;
       continue;
     }
@@ -53,9 +56,9 @@ Checked<std::int64_t> agreeResumeStep(const std::vector<HeldCheckpoints>& member
     for (std::int64_t s : steps) list += (list.empty() ? "" : ",") + std::to_string(s);
     held += (held.empty() ? "" : "; ") + m.node + ": " + (list.empty() ? "none" : list);
   }
-  return {"no checkpoint is held by every node of the formation, so none can be resumed (" + held +
-          "); copy a checkpoint-STEP folder to the nodes that lack it (into their --node-local-checkpoints folder) or "
-          "start the job without the nodes that hold none; nothing was deleted"};
+  return {"no checkpoint is held by every node of the formation that holds any, so none can be resumed (" + held +
+          "); copy one checkpoint-STEP folder to every node's --node-local-checkpoints folder (or empty the folders "
+          "of the nodes that should receive one from the others); nothing was deleted"};
 }
 
 }  // namespace taehv::group

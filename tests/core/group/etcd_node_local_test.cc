@@ -218,21 +218,60 @@ TEST_F(EtcdNodeLocal, ANodeWithoutTheNewestMakesEveryNodeResumeThePreviousOneAnd
     EXPECT_EQ(state.at("samples_consumed").get<int64_t>(), 2 * 6) << "steps 4-6 trained once, from step 3";
   }
 
-  // Node 1's disk emptied: no step in common; every node says so in one line, nothing is deleted on node 0.
-  fs::remove_all(out(1));
+  // No step in common (node 0 holds 2-6, node 1 only 1): every node says so in one line, nothing is deleted.
+  fs::remove_all(out(0) + "/checkpoint-1");
+  for (int step = 2; step <= 6; ++step) fs::remove_all(out(1) + "/checkpoint-" + std::to_string(step));
   const std::vector<int> before = checkpointSteps(out(0));
   for (int i = 0; i < 2; ++i) startNode(i, "2", 8, 2);
   waitAll(2);
   for (int i = 0; i < 2; ++i) {
     const std::string log = readFile(nodes_[static_cast<std::size_t>(i)].log);
     EXPECT_NE(nodes_[static_cast<std::size_t>(i)].exit_status, 0) << log;
-    EXPECT_NE(log.find("no checkpoint is held by every node of the formation, so none can be resumed (node 0 (host "),
+    EXPECT_NE(log.find("no checkpoint is held by every node of the formation that holds any, so none can be resumed "
+                       "(node 0 (host "),
               std::string::npos)
         << log;
-    EXPECT_NE(log.find(": 1,2,3,4,5,6; node 1 (host "), std::string::npos) << log;
+    EXPECT_NE(log.find(": 2,3,4,5,6; node 1 (host "), std::string::npos) << log;
     EXPECT_EQ(log.find("rank(s), backend gloo"), std::string::npos) << "no worker may start:\n" << log;
   }
   EXPECT_EQ(checkpointSteps(out(0)), before);
+  EXPECT_EQ(checkpointSteps(out(1)), (std::vector<int>{1}));
+}
+
+// A fresh node (a replacement, an emptied disk: its folder holds no checkpoint) does not stop the job: the formation
+// agrees on the newest step the other nodes hold, the fresh node's worker receives that checkpoint from rank 0 over
+// the process group and saves its own verified copy, and both nodes train on with the same weights.
+TEST_F(EtcdNodeLocal, AFreshNodeReceivesTheAgreedCheckpointFromTheOthersAndTrainsOn) {
+  for (int i = 0; i < 2; ++i) startNode(i, "2", 4, 0);
+  waitAll(2);
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(nodes_[static_cast<std::size_t>(i)].exit_status, 0) << readFile(nodes_[i].log);
+  fs::remove_all(out(1));
+
+  for (int i = 0; i < 2; ++i) startNode(i, "2", 6, 1);
+  waitAll(2);
+  const std::string log1 = readFile(nodes_[1].log);
+  for (int i = 0; i < 2; ++i) {
+    const std::string log = readFile(nodes_[static_cast<std::size_t>(i)].log);
+    ASSERT_EQ(nodes_[static_cast<std::size_t>(i)].exit_status, 0) << log;
+    EXPECT_NE(log.find("formation 0 resumes from step 4"), std::string::npos) << log;
+    EXPECT_NE(log.find("resuming " + out(i) + "/checkpoint-4"), std::string::npos) << log;
+  }
+  EXPECT_NE(log1.find("resume: this node held no checkpoint; received checkpoint-4 from rank 0 over the process "
+                      "group ("),
+            std::string::npos)
+      << log1;
+  EXPECT_NE(log1.find("checksums match) into " + out(1) + "/checkpoint-4"), std::string::npos) << log1;
+  EXPECT_EQ(readFile(nodes_[0].log).find("received checkpoint"), std::string::npos) << "node 0 held it";
+  // Node 1's copy of step 4 is node 0's, file for file; both went on from it to step 6 with the same weights.
+  for (const std::string file : {"model.pt", "optimizer.pt", "state.json"}) {
+    EXPECT_EQ(readFile(out(1) + "/checkpoint-4/" + file), readFile(out(0) + "/checkpoint-4/" + file)) << file;
+  }
+  EXPECT_EQ(checkpointSteps(out(1)), (std::vector<int>{4, 5, 6}));
+  EXPECT_EQ(taehv::testing::distance(taehv::testing::loadTensors(out(0) + "/checkpoint-6/model.pt"),
+                                     taehv::testing::loadTensors(out(1) + "/checkpoint-6/model.pt")),
+            0.0);
+  const auto state = nlohmann::json::parse(readFile(out(1) + "/checkpoint-6/state.json"));
+  EXPECT_EQ(state.at("samples_consumed").get<int64_t>(), 2 * 6) << "steps 5-6 trained once, from step 4";
 }
 
 TEST_F(EtcdNodeLocal, NodeLocalCheckpointsWithZeroShardsAreRefusedInOneLine) {

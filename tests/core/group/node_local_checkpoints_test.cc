@@ -26,17 +26,25 @@ TEST(AgreeResumeStep, NoneAnywhereStartsFromScratch) {
   EXPECT_EQ(step.value, 0);
 }
 
-TEST(AgreeResumeStep, ANodeWithNoneAmongNodesWithSomeIsRefusedNamingWhatEachHolds) {
-  const Checked<std::int64_t> step = agreeResumeStep({held("node 0", {5, 4}), held("node 1", {})});
-  ASSERT_FALSE(step.ok());
-  EXPECT_NE(step.error.find("node 0: 4,5; node 1: none"), std::string::npos) << step.error;
-  EXPECT_NE(step.error.find("nothing was deleted"), std::string::npos) << step.error;
+TEST(AgreeResumeStep, ANodeHoldingNoneDoesNotNarrowTheChoice) {
+  // Node 1 is fresh (a replacement, an emptied disk): it receives step 5 from a rank that holds it.
+  const Checked<std::int64_t> step = agreeResumeStep({held("node 0", {5, 4}), held("node 1", {}), held("node 2", {4, 5})});
+  ASSERT_TRUE(step.ok()) << step.error;
+  EXPECT_EQ(step.value, 5);
 }
 
 TEST(AgreeResumeStep, DisjointStepsAreRefused) {
   const Checked<std::int64_t> step = agreeResumeStep({held("node 0", {6}), held("node 1", {5}), held("node 2", {5, 6})});
   ASSERT_FALSE(step.ok());
   EXPECT_NE(step.error.find("no checkpoint is held by every node"), std::string::npos) << step.error;
+  EXPECT_NE(step.error.find("node 0: 6; node 1: 5; node 2: 5,6"), std::string::npos) << step.error;
+  EXPECT_NE(step.error.find("nothing was deleted"), std::string::npos) << step.error;
+}
+
+TEST(AgreeResumeStep, DisjointStepsAreRefusedWhateverAFreshNodeHolds) {
+  const Checked<std::int64_t> step = agreeResumeStep({held("node 0", {6}), held("node 1", {}), held("node 2", {5})});
+  ASSERT_FALSE(step.ok());
+  EXPECT_NE(step.error.find("node 0: 6; node 1: none; node 2: 5"), std::string::npos) << step.error;
 }
 
 TEST(AgreeResumeStep, OneNodeResumesItsNewest) {

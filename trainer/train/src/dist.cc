@@ -397,14 +397,14 @@ std::unique_ptr<PendingCollective> Distributed::exchangeAsync(const std::vector<
   return std::make_unique<TransfersHandle>(std::move(works), std::move(keep), impl_->transfers, aborted_);
 }
 
-void Distributed::broadcastFromRank0(const std::vector<torch::Tensor>& tensors) {
+void Distributed::broadcastFrom(int root, const std::vector<torch::Tensor>& tensors) {
   if (env_.world_size == 1) return;
   for (const auto& t : tensors) {
     // Broadcast a contiguous copy and write it back, so views and non-contiguous parameters work too.
     torch::NoGradGuard no_grad;
     std::vector<at::Tensor> buffer{impl_->onCollectiveDevice(t.detach().contiguous().clone())};
     c10d::BroadcastOptions options;
-    options.rootRank = 0;
+    options.rootRank = root;
     WorkHandle(impl_->group->broadcast(buffer, options), buffer, aborted_).wait();
     t.detach().copy_(buffer[0]);
   }

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "checkpoint_transfer.h"
 #include "evaluation.h"
 #include "objective.h"
 #include "phase_times.h"
@@ -253,6 +254,10 @@ void TrainingRun::resume() {
   }
   // The node group's agreed step (node-local checkpoints) replaces "latest": every node resumes the same step.
   const bool agreed = env_.resume_step >= 0 && options_.resume == "latest";
+  if (agreed && cfg_.checkpoint.node_local) {
+    const std::string received = receiveMissingCheckpoint(dist_, env_.resume_step, out_dir_, writer_);
+    if (!received.empty()) log::info(received);
+  }
   found_ = agreed ? agreedCheckpoint(env_.resume_step, out_dir_)
                   : checkpointToResume(options_.resume, out_dir_, [](const std::string& w) { log::warn(w); });
   if (agreed && env_.local_rank == 0) {

@@ -29,9 +29,11 @@ struct HeldCheckpoints {
   std::vector<std::int64_t> steps;   ///< heldCheckpointSteps() of its folder, any order
 };
 
-/// The step the formation resumes from: the newest one every member holds; 0 (start from scratch) when no member
-/// holds any. Fails with one line naming what each member holds when some hold checkpoints but none is common to
-/// all (a node with an empty disk among nodes with checkpoints included): nothing is resumed and nothing deleted.
+/// The step the formation resumes from: the newest one every member that holds any holds; 0 (start from scratch)
+/// when no member holds any. A member holding none (a fresh node) does not count: its workers receive that
+/// checkpoint from a rank that holds it (taehv-train, over the process group) and save it into its folder. Fails
+/// with one line naming what each member holds when the members holding checkpoints have none in common: nothing
+/// is resumed and nothing deleted.
 Checked<std::int64_t> agreeResumeStep(const std::vector<HeldCheckpoints>& members);
 
 }  // namespace taehv::group

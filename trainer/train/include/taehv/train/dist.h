@@ -109,8 +109,10 @@ class Distributed {
   /// are started, per `tag` (a small number: Gloo's collectives use their own, prefixed slots; allGather uses 1).
   std::unique_ptr<PendingCollective> exchangeAsync(const std::vector<Transfer>& sends,
                                                    const std::vector<Transfer>& recvs, int tag);
-  /// Overwrites each tensor (in place) with rank 0's values.
-  void broadcastFromRank0(const std::vector<torch::Tensor>& tensors);
+  /// Overwrites each tensor (in place) with rank `root`'s values.
+  void broadcastFrom(int root, const std::vector<torch::Tensor>& tensors);
+  /// broadcastFrom(0, tensors).
+  void broadcastFromRank0(const std::vector<torch::Tensor>& tensors) { broadcastFrom(0, tensors); }
   /// Blocks until every rank arrives.
   void barrier();
 
