@@ -350,8 +350,9 @@ TEST_F(FakeCluster, EtcdMembersOnTheFirstThreeNodesAndTheirEndpointsPassedOn) {
 // fakes above could not: the health probe's `exec 3<>/dev/tcp/... 2>/dev/null` sent the script's stderr to /dev/null
 // for good once a member answered (every taehv-run and srun line of the training step was lost), a TERM to the
 // members' srun SIGKILLs their steps (their data directories stayed behind), and a graceful etcd stop waited 5 s
-// for a leader hand-over to members already gone. Here: the member is healthy, the training step's stderr reaches
-// the job's output, and when the script ends the member is gone and its data directory removed.
+// for a leader hand-over to members already gone, and scancel's TERM followed by the script's USR1 killed the rm
+// of a member's data directory. Here: the member is healthy, the training step's stderr reaches the job's output,
+// and after a TERM to the member's step (scancel) and the script's end the member is gone and its data removed.
 TEST_F(FakeCluster, EtcdMemberServesTheStepThenStopsAndRemovesItsData) {
   if (system("command -v etcd >/dev/null") != 0) GTEST_SKIP() << "etcd is not installed (scripts/setup.sh installs it)";
   const int client_port = taehv::testing::freeLowPort(), peer_port = taehv::testing::freeLowPort();
@@ -362,13 +363,21 @@ TEST_F(FakeCluster, EtcdMemberServesTheStepThenStopsAndRemovesItsData) {
   writeExecutable(dir_ + "/scontrol", "#!/bin/sh\necho 127.0.0.1\n");
   writeExecutable(dir_ + "/srun",
                   "#!/bin/bash\n"
-                  "if [ \"$1\" = --overlap ]; then  # a member: run its command here\n"
+                  "if [ \"$1\" = --overlap ]; then  # a member: its command runs here, in its own process group\n"
                   "  while [ $# -gt 0 ]; do case $1 in -w) shift 2 ;; -*) shift ;; *) break ;; esac; done\n"
-                  "  exec \"$@\"\n"
+                  "  setsid \"$@\" & c=$!\n"
+                  "  echo $c > " + dir_ + "/member.pgid\n"
+                  "  trap 'kill -USR1 -- -$c 2>/dev/null' USR1  # as slurmstepd: to the whole step\n"
+                  "  while kill -0 $c 2>/dev/null; do wait $c; done\n"
+                  "  exit 0\n"
                   "fi\n"
                   "echo \"srun $*\" >> " + dir_ + "/log\n"
                   "[ -d " + data + "/member ] && echo 'step: the member has its data'\n"
-                  "echo 'step: this line goes to stderr' >&2\n");
+                  "echo 'step: this line goes to stderr' >&2\n"
+                  "kill -TERM -- -$(cat " + dir_ + "/member.pgid)  # as scancel: TERM to every step\n"
+                  "sleep 0.3\n");
+  // rm takes a while: the script's USR1 at its end reaches the member's step while rm runs (as on the real cluster).
+  writeExecutable(dir_ + "/rm", "#!/bin/sh\nsleep 1\nexec /bin/rm \"$@\"\n");
   std::ofstream(dir_ + "/job.sh") << script;
   const auto t0 = std::chrono::steady_clock::now();
   const std::string cmd = "cd " + dir_ + " && PATH=" + dir_ + ":$PATH SLURM_JOB_ID=9 SLURM_JOB_NODELIST=n1 TMPDIR=" +

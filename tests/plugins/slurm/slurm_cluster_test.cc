@@ -424,4 +424,92 @@ TEST_F(SlurmCluster, RequeueAfterAFailureResumesFromTheCheckpoint) {
   }
 }
 
+/// Seconds since `t0`.
+double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// Occurrences of `part` in `text`.
+int countOf(const std::string& text, const std::string& part) {
+  int n = 0;
+  for (std::size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++n;
+  return n;
+}
+
+/// `submit --rdzv-backend etcd` on 3 nodes: the script starts one etcd member per node (srun --overlap steps), the
+/// three taehv-runs form in that etcd with node 0 (n1) as master, the workers run and the job completes; then no
+/// etcd, taehv-run or worker of the job is left and each member's data directory (under TMPDIR) is removed.
+TEST_F(SlurmCluster, SubmitWithEtcdFormsOnTheJobsOwnEtcdAndCleansUp) {
+  if (sh("command -v etcd").rc != 0) GTEST_SKIP() << "etcd is not installed (scripts/setup.sh installs etcd-server)";
+  start(3);
+  const auto t0 = std::chrono::steady_clock::now();
+  Shell sub = sh("cd " + dir_ + " && " + env("TMPDIR=" + dir_) + run_ +
+                 " --backend slurm submit --nodes 3 --nproc-per-node 1 --rdzv-backend etcd --time 5 --job-name et" +
+                 " --output " + dir_ + "/job-%j.out -- " + dir_ + "/worker.sh");
+  ASSERT_EQ(sub.rc, 0) << sub.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(sub.out, m, std::regex("^(\\d+)\\n"))) << sub.out;
+  const std::string id = m[1], job_out = dir_ + "/job-" + id + ".out";
+  double formed = -1;
+  for (int i = 0; i < 600 && formed < 0; ++i) {
+    if (readFile(job_out).find("formation 0:") != std::string::npos) formed = secondsSince(t0);
+    if (formed < 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const std::string state = waitJob(id, 60);
+  const double total = secondsSince(t0);
+  const std::string log = readFile(job_out);
+  ASSERT_EQ(state, "COMPLETED") << log;
+  std::cerr << "submit -> formation 0: " << formed << " s; submit -> job COMPLETED: " << total << " s\n";
+  // The members, their health, etcd's version as each taehv-run saw it, one formation with n1 (node 0) as master.
+  EXPECT_NE(log.find("taehv: etcd at n1:2379,n2:2379,n3:2379, healthy after "), std::string::npos) << log;
+  EXPECT_EQ(countOf(log, "taehv-run: info: node group (etcd): etcd 3."), 3) << log;
+  EXPECT_EQ(countOf(log, "formation 0: node 0 (host n1, address 10.78.0.2), node 1 (host n2, address 10.78.0.3), "
+                         "node 2 (host n3, address 10.78.0.4); master node 0 (host n1, address 10.78.0.2)"),
+            3)
+      << log;
+  EXPECT_EQ(log.find("formation 1"), std::string::npos) << log;
+  EXPECT_EQ(log.find("Killed"), std::string::npos) << log;
+  std::string all;
+  EXPECT_EQ(ranksSeen(out_, &all), (std::map<int, std::string>{{0, "n1"}, {1, "n2"}, {2, "n3"}})) << all;
+  EXPECT_EQ(countOf(all, "world=3 "), 3) << all;
+  EXPECT_EQ(countOf(all, "master=10.78.0.2:"), 3) << all;
+  int left = -1;
+  for (int i = 0; i < 50 && (left = countMarked()) != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_EQ(left, 0) << "an etcd member, taehv-run or worker of the completed job still runs";
+  EXPECT_NE(sh("ls -d " + dir_ + "/taehv-etcd-*").rc, 0) << "a member's data directory stayed";
+}
+
+/// scancel of a running `submit --rdzv-backend etcd` job: every process of it ends (the etcd members too) and each
+/// member's data directory is removed on its node.
+TEST_F(SlurmCluster, ScancelOfAnEtcdJobLeavesNoProcessNorData) {
+  if (sh("command -v etcd").rc != 0) GTEST_SKIP() << "etcd is not installed (scripts/setup.sh installs etcd-server)";
+  start(3);
+  Shell sub = sh("cd " + dir_ + " && " + env("MODE=sleep TMPDIR=" + dir_) + run_ +
+                 " --backend slurm submit --nodes 3 --nproc-per-node 1 --rdzv-backend etcd --job-name ec --output " +
+                 dir_ + "/job-%j.out -- " + dir_ + "/worker.sh");
+  ASSERT_EQ(sub.rc, 0) << sub.out;
+  const std::string id = sub.out.substr(0, sub.out.find('\n'));
+  std::string all;
+  for (int i = 0; i < 300 && ranksSeen(out_, &all).size() < 3; ++i) {
+    all.clear();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(ranksSeen(out_, &all).size(), 3u) << all << readFile(dir_ + "/job-" + id + ".out");
+  EXPECT_EQ(sh("ls -d " + dir_ + "/taehv-etcd-" + id + "-0-* | wc -l").out, "3\n");
+  EXPECT_EQ(sh("for p in $(pgrep -x etcd); do grep -qa -- " + dir_ + "/taehv-etcd-" + id +
+               "- /proc/$p/cmdline && echo $p; done | wc -l")
+                .out,
+            "3\n");
+  ASSERT_EQ(sh(env() + "scancel " + id).rc, 0);
+  EXPECT_EQ(waitJob(id, 30), "CANCELLED");
+  int left = -1;
+  for (int i = 0; i < 50 && (left = countMarked()) != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_EQ(left, 0) << "processes of the cancelled job are still running";
+  EXPECT_NE(sh("ls -d " + dir_ + "/taehv-etcd-*").rc, 0) << "a member's data directory stayed";
+}
+
 }  // namespace
