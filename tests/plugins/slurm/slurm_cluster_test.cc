@@ -512,4 +512,33 @@ TEST_F(SlurmCluster, ScancelOfAnEtcdJobLeavesNoProcessNorData) {
   EXPECT_NE(sh("ls -d " + dir_ + "/taehv-etcd-*").rc, 0) << "a member's data directory stayed";
 }
 
+/// Real Gloo training of TAEHV by taehv-train, 3 nodes x 1 worker, through `submit --rdzv-backend etcd`: the workers'
+/// store is at the master etcd chose (n1) and the job completes its 3 steps with a checkpoint.
+TEST_F(SlurmCluster, TrainingThreeByOneOnTheJobsOwnEtcd) {
+  if (getenv("TAEHV_TRAIN_BIN") == nullptr) SKIP_WITHOUT_TRAINER_OR_ASSERT_BUILT();
+  ASSERT_PROGRAM_BUILT(trainBin());
+  if (sh("command -v etcd").rc != 0) GTEST_SKIP() << "etcd is not installed (scripts/setup.sh installs etcd-server)";
+  start(3);
+  std::ofstream(dir_ + "/train.sh") << "#!/bin/bash\n" << dir_ << "/worker.sh\nexec \"$@\"\n";
+  chmod((dir_ + "/train.sh").c_str(), 0755);
+  const std::string outdir = dir_ + "/train";
+  const auto t0 = std::chrono::steady_clock::now();
+  Shell sub = sh("cd " + dir_ + " && " + env("GLOO_SOCKET_IFNAME=eth0 TMPDIR=" + dir_) + run_ +
+                 " --backend slurm submit --nodes 3 --nproc-per-node 1 --rdzv-backend etcd --job-name te --output " +
+                 dir_ + "/train-%j.out -- " + dir_ + "/train.sh " + tinyTraining(outdir));
+  ASSERT_EQ(sub.rc, 0) << sub.out;
+  const std::string id = sub.out.substr(0, sub.out.find('\n'));
+  const std::string state = waitJob(id, 150);
+  const std::string log = readFile(dir_ + "/train-" + id + ".out");
+  ASSERT_EQ(state, "COMPLETED") << log;
+  std::cerr << "submit -> training job COMPLETED: " << secondsSince(t0) << " s\n";
+  EXPECT_EQ(countOf(log, "; master node 0 (host n1, address 10.78.0.2)"), 3) << log;
+  std::string all;
+  EXPECT_EQ(ranksSeen(out_, &all), (std::map<int, std::string>{{0, "n1"}, {1, "n2"}, {2, "n3"}})) << all;
+  EXPECT_EQ(countOf(all, "world=3 "), 3) << all;
+  EXPECT_NE(log.find("done: 3/3 steps"), std::string::npos) << log;
+  EXPECT_EQ(access((outdir + "/checkpoint-3").c_str(), F_OK), 0) << log;
+  EXPECT_NE(sh("ls -d " + dir_ + "/taehv-etcd-*").rc, 0) << "a member's data directory stayed";
+}
+
 }  // namespace
