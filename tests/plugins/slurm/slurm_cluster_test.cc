@@ -450,16 +450,20 @@ TEST_F(SlurmCluster, SubmitWithEtcdFormsOnTheJobsOwnEtcdAndCleansUp) {
   std::smatch m;
   ASSERT_TRUE(std::regex_search(sub.out, m, std::regex("^(\\d+)\\n"))) << sub.out;
   const std::string id = m[1], job_out = dir_ + "/job-" + id + ".out";
-  double formed = -1;
-  for (int i = 0; i < 600 && formed < 0; ++i) {
-    if (readFile(job_out).find("formation 0:") != std::string::npos) formed = secondsSince(t0);
-    if (formed < 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  double started = -1, healthy = -1, formed = -1;  // seconds from submit to the job's first line, etcd, formation
+  for (int i = 0; i < 1200 && formed < 0; ++i) {
+    const std::string text = readFile(job_out);
+    if (started < 0 && text.find("taehv: job ") != std::string::npos) started = secondsSince(t0);
+    if (healthy < 0 && text.find("taehv: etcd at ") != std::string::npos) healthy = secondsSince(t0);
+    if (text.find("formation 0:") != std::string::npos) formed = secondsSince(t0);
+    if (formed < 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   const std::string state = waitJob(id, 60);
   const double total = secondsSince(t0);
   const std::string log = readFile(job_out);
   ASSERT_EQ(state, "COMPLETED") << log;
-  std::cerr << "submit -> formation 0: " << formed << " s; submit -> job COMPLETED: " << total << " s\n";
+  std::cerr << "from submit: job script started " << started << " s, etcd healthy " << healthy << " s, formation 0 "
+            << formed << " s, job COMPLETED " << total << " s\n";
   // The members, their health, etcd's version as each taehv-run saw it, one formation with n1 (node 0) as master.
   EXPECT_NE(log.find("taehv: etcd at n1:2379,n2:2379,n3:2379, healthy after "), std::string::npos) << log;
   EXPECT_EQ(countOf(log, "taehv-run: info: node group (etcd): etcd 3."), 3) << log;
