@@ -545,4 +545,39 @@ TEST_F(SlurmCluster, TrainingThreeByOneOnTheJobsOwnEtcd) {
   EXPECT_NE(sh("ls -d " + dir_ + "/taehv-etcd-*").rc, 0) << "a member's data directory stayed";
 }
 
+/// A failed run of a `submit --rdzv-backend etcd` job requeues it; the requeued run starts a fresh etcd (new data
+/// directories, same ports, the old members gone) and completes; no process nor data of either run is left.
+TEST_F(SlurmCluster, RequeueOfAnEtcdJobStartsAFreshEtcd) {
+  if (sh("command -v etcd").rc != 0) GTEST_SKIP() << "etcd is not installed (scripts/setup.sh installs etcd-server)";
+  start(3);
+  // First run: rank 2 fails after the formation; the requeued run succeeds everywhere.
+  std::ofstream(dir_ + "/flaky.sh") << "#!/bin/bash\n"
+                                    << dir_ << "/worker.sh\n"
+                                    << "echo \"rank $RANK restart ${SLURM_RESTART_COUNT:-0}\"\n"
+                                    << "[ \"${SLURM_RESTART_COUNT:-0}\" = 0 ] && [ \"$RANK\" = 2 ] && exit 9\n"
+                                    << "exit 0\n";
+  chmod((dir_ + "/flaky.sh").c_str(), 0755);
+  Shell sub = sh("cd " + dir_ + " && " + env("TMPDIR=" + dir_) + run_ +
+                 " --backend slurm submit --nodes 3 --nproc-per-node 1 --rdzv-backend etcd --max-restarts 1" +
+                 " --job-name er --output " + dir_ + "/er-%j.out -- " + dir_ + "/flaky.sh");
+  ASSERT_EQ(sub.rc, 0) << sub.out;
+  const std::string id = sub.out.substr(0, sub.out.find('\n'));
+  releaseRequeueHold(env(), id);
+  const std::string state = waitJob(id, 150);
+  const std::string log = readFile(dir_ + "/er-" + id + ".out");
+  ASSERT_EQ(state, "COMPLETED") << log;
+  EXPECT_NE(sh(env() + "scontrol show job " + id).out.find("Restarts=1"), std::string::npos);
+  EXPECT_NE(log.find("requeueing job " + id + ", restart 1 of 1"), std::string::npos) << log;
+  EXPECT_NE(log.find("run 2 of 2 on n[1-3]"), std::string::npos) << log;
+  EXPECT_EQ(countOf(log, "taehv: etcd at n1:2379,n2:2379,n3:2379, healthy after "), 2) << log;
+  EXPECT_EQ(countOf(log, "formation 0: node 0 (host n1"), 6) << log;
+  EXPECT_EQ(countOf(log, "rank 2 restart 1\n"), 1) << log;
+  int left = -1;
+  for (int i = 0; i < 50 && (left = countMarked()) != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_EQ(left, 0) << "a process of the job is still running";
+  EXPECT_NE(sh("ls -d " + dir_ + "/taehv-etcd-*").rc, 0) << "a member's data directory stayed";
+}
+
 }  // namespace
