@@ -403,5 +403,50 @@ TEST_F(FakeCluster, EtcdMemberServesTheStepThenStopsAndRemovesItsData) {
   EXPECT_NE(system(("pgrep -f -- '--data-[d]ir " + data + "' >/dev/null").c_str()), 0) << "the etcd member still runs";
 }
 
+// A member's client port held by a listener that never answers (found on the real cluster: the health probe without
+// a time limit would wait on it until the job's time limit). The probe gives up on it after 5 s, the script after
+// TAEHV_ETCD_WAIT_S: one line naming the port and how to pick others, exit 2, no training step, the member's data
+// removed.
+TEST_F(FakeCluster, EtcdPortHeldBySilentListenerIsOneLineAndExitTwo) {
+  if (system("command -v etcd >/dev/null && command -v python3 >/dev/null") != 0) GTEST_SKIP() << "needs etcd, python3";
+  const int client_port = taehv::testing::freeLowPort(), peer_port = taehv::testing::freeLowPort();
+  ASSERT_TRUE(client_port > 0 && peer_port > 0 && client_port != peer_port);
+  const std::string silent = dir_ + "/silent.pid";
+  ASSERT_EQ(system(("python3 -c 'import socket,time\ns=socket.socket(); s.bind((\"0.0.0.0\", " +
+                    std::to_string(client_port) + ")); s.listen(); time.sleep(60)' </dev/null >/dev/null 2>&1 & echo $! > " +
+                    silent + "; sleep 0.5")
+                       .c_str()),
+            0);
+  const SubmitOptions o = parse({"--nodes", "1", "--rdzv-backend", "etcd", "--", "worker"});
+  std::ofstream(dir_ + "/job.sh") << renderSbatchScript(o, "/x/taehv-run", "0.1.0");
+  writeExecutable(dir_ + "/scontrol", "#!/bin/sh\necho 127.0.0.1\n");
+  writeExecutable(dir_ + "/srun",
+                  "#!/bin/bash\n"
+                  "if [ \"$1\" = --overlap ]; then\n"
+                  "  while [ $# -gt 0 ]; do case $1 in -w) shift 2 ;; -*) shift ;; *) break ;; esac; done\n"
+                  "  exec \"$@\"\n"
+                  "fi\n"
+                  "echo \"srun $*\" >> " + dir_ + "/log\n");
+  const auto t0 = std::chrono::steady_clock::now();
+  const int status = system(("cd " + dir_ + " && PATH=" + dir_ + ":$PATH SLURM_JOB_ID=9 SLURM_JOB_NODELIST=n1 TMPDIR=" +
+                             dir_ + " TAEHV_ETCD_WAIT_S=2 TAEHV_ETCD_CLIENT_PORT=" + std::to_string(client_port) +
+                             " TAEHV_ETCD_PEER_PORT=" + std::to_string(peer_port) + " timeout 30 bash job.sh > out 2>&1")
+                                .c_str());
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  system(("kill $(cat " + silent + ")").c_str());
+  std::ifstream in(dir_ + "/out");
+  std::stringstream out;
+  out << in.rdbuf();
+  EXPECT_EQ(WEXITSTATUS(status), 2) << out.str();
+  EXPECT_LT(secs, 15) << out.str();
+  EXPECT_TRUE(contains(out.str(), "taehv: etcd on 127.0.0.1 did not answer healthy on port " +
+                                      std::to_string(client_port) + " within 2 s (is etcd-server installed on the "
+                                      "nodes, the port free? TAEHV_ETCD_CLIENT_PORT/TAEHV_ETCD_PEER_PORT pick others)"))
+      << out.str();
+  EXPECT_TRUE(contains(out.str(), "address already in use")) << "etcd's own line: " << out.str();
+  EXPECT_NE(access((dir_ + "/log").c_str(), F_OK), 0) << "a training step ran";
+  EXPECT_NE(access((dir_ + "/taehv-etcd-9-0-0").c_str(), F_OK), 0) << "the member's data directory stayed";
+}
+
 }  // namespace
 }  // namespace taehv::slurm

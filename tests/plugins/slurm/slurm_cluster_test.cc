@@ -584,4 +584,42 @@ TEST_F(SlurmCluster, RequeueOfAnEtcdJobStartsAFreshEtcd) {
   EXPECT_NE(sh("ls -d " + dir_ + "/taehv-etcd-*").rc, 0) << "a member's data directory stayed";
 }
 
+/// etcd's client port already taken on one node (another job's etcd, say): that member cannot start, the script says
+/// so in one line naming the port and how to pick another, ends the job with exit 2 without a training step, and
+/// the other members stop and remove their data.
+TEST_F(SlurmCluster, EtcdPortTakenOnANodeIsOneLineAndExitTwo) {
+  if (sh("command -v etcd && command -v python3").rc != 0) GTEST_SKIP() << "needs etcd and python3";
+  start(3);
+  // A listener on n2's port 2379, in n2's network namespace (the cluster's stop kills it with the namespace).
+  Shell taken = sh("setsid nsenter --net=/run/netns/sl-h2 python3 -c 'import socket,time\n"
+                   "s=socket.socket(); s.bind((\"0.0.0.0\", 2379)); s.listen(); time.sleep(120)' "
+                   "</dev/null >/dev/null 2>&1 & echo $!");
+  const std::string listener = taken.out.substr(0, taken.out.find('\n'));
+  for (int i = 0; i < 50 && sh("nsenter --net=/run/netns/sl-h2 ss -Hltn 'sport = :2379' | grep -q .").rc != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  Shell sub = sh("cd " + dir_ + " && " + env("TMPDIR=" + dir_ + " TAEHV_ETCD_WAIT_S=5") + run_ +
+                 " --backend slurm submit --nodes 3 --nproc-per-node 1 --rdzv-backend etcd --job-name ep --output " +
+                 dir_ + "/ep-%j.out -- " + dir_ + "/worker.sh");
+  ASSERT_EQ(sub.rc, 0) << sub.out;
+  const std::string id = sub.out.substr(0, sub.out.find('\n'));
+  const std::string state = waitJob(id, 60);
+  const std::string log = readFile(dir_ + "/ep-" + id + ".out");
+  sh("kill " + listener);
+  EXPECT_EQ(state, "FAILED") << log;
+  EXPECT_NE(sh(env() + "scontrol show job " + id).out.find("ExitCode=2:0"), std::string::npos) << log;
+  EXPECT_NE(log.find("taehv: etcd on n2 did not answer healthy on port 2379 within 5 s (is etcd-server installed on "
+                     "the nodes, the port free? TAEHV_ETCD_CLIENT_PORT/TAEHV_ETCD_PEER_PORT pick others)"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("address already in use"), std::string::npos) << "etcd's own error line: " << log;
+  EXPECT_EQ(log.find("formation"), std::string::npos) << "no training step: " << log;
+  int left = -1;
+  for (int i = 0; i < 50 && (left = countMarked()) != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_EQ(left, 0) << "a process of the job is still running";
+  EXPECT_NE(sh("ls -d " + dir_ + "/taehv-etcd-*").rc, 0) << "a member's data directory stayed";
+}
+
 }  // namespace
