@@ -622,4 +622,69 @@ TEST_F(SlurmCluster, EtcdPortTakenOnANodeIsOneLineAndExitTwo) {
   EXPECT_NE(sh("ls -d " + dir_ + "/taehv-etcd-*").rc, 0) << "a member's data directory stayed";
 }
 
+/// Inside one SLURM job, a node's taehv-run lost (SIGKILL on n3) with --nnodes 2:3 --max-restarts 1 on the job's own
+/// etcd: n1 and n2 re-form (formation 1, world size 2, master n1) and their workers finish. The step is the rendered
+/// one with `srun --kill-on-bad-exit=0 --wait=0` instead of submit's `--kill-on-bad-exit=1 --wait=60` (which end every
+/// task when one fails, as a fixed-size job wants); submit does not render this yet because srun then still exits
+/// with the killed task's code (137) although the survivors finished, which its requeue logic would take for a failure.
+TEST_F(SlurmCluster, EtcdNodeLostInsideTheStepTheOthersReFormAndFinish) {
+  if (sh("command -v etcd").rc != 0) GTEST_SKIP() << "etcd is not installed (scripts/setup.sh installs etcd-server)";
+  start(3);
+  // First formation: the workers wait to be stopped; after the re-formation they finish at once.
+  std::ofstream(dir_ + "/elastic.sh") << "#!/bin/bash\n"
+                                      << "echo \"rank=$RANK world=$WORLD_SIZE host=$(hostname) master=$MASTER_ADDR "
+                                         "restart=$TORCHELASTIC_RESTART_COUNT\" > \"$OUT/r$TORCHELASTIC_RESTART_COUNT-"
+                                         "$(hostname).txt\"\n"
+                                      << "[ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ] && exec sleep 300\n"
+                                      << "exit 0\n";
+  chmod((dir_ + "/elastic.sh").c_str(), 0755);
+  Shell render = sh(env() + run_ + " --backend slurm submit --nodes 3 --nproc-per-node 1 --rdzv-backend etcd" +
+                    " --launch-arg=--nnodes=2:3 --launch-arg=--max-restarts=1 --launch-arg=--node-timeout=5" +
+                    " --job-name el --output " + dir_ + "/el-%j.out --dry-run -- " + dir_ + "/elastic.sh");
+  ASSERT_EQ(render.rc, 0) << render.out;
+  std::string script = render.out;
+  const std::string fixed = "srun --kill-on-bad-exit=1 --wait=60 ";
+  const std::size_t at = script.find(fixed);
+  ASSERT_NE(at, std::string::npos) << script;
+  script.replace(at, fixed.size(), "srun --kill-on-bad-exit=0 --wait=0 ");
+  std::ofstream(dir_ + "/el.sbatch") << script;
+  Shell sub = sh("cd " + dir_ + " && " + env("TMPDIR=" + dir_) + "sbatch --parsable " + dir_ + "/el.sbatch");
+  ASSERT_EQ(sub.rc, 0) << sub.out;
+  const std::string id = sub.out.substr(0, sub.out.find('\n'));
+  const auto have = [&](const std::string& file) { return access((out_ + "/" + file).c_str(), F_OK) == 0; };
+  for (int i = 0; i < 300 && !(have("r0-n1.txt") && have("r0-n2.txt") && have("r0-n3.txt")); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(have("r0-n3.txt")) << readFile(dir_ + "/el-" + id + ".out");
+  // n3's taehv-run (every process of that name in n3's namespace carrying this test's marker) dies at once.
+  const auto t0 = std::chrono::steady_clock::now();
+  Shell killed = sh("for p in $(ip netns pids sl-h3); do [ \"$(cat /proc/$p/comm)\" = taehv-run ] && "
+                    "grep -qsa TAEHV_TEST_MARKER=" + marker_ + " /proc/$p/environ && kill -9 $p && echo $p; done");
+  ASSERT_FALSE(killed.out.empty()) << "no taehv-run found on n3";
+  for (int i = 0; i < 600 && !(have("r1-n1.txt") && have("r1-n2.txt")); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const double reformed = secondsSince(t0);
+  const std::string state = waitJob(id, 60);
+  const std::string log = readFile(dir_ + "/el-" + id + ".out");
+  std::cerr << "n3's taehv-run killed -> both survivors' workers of formation 1 started: " << reformed << " s\n";
+  EXPECT_EQ(readFile(out_ + "/r1-n1.txt"), "rank=0 world=2 host=n1 master=10.78.0.2 restart=1\n") << log;
+  EXPECT_EQ(readFile(out_ + "/r1-n2.txt"), "rank=1 world=2 host=n2 master=10.78.0.2 restart=1\n") << log;
+  EXPECT_FALSE(have("r1-n3.txt")) << log;
+  EXPECT_EQ(countOf(log, "formation 1: node 0 (host n1, address 10.78.0.2), node 1 (host n2, address 10.78.0.3); "
+                         "master node 0 (host n1, address 10.78.0.2)"),
+            2)
+      << log;
+  EXPECT_NE(log.find("node 2 (host n3, address 10.78.0.4) lost: its etcd lease expired"), std::string::npos) << log;
+  // The survivors exited 0; srun reports the killed task's code, so the job ends FAILED with 137.
+  EXPECT_EQ(state, "FAILED") << log;
+  EXPECT_NE(sh(env() + "scontrol show job " + id).out.find("ExitCode=137:0"), std::string::npos) << log;
+  int left = -1;
+  for (int i = 0; i < 50 && (left = countMarked()) != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_EQ(left, 0) << "a process of the job is still running";
+  EXPECT_NE(sh("ls -d " + dir_ + "/taehv-etcd-*").rc, 0) << "a member's data directory stayed";
+}
+
 }  // namespace
