@@ -173,6 +173,17 @@ class SlurmCluster : public ::testing::Test {
     EXPECT_NE(all.find("world=4"), std::string::npos) << all;
   }
 
+  /// Within 10 s no process carries this test's marker (etcd members, taehv-runs, workers: they inherit it), and no
+  /// etcd member's data directory (TMPDIR=dir_) is left. `what` says which processes were expected gone.
+  void expectNothingLeft(const std::string& what) {
+    int left = -1;
+    for (int i = 0; i < 50 && (left = countMarked()) != 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    EXPECT_EQ(left, 0) << what;
+    EXPECT_NE(sh("ls -d " + dir_ + "/taehv-etcd-*").rc, 0) << "a member's data directory stayed";
+  }
+
   std::string dir_, base_, out_, bin_, src_, run_, marker_;
   int nodes_ = 0;
   bool started_ = false;
@@ -477,12 +488,7 @@ TEST_F(SlurmCluster, SubmitWithEtcdFormsOnTheJobsOwnEtcdAndCleansUp) {
   EXPECT_EQ(ranksSeen(out_, &all), (std::map<int, std::string>{{0, "n1"}, {1, "n2"}, {2, "n3"}})) << all;
   EXPECT_EQ(countOf(all, "world=3 "), 3) << all;
   EXPECT_EQ(countOf(all, "master=10.78.0.2:"), 3) << all;
-  int left = -1;
-  for (int i = 0; i < 50 && (left = countMarked()) != 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  EXPECT_EQ(left, 0) << "an etcd member, taehv-run or worker of the completed job still runs";
-  EXPECT_NE(sh("ls -d " + dir_ + "/taehv-etcd-*").rc, 0) << "a member's data directory stayed";
+  expectNothingLeft("an etcd member, taehv-run or worker of the completed job still runs");
 }
 
 /// scancel of a running `submit --rdzv-backend etcd` job: every process of it ends (the etcd members too) and each
@@ -508,12 +514,7 @@ TEST_F(SlurmCluster, ScancelOfAnEtcdJobLeavesNoProcessNorData) {
             "3\n");
   ASSERT_EQ(sh(env() + "scancel " + id).rc, 0);
   EXPECT_EQ(waitJob(id, 30), "CANCELLED");
-  int left = -1;
-  for (int i = 0; i < 50 && (left = countMarked()) != 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  EXPECT_EQ(left, 0) << "processes of the cancelled job are still running";
-  EXPECT_NE(sh("ls -d " + dir_ + "/taehv-etcd-*").rc, 0) << "a member's data directory stayed";
+  expectNothingLeft("processes of the cancelled job are still running");
 }
 
 /// Real Gloo training of TAEHV by taehv-train, 3 nodes x 1 worker, through `submit --rdzv-backend etcd`: the workers'
@@ -576,12 +577,7 @@ TEST_F(SlurmCluster, RequeueOfAnEtcdJobStartsAFreshEtcd) {
   EXPECT_EQ(countOf(log.substr(second == std::string::npos ? log.size() : second), "formation 0: node 0 (host n1"), 3)
       << log;
   EXPECT_EQ(countOf(log, "rank 2 restart 1\n"), 1) << log;
-  int left = -1;
-  for (int i = 0; i < 50 && (left = countMarked()) != 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  EXPECT_EQ(left, 0) << "a process of the job is still running";
-  EXPECT_NE(sh("ls -d " + dir_ + "/taehv-etcd-*").rc, 0) << "a member's data directory stayed";
+  expectNothingLeft("a process of the job is still running");
 }
 
 /// etcd's client port already taken on one node (another job's etcd, say): that member cannot start, the script says
@@ -614,12 +610,7 @@ TEST_F(SlurmCluster, EtcdPortTakenOnANodeIsOneLineAndExitTwo) {
       << log;
   EXPECT_NE(log.find("address already in use"), std::string::npos) << "etcd's own error line: " << log;
   EXPECT_EQ(log.find("formation"), std::string::npos) << "no training step: " << log;
-  int left = -1;
-  for (int i = 0; i < 50 && (left = countMarked()) != 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  EXPECT_EQ(left, 0) << "a process of the job is still running";
-  EXPECT_NE(sh("ls -d " + dir_ + "/taehv-etcd-*").rc, 0) << "a member's data directory stayed";
+  expectNothingLeft("a process of the job is still running");
 }
 
 /// Inside one SLURM job, a node's taehv-run lost (SIGKILL on n3) with --nnodes 2:3 --max-restarts 1 on the job's own
@@ -679,12 +670,7 @@ TEST_F(SlurmCluster, EtcdNodeLostInsideTheStepTheOthersReFormAndFinish) {
   // The survivors exited 0; srun reports the killed task's code, so the job ends FAILED with 137.
   EXPECT_EQ(state, "FAILED") << log;
   EXPECT_NE(sh(env() + "scontrol show job " + id).out.find("ExitCode=137:0"), std::string::npos) << log;
-  int left = -1;
-  for (int i = 0; i < 50 && (left = countMarked()) != 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  EXPECT_EQ(left, 0) << "a process of the job is still running";
-  EXPECT_NE(sh("ls -d " + dir_ + "/taehv-etcd-*").rc, 0) << "a member's data directory stayed";
+  expectNothingLeft("a process of the job is still running");
 }
 
 }  // namespace
