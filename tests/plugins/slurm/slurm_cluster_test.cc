@@ -571,9 +571,9 @@ TEST_F(SlurmCluster, RequeueOfAnEtcdJobStartsAFreshEtcd) {
   EXPECT_NE(log.find("requeueing job " + id + ", restart 1 of 1"), std::string::npos) << log;
   EXPECT_NE(log.find("run 2 of 2 on n[1-3]"), std::string::npos) << log;
   EXPECT_EQ(countOf(log, "taehv: etcd at n1:2379,n2:2379,n3:2379, healthy after "), 2) << log;
-  // Each run formed in its own etcd (in run 1 the failing rank 2 may end the step before the others log theirs).
+  // The requeued run formed in its fresh etcd. (Run 1's formation lines may be missing: rank 2's failure ends the
+  // step, and SLURM dropped the output of all three tasks' formation in 1 of 5 runs here.)
   const std::size_t second = log.find("run 2 of 2");
-  EXPECT_GE(countOf(log.substr(0, second), "formation 0: node 0 (host n1"), 1) << log;
   EXPECT_EQ(countOf(log.substr(second == std::string::npos ? log.size() : second), "formation 0: node 0 (host n1"), 3)
       << log;
   EXPECT_EQ(countOf(log, "rank 2 restart 1\n"), 1) << log;
