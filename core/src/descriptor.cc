@@ -127,9 +127,11 @@ void pickFields(NodeDescriptor& node, const NamedFlags& named, const NodePlan* p
 }
 
 /// Elastic re-formation is the per-node launchers' own (through the node group): a backend or an outer launcher
-/// that fixes the node count and restarts the job itself leaves it nothing to decide.
-Status checkElasticOwner(const NodeDescriptor& node, const NodePlan* plan, const std::string& backend) {
+/// that fixes the node count and restarts the job itself leaves it nothing to decide. A backend's nodes that form
+/// in etcd (`in_etcd`: the formation, not the backend, says who is in) may still re-form among themselves.
+Status checkElasticOwner(const NodeDescriptor& node, const NodePlan* plan, const std::string& backend, bool in_etcd) {
   if (!node.elastic() || (!plan && !node.restarts_by_outer_launcher)) return {};
+  if (plan && in_etcd && !node.restarts_by_outer_launcher) return {};
   return {"--nnodes " + node.nnodesText() + " (elastic, from " + node.nnodes.source + ") needs each node's " +
           "own taehv-run in manual mode (--nnodes/--node-rank/--master-addr, node group on), but " +
           (plan ? "backend '" + backend + "' fixes the node count"
@@ -308,7 +310,9 @@ Checked<NodeDescriptor> resolveNode(const LaunchFlags& flags, const NodePlan* pl
   node.host = host;
   node.cpu_cores.set(cpu_cores < 1 ? 1 : cpu_cores, "sched_getaffinity");
   pickFields(node, named.value, plan, pet.value);
-  if (Status s = checkElasticOwner(node, plan, backend); !s.ok()) return {s.error};
+  if (Status s = checkElasticOwner(node, plan, backend, flags.formation_master && !flags.no_node_group); !s.ok()) {
+    return {s.error};
+  }
   if (plan) takePlanFacts(node, *plan);
   // The counts first: the single-worker rule below multiplies them.
   if (Status s = validateCounts(node); !s.ok()) return {s.error};

@@ -120,6 +120,15 @@ TEST(Descriptor, NnodesMinMaxIsElasticAndNnNIsFixed) {
   r = resolve(flags, &plan, {});
   EXPECT_NE(r.error.find("--nnodes 1:2 (elastic, from flag --nnodes) needs each node's own taehv-run"),
             std::string::npos) << r.error;
+  // ... unless the nodes form in etcd (the formation says who is in): a SLURM step's taehv-runs may re-form.
+  LaunchFlags in_etcd = flags;
+  in_etcd.formation_master = FormationMaster{"chosen at formation (--rdzv-backend etcd)", "10.0.0.1"};
+  r = resolve(in_etcd, &plan, {});
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_TRUE(r.value.elastic());
+  EXPECT_EQ(r.value.nnodesText(), "1:2");
+  in_etcd.no_node_group = true;
+  EXPECT_NE(resolve(in_etcd, &plan, {}).error.find("fixes the node count"), std::string::npos);
   for (const auto& [text, why] : std::vector<std::pair<std::string, std::string>>{
            {"2:1", "MIN 2 is more than MAX 1"}, {"0", "a job needs at least 1 node"}, {"0:2", "a job needs at least 1 node"},
            {"x", "not a node count"}, {"1:", "not a node count"}, {"1:2:3", "not a node count"}}) {

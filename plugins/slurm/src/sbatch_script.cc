@@ -40,51 +40,74 @@ bool isSlurmTime(const std::string& text) {
 constexpr int kEtcdMembers = 3;
 /// How long the script waits for every member to say it is healthy before it gives up (exit 2).
 constexpr int kEtcdWaitSeconds = 60;
+/// How long the script's end waits for the members to stop and remove their data before srun ends their steps.
+constexpr int kEtcdStopSeconds = 10;
 
 /// The script's lines that start `members` etcd members, one background srun step (--overlap: beside the training
 /// step) on each of the job's first nodes, wait until each answers {"health":"true"} on its client port, and set
-/// $etcd_endpoints. The members are stopped when the script exits; their data lives under $TMPDIR for this run.
+/// $etcd_endpoints. Each member runs under a small bash on its node that, when the step is signalled (scancel: TERM;
+/// the end of this script: USR1, which srun passes on, where a TERM to srun would SIGKILL the step at once), kills
+/// etcd and then removes the member's data directory there (${TMPDIR:-/tmp}/taehv-etcd-JOB-RESTART-I).
+/// Ports: 2379 (clients) and 2380 (peers), or TAEHV_ETCD_CLIENT_PORT / TAEHV_ETCD_PEER_PORT where they are taken.
 void renderEtcdMembers(std::ostringstream& s, int members) {
-  s << "# The node group's etcd: " << members << " member(s) on the job's first nodes (client port 2379, peers "
-       "2380).\n"
+  s << "# The node group's etcd: " << members << " member(s) on the job's first nodes.\n"
     << "etcd_hosts=($(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n " << members << "))\n"
     << "if [ \"${#etcd_hosts[@]}\" -ne " << members << " ]; then\n"
     << "  echo \"taehv: scontrol named ${#etcd_hosts[@]} of the " << members << " nodes for etcd\"; exit 2\n"
     << "fi\n"
-    << "etcd_cluster= etcd_endpoints= etcd_pids=()\n"
+    << "etcd_port=${TAEHV_ETCD_CLIENT_PORT:-2379} etcd_peer_port=${TAEHV_ETCD_PEER_PORT:-2380}\n"
+    << "etcd_cluster= etcd_endpoints= etcd_pids=() etcd_t0=$SECONDS\n"
     << "for i in \"${!etcd_hosts[@]}\"; do\n"
-    << "  etcd_cluster+=\"${etcd_cluster:+,}taehv-etcd-$i=http://${etcd_hosts[$i]}:2380\"\n"
-    << "  etcd_endpoints+=\"${etcd_endpoints:+,}${etcd_hosts[$i]}:2379\"\n"
+    << "  etcd_cluster+=\"${etcd_cluster:+,}taehv-etcd-$i=http://${etcd_hosts[$i]}:$etcd_peer_port\"\n"
+    << "  etcd_endpoints+=\"${etcd_endpoints:+,}${etcd_hosts[$i]}:$etcd_port\"\n"
     << "done\n"
+    << "# On its node: run etcd (\"$@\"), kill it when the step is signalled (its data is thrown away: no graceful "
+       "stop,\n# whose leader hand-over waits 5 s for members already gone), then remove its data directory ($1) "
+       "with the\n# signals ignored (scancel's TERM, then this script's USR1, reach the whole step, rm included).\n"
+    << "etcd_member='d=$1; shift; \"$@\" & p=$!; trap \"kill -KILL $p 2>/dev/null\" TERM INT HUP USR1; "
+       "while kill -0 \"$p\" 2>/dev/null; do wait \"$p\" 2>/dev/null; done; trap \"\" TERM INT HUP USR1; "
+       "rm -rf -- \"$d\"'\n"
     << "for i in \"${!etcd_hosts[@]}\"; do\n"
-    << "  h=${etcd_hosts[$i]}\n"
-    << "  srun --overlap --nodes=1 --ntasks=1 -w \"$h\" etcd --name \"taehv-etcd-$i\" \\\n"
-    << "    --data-dir \"${TMPDIR:-/tmp}/taehv-etcd-$SLURM_JOB_ID-$restart-$i\" \\\n"
-    << "    --listen-client-urls http://0.0.0.0:2379 --advertise-client-urls \"http://$h:2379\" \\\n"
-    << "    --listen-peer-urls http://0.0.0.0:2380 --initial-advertise-peer-urls \"http://$h:2380\" \\\n"
+    << "  h=${etcd_hosts[$i]} d=\"${TMPDIR:-/tmp}/taehv-etcd-$SLURM_JOB_ID-$restart-$i\"\n"
+    << "  srun --overlap --nodes=1 --ntasks=1 -w \"$h\" bash -c \"$etcd_member\" taehv-etcd \"$d\" \\\n"
+    << "    etcd --name \"taehv-etcd-$i\" --data-dir \"$d\" --logger zap --log-level error \\\n"
+    << "    --listen-client-urls \"http://0.0.0.0:$etcd_port\" --advertise-client-urls \"http://$h:$etcd_port\" \\\n"
+    << "    --listen-peer-urls \"http://0.0.0.0:$etcd_peer_port\" --initial-advertise-peer-urls "
+       "\"http://$h:$etcd_peer_port\" \\\n"
     << "    --initial-cluster \"$etcd_cluster\" --initial-cluster-token \"taehv-$SLURM_JOB_ID-$restart\" &\n"
     << "  etcd_pids+=($!)\n"
     << "done\n"
-    << "trap 'kill \"${etcd_pids[@]}\" 2>/dev/null' EXIT\n"
-    << "# Healthy: the member's GET /health says so (bash's /dev/tcp: no curl needed on the nodes).\n"
+    << "# When this script exits: each member stops and removes its data (" << kEtcdStopSeconds
+    << " s at most; then srun ends their steps).\n"
+    << "etcd_stop() {\n"
+    << "  kill -USR1 \"${etcd_pids[@]}\" 2>/dev/null\n"
+    << "  local n p up\n"
+    << "  for ((n = 0; n < " << kEtcdStopSeconds * 10 << "; n++)); do\n"
+    << "    up=0; for p in \"${etcd_pids[@]}\"; do kill -0 \"$p\" 2>/dev/null && up=1; done\n"
+    << "    [ \"$up\" = 0 ] && return 0; sleep 0.1\n"
+    << "  done\n"
+    << "  echo \"taehv: etcd members still running " << kEtcdStopSeconds
+    << " s after USR1; ending their steps\"; kill -TERM \"${etcd_pids[@]}\" 2>/dev/null\n"
+    << "}\n"
+    << "trap etcd_stop EXIT\n"
+    << "# Healthy: the member's GET /health says so (bash's /dev/tcp: no curl needed on the nodes), within 5 s.\n"
     << "etcd_healthy() {\n"
-    << "  exec 3<>\"/dev/tcp/$1/2379\" 2>/dev/null || return 1\n"
-    << "  printf 'GET /health HTTP/1.0\\r\\nHost: %s\\r\\n\\r\\n' \"$1\" >&3\n"
-    << "  local rc=1; grep -q '\"health\":\"true\"' <&3 && rc=0\n"
-    << "  exec 3<&-; return $rc\n"
+    << "  timeout 5 bash -c 'exec 3<>\"/dev/tcp/$1/$2\" && printf \"GET /health HTTP/1.0\\r\\nHost: %s\\r\\n\\r\\n\" "
+       "\"$1\" >&3 && grep -q \"\\\"health\\\":\\\"true\\\"\" <&3' taehv-etcd-health \"$1\" \"$etcd_port\" "
+       "2>/dev/null\n"
     << "}\n"
     << "etcd_wait=${TAEHV_ETCD_WAIT_S:-" << kEtcdWaitSeconds << "}\n"
     << "for h in \"${etcd_hosts[@]}\"; do\n"
-    << "  waited=0\n"
     << "  until etcd_healthy \"$h\"; do\n"
-    << "    if [ \"$waited\" -ge \"$etcd_wait\" ]; then\n"
-    << "      echo \"taehv: etcd on $h did not answer healthy on port 2379 within ${etcd_wait} s (is etcd-server "
-       "installed on the nodes?)\"; exit 2\n"
+    << "    if [ $((SECONDS - etcd_t0)) -ge \"$etcd_wait\" ]; then\n"
+    << "      echo \"taehv: etcd on $h did not answer healthy on port $etcd_port within ${etcd_wait} s (is "
+       "etcd-server installed on the nodes, the port free? TAEHV_ETCD_CLIENT_PORT/TAEHV_ETCD_PEER_PORT pick "
+       "others)\"; exit 2\n"
     << "    fi\n"
-    << "    sleep 1; waited=$((waited + 1))\n"
+    << "    sleep 0.2\n"
     << "  done\n"
     << "done\n"
-    << "echo \"taehv: etcd at $etcd_endpoints\"\n";
+    << "echo \"taehv: etcd at $etcd_endpoints, healthy after $((SECONDS - etcd_t0)) s\"\n";
 }
 
 }  // namespace

@@ -8,9 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
 #include <sstream>
 
+#include "infra/free_port.h"
 #include "taehv/command_line.h"
 
 namespace taehv::slurm {
@@ -316,13 +318,14 @@ TEST_F(FakeCluster, EtcdMembersOnTheFirstThreeNodesAndTheirEndpointsPassedOn) {
                                           "n4.invalid\\n'\nexit 0\n");
   int rc = -1;
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string log = run(script, "TAEHV_ETCD_WAIT_S=1", 0, &rc);
+  const std::string log = run(script, "TAEHV_ETCD_WAIT_S=1 TMPDIR=", 0, &rc);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
   EXPECT_EQ(rc, 2) << log;
   for (int i = 0; i < 3; ++i) {
     const std::string h = "n" + std::to_string(i + 1) + ".invalid";
-    EXPECT_TRUE(contains(log, "srun --overlap --nodes=1 --ntasks=1 -w " + h + " etcd --name taehv-etcd-" +
-                                  std::to_string(i) + " --data-dir"))
+    EXPECT_TRUE(contains(log, "srun --overlap --nodes=1 --ntasks=1 -w " + h + " bash -c ")) << log;
+    EXPECT_TRUE(contains(log, " taehv-etcd /tmp/taehv-etcd-9-0-" + std::to_string(i) + " etcd --name taehv-etcd-" +
+                                  std::to_string(i) + " --data-dir /tmp/taehv-etcd-9-0-" + std::to_string(i)))
         << log;
     EXPECT_TRUE(contains(log, "--advertise-client-urls http://" + h + ":2379")) << log;
   }
@@ -340,6 +343,109 @@ TEST_F(FakeCluster, EtcdMembersOnTheFirstThreeNodesAndTheirEndpointsPassedOn) {
   EXPECT_EQ(parseError({"--nodes", "3", "--rdzv-backend", "c10d"}),
             "--rdzv-backend 'c10d': submit knows etcd (members started on the job's first 3 nodes); leave it out for "
             "the node group led by node 0");
+}
+
+// The etcd part of the script run for real on this machine: scontrol names 127.0.0.1, the fake srun runs a member's
+// command here (as srun would on its node) and records the training step. The real SLURM cluster showed what the
+// fakes above could not: the health probe's `exec 3<>/dev/tcp/... 2>/dev/null` sent the script's stderr to /dev/null
+// for good once a member answered (every taehv-run and srun line of the training step was lost), a TERM to the
+// members' srun SIGKILLs their steps (their data directories stayed behind), and a graceful etcd stop waited 5 s
+// for a leader hand-over to members already gone, and scancel's TERM followed by the script's USR1 killed the rm
+// of a member's data directory. Here: the member is healthy, the training step's stderr reaches the job's output,
+// and after a TERM to the member's step (scancel) and the script's end the member is gone and its data removed.
+TEST_F(FakeCluster, EtcdMemberServesTheStepThenStopsAndRemovesItsData) {
+  if (system("command -v etcd >/dev/null") != 0) GTEST_SKIP() << "etcd is not installed (scripts/setup.sh installs it)";
+  const int client_port = taehv::testing::freeLowPort(), peer_port = taehv::testing::freeLowPort();
+  ASSERT_TRUE(client_port > 0 && peer_port > 0 && client_port != peer_port);
+  const SubmitOptions o = parse({"--nodes", "1", "--rdzv-backend", "etcd", "--", "worker"});
+  const std::string script = renderSbatchScript(o, "/x/taehv-run", "0.1.0");
+  const std::string data = dir_ + "/taehv-etcd-9-0-0";
+  writeExecutable(dir_ + "/scontrol", "#!/bin/sh\necho 127.0.0.1\n");
+  writeExecutable(dir_ + "/srun",
+                  "#!/bin/bash\n"
+                  "if [ \"$1\" = --overlap ]; then  # a member: its command runs here, in its own process group\n"
+                  "  while [ $# -gt 0 ]; do case $1 in -w) shift 2 ;; -*) shift ;; *) break ;; esac; done\n"
+                  "  setsid \"$@\" & c=$!\n"
+                  "  echo $c > " + dir_ + "/member.pgid\n"
+                  "  trap 'kill -USR1 -- -$c 2>/dev/null' USR1  # as slurmstepd: to the whole step\n"
+                  "  while kill -0 $c 2>/dev/null; do wait $c; done\n"
+                  "  exit 0\n"
+                  "fi\n"
+                  "echo \"srun $*\" >> " + dir_ + "/log\n"
+                  "[ -d " + data + "/member ] && echo 'step: the member has its data'\n"
+                  "echo 'step: this line goes to stderr' >&2\n"
+                  "kill -TERM -- -$(cat " + dir_ + "/member.pgid)  # as scancel: TERM to every step\n"
+                  "sleep 0.3\n");
+  // rm takes a while: the script's USR1 at its end reaches the member's step while rm runs (as on the real cluster).
+  writeExecutable(dir_ + "/rm", "#!/bin/sh\nsleep 1\nexec /bin/rm \"$@\"\n");
+  std::ofstream(dir_ + "/job.sh") << script;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string cmd = "cd " + dir_ + " && PATH=" + dir_ + ":$PATH SLURM_JOB_ID=9 SLURM_JOB_NODELIST=n1 TMPDIR=" +
+                          dir_ + " TAEHV_ETCD_WAIT_S=20 TAEHV_ETCD_CLIENT_PORT=" + std::to_string(client_port) +
+                          " TAEHV_ETCD_PEER_PORT=" + std::to_string(peer_port) + " timeout 60 bash job.sh > out 2>&1";
+  const int status = system(cmd.c_str());
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::ifstream in(dir_ + "/out");
+  std::stringstream out;
+  out << in.rdbuf();
+  EXPECT_EQ(WEXITSTATUS(status), 0) << out.str();
+  EXPECT_LT(secs, 20) << out.str();
+  const std::string endpoint = "127.0.0.1:" + std::to_string(client_port);
+  EXPECT_TRUE(contains(out.str(), "taehv: etcd at " + endpoint + ", healthy after ")) << out.str();
+  EXPECT_TRUE(contains(out.str(), "step: the member has its data\n")) << out.str();
+  EXPECT_TRUE(contains(out.str(), "step: this line goes to stderr\n")) << "the script lost its stderr:\n" << out.str();
+  EXPECT_FALSE(contains(out.str(), "Killed")) << out.str();
+  std::ifstream log(dir_ + "/log");
+  std::stringstream step;
+  step << log.rdbuf();
+  EXPECT_TRUE(contains(step.str(), "--rdzv-backend etcd --rdzv-endpoint " + endpoint + " -- worker")) << step.str();
+  EXPECT_NE(access(data.c_str(), F_OK), 0) << "the member's data directory stayed: " << data;
+  EXPECT_NE(system(("pgrep -f -- '--data-[d]ir " + data + "' >/dev/null").c_str()), 0) << "the etcd member still runs";
+}
+
+// A member's client port held by a listener that never answers (found on the real cluster: the health probe without
+// a time limit would wait on it until the job's time limit). The probe gives up on it after 5 s, the script after
+// TAEHV_ETCD_WAIT_S: one line naming the port and how to pick others, exit 2, no training step, the member's data
+// removed.
+TEST_F(FakeCluster, EtcdPortHeldBySilentListenerIsOneLineAndExitTwo) {
+  if (system("command -v etcd >/dev/null && command -v python3 >/dev/null") != 0) GTEST_SKIP() << "needs etcd, python3";
+  const int client_port = taehv::testing::freeLowPort(), peer_port = taehv::testing::freeLowPort();
+  ASSERT_TRUE(client_port > 0 && peer_port > 0 && client_port != peer_port);
+  const std::string silent = dir_ + "/silent.pid";
+  ASSERT_EQ(system(("python3 -c 'import socket,time\ns=socket.socket(); s.bind((\"0.0.0.0\", " +
+                    std::to_string(client_port) + ")); s.listen(); time.sleep(60)' </dev/null >/dev/null 2>&1 & echo $! > " +
+                    silent + "; sleep 0.5")
+                       .c_str()),
+            0);
+  const SubmitOptions o = parse({"--nodes", "1", "--rdzv-backend", "etcd", "--", "worker"});
+  std::ofstream(dir_ + "/job.sh") << renderSbatchScript(o, "/x/taehv-run", "0.1.0");
+  writeExecutable(dir_ + "/scontrol", "#!/bin/sh\necho 127.0.0.1\n");
+  writeExecutable(dir_ + "/srun",
+                  "#!/bin/bash\n"
+                  "if [ \"$1\" = --overlap ]; then\n"
+                  "  while [ $# -gt 0 ]; do case $1 in -w) shift 2 ;; -*) shift ;; *) break ;; esac; done\n"
+                  "  exec \"$@\"\n"
+                  "fi\n"
+                  "echo \"srun $*\" >> " + dir_ + "/log\n");
+  const auto t0 = std::chrono::steady_clock::now();
+  const int status = system(("cd " + dir_ + " && PATH=" + dir_ + ":$PATH SLURM_JOB_ID=9 SLURM_JOB_NODELIST=n1 TMPDIR=" +
+                             dir_ + " TAEHV_ETCD_WAIT_S=2 TAEHV_ETCD_CLIENT_PORT=" + std::to_string(client_port) +
+                             " TAEHV_ETCD_PEER_PORT=" + std::to_string(peer_port) + " timeout 30 bash job.sh > out 2>&1")
+                                .c_str());
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  system(("kill $(cat " + silent + ")").c_str());
+  std::ifstream in(dir_ + "/out");
+  std::stringstream out;
+  out << in.rdbuf();
+  EXPECT_EQ(WEXITSTATUS(status), 2) << out.str();
+  EXPECT_LT(secs, 15) << out.str();
+  EXPECT_TRUE(contains(out.str(), "taehv: etcd on 127.0.0.1 did not answer healthy on port " +
+                                      std::to_string(client_port) + " within 2 s (is etcd-server installed on the "
+                                      "nodes, the port free? TAEHV_ETCD_CLIENT_PORT/TAEHV_ETCD_PEER_PORT pick others)"))
+      << out.str();
+  EXPECT_TRUE(contains(out.str(), "address already in use")) << "etcd's own line: " << out.str();
+  EXPECT_NE(access((dir_ + "/log").c_str(), F_OK), 0) << "a training step ran";
+  EXPECT_NE(access((dir_ + "/taehv-etcd-9-0-0").c_str(), F_OK), 0) << "the member's data directory stayed";
 }
 
 }  // namespace

@@ -173,6 +173,17 @@ class SlurmCluster : public ::testing::Test {
     EXPECT_NE(all.find("world=4"), std::string::npos) << all;
   }
 
+  /// Within 10 s no process carries this test's marker (etcd members, taehv-runs, workers: they inherit it), and no
+  /// etcd member's data directory (TMPDIR=dir_) is left. `what` says which processes were expected gone.
+  void expectNothingLeft(const std::string& what) {
+    int left = -1;
+    for (int i = 0; i < 50 && (left = countMarked()) != 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    EXPECT_EQ(left, 0) << what;
+    EXPECT_NE(sh("ls -d " + dir_ + "/taehv-etcd-*").rc, 0) << "a member's data directory stayed";
+  }
+
   std::string dir_, base_, out_, bin_, src_, run_, marker_;
   int nodes_ = 0;
   bool started_ = false;
@@ -422,6 +433,244 @@ TEST_F(SlurmCluster, RequeueAfterAFailureResumesFromTheCheckpoint) {
   } else {
     std::cerr << "taehv-train not built: the requeue path ran with a stand-in worker\n";
   }
+}
+
+/// Seconds since `t0`.
+double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// Occurrences of `part` in `text`.
+int countOf(const std::string& text, const std::string& part) {
+  int n = 0;
+  for (std::size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++n;
+  return n;
+}
+
+/// `submit --rdzv-backend etcd` on 3 nodes: the script starts one etcd member per node (srun --overlap steps), the
+/// three taehv-runs form in that etcd with node 0 (n1) as master, the workers run and the job completes; then no
+/// etcd, taehv-run or worker of the job is left and each member's data directory (under TMPDIR) is removed.
+TEST_F(SlurmCluster, SubmitWithEtcdFormsOnTheJobsOwnEtcdAndCleansUp) {
+  if (sh("command -v etcd").rc != 0) GTEST_SKIP() << "etcd is not installed (scripts/setup.sh installs etcd-server)";
+  start(3);
+  const auto t0 = std::chrono::steady_clock::now();
+  Shell sub = sh("cd " + dir_ + " && " + env("TMPDIR=" + dir_) + run_ +
+                 " --backend slurm submit --nodes 3 --nproc-per-node 1 --rdzv-backend etcd --time 5 --job-name et" +
+                 " --output " + dir_ + "/job-%j.out -- " + dir_ + "/worker.sh");
+  ASSERT_EQ(sub.rc, 0) << sub.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(sub.out, m, std::regex("^(\\d+)\\n"))) << sub.out;
+  const std::string id = m[1], job_out = dir_ + "/job-" + id + ".out";
+  double started = -1, healthy = -1, formed = -1;  // seconds from submit to the job's first line, etcd, formation
+  for (int i = 0; i < 1200 && formed < 0; ++i) {
+    const std::string text = readFile(job_out);
+    if (started < 0 && text.find("taehv: job ") != std::string::npos) started = secondsSince(t0);
+    if (healthy < 0 && text.find("taehv: etcd at ") != std::string::npos) healthy = secondsSince(t0);
+    if (text.find("formation 0:") != std::string::npos) formed = secondsSince(t0);
+    if (formed < 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const std::string state = waitJob(id, 60);
+  const double total = secondsSince(t0);
+  const std::string log = readFile(job_out);
+  ASSERT_EQ(state, "COMPLETED") << log;
+  std::cerr << "from submit: job script started " << started << " s, etcd healthy " << healthy << " s, formation 0 "
+            << formed << " s, job COMPLETED " << total << " s\n";
+  // The members, their health, etcd's version as each taehv-run saw it, one formation with n1 (node 0) as master.
+  EXPECT_NE(log.find("taehv: etcd at n1:2379,n2:2379,n3:2379, healthy after "), std::string::npos) << log;
+  EXPECT_EQ(countOf(log, "taehv-run: info: node group (etcd): etcd 3."), 3) << log;
+  EXPECT_EQ(countOf(log, "formation 0: node 0 (host n1, address 10.78.0.2), node 1 (host n2, address 10.78.0.3), "
+                         "node 2 (host n3, address 10.78.0.4); master node 0 (host n1, address 10.78.0.2)"),
+            3)
+      << log;
+  EXPECT_EQ(log.find("formation 1"), std::string::npos) << log;
+  EXPECT_EQ(log.find("Killed"), std::string::npos) << log;
+  std::string all;
+  EXPECT_EQ(ranksSeen(out_, &all), (std::map<int, std::string>{{0, "n1"}, {1, "n2"}, {2, "n3"}})) << all;
+  EXPECT_EQ(countOf(all, "world=3 "), 3) << all;
+  EXPECT_EQ(countOf(all, "master=10.78.0.2:"), 3) << all;
+  expectNothingLeft("an etcd member, taehv-run or worker of the completed job still runs");
+}
+
+/// scancel of a running `submit --rdzv-backend etcd` job: every process of it ends (the etcd members too) and each
+/// member's data directory is removed on its node.
+TEST_F(SlurmCluster, ScancelOfAnEtcdJobLeavesNoProcessNorData) {
+  if (sh("command -v etcd").rc != 0) GTEST_SKIP() << "etcd is not installed (scripts/setup.sh installs etcd-server)";
+  start(3);
+  Shell sub = sh("cd " + dir_ + " && " + env("MODE=sleep TMPDIR=" + dir_) + run_ +
+                 " --backend slurm submit --nodes 3 --nproc-per-node 1 --rdzv-backend etcd --job-name ec --output " +
+                 dir_ + "/job-%j.out -- " + dir_ + "/worker.sh");
+  ASSERT_EQ(sub.rc, 0) << sub.out;
+  const std::string id = sub.out.substr(0, sub.out.find('\n'));
+  std::string all;
+  for (int i = 0; i < 300 && ranksSeen(out_, &all).size() < 3; ++i) {
+    all.clear();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(ranksSeen(out_, &all).size(), 3u) << all << readFile(dir_ + "/job-" + id + ".out");
+  EXPECT_EQ(sh("ls -d " + dir_ + "/taehv-etcd-" + id + "-0-* | wc -l").out, "3\n");
+  EXPECT_EQ(sh("for p in $(pgrep -x etcd); do grep -qa -- " + dir_ + "/taehv-etcd-" + id +
+               "- /proc/$p/cmdline && echo $p; done | wc -l")
+                .out,
+            "3\n");
+  ASSERT_EQ(sh(env() + "scancel " + id).rc, 0);
+  EXPECT_EQ(waitJob(id, 30), "CANCELLED");
+  expectNothingLeft("processes of the cancelled job are still running");
+}
+
+/// Real Gloo training of TAEHV by taehv-train, 3 nodes x 1 worker, through `submit --rdzv-backend etcd`: the workers'
+/// store is at the master etcd chose (n1) and the job completes its 3 steps with a checkpoint.
+TEST_F(SlurmCluster, TrainingThreeByOneOnTheJobsOwnEtcd) {
+  if (getenv("TAEHV_TRAIN_BIN") == nullptr) SKIP_WITHOUT_TRAINER_OR_ASSERT_BUILT();
+  ASSERT_PROGRAM_BUILT(trainBin());
+  if (sh("command -v etcd").rc != 0) GTEST_SKIP() << "etcd is not installed (scripts/setup.sh installs etcd-server)";
+  start(3);
+  std::ofstream(dir_ + "/train.sh") << "#!/bin/bash\n" << dir_ << "/worker.sh\nexec \"$@\"\n";
+  chmod((dir_ + "/train.sh").c_str(), 0755);
+  const std::string outdir = dir_ + "/train";
+  const auto t0 = std::chrono::steady_clock::now();
+  Shell sub = sh("cd " + dir_ + " && " + env("GLOO_SOCKET_IFNAME=eth0 TMPDIR=" + dir_) + run_ +
+                 " --backend slurm submit --nodes 3 --nproc-per-node 1 --rdzv-backend etcd --job-name te --output " +
+                 dir_ + "/train-%j.out -- " + dir_ + "/train.sh " + tinyTraining(outdir));
+  ASSERT_EQ(sub.rc, 0) << sub.out;
+  const std::string id = sub.out.substr(0, sub.out.find('\n'));
+  const std::string state = waitJob(id, 150);
+  const std::string log = readFile(dir_ + "/train-" + id + ".out");
+  ASSERT_EQ(state, "COMPLETED") << log;
+  std::cerr << "submit -> training job COMPLETED: " << secondsSince(t0) << " s\n";
+  EXPECT_EQ(countOf(log, "; master node 0 (host n1, address 10.78.0.2)"), 3) << log;
+  std::string all;
+  EXPECT_EQ(ranksSeen(out_, &all), (std::map<int, std::string>{{0, "n1"}, {1, "n2"}, {2, "n3"}})) << all;
+  EXPECT_EQ(countOf(all, "world=3 "), 3) << all;
+  EXPECT_NE(log.find("done: 3/3 steps"), std::string::npos) << log;
+  EXPECT_EQ(access((outdir + "/checkpoint-3").c_str(), F_OK), 0) << log;
+  EXPECT_NE(sh("ls -d " + dir_ + "/taehv-etcd-*").rc, 0) << "a member's data directory stayed";
+}
+
+/// A failed run of a `submit --rdzv-backend etcd` job requeues it; the requeued run starts a fresh etcd (new data
+/// directories, same ports, the old members gone) and completes; no process nor data of either run is left.
+TEST_F(SlurmCluster, RequeueOfAnEtcdJobStartsAFreshEtcd) {
+  if (sh("command -v etcd").rc != 0) GTEST_SKIP() << "etcd is not installed (scripts/setup.sh installs etcd-server)";
+  start(3);
+  // First run: rank 2 fails after the formation; the requeued run succeeds everywhere.
+  std::ofstream(dir_ + "/flaky.sh") << "#!/bin/bash\n"
+                                    << dir_ << "/worker.sh\n"
+                                    << "echo \"rank $RANK restart ${SLURM_RESTART_COUNT:-0}\"\n"
+                                    << "[ \"${SLURM_RESTART_COUNT:-0}\" = 0 ] && [ \"$RANK\" = 2 ] && exit 9\n"
+                                    << "exit 0\n";
+  chmod((dir_ + "/flaky.sh").c_str(), 0755);
+  Shell sub = sh("cd " + dir_ + " && " + env("TMPDIR=" + dir_) + run_ +
+                 " --backend slurm submit --nodes 3 --nproc-per-node 1 --rdzv-backend etcd --max-restarts 1" +
+                 " --job-name er --output " + dir_ + "/er-%j.out -- " + dir_ + "/flaky.sh");
+  ASSERT_EQ(sub.rc, 0) << sub.out;
+  const std::string id = sub.out.substr(0, sub.out.find('\n'));
+  releaseRequeueHold(env(), id);
+  const std::string state = waitJob(id, 150);
+  const std::string log = readFile(dir_ + "/er-" + id + ".out");
+  ASSERT_EQ(state, "COMPLETED") << log;
+  EXPECT_NE(sh(env() + "scontrol show job " + id).out.find("Restarts=1"), std::string::npos);
+  EXPECT_NE(log.find("requeueing job " + id + ", restart 1 of 1"), std::string::npos) << log;
+  EXPECT_NE(log.find("run 2 of 2 on n[1-3]"), std::string::npos) << log;
+  EXPECT_EQ(countOf(log, "taehv: etcd at n1:2379,n2:2379,n3:2379, healthy after "), 2) << log;
+  // The requeued run formed in its fresh etcd. (Run 1's formation lines may be missing: rank 2's failure ends the
+  // step, and SLURM dropped the output of all three tasks' formation in 1 of 5 runs here.)
+  const std::size_t second = log.find("run 2 of 2");
+  EXPECT_EQ(countOf(log.substr(second == std::string::npos ? log.size() : second), "formation 0: node 0 (host n1"), 3)
+      << log;
+  EXPECT_EQ(countOf(log, "rank 2 restart 1\n"), 1) << log;
+  expectNothingLeft("a process of the job is still running");
+}
+
+/// etcd's client port already taken on one node (another job's etcd, say): that member cannot start, the script says
+/// so in one line naming the port and how to pick another, ends the job with exit 2 without a training step, and
+/// the other members stop and remove their data.
+TEST_F(SlurmCluster, EtcdPortTakenOnANodeIsOneLineAndExitTwo) {
+  if (sh("command -v etcd && command -v python3").rc != 0) GTEST_SKIP() << "needs etcd and python3";
+  start(3);
+  // A listener on n2's port 2379, in n2's network namespace (the cluster's stop kills it with the namespace).
+  Shell taken = sh("setsid nsenter --net=/run/netns/sl-h2 python3 -c 'import socket,time\n"
+                   "s=socket.socket(); s.bind((\"0.0.0.0\", 2379)); s.listen(); time.sleep(120)' "
+                   "</dev/null >/dev/null 2>&1 & echo $!");
+  const std::string listener = taken.out.substr(0, taken.out.find('\n'));
+  for (int i = 0; i < 50 && sh("nsenter --net=/run/netns/sl-h2 ss -Hltn 'sport = :2379' | grep -q .").rc != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  Shell sub = sh("cd " + dir_ + " && " + env("TMPDIR=" + dir_ + " TAEHV_ETCD_WAIT_S=5") + run_ +
+                 " --backend slurm submit --nodes 3 --nproc-per-node 1 --rdzv-backend etcd --job-name ep --output " +
+                 dir_ + "/ep-%j.out -- " + dir_ + "/worker.sh");
+  ASSERT_EQ(sub.rc, 0) << sub.out;
+  const std::string id = sub.out.substr(0, sub.out.find('\n'));
+  const std::string state = waitJob(id, 60);
+  const std::string log = readFile(dir_ + "/ep-" + id + ".out");
+  sh("kill " + listener);
+  EXPECT_EQ(state, "FAILED") << log;
+  EXPECT_NE(sh(env() + "scontrol show job " + id).out.find("ExitCode=2:0"), std::string::npos) << log;
+  EXPECT_NE(log.find("taehv: etcd on n2 did not answer healthy on port 2379 within 5 s (is etcd-server installed on "
+                     "the nodes, the port free? TAEHV_ETCD_CLIENT_PORT/TAEHV_ETCD_PEER_PORT pick others)"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("address already in use"), std::string::npos) << "etcd's own error line: " << log;
+  EXPECT_EQ(log.find("formation"), std::string::npos) << "no training step: " << log;
+  expectNothingLeft("a process of the job is still running");
+}
+
+/// Inside one SLURM job, a node's taehv-run lost (SIGKILL on n3) with --nnodes 2:3 --max-restarts 1 on the job's own
+/// etcd: n1 and n2 re-form (formation 1, world size 2, master n1) and their workers finish. The step is the rendered
+/// one with `srun --kill-on-bad-exit=0 --wait=0` instead of submit's `--kill-on-bad-exit=1 --wait=60` (which end every
+/// task when one fails, as a fixed-size job wants); submit does not render this yet because srun then still exits
+/// with the killed task's code (137) although the survivors finished, which its requeue logic would take for a failure.
+TEST_F(SlurmCluster, EtcdNodeLostInsideTheStepTheOthersReFormAndFinish) {
+  if (sh("command -v etcd").rc != 0) GTEST_SKIP() << "etcd is not installed (scripts/setup.sh installs etcd-server)";
+  start(3);
+  // First formation: the workers wait to be stopped; after the re-formation they finish at once.
+  std::ofstream(dir_ + "/elastic.sh") << "#!/bin/bash\n"
+                                      << "echo \"rank=$RANK world=$WORLD_SIZE host=$(hostname) master=$MASTER_ADDR "
+                                         "restart=$TORCHELASTIC_RESTART_COUNT\" > \"$OUT/r$TORCHELASTIC_RESTART_COUNT-"
+                                         "$(hostname).txt\"\n"
+                                      << "[ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ] && exec sleep 300\n"
+                                      << "exit 0\n";
+  chmod((dir_ + "/elastic.sh").c_str(), 0755);
+  Shell render = sh(env() + run_ + " --backend slurm submit --nodes 3 --nproc-per-node 1 --rdzv-backend etcd" +
+                    " --launch-arg=--nnodes=2:3 --launch-arg=--max-restarts=1 --launch-arg=--node-timeout=5" +
+                    " --job-name el --output " + dir_ + "/el-%j.out --dry-run -- " + dir_ + "/elastic.sh");
+  ASSERT_EQ(render.rc, 0) << render.out;
+  std::string script = render.out;
+  const std::string fixed = "srun --kill-on-bad-exit=1 --wait=60 ";
+  const std::size_t at = script.find(fixed);
+  ASSERT_NE(at, std::string::npos) << script;
+  script.replace(at, fixed.size(), "srun --kill-on-bad-exit=0 --wait=0 ");
+  std::ofstream(dir_ + "/el.sbatch") << script;
+  Shell sub = sh("cd " + dir_ + " && " + env("TMPDIR=" + dir_) + "sbatch --parsable " + dir_ + "/el.sbatch");
+  ASSERT_EQ(sub.rc, 0) << sub.out;
+  const std::string id = sub.out.substr(0, sub.out.find('\n'));
+  const auto have = [&](const std::string& file) { return access((out_ + "/" + file).c_str(), F_OK) == 0; };
+  for (int i = 0; i < 300 && !(have("r0-n1.txt") && have("r0-n2.txt") && have("r0-n3.txt")); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(have("r0-n3.txt")) << readFile(dir_ + "/el-" + id + ".out");
+  // n3's taehv-run (every process of that name in n3's namespace carrying this test's marker) dies at once.
+  const auto t0 = std::chrono::steady_clock::now();
+  Shell killed = sh("for p in $(ip netns pids sl-h3); do [ \"$(cat /proc/$p/comm)\" = taehv-run ] && "
+                    "grep -qsa TAEHV_TEST_MARKER=" + marker_ + " /proc/$p/environ && kill -9 $p && echo $p; done");
+  ASSERT_FALSE(killed.out.empty()) << "no taehv-run found on n3";
+  for (int i = 0; i < 600 && !(have("r1-n1.txt") && have("r1-n2.txt")); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const double reformed = secondsSince(t0);
+  const std::string state = waitJob(id, 60);
+  const std::string log = readFile(dir_ + "/el-" + id + ".out");
+  std::cerr << "n3's taehv-run killed -> both survivors' workers of formation 1 started: " << reformed << " s\n";
+  EXPECT_EQ(readFile(out_ + "/r1-n1.txt"), "rank=0 world=2 host=n1 master=10.78.0.2 restart=1\n") << log;
+  EXPECT_EQ(readFile(out_ + "/r1-n2.txt"), "rank=1 world=2 host=n2 master=10.78.0.2 restart=1\n") << log;
+  EXPECT_FALSE(have("r1-n3.txt")) << log;
+  EXPECT_EQ(countOf(log, "formation 1: node 0 (host n1, address 10.78.0.2), node 1 (host n2, address 10.78.0.3); "
+                         "master node 0 (host n1, address 10.78.0.2)"),
+            2)
+      << log;
+  EXPECT_NE(log.find("node 2 (host n3, address 10.78.0.4) lost: its etcd lease expired"), std::string::npos) << log;
+  // The survivors exited 0; srun reports the killed task's code, so the job ends FAILED with 137.
+  EXPECT_EQ(state, "FAILED") << log;
+  EXPECT_NE(sh(env() + "scontrol show job " + id).out.find("ExitCode=137:0"), std::string::npos) << log;
+  expectNothingLeft("a process of the job is still running");
 }
 
 }  // namespace
