@@ -2,12 +2,16 @@
 // winner per compare-and-swap, leases that expire and are renewed, and every failure (refused, silent)
 // a bounded call with one line. The endpoint parser as a unit test.
 #include "taehv/group/etcd_client.h"
+#include "taehv/group/etcd_watch.h"
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <condition_variable>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "etcd_server.h"
@@ -189,6 +193,114 @@ TEST(EtcdClientFailures, RefusedAndSilentEndpointsAreBoundedOneLineErrors) {
   EXPECT_NE(s.error.find("timed out after 500 ms"), std::string::npos) << s.error;
   EXPECT_GE(took, std::chrono::milliseconds(450));
   EXPECT_LT(took, std::chrono::milliseconds(1500));
+  ::close(fd);
+}
+
+
+/// What a watch handed over, as its owner would keep it: the range's keys now, and every change in order.
+class WatchLog {
+ public:
+  EtcdWatch::Handler handler() {
+    return [this](EtcdWatchUpdate u) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (u.snapshot) {
+        ++snapshots_;
+        keys_.clear();
+        for (const EtcdKeyValue& kv : u.kvs) keys_[kv.key] = kv.value;
+      }
+      for (const EtcdWatchEvent& e : u.events) {
+        changes_.push_back((e.deleted ? "delete " : "put ") + e.kv.key + (e.deleted ? "" : "=" + e.kv.value));
+        if (e.deleted) keys_.erase(e.kv.key);
+        else keys_[e.kv.key] = e.kv.value;
+      }
+      cv_.notify_all();
+    };
+  }
+  /// Waits (at most 10 s) until `n` changes arrived; the changes so far.
+  std::vector<std::string> waitChanges(std::size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::seconds(10), [&] { return changes_.size() >= n; });
+    return changes_;
+  }
+  std::map<std::string, std::string> keys() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return keys_;
+  }
+  int snapshots() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return snapshots_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int snapshots_ = 0;
+  std::map<std::string, std::string> keys_;
+  std::vector<std::string> changes_;
+};
+
+TEST_F(EtcdClientTest, AWatchSeesTheRangeThenPutsDeletesAndALeaseExpiringInOrder) {
+  EtcdClient c({etcd_.endpoint()});
+  ASSERT_TRUE(c.put("/w/a", "before").ok());
+  ASSERT_TRUE(c.put("/w0", "outside").ok());
+  WatchLog log;
+  EtcdWatch watch({etcd_.endpoint()}, "/w/", etcdPrefixEnd("/w/"), log.handler());
+  for (int i = 0; i < 100 && log.snapshots() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(log.keys(), (std::map<std::string, std::string>{{"/w/a", "before"}}));
+  auto lease = c.leaseGrant(std::chrono::seconds(1));
+  ASSERT_TRUE(lease.ok()) << lease.error;
+  ASSERT_TRUE(c.put("/w/b", "1").ok());
+  ASSERT_TRUE(c.put("/x", "outside").ok());
+  ASSERT_TRUE(c.put("/w/b", "2").ok());
+  ASSERT_TRUE(c.put("/w/l", "leased", lease.value).ok());
+  auto a = c.get("/w/a");
+  ASSERT_TRUE(a.ok() && a.value);
+  ASSERT_TRUE(c.removeIfModRevision("/w/a", a.value->mod_revision).value);
+  const auto changes = log.waitChanges(5);  // the lease's key goes within its TTL (1 s) and etcd's lease check
+  EXPECT_EQ(changes, (std::vector<std::string>{"put /w/b=1", "put /w/b=2", "put /w/l=leased", "delete /w/a",
+                                               "delete /w/l"}));
+  EXPECT_EQ(log.keys(), (std::map<std::string, std::string>{{"/w/b", "2"}}));
+  EXPECT_EQ(watch.error(), "");
+  EXPECT_EQ(log.snapshots(), 1);
+}
+
+TEST_F(EtcdClientTest, AWatchResumesAfterItsMemberRestartsMissingNothingAndRepeatingNothing) {
+  EtcdClient c({etcd_.endpoint()});
+  WatchLog log;
+  EtcdWatch watch({etcd_.endpoint()}, "/r/", etcdPrefixEnd("/r/"), log.handler());
+  for (int i = 0; i < 100 && log.snapshots() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(c.put("/r/1", "a").ok());
+  ASSERT_EQ(log.waitChanges(1).size(), 1u);
+  ASSERT_TRUE(etcd_.restartMember(0)) << etcd_.error();
+  ASSERT_TRUE(c.put("/r/2", "b").ok());
+  ASSERT_TRUE(c.put("/r/1", "c").ok());
+  EXPECT_EQ(log.waitChanges(3), (std::vector<std::string>{"put /r/1=a", "put /r/2=b", "put /r/1=c"}));
+  EXPECT_EQ(log.snapshots(), 1) << "resumed from its revision, not read again";
+}
+
+TEST(EtcdWatchStop, StopIsPromptWhateverTheEndpointDoes) {
+  EtcdServer etcd;
+  ASSERT_TRUE(etcd.ok()) << etcd.error();
+  // Quiet, refused, and silent (a socket that listens, the kernel accepts, and nothing answers).
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(fd, 4), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  const std::vector<EtcdEndpoint> cases[] = {{etcd.endpoint()},
+                                             {{"127.0.0.1", test::freeLoopbackPort()}},
+                                             {{"127.0.0.1", ntohs(a.sin_port)}}};
+  for (const auto& endpoints : cases) {
+    WatchLog log;
+    EtcdWatch watch(endpoints, "/s/", etcdPrefixEnd("/s/"), log.handler());
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    const auto t0 = Clock::now();
+    watch.stop();
+    EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(2500)) << endpoints.front().text();
+  }
   ::close(fd);
 }
 
