@@ -22,6 +22,28 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using test::EtcdServer;
 
+/// A loopback socket that listens (the kernel accepts connections) and never answers; port 0 when it could not.
+struct SilentListener {
+  SilentListener() {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 4) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      return;
+    }
+    port = ntohs(a.sin_port);
+  }
+  ~SilentListener() {
+    if (fd >= 0) ::close(fd);
+  }
+  SilentListener(const SilentListener&) = delete;
+  SilentListener& operator=(const SilentListener&) = delete;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  int port = 0;
+};
+
 TEST(EtcdEndpoints, ParsesListsAndSaysWhatIsWrong) {
   auto ok = parseEtcdEndpoints("10.0.0.1:2379,http://etcd-b:2380,[fd00::1]:23,etcd-c,[::1]");
   ASSERT_TRUE(ok.ok()) << ok.error;
@@ -177,15 +199,9 @@ TEST(EtcdClientFailures, RefusedAndSilentEndpointsAreBoundedOneLineErrors) {
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(1));
 
   // Silent: a socket that listens (the kernel accepts) but never answers.
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(fd, 4), 0);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  const group::EtcdEndpoint silent{"127.0.0.1", ntohs(a.sin_port)};
+  const SilentListener listener;
+  ASSERT_GT(listener.port, 0);
+  const group::EtcdEndpoint silent{"127.0.0.1", listener.port};
   t0 = Clock::now();
   auto s = EtcdClient({silent}, std::chrono::milliseconds(500)).rangePrefix("/x/");
   const auto took = Clock::now() - t0;
@@ -193,7 +209,6 @@ TEST(EtcdClientFailures, RefusedAndSilentEndpointsAreBoundedOneLineErrors) {
   EXPECT_NE(s.error.find("timed out after 500 ms"), std::string::npos) << s.error;
   EXPECT_GE(took, std::chrono::milliseconds(450));
   EXPECT_LT(took, std::chrono::milliseconds(1500));
-  ::close(fd);
 }
 
 
@@ -282,17 +297,11 @@ TEST(EtcdWatchStop, StopIsPromptWhateverTheEndpointDoes) {
   EtcdServer etcd;
   ASSERT_TRUE(etcd.ok()) << etcd.error();
   // Quiet, refused, and silent (a socket that listens, the kernel accepts, and nothing answers).
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(fd, 4), 0);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  const SilentListener listener;
+  ASSERT_GT(listener.port, 0);
   const std::vector<EtcdEndpoint> cases[] = {{etcd.endpoint()},
                                              {{"127.0.0.1", test::freeLoopbackPort()}},
-                                             {{"127.0.0.1", ntohs(a.sin_port)}}};
+                                             {{"127.0.0.1", listener.port}}};
   for (const auto& endpoints : cases) {
     WatchLog log;
     EtcdWatch watch(endpoints, "/s/", etcdPrefixEnd("/s/"), log.handler());
@@ -301,7 +310,6 @@ TEST(EtcdWatchStop, StopIsPromptWhateverTheEndpointDoes) {
     watch.stop();
     EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(2500)) << endpoints.front().text();
   }
-  ::close(fd);
 }
 
 }  // namespace
