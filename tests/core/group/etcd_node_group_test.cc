@@ -153,5 +153,46 @@ TEST_F(EtcdLead, AHaltReachesEveryMemberAndAStrangersDoesNot) {
   for (auto& n : nodes) n->finish(false);
 }
 
+// Node 0 takes the lead alone, the three form, then node 0 dies (SIGKILL) while running: its lead key goes with its
+// lease, node 1 or 2 takes the lead, finds node 0's record gone and halts the formation: both stop saying so.
+TEST_F(EtcdLead, TheLeadLostWhileRunningIsFoundByTheNextLead) {
+  EtcdClient client({etcd_.endpoint()});
+  const pid_t child = ::fork();
+  if (child == 0) {
+    EtcdNodeGroup lead(options(etcd_, 0, 3));
+    if (!lead.start().ok()) _exit(1);
+    lead.form(Clock::now() + std::chrono::seconds(60));
+    ::pause();
+    _exit(0);
+  }
+  ASSERT_GT(child, 0);
+  bool held = false;
+  for (int i = 0; i < 100 && !held; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto got = client.get(etcdLeadKey(kRun, kKey));
+    held = got.ok() && got.value.has_value();
+  }
+  if (!held) ::kill(child, SIGKILL);
+  ASSERT_TRUE(held) << "the lone node did not take the lead";
+  std::vector<std::unique_ptr<EtcdNodeGroup>> nodes;
+  for (int rank : {1, 2}) nodes.push_back(std::make_unique<EtcdNodeGroup>(options(etcd_, rank, 3)));
+  const auto statuses = formAll(nodes, std::chrono::seconds(20));
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  const auto killed = Clock::now();
+  for (const Status& s : statuses) ASSERT_TRUE(s.ok()) << s.error;
+  for (auto& n : nodes) EXPECT_EQ(n->agreedRanks().nnodes, 3);
+  for (auto& n : nodes) {
+    while (n->stopReason().empty() && Clock::now() - killed < std::chrono::seconds(10)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_EQ(n->stopReason().rfind("node 0 (host h0, address 10.0.0.1) lost: its etcd lease expired", 0), 0u)
+        << n->stopReason();
+  }
+  // The lease (3 s) and a heartbeat or two.
+  EXPECT_LT(Clock::now() - killed, std::chrono::seconds(3 + 3));
+  for (auto& n : nodes) n->finish(false);
+}
+
 }  // namespace
 }  // namespace taehv::group
