@@ -314,6 +314,11 @@ class EtcdNodeGroup::Impl {
   Clock::time_point last_progress_io_{};
   Clock::time_point last_tick_{};
   std::size_t last_invalid_ = 0;  ///< records that did not verify at the last read
+  struct ReadRecord {
+    std::int64_t mod_revision = 0;
+    std::optional<Record> record;  ///< nullopt: it did not verify
+  };
+  std::map<std::string, ReadRecord> read_;  ///< readRecords(): each key's value as last checked
   std::map<std::string, Clock::time_point> heard_at_;  ///< the lead: when each member's progress last changed
   std::map<std::string, std::string> heard_text_;
   Clock::time_point last_renewed_ = Clock::now();
@@ -350,8 +355,18 @@ std::vector<Record> EtcdNodeGroup::Impl::readRecords(const std::vector<EtcdKeyVa
   std::vector<Record> out;
   std::size_t invalid = 0;
   const std::string nodes = prefix_ + "nodes/";
+  std::map<std::string, ReadRecord> read;
   for (const EtcdKeyValue& kv : kvs) {
     if (kv.key.compare(0, nodes.size(), nodes) != 0) continue;
+    // A value already checked at this revision is not checked again: the lead reads N records per look, not N MACs.
+    if (const auto it = read_.find(kv.key); it != read_.end() && it->second.mod_revision == kv.mod_revision) {
+      if (it->second.record) out.push_back(*it->second.record);
+      else ++invalid;
+      read.insert(*it);
+      continue;
+    }
+    ReadRecord& cached = read[kv.key];
+    cached.mod_revision = kv.mod_revision;
     const std::optional<Json> j = openValue(o_.group.job_key, "record", kv.key, kv.value);
     std::optional<Phase> phase;
     if (j) phase = parsePhase(j->value("phase", ""));
@@ -377,8 +392,10 @@ std::vector<Record> EtcdNodeGroup::Impl::readRecords(const std::vector<EtcdKeyVa
         if (step.is_number_integer() && step.get<std::int64_t>() >= 0) r.checkpoints.push_back(step.get<std::int64_t>());
       }
     }
+    cached.record = r;
     out.push_back(std::move(r));
   }
+  read_ = std::move(read);
   last_invalid_ = invalid;
   if (invalid > 0 && !warned_invalid_) {
     warned_invalid_ = true;
