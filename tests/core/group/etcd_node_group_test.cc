@@ -56,31 +56,50 @@ std::vector<Status> formAll(std::vector<std::unique_ptr<EtcdNodeGroup>>& nodes, 
 class EtcdLead : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(etcd_.ok()) << etcd_.error(); }
+  void TearDown() override {
+    if (child_ > 0) {
+      ::kill(child_, SIGKILL);
+      ::waitpid(child_, nullptr, 0);
+    }
+  }
+
+  /// Node 0 (--nnodes 3) in a child process of its own, alone, until it holds the lead key (at most 10 s): the
+  /// key as it holds it, nullopt when it did not take it. The child forms when the others come, then waits to be
+  /// killed (killLead()).
+  std::optional<EtcdKeyValue> startLoneLead() {
+    child_ = ::fork();
+    if (child_ == 0) {
+      EtcdNodeGroup lead(options(etcd_, 0, 3));
+      if (lead.start().ok()) lead.form(Clock::now() + std::chrono::seconds(60));
+      ::pause();
+      _exit(0);
+    }
+    EtcdClient client({etcd_.endpoint()});
+    for (int i = 0; i < 100 && child_ > 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      auto got = client.get(etcdLeadKey(kRun, kKey));
+      if (got.ok() && got.value) return got.value;
+    }
+    return std::nullopt;
+  }
+  /// SIGKILLs the lone lead's process: no goodbye, its lease runs out.
+  void killLead() {
+    ::kill(child_, SIGKILL);
+    ::waitpid(child_, nullptr, 0);
+    child_ = -1;
+  }
+
   EtcdServer etcd_;
+  pid_t child_ = -1;
 };
 
 // Node 0 alone takes the lead, then dies (SIGKILL: no goodbye, its lease runs out). Nodes 1 and 2 come, one of
 // them takes the lead once the dead one's key went with its lease, and the two form without it.
 TEST_F(EtcdLead, TheLeadKilledWhileWaitingHandsOverAndTheOthersForm) {
   EtcdClient client({etcd_.endpoint()});
-  const pid_t child = ::fork();
-  if (child == 0) {
-    EtcdNodeGroup lead(options(etcd_, 0, 3));
-    if (!lead.start().ok()) _exit(1);
-    lead.form(Clock::now() + std::chrono::seconds(60));
-    _exit(0);
-  }
-  ASSERT_GT(child, 0);
-  // Waits until the lone node holds the lead key.
-  std::optional<EtcdKeyValue> held;
-  for (int i = 0; i < 100 && !held; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    auto got = client.get(etcdLeadKey(kRun, kKey));
-    if (got.ok()) held = got.value;
-  }
+  const std::optional<EtcdKeyValue> held = startLoneLead();
   ASSERT_TRUE(held.has_value()) << "the lone node did not take the lead";
-  ::kill(child, SIGKILL);
-  ::waitpid(child, nullptr, 0);
+  killLead();
   const auto killed = Clock::now();
 
   std::vector<std::unique_ptr<EtcdNodeGroup>> nodes;
@@ -156,29 +175,11 @@ TEST_F(EtcdLead, AHaltReachesEveryMemberAndAStrangersDoesNot) {
 // Node 0 takes the lead alone, the three form, then node 0 dies (SIGKILL) while running: its lead key goes with its
 // lease, node 1 or 2 takes the lead, finds node 0's record gone and halts the formation: both stop saying so.
 TEST_F(EtcdLead, TheLeadLostWhileRunningIsFoundByTheNextLead) {
-  EtcdClient client({etcd_.endpoint()});
-  const pid_t child = ::fork();
-  if (child == 0) {
-    EtcdNodeGroup lead(options(etcd_, 0, 3));
-    if (!lead.start().ok()) _exit(1);
-    lead.form(Clock::now() + std::chrono::seconds(60));
-    ::pause();
-    _exit(0);
-  }
-  ASSERT_GT(child, 0);
-  bool held = false;
-  for (int i = 0; i < 100 && !held; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    auto got = client.get(etcdLeadKey(kRun, kKey));
-    held = got.ok() && got.value.has_value();
-  }
-  if (!held) ::kill(child, SIGKILL);
-  ASSERT_TRUE(held) << "the lone node did not take the lead";
+  ASSERT_TRUE(startLoneLead().has_value()) << "the lone node did not take the lead";
   std::vector<std::unique_ptr<EtcdNodeGroup>> nodes;
   for (int rank : {1, 2}) nodes.push_back(std::make_unique<EtcdNodeGroup>(options(etcd_, rank, 3)));
   const auto statuses = formAll(nodes, std::chrono::seconds(20));
-  ::kill(child, SIGKILL);
-  ::waitpid(child, nullptr, 0);
+  killLead();
   const auto killed = Clock::now();
   for (const Status& s : statuses) ASSERT_TRUE(s.ok()) << s.error;
   for (auto& n : nodes) EXPECT_EQ(n->agreedRanks().nnodes, 3);
