@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -291,6 +292,36 @@ TEST_F(EtcdClientTest, AWatchResumesAfterItsMemberRestartsMissingNothingAndRepea
   ASSERT_TRUE(c.put("/r/1", "c").ok());
   EXPECT_EQ(log.waitChanges(3), (std::vector<std::string>{"put /r/1=a", "put /r/2=b", "put /r/1=c"}));
   EXPECT_EQ(log.snapshots(), 1) << "resumed from its revision, not read again";
+}
+
+// Member 0 of three, the only one the watch knows, is down while the keys change and etcd compacts their revisions
+// away: when it is back the watch cannot resume, reads the range again (a second snapshot) and goes on.
+TEST(EtcdWatchCompaction, AResumeFromACompactedRevisionReadsTheRangeAgain) {
+  EtcdServer etcd(3);
+  ASSERT_TRUE(etcd.ok()) << etcd.error();
+  EtcdClient c({etcd.endpoint(1)});
+  WatchLog log;
+  EtcdWatch watch({etcd.endpoint(0)}, "/c/", etcdPrefixEnd("/c/"), log.handler(), std::chrono::milliseconds(3000));
+  for (int i = 0; i < 100 && log.snapshots() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(c.put("/c/1", "a").ok());
+  ASSERT_EQ(log.waitChanges(1).size(), 1u);
+  etcd.killMember(0);
+  // The first put waits out a new leader's election when member 0 led.
+  Status put = c.put("/c/1", "b");
+  for (int i = 0; i < 20 && !put.ok(); ++i) put = c.put("/c/1", "b");
+  ASSERT_TRUE(put.ok()) << put.error;
+  ASSERT_TRUE(c.put("/c/2", "c").ok());
+  auto now = c.range("/c/", etcdPrefixEnd("/c/"));
+  ASSERT_TRUE(now.ok()) << now.error;
+  const std::string compact = "ETCDCTL_API=3 etcdctl --endpoints " + etcd.endpoint(1).text() + " compact " +
+                              std::to_string(now.value.revision) + " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(compact.c_str()), 0) << compact;
+  ASSERT_TRUE(etcd.restartMember(0)) << etcd.error();
+  for (int i = 0; i < 200 && log.snapshots() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(log.snapshots(), 2) << watch.error();
+  EXPECT_EQ(log.keys(), (std::map<std::string, std::string>{{"/c/1", "b"}, {"/c/2", "c"}}));
+  ASSERT_TRUE(c.put("/c/3", "d").ok());
+  EXPECT_EQ(log.waitChanges(2).back(), "put /c/3=d");
 }
 
 TEST(EtcdWatchStop, StopIsPromptWhateverTheEndpointDoes) {
