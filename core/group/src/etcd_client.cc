@@ -54,19 +54,6 @@ Checked<Json> parseAnswer(const std::string& body, const std::string& what) {
   return {"", std::move(j)};
 }
 
-/// The first key after every key starting with `prefix` (etcd's range_end for a prefix).
-std::string prefixEnd(std::string prefix) {
-  while (!prefix.empty()) {
-    auto& c = reinterpret_cast<unsigned char&>(prefix.back());
-    if (c < 0xff) {
-      ++c;
-      return prefix;
-    }
-    prefix.pop_back();
-  }
-  return std::string(1, '\0');  // every key
-}
-
 EtcdKeyValue toKeyValue(const Json& kv) {
   EtcdKeyValue out;
   out.key = base64Decode(kv.value("key", "")).value_or("");
@@ -112,22 +99,88 @@ const char* stepText(Step step) { return kStepText[static_cast<int>(step)]; }
 /// What one HTTP exchange came to.
 struct Exchange {
   bool done = false;           ///< the answer was read
+  bool finished = false;       ///< done, or failed: nothing more will happen
+  bool opened = false;         ///< the answer's header was read
   beast::error_code failure;   ///< why not, at `step`
   Step step = Step::kConnect;
   std::string local_address;   ///< this end's address once connected
   http::response<http::string_body> response;
 };
 
-/// Connects to the first of `targets` that takes it, shakes hands (TLS), sends `request` and reads the answer, all
-/// within `timeout`.
+/// Reads a streamed answer (chunked, one JSON object a line) into `lines`, `idle` at most between reads; an answer
+/// that is not chunked (an error) lands in the parser's body.
+template <class Stream>
+class LineReader {
+ public:
+  LineReader(Stream& stream, Exchange& x, const std::function<bool(const std::string&)>& on_line,
+             std::chrono::milliseconds idle)
+      : stream_(stream), x_(x), on_line_(on_line), idle_(idle) {
+    parser_.body_limit(boost::none);
+    // The parser keeps a reference to the callback: a member, living as long as it.
+    on_chunk_ = [this](std::uint64_t, beast::string_view body, beast::error_code&) -> std::size_t {
+      pending_.append(body.data(), body.size());
+      for (std::size_t nl; !enough_ && (nl = pending_.find('\n')) != std::string::npos;) {
+        const std::string line = pending_.substr(0, nl);
+        pending_.erase(0, nl + 1);
+        if (!line.empty() && !on_line_(line)) enough_ = true;
+      }
+      return body.size();
+    };
+    parser_.on_chunk_body(on_chunk_);
+  }
+  void start() {
+    http::async_read_header(stream_, buffer_, parser_, [this](beast::error_code ec, std::size_t) {
+      if (ec) return fail(ec);
+      x_.opened = true;
+      more();
+    });
+  }
+  /// The body of an answer that was not streamed ("" for a stream).
+  std::string body() { return parser_.get().body(); }
+  http::status status() { return parser_.get().result(); }
+
+ private:
+  void more() {
+    if (enough_ || parser_.is_done()) {
+      x_.done = x_.finished = true;
+      return;
+    }
+    tcpOf(stream_).expires_after(idle_);
+    http::async_read_some(stream_, buffer_, parser_, [this](beast::error_code ec, std::size_t) {
+      if (ec) return fail(ec);
+      more();
+    });
+  }
+  void fail(beast::error_code ec) {
+    x_.failure = ec;
+    x_.finished = true;
+  }
+  Stream& stream_;
+  Exchange& x_;
+  const std::function<bool(const std::string&)>& on_line_;
+  std::chrono::milliseconds idle_;
+  beast::flat_buffer buffer_;
+  std::function<std::size_t(std::uint64_t, beast::string_view, beast::error_code&)> on_chunk_;
+  http::response_parser<http::string_body> parser_;
+  std::string pending_;
+  bool enough_ = false;
+};
+
+/// Connects to the first of `targets` that takes it, shakes hands (TLS), sends `request` and reads the answer: all
+/// within `timeout`, or (`lines`) streamed line by line until it ends, `lines->on_line` has enough, or
+/// `lines->stop` is set.
 template <class Stream>
 void runExchange(asio::io_context& io, Stream& stream, const std::vector<tcp::endpoint>& targets,
                  http::request<http::string_body>& request, std::chrono::steady_clock::time_point deadline,
-                 std::chrono::milliseconds timeout, Exchange& x) {
+                 std::chrono::milliseconds timeout, Exchange& x, const std::function<bool(const std::string&)>* on_line,
+                 const std::atomic<bool>* stop, std::chrono::milliseconds idle) {
   beast::flat_buffer buffer;
+  std::optional<LineReader<Stream>> reader;
+  if (on_line) reader.emplace(stream, x, *on_line, idle);
   auto on_read = [&](beast::error_code ec, std::size_t) {
     x.failure = ec;
     x.done = !ec;
+    x.finished = true;
   };
   auto on_write = [&](beast::error_code ec, std::size_t) {
     if (ec) {
@@ -135,7 +188,8 @@ void runExchange(asio::io_context& io, Stream& stream, const std::vector<tcp::en
       return;
     }
     x.step = Step::kRead;
-    http::async_read(stream, buffer, x.response, on_read);
+    if (reader) reader->start();
+    else http::async_read(stream, buffer, x.response, on_read);
   };
   auto send = [&] {
     x.step = Step::kSend;
@@ -163,7 +217,23 @@ void runExchange(asio::io_context& io, Stream& stream, const std::vector<tcp::en
   };
   tcpOf(stream).expires_at(deadline);
   tcpOf(stream).async_connect(targets, on_connect);
-  io.run_for(timeout + std::chrono::milliseconds(100));
+  if (!reader) {
+    io.run_for(timeout + std::chrono::milliseconds(100));
+    return;
+  }
+  // A stream runs as long as etcd sends; `stop` is looked at between slices. Whatever is pending when it returns
+  // is dropped with the stream and the io_context, unrun.
+  while (!x.finished && !io.stopped() && !(stop && stop->load())) io.run_for(kEtcdStopCheck);
+  if (x.done && !reader->body().empty()) {
+    // Not streamed (an error answer with a length): its lines, as a stream's.
+    std::string body = reader->body();
+    for (std::size_t at = 0; at < body.size();) {
+      const std::size_t nl = std::min(body.find('\n', at), body.size());
+      if (nl > at && !(*on_line)(body.substr(at, nl - at))) break;
+      at = nl + 1;
+    }
+  }
+  if (x.done) x.response.result(reader->status());
 }
 
 /// Verification of the member's certificate against the endpoint's host: its address (an IP SAN) or its name (a
@@ -250,6 +320,18 @@ std::optional<TlsFailure> tlsFailure(const EtcdEndpoint& e, const Exchange& x, c
 
 }  // namespace
 
+std::string etcdPrefixEnd(std::string prefix) {
+  while (!prefix.empty()) {
+    auto& c = reinterpret_cast<unsigned char&>(prefix.back());
+    if (c < 0xff) {
+      ++c;
+      return prefix;
+    }
+    prefix.pop_back();
+  }
+  return std::string(1, '\0');  // every key
+}
+
 std::string base64Encode(const std::string& bytes) {
   std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
   const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
@@ -325,11 +407,11 @@ Checked<std::string> EtcdClient::authenticate(const EtcdEndpoint& endpoint) {
 }
 
 Checked<std::string> EtcdClient::callOne(const EtcdEndpoint& endpoint, const std::string& path,
-                                         const std::string& body) {
+                                         const std::string& body, const LineStream* lines) {
   // etcd answers these to anyone: no token taken for them, so a wrong password shows as such, not as "unreachable".
   const bool open = path == "/version" || path == "/health" || path == "/v3/maintenance/status";
   if (endpoint.credentials.user.empty() || open) {
-    Checked<std::string> answer = exchange(endpoint, path, body, "");
+    Checked<std::string> answer = exchange(endpoint, path, body, "", lines);
     // etcd's word for a cluster with authentication on and a client without credentials.
     if (answer.ok() && answer.value.find("user name is empty") != std::string::npos) {
       return {"etcd at " + endpoint.text() + " has authentication enabled: set TAEHV_ETCD_USER and "
@@ -344,9 +426,21 @@ Checked<std::string> EtcdClient::callOne(const EtcdEndpoint& endpoint, const std
       if (!fresh.ok()) return fresh;
       token = fresh.value;
     }
-    Checked<std::string> answer = exchange(endpoint, path, body, token);
+    // A streamed answer says it in its first line, before anything is handed over.
+    bool refused = false;
+    LineStream guarded;
+    if (lines) {
+      guarded = *lines;
+      guarded.on_line = [&](const std::string& line) {
+        if (line.find("invalid auth token") == std::string::npos) return lines->on_line(line);
+        refused = true;
+        return false;
+      };
+    }
+    Checked<std::string> answer = exchange(endpoint, path, body, token, lines ? &guarded : nullptr);
+    if (!lines) refused = answer.ok() && answer.value.find("invalid auth token") != std::string::npos;
     // A simple token lapses after etcd's --auth-token-ttl (300 s) idle, or when the member restarted: take another.
-    if (attempt == 0 && answer.ok() && answer.value.find("invalid auth token") != std::string::npos) {
+    if (attempt == 0 && refused) {
       token.clear();
       continue;
     }
@@ -356,11 +450,15 @@ Checked<std::string> EtcdClient::callOne(const EtcdEndpoint& endpoint, const std
 }
 
 Checked<std::string> EtcdClient::exchange(const EtcdEndpoint& endpoint, const std::string& path,
-                                          const std::string& body, const std::string& token) {
+                                          const std::string& body, const std::string& token,
+                                          const LineStream* lines) {
   http::request<http::string_body> request{body.empty() ? http::verb::get : http::verb::post, path, 11};
   request.set(http::field::host, endpoint.host);
   request.set(http::field::content_type, "application/json");
   if (!token.empty()) request.set(http::field::authorization, token);
+  // gRPC metadata through the gateway: a member cut off from its cluster's leader ends the stream rather than
+  // keep a watch that can see nothing new.
+  if (lines) request.set("Grpc-Metadata-hasleader", "true");
   request.body() = body;
   request.prepare_payload();
   // A numeric address needs no resolver (getaddrinfo cannot be interrupted, so a name is resolved within the same
@@ -379,9 +477,12 @@ Checked<std::string> EtcdClient::exchange(const EtcdEndpoint& endpoint, const st
     for (const auto& r : results) targets.push_back(r.endpoint());
   }
   Exchange x;
+  const auto* on_line = lines ? &lines->on_line : nullptr;
+  const auto* stop = lines ? lines->stop : nullptr;
+  const auto idle = lines ? lines->idle : timeout_;
   if (!endpoint.https) {
     beast::tcp_stream stream(io);
-    runExchange(io, stream, targets, request, deadline, timeout_, x);
+    runExchange(io, stream, targets, request, deadline, timeout_, x, on_line, stop, idle);
     if (!x.local_address.empty()) local_address_ = x.local_address;
   } else {
     if (!endpoint.tls) return {"etcd endpoint " + endpoint.text() + ": https without TLS settings (useEtcdTls)"};
@@ -392,7 +493,7 @@ Checked<std::string> EtcdClient::exchange(const EtcdEndpoint& endpoint, const st
     if (!expectPeer(connection, endpoint.host)) {
       return {"etcd endpoint " + endpoint.text() + ": cannot set the name to verify (" + endpoint.host + ")"};
     }
-    runExchange(io, stream, targets, request, deadline, timeout_, x);
+    runExchange(io, stream, targets, request, deadline, timeout_, x, on_line, stop, idle);
     if (!x.local_address.empty()) local_address_ = x.local_address;  // reached, whatever TLS says next
     client_cert_asked_ = facts.client_cert_asked;
     if (!x.done && x.failure && x.failure != beast::error::timeout) {
@@ -401,6 +502,12 @@ Checked<std::string> EtcdClient::exchange(const EtcdEndpoint& endpoint, const st
         return {tls->error};
       }
     }
+  }
+  stream_opened_ = x.opened;
+  if (!x.done && stop && stop->load()) return {"", ""};
+  if (!x.done && lines && x.opened && x.failure == beast::error::timeout) {
+    return {"etcd endpoint " + endpoint.text() + ": the stream " + path + " was silent for " +
+            std::to_string(idle.count()) + " ms"};
   }
   if (!x.done) {
     const std::string why = x.failure ? x.failure.message() : "no answer";
@@ -469,17 +576,24 @@ Checked<bool> EtcdClient::health() {
   return {"", (h.is_string() && h.get<std::string>() == "true") || (h.is_boolean() && h.get<bool>())};
 }
 
-Checked<std::vector<EtcdKeyValue>> EtcdClient::rangePrefix(const std::string& prefix) {
-  const Json request = {{"key", base64Encode(prefix)}, {"range_end", base64Encode(prefixEnd(prefix))}};
+Checked<EtcdRange> EtcdClient::range(const std::string& key, const std::string& range_end) {
+  const Json request = {{"key", base64Encode(key)}, {"range_end", base64Encode(range_end)}};
   Checked<std::string> body = call("/v3/kv/range", request.dump());
   if (!body.ok()) return {body.error};
-  Checked<Json> j = parseAnswer(body.value, "range " + prefix);
+  Checked<Json> j = parseAnswer(body.value, "range " + key);
   if (!j.ok()) return {j.error};
-  Checked<std::vector<EtcdKeyValue>> out;
+  Checked<EtcdRange> out;
+  if (j.value.contains("header") && j.value["header"].is_object()) out.value.revision = jsonInt(j.value["header"], "revision");
   if (j.value.contains("kvs") && j.value["kvs"].is_array()) {
-    for (const Json& kv : j.value["kvs"]) out.value.push_back(toKeyValue(kv));
+    for (const Json& kv : j.value["kvs"]) out.value.kvs.push_back(toKeyValue(kv));
   }
   return out;
+}
+
+Checked<std::vector<EtcdKeyValue>> EtcdClient::rangePrefix(const std::string& prefix) {
+  Checked<EtcdRange> r = range(prefix, etcdPrefixEnd(prefix));
+  if (!r.ok()) return {r.error};
+  return {"", std::move(r.value.kvs)};
 }
 
 Checked<std::optional<EtcdKeyValue>> EtcdClient::get(const std::string& key) {
@@ -505,12 +619,22 @@ Status EtcdClient::put(const std::string& key, const std::string& value, std::in
 }
 
 Checked<bool> EtcdClient::putIfModRevision(const std::string& key, const std::string& value,
-                                           std::int64_t mod_revision) {
-  const std::string k = base64Encode(key);
+                                           std::int64_t mod_revision, std::int64_t lease) {
+  Json put = {{"key", base64Encode(key)}, {"value", base64Encode(value)}};
+  if (lease != 0) put["lease"] = std::to_string(lease);
+  return txnIfModRevision(key, mod_revision, Json{{"request_put", put}}.dump());
+}
+
+Checked<bool> EtcdClient::removeIfModRevision(const std::string& key, std::int64_t mod_revision) {
+  return txnIfModRevision(key, mod_revision, Json{{"request_delete_range", {{"key", base64Encode(key)}}}}.dump());
+}
+
+Checked<bool> EtcdClient::txnIfModRevision(const std::string& key, std::int64_t mod_revision,
+                                           const std::string& then) {
   const Json request = {
-      {"compare", Json::array({{{"key", k}, {"target", "MOD"}, {"result", "EQUAL"},
+      {"compare", Json::array({{{"key", base64Encode(key)}, {"target", "MOD"}, {"result", "EQUAL"},
                                 {"mod_revision", std::to_string(mod_revision)}}})},
-      {"success", Json::array({{{"request_put", {{"key", k}, {"value", base64Encode(value)}}}}})}};
+      {"success", Json::array({Json::parse(then)})}};
   Checked<std::string> body = call("/v3/kv/txn", request.dump());
   if (!body.ok()) return {body.error};
   Checked<Json> j = parseAnswer(body.value, "txn " + key);
@@ -558,6 +682,76 @@ Status EtcdClient::leaseRevoke(std::int64_t lease) {
   if (!body.ok()) return {body.error};
   Checked<Json> j = parseAnswer(body.value, "lease revoke");
   return {j.error};
+}
+
+}  // namespace taehv::group
+
+namespace taehv::group {
+
+Status EtcdClient::watch(const std::string& key, const std::string& range_end, EtcdWatchEnd& resume,
+                         const std::function<void(std::vector<EtcdWatchEvent>)>& on_events,
+                         const std::atomic<bool>& stop, std::chrono::milliseconds idle) {
+  if (endpoints_.empty()) return {"no etcd endpoint given"};
+  const Json request = {{"create_request",
+                         {{"key", base64Encode(key)}, {"range_end", base64Encode(range_end)},
+                          {"start_revision", std::to_string(resume.next_revision)}, {"progress_notify", true}}}};
+  std::string refusal;  // etcd's own word, when it ended the stream
+  LineStream lines;
+  lines.stop = &stop;
+  lines.idle = idle;
+  lines.on_line = [&](const std::string& line) {
+    Checked<Json> j = parseAnswer(line, "watch " + key);
+    if (!j.ok() || !j.value.contains("result") || !j.value["result"].is_object()) {
+      refusal = j.ok() ? "etcd watch " + key + ": an answer without a result" : j.error;
+      return false;
+    }
+    const Json& r = j.value["result"];
+    if (const std::int64_t compacted = jsonInt(r, "compact_revision"); compacted > 0) {
+      resume.compacted = true;
+      return false;
+    }
+    if (r.value("canceled", false)) {
+      refusal = "etcd watch " + key + " canceled: " + r.value("cancel_reason", std::string("no reason given"));
+      return false;
+    }
+    std::vector<EtcdWatchEvent> events;
+    if (r.contains("events") && r["events"].is_array()) {
+      for (const Json& e : r["events"]) {
+        if (!e.is_object() || !e.contains("kv")) continue;
+        EtcdWatchEvent event;
+        event.deleted = e.value("type", std::string("PUT")) == "DELETE";
+        event.kv = toKeyValue(e["kv"]);
+        resume.next_revision = std::max(resume.next_revision, event.kv.mod_revision + 1);
+        events.push_back(std::move(event));
+      }
+    }
+    if (!events.empty()) {
+      on_events(std::move(events));
+    } else if (!r.value("created", false) && r.contains("header") && r["header"].is_object()) {
+      // A progress note: every change up to its revision has been sent.
+      resume.next_revision = std::max(resume.next_revision, jsonInt(r["header"], "revision") + 1);
+    }
+    return true;
+  };
+  failure_fix_.clear();
+  std::string errors;
+  for (std::size_t i = 0; i < endpoints_.size(); ++i) {
+    const std::size_t at = (preferred_ + i) % endpoints_.size();
+    refusal.clear();
+    Checked<std::string> answer = callOne(endpoints_[at], "/v3/watch", request.dump(), &lines);
+    if (answer.ok() && refusal.empty()) {
+      preferred_ = at;
+      return {};
+    }
+    const std::string error = answer.ok() ? refusal : answer.error;
+    if (stream_opened_ || stop.load()) {
+      // It served the stream, then broke (the member stopped, lost its leader): the next one first next time.
+      preferred_ = (at + 1) % endpoints_.size();
+      return {error};
+    }
+    errors += (errors.empty() ? "" : "; ") + error;
+  }
+  return {errors};
 }
 
 }  // namespace taehv::group

@@ -14,6 +14,7 @@
 #include <openssl/crypto.h>
 
 #include "taehv/group/etcd_tls.h"
+#include "taehv/group/etcd_watch.h"
 #include "taehv/group/node_local_checkpoints.h"
 #include "taehv/group/session.h"
 #include "taehv/parse.h"
@@ -25,10 +26,14 @@ namespace {
 using Json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-/// While forming, the run's keys are read this often (a formation is seen within this of its transaction).
+/// While forming, this node looks at what its watches saw at least this often (and at once when they saw a change).
 constexpr std::chrono::milliseconds kFormingPoll{250};
-/// Format of the values under the prefix; a value of another version does not verify.
-constexpr int kLayoutVersion = 1;
+/// Two looks at what the watches saw are at least this far apart: a lead woken by each of N records' changes
+/// reads them once per gap, not N times.
+constexpr std::chrono::milliseconds kTickGap{50};
+/// Format of the values under the prefix; a value of another version does not verify. 2: a lead per job token
+/// proposes formations and watches the members (version 1: every node read every record).
+constexpr int kLayoutVersion = 2;
 
 enum class Phase { kWaiting, kRunning, kStopped, kLeft };
 
@@ -94,8 +99,17 @@ struct Formation {
   std::int64_t mod_revision = 0;
   int round = -1;
   std::vector<Member> members;
+  std::size_t ignored = 0;        ///< records the lead that proposed it found not verifying (a stranger's, say)
   std::int64_t resume_step = -1;  ///< node-local checkpoints: the step every member holds (0: none); -1: not agreed
   std::string resume_error;       ///< node-local checkpoints: why no step could be agreed ("" when one was)
+};
+
+/// A formation's end as its lead decided it (key halt): every member stops with `reason`.
+struct Halt {
+  bool valid = false;
+  int round = -1;
+  std::string reason;
+  std::string value;  ///< as stored
 };
 
 /// The JSON text a MAC covers and etcd stores: keys sorted (nlohmann's object), bytes that are not UTF-8 (a host
@@ -148,12 +162,21 @@ std::string noQuorumNote(const std::vector<EtcdMemberStatus>& statuses) {
 
 std::string etcdRunPrefix(const std::string& run_id) { return "/taehv/" + run_id + "/"; }
 
+std::string etcdLeadKey(const std::string& run_id, const std::string& job_key) {
+  // Named after the token (not revealing it): a node of another job token under the same prefix leads its own
+  // nodes, and does not fight this job's lead for one key.
+  return etcdRunPrefix(run_id) + "lead/" + hex(hmacSha256(job_key, "lead key")).substr(0, 16);
+}
+
 class EtcdNodeGroup::Impl {
  public:
   explicit Impl(EtcdGroupOptions o) : o_(std::move(o)), client_(o_.endpoints), prefix_(etcdRunPrefix(o_.run_id)) {
     want_round_ = o_.group.round;
   }
-  ~Impl() { halt(); }
+  ~Impl() {
+    halt();
+    stopWatches();
+  }
 
   Status start();
   Status form(Clock::time_point deadline);
@@ -212,6 +235,11 @@ class EtcdNodeGroup::Impl {
   }
   std::string recordKey(const std::string& id) const { return prefix_ + "nodes/" + id; }
   std::string formationKey() const { return prefix_ + "formation"; }
+  // The control keys every node watches: [formation, nodes/) holds formation, halt and lead/.
+  std::string haltKey() const { return prefix_ + "halt"; }
+  std::string leadKey() const { return etcdLeadKey(o_.run_id, o_.group.job_key); }
+  /// The members' progress as the lead gathered it; outside the control range (written every heartbeat).
+  std::string progressKey() const { return prefix_ + "progress/" + leadKey().substr(prefix_.size() + 5); }
   std::string describe(const Member& m) const {
     return "node " + std::to_string(m.rank) + " (host " + m.host + ", address " + m.addr + ")";
   }
@@ -222,8 +250,23 @@ class EtcdNodeGroup::Impl {
   void loop();
   void tick();
   void keepAlive();
-  void formStep(const std::vector<Record>& records, const Formation& formation);
-  void watchStep(const std::vector<Record>& records);
+  void writeRecord();
+  /// Starts `watch` on [key, range_end) into `mirror` unless it runs.
+  void ensureWatch(std::unique_ptr<EtcdWatch>& watch, std::map<std::string, EtcdKeyValue>& mirror, bool& synced,
+                   const std::string& key, const std::string& range_end);
+  void stopWatches();
+  /// What a watch's mirror holds now, in key order; nullopt before its first snapshot.
+  std::optional<std::vector<EtcdKeyValue>> mirrored(const std::map<std::string, EtcdKeyValue>& mirror, bool synced);
+  /// Whether this node holds the lead key; takes it when none holds it (validly), gives it up once stopped.
+  bool lead(const std::vector<EtcdKeyValue>& control, Phase phase);
+  Halt readHalt(const std::vector<EtcdKeyValue>& control);
+  void formStep(const std::vector<Record>* records, const Formation& formation);
+  /// The lead: a member of the formation lost or stopped halts it; the members' progress gathered in one value.
+  void superviseStep(const std::vector<Record>& records, const Formation& formation, const Halt& halt);
+  void writeHalt(const Formation& formation, const std::string& reason);
+  void gatherProgress(const std::vector<Record>& records, const Formation& formation);
+  /// A member that does not lead: the lead's gathered progress, once per heartbeat.
+  void readProgress();
   void propose(std::vector<Record> candidates, const Formation& formation);
   void stopWith(const std::string& reason);
   void halt();
@@ -256,7 +299,28 @@ class EtcdNodeGroup::Impl {
   };
   std::map<std::string, HeardProgress> peer_progress_;  ///< by node record id: the members' summaries
 
+  // The watches' mirrors (under mu_): the control keys every node watches, the records the lead watches.
+  std::unique_ptr<EtcdWatch> control_watch_, nodes_watch_;
+  std::map<std::string, EtcdKeyValue> control_kvs_, node_kvs_;
+  bool control_synced_ = false, nodes_synced_ = false;
+  bool woken_ = false;  ///< a watch saw a change since the last tick
+
   // The thread's own.
+  bool leading_ = false;
+  std::int64_t lead_revision_ = 0;  ///< the lead key's mod_revision while this node holds it
+  std::string halt_value_;          ///< the halt this node wrote as lead (written again if overwritten)
+  int halted_round_ = -1;
+  Clock::time_point last_progress_put_{};
+  Clock::time_point last_progress_io_{};
+  Clock::time_point last_tick_{};
+  std::size_t last_invalid_ = 0;  ///< records that did not verify at the last read
+  struct ReadRecord {
+    std::int64_t mod_revision = 0;
+    std::optional<Record> record;  ///< nullopt: it did not verify
+  };
+  std::map<std::string, ReadRecord> read_;  ///< readRecords(): each key's value as last checked
+  std::map<std::string, Clock::time_point> heard_at_;  ///< the lead: when each member's progress last changed
+  std::map<std::string, std::string> heard_text_;
   Clock::time_point last_renewed_ = Clock::now();
   Clock::time_point last_keepalive_{};
   std::string keepalive_error_;
@@ -291,8 +355,18 @@ std::vector<Record> EtcdNodeGroup::Impl::readRecords(const std::vector<EtcdKeyVa
   std::vector<Record> out;
   std::size_t invalid = 0;
   const std::string nodes = prefix_ + "nodes/";
+  std::map<std::string, ReadRecord> read;
   for (const EtcdKeyValue& kv : kvs) {
     if (kv.key.compare(0, nodes.size(), nodes) != 0) continue;
+    // A value already checked at this revision is not checked again: the lead reads N records per look, not N MACs.
+    if (const auto it = read_.find(kv.key); it != read_.end() && it->second.mod_revision == kv.mod_revision) {
+      if (it->second.record) out.push_back(*it->second.record);
+      else ++invalid;
+      read.insert(*it);
+      continue;
+    }
+    ReadRecord& cached = read[kv.key];
+    cached.mod_revision = kv.mod_revision;
     const std::optional<Json> j = openValue(o_.group.job_key, "record", kv.key, kv.value);
     std::optional<Phase> phase;
     if (j) phase = parsePhase(j->value("phase", ""));
@@ -318,8 +392,11 @@ std::vector<Record> EtcdNodeGroup::Impl::readRecords(const std::vector<EtcdKeyVa
         if (step.is_number_integer() && step.get<std::int64_t>() >= 0) r.checkpoints.push_back(step.get<std::int64_t>());
       }
     }
+    cached.record = r;
     out.push_back(std::move(r));
   }
+  read_ = std::move(read);
+  last_invalid_ = invalid;
   if (invalid > 0 && !warned_invalid_) {
     warned_invalid_ = true;
     log(LogLevel::kWarn, "ignoring " + std::to_string(invalid) + " node record(s) under " + prefix_ +
@@ -341,8 +418,9 @@ Formation EtcdNodeGroup::Impl::readFormation(const std::vector<EtcdKeyValue>& kv
     f.round = j->value("round", -1);
     f.resume_step = j->value("resume_step", std::int64_t{-1});
     f.resume_error = j->value("resume_error", "");
+    f.ignored = j->value("ignored", std::size_t{0});
     for (const Json& m : (*j)["members"]) {
-      if (!m.is_object()) return Formation{true, false, kv.mod_revision, -1, {}, -1, ""};
+      if (!m.is_object()) return Formation{true, false, kv.mod_revision, -1, {}, 0, -1, ""};
       f.members.push_back(
           {m.value("id", ""), m.value("rank", 0), m.value("nproc", 1), m.value("addr", ""), m.value("host", "")});
     }
@@ -409,8 +487,12 @@ void EtcdNodeGroup::Impl::loop() {
       warned_shape_ = true;
     }
     lock.lock();
+    last_tick_ = Clock::now();
     const auto period = phase_ == Phase::kWaiting ? kFormingPoll : o_.group.heartbeat;
-    cv_.wait_for(lock, period, [this] { return quit_ || dirty_; });
+    cv_.wait_for(lock, period, [this] { return quit_ || dirty_ || woken_; });
+    // Woken by a watch: the changes that come within the gap are looked at together.
+    cv_.wait_until(lock, last_tick_ + kTickGap, [this] { return quit_; });
+    woken_ = false;
   }
 }
 
@@ -444,34 +526,144 @@ void EtcdNodeGroup::Impl::keepAlive() {
   }
 }
 
-void EtcdNodeGroup::Impl::tick() {
-  keepAlive();
+void EtcdNodeGroup::Impl::writeRecord() {
   std::string value;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (dirty_ || progress_dirty_) value = recordValue();
-    dirty_ = progress_dirty_ = false;
+    // Progress alone is written at most once a heartbeat.
+    const bool progress_due = progress_dirty_ && Clock::now() - last_progress_put_ >= o_.group.heartbeat;
+    if (dirty_ || progress_due) {
+      value = recordValue();
+      dirty_ = false;
+      if (progress_due || progress_dirty_) last_progress_put_ = Clock::now();
+      progress_dirty_ = false;
+    }
   }
   if (!value.empty()) unwritten_ = value;
-  if (!unwritten_.empty()) {
-    // Not written (etcd away): tried again at the next tick, not at once, so a refusing etcd is no busy loop.
-    if (!client_.put(recordKey(id_), unwritten_, lease_).ok()) return;
-    unwritten_.clear();
-  }
-  Checked<std::vector<EtcdKeyValue>> kvs = client_.rangePrefix(prefix_);
-  if (!kvs.ok()) return;  // keepAlive() decides when etcd has been away too long
-  const std::vector<Record> records = readRecords(kvs.value);
-  const Formation formation = readFormation(kvs.value);
+  // Not written (etcd away): tried again at the next tick, not at once, so a refusing etcd is no busy loop.
+  if (!unwritten_.empty() && client_.put(recordKey(id_), unwritten_, lease_).ok()) unwritten_.clear();
+}
+
+void EtcdNodeGroup::Impl::ensureWatch(std::unique_ptr<EtcdWatch>& watch, std::map<std::string, EtcdKeyValue>& mirror,
+                                      bool& synced, const std::string& key, const std::string& range_end) {
+  if (watch) return;
+  watch = std::make_unique<EtcdWatch>(o_.endpoints, key, range_end, [this, &mirror, &synced](EtcdWatchUpdate u) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (u.snapshot) {
+      mirror.clear();
+      for (EtcdKeyValue& kv : u.kvs) mirror[kv.key] = std::move(kv);
+      synced = true;
+    }
+    for (EtcdWatchEvent& e : u.events) {
+      if (e.deleted) mirror.erase(e.kv.key);
+      else mirror[e.kv.key] = std::move(e.kv);
+    }
+    woken_ = true;
+    cv_.notify_all();
+  });
+}
+
+void EtcdNodeGroup::Impl::stopWatches() {
+  if (control_watch_) control_watch_->stop();
+  if (nodes_watch_) nodes_watch_->stop();
+}
+
+std::optional<std::vector<EtcdKeyValue>> EtcdNodeGroup::Impl::mirrored(
+    const std::map<std::string, EtcdKeyValue>& mirror, bool synced) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!synced) return std::nullopt;
+  std::vector<EtcdKeyValue> out;
+  out.reserve(mirror.size());
+  for (const auto& [key, kv] : mirror) out.push_back(kv);
+  return out;
+}
+
+void EtcdNodeGroup::Impl::tick() {
+  keepAlive();
+  writeRecord();
+  ensureWatch(control_watch_, control_kvs_, control_synced_, formationKey(), prefix_ + "nodes/");
+  const std::optional<std::vector<EtcdKeyValue>> control = mirrored(control_kvs_, control_synced_);
+  if (!control) return;  // the watch has not read the control keys yet
+  const Formation formation = readFormation(*control);
+  const Halt halted = readHalt(*control);
   Phase phase;
   {
     std::lock_guard<std::mutex> lock(mu_);
     phase = phase_;
   }
-  if (phase == Phase::kWaiting) formStep(records, formation);
-  if (phase == Phase::kRunning) watchStep(records);
+  std::optional<std::vector<Record>> records;
+  if (lead(*control, phase)) {
+    ensureWatch(nodes_watch_, node_kvs_, nodes_synced_, prefix_ + "nodes/", etcdPrefixEnd(prefix_ + "nodes/"));
+    if (const std::optional<std::vector<EtcdKeyValue>> kvs = mirrored(node_kvs_, nodes_synced_)) {
+      records = readRecords(*kvs);
+    }
+  } else if (nodes_watch_) {
+    nodes_watch_.reset();
+    std::lock_guard<std::mutex> lock(mu_);
+    node_kvs_.clear();
+    nodes_synced_ = false;
+  }
+  if (phase == Phase::kWaiting) formStep(records ? &*records : nullptr, formation);
+  if (records) superviseStep(*records, formation, halted);
+  int round = -1;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (phase_ != Phase::kRunning) return;
+    round = agreed_.round;
+  }
+  if (halted.valid && halted.round == round) {
+    stopWith(halted.reason);
+  } else if (!leading_) {
+    readProgress();
+  }
 }
 
-void EtcdNodeGroup::Impl::formStep(const std::vector<Record>& records, const Formation& formation) {
+bool EtcdNodeGroup::Impl::lead(const std::vector<EtcdKeyValue>& control, Phase phase) {
+  const auto kv = std::find_if(control.begin(), control.end(), [&](const EtcdKeyValue& x) { return x.key == leadKey(); });
+  std::string holder;
+  if (kv != control.end()) {
+    const std::optional<Json> j = openValue(o_.group.job_key, "lead", kv->key, kv->value);
+    // Bound to its holder's lease, as a record is: a lead value copied under another lease does not count.
+    if (j && kv->lease != 0 && j->value("id", "") == leaseHex(kv->lease)) holder = leaseHex(kv->lease);
+  }
+  const bool active = phase == Phase::kWaiting || phase == Phase::kRunning;
+  if (holder == id_) {
+    lead_revision_ = kv->mod_revision;
+    if (!active) {
+      // Stopped: the next formation's nodes need a lead that proposes; this one only waits for its end.
+      client_.removeIfModRevision(leadKey(), lead_revision_);
+      leading_ = false;
+      return false;
+    }
+    if (!leading_) log(LogLevel::kDebug, "this node leads (" + leadKey() + ")");
+    leading_ = true;
+    return true;
+  }
+  if (leading_) log(LogLevel::kDebug, "this node no longer leads");
+  leading_ = false;
+  if (!holder.empty() || !active) return false;
+  // No lead, or a value that does not verify (a stranger's): one transaction on what this node saw decides who
+  // takes it; the watch shows the winner.
+  const std::string value = sealValue(o_.group.job_key, "lead", leadKey(), Json{{"id", id_}});
+  client_.putIfModRevision(leadKey(), value, kv != control.end() ? kv->mod_revision : 0, lease_);
+  return false;
+}
+
+Halt EtcdNodeGroup::Impl::readHalt(const std::vector<EtcdKeyValue>& control) {
+  Halt h;
+  for (const EtcdKeyValue& kv : control) {
+    if (kv.key != haltKey()) continue;
+    h.value = kv.value;
+    const std::optional<Json> j = openValue(o_.group.job_key, "halt", kv.key, kv.value);
+    if (!j) break;
+    h.round = j->value("round", -1);
+    h.reason = j->value("reason", "");
+    h.valid = h.round >= 0 && !h.reason.empty();
+  }
+  return h;
+}
+
+void EtcdNodeGroup::Impl::formStep(const std::vector<Record>* records, const Formation& formation) {
   const int fr = formation.valid ? formation.round : last_valid_round_;
   if (formation.valid && formation.round >= o_.group.round) {
     const auto me = std::find_if(formation.members.begin(), formation.members.end(),
@@ -492,6 +684,12 @@ void EtcdNodeGroup::Impl::formStep(const std::vector<Record>& records, const For
       a.round = formation.round;
       a.master_addr = formation.members.front().addr;
       a.resume_step = formation.resume_step;
+      if (formation.ignored > 0 && !warned_invalid_) {
+        warned_invalid_ = true;
+        log(LogLevel::kWarn, "the lead ignored " + std::to_string(formation.ignored) + " node record(s) under " +
+                                 prefix_ + "nodes/ that do not verify with this node's job token (another job "
+                                 "token, or a stranger writing under the prefix)");
+      }
       std::string names;
       for (const Member& m : formation.members) names += (names.empty() ? "" : ", ") + describe(m);
       log(LogLevel::kInfo, "formation " + std::to_string(a.round) + ": " + names + "; master " +
@@ -517,10 +715,16 @@ void EtcdNodeGroup::Impl::formStep(const std::vector<Record>& records, const For
       dirty_ = true;
     }
   }
+  if (!records) {
+    // Only the lead reads the records and proposes; the others wait for its formation (or for the lead key).
+    std::lock_guard<std::mutex> lock(mu_);
+    summary_ = "waiting under " + prefix_ + " for the lead node to propose a formation (" + leadKey() + ")";
+    return;
+  }
   // A formation still running (a member of it alive and not yet stopped) is not replaced: its nodes first stop.
   bool busy = false;
   std::vector<Record> candidates;
-  for (const Record& r : records) {
+  for (const Record& r : *records) {
     const bool member = std::any_of(formation.members.begin(), formation.members.end(),
                                     [&](const Member& m) { return m.id == r.id; });
     if (formation.valid && member && r.round <= fr && (r.phase == Phase::kRunning || r.phase == Phase::kWaiting)) {
@@ -563,6 +767,7 @@ void EtcdNodeGroup::Impl::propose(std::vector<Record> candidates, const Formatio
     held.push_back({describe({r.id, r.rank, r.nproc, r.addr, r.host}), r.checkpoints});
   }
   Json body{{"round", round}, {"members", members}};
+  if (last_invalid_ > 0) body["ignored"] = last_invalid_;
   // Node-local checkpoints: the formation fixes the step its workers resume from, in the same transaction.
   if (node_local) {
     const Checked<std::int64_t> step = agreeResumeStep(held);
@@ -578,15 +783,21 @@ void EtcdNodeGroup::Impl::propose(std::vector<Record> candidates, const Formatio
   }
 }
 
-void EtcdNodeGroup::Impl::watchStep(const std::vector<Record>& records) {
-  std::vector<Member> members;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    members = formation_;
+void EtcdNodeGroup::Impl::superviseStep(const std::vector<Record>& records, const Formation& formation,
+                                         const Halt& halted) {
+  if (!formation.valid) return;
+  if (halted.valid && halted.round >= formation.round) {
+    // Ended already. Written back if a stranger overwrote it, so every member still reads why.
+    if (halted_round_ == formation.round && halted.value != halt_value_) client_.put(haltKey(), halt_value_);
+    return;
+  }
+  if (halted_round_ == formation.round) {
+    client_.put(haltKey(), halt_value_);
+    return;
   }
   const std::time_t now = std::time(nullptr);
-  for (const Member& m : members) {
-    if (m.id == id_ || left_.count(m.id)) continue;
+  for (const Member& m : formation.members) {
+    if (left_.count(m.id)) continue;
     const auto r = std::find_if(records.begin(), records.end(), [&](const Record& x) { return x.id == m.id; });
     if (r == records.end()) {
       std::string seen;
@@ -595,21 +806,86 @@ void EtcdNodeGroup::Impl::watchStep(const std::vector<Record>& records) {
         std::strftime(buf, sizeof buf, "%H:%M:%S", std::localtime(&it->second));
         seen = "; its record was last read at " + std::string(buf);
       }
-      stopWith(describe(m) + " lost: its etcd lease expired (not renewed for --node-timeout " +
-               std::to_string(o_.group.node_timeout.count() / 1000) + " s" + seen + ")");
+      writeHalt(formation, describe(m) + " lost: its etcd lease expired (not renewed for --node-timeout " +
+                               std::to_string(o_.group.node_timeout.count() / 1000) + " s" + seen + ")");
       return;
     }
     last_seen_[m.id] = now;
-    if (Checked<std::vector<RankSummary>> heard = decodeSummary(r->progress); heard.ok()) {
-      for (RankSummary& x : heard.value) x.node = m.rank;  // the record's MAC vouches for its node
-      std::lock_guard<std::mutex> lock(mu_);
-      peer_progress_[m.id] = {std::move(heard.value), Clock::now()};
-    }
     if (r->phase == Phase::kLeft) left_.insert(m.id);
     if (r->phase == Phase::kStopped) {
-      stopWith(describe(m) + " stopped" + (r->reason.empty() ? std::string() : ": " + r->reason));
+      writeHalt(formation, describe(m) + " stopped" + (r->reason.empty() ? std::string() : ": " + r->reason));
       return;
     }
+  }
+  gatherProgress(records, formation);
+}
+
+void EtcdNodeGroup::Impl::writeHalt(const Formation& formation, const std::string& reason) {
+  halted_round_ = formation.round;
+  halt_value_ = sealValue(o_.group.job_key, "halt", haltKey(), Json{{"round", formation.round}, {"reason", reason}});
+  // Not written (etcd away): the next tick writes it again (superviseStep).
+  client_.put(haltKey(), halt_value_);
+  int round = -1;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (phase_ == Phase::kRunning) round = agreed_.round;
+  }
+  if (round == formation.round) stopWith(reason);
+}
+
+void EtcdNodeGroup::Impl::gatherProgress(const std::vector<Record>& records, const Formation& formation) {
+  const auto now = Clock::now();
+  Json nodes = Json::array();
+  for (const Member& m : formation.members) {
+    const auto r = std::find_if(records.begin(), records.end(), [&](const Record& x) { return x.id == m.id; });
+    if (r == records.end() || r->progress.empty()) continue;
+    // A record's ages are as of its write; they grow from when this node saw it change.
+    if (heard_text_[m.id] != r->progress) {
+      heard_text_[m.id] = r->progress;
+      heard_at_[m.id] = now;
+    }
+    Checked<std::vector<RankSummary>> heard = decodeSummary(r->progress);
+    if (!heard.ok()) continue;
+    for (RankSummary& x : heard.value) x.node = m.rank;  // the record's MAC vouches for its node
+    if (m.id != id_) {
+      std::lock_guard<std::mutex> lock(mu_);
+      peer_progress_[m.id] = {heard.value, heard_at_[m.id]};
+    }
+    const double since = std::chrono::duration<double>(now - heard_at_[m.id]).count();
+    for (RankSummary& x : heard.value) x.age_s += since;
+    nodes.push_back({{"id", m.id}, {"rank", m.rank}, {"progress", encodeSummary(heard.value)}});
+  }
+  // One value for every member to read, once a heartbeat: N small reads, not N x N records.
+  if (nodes.empty() || now - last_progress_io_ < o_.group.heartbeat) return;
+  last_progress_io_ = now;
+  client_.put(progressKey(), sealValue(o_.group.job_key, "progress", progressKey(),
+                                       Json{{"round", formation.round}, {"nodes", nodes}}));
+}
+
+void EtcdNodeGroup::Impl::readProgress() {
+  const auto now = Clock::now();
+  if (now - last_progress_io_ < o_.group.heartbeat) return;
+  last_progress_io_ = now;
+  Checked<std::optional<EtcdKeyValue>> kv = client_.get(progressKey());
+  if (!kv.ok() || !kv.value) return;
+  const std::optional<Json> j = openValue(o_.group.job_key, "progress", kv.value->key, kv.value->value);
+  std::vector<Member> members;
+  int round = -1;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    members = formation_;
+    round = agreed_.round;
+  }
+  if (!j || j->value("round", -1) != round || !j->contains("nodes") || !(*j)["nodes"].is_array()) return;
+  for (const Json& n : (*j)["nodes"]) {
+    const std::string id = n.value("id", "");
+    const auto m = std::find_if(members.begin(), members.end(), [&](const Member& x) { return x.id == id; });
+    if (id == id_ || m == members.end()) continue;
+    Checked<std::vector<RankSummary>> heard = decodeSummary(n.value("progress", ""));
+    if (!heard.ok()) continue;
+    for (RankSummary& x : heard.value) x.node = m->rank;
+    std::lock_guard<std::mutex> lock(mu_);
+    peer_progress_[id] = {std::move(heard.value), now};
   }
 }
 
@@ -647,6 +923,9 @@ void EtcdNodeGroup::Impl::halt() {
 
 Status EtcdNodeGroup::Impl::finish(bool success) {
   halt();
+  stopWatches();
+  // The next formation's nodes take the lead at once rather than when this lease runs out.
+  if (leading_) client_.removeIfModRevision(leadKey(), lead_revision_);
   std::string value;
   {
     std::lock_guard<std::mutex> lock(mu_);

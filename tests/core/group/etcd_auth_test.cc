@@ -7,8 +7,11 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <mutex>
+#include <thread>
 
 #include "etcd_server.h"
+#include "taehv/group/etcd_watch.h"
 #include "run_process.h"
 
 namespace taehv::test {
@@ -59,6 +62,40 @@ TEST_F(EtcdAuth, TheClientWritesWithTheRightPasswordAndSaysWhyWithAWrongOrNone) 
             std::string::npos)
       << n.error;
   EXPECT_EQ(right.get("/taehv/auth-test/k").value->value, "v") << "neither stranger wrote";
+}
+
+// A watch takes its token as a call does (the same client code): it sees a change; without credentials it says why.
+TEST_F(EtcdAuth, AWatchWithTheRightPasswordSeesChangesAndWithoutOneSaysWhy) {
+  std::mutex mu;
+  std::vector<std::string> seen;
+  bool snapshot = false;
+  group::EtcdWatch watch({endpointAs("root", kPassword)}, "/taehv/auth-watch/", group::etcdPrefixEnd("/taehv/auth-watch/"),
+                         [&](group::EtcdWatchUpdate u) {
+                           std::lock_guard<std::mutex> lock(mu);
+                           snapshot = snapshot || u.snapshot;
+                           for (const auto& e : u.events) seen.push_back(e.kv.key + "=" + e.kv.value);
+                         });
+  const auto wait = [&](auto done) {
+    for (int i = 0; i < 200; ++i) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (done()) return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  };
+  wait([&] { return snapshot; });
+  group::EtcdClient right({endpointAs("root", kPassword)});
+  ASSERT_TRUE(right.put("/taehv/auth-watch/a", "1").ok());
+  wait([&] { return !seen.empty(); });
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(seen, std::vector<std::string>{"/taehv/auth-watch/a=1"}) << watch.error();
+  }
+  group::EtcdWatch none({etcd_.endpoint()}, "/taehv/auth-watch/", group::etcdPrefixEnd("/taehv/auth-watch/"),
+                        [](group::EtcdWatchUpdate) {});
+  for (int i = 0; i < 100 && none.error().empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_NE(none.error().find("has authentication enabled"), std::string::npos) << none.error();
 }
 
 /// Two nodes of one job on the etcd group with `env_extra` for etcd's credentials; each worker appends a line.

@@ -2,12 +2,17 @@
 // winner per compare-and-swap, leases that expire and are renewed, and every failure (refused, silent)
 // a bounded call with one line. The endpoint parser as a unit test.
 #include "taehv/group/etcd_client.h"
+#include "taehv/group/etcd_watch.h"
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <condition_variable>
+#include <cstdlib>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "etcd_server.h"
@@ -17,6 +22,28 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using test::EtcdServer;
+
+/// A loopback socket that listens (the kernel accepts connections) and never answers; port 0 when it could not.
+struct SilentListener {
+  SilentListener() {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 4) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      return;
+    }
+    port = ntohs(a.sin_port);
+  }
+  ~SilentListener() {
+    if (fd >= 0) ::close(fd);
+  }
+  SilentListener(const SilentListener&) = delete;
+  SilentListener& operator=(const SilentListener&) = delete;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  int port = 0;
+};
 
 TEST(EtcdEndpoints, ParsesListsAndSaysWhatIsWrong) {
   auto ok = parseEtcdEndpoints("10.0.0.1:2379,http://etcd-b:2380,[fd00::1]:23,etcd-c,[::1]");
@@ -173,15 +200,9 @@ TEST(EtcdClientFailures, RefusedAndSilentEndpointsAreBoundedOneLineErrors) {
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(1));
 
   // Silent: a socket that listens (the kernel accepts) but never answers.
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(fd, 4), 0);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  const group::EtcdEndpoint silent{"127.0.0.1", ntohs(a.sin_port)};
+  const SilentListener listener;
+  ASSERT_GT(listener.port, 0);
+  const group::EtcdEndpoint silent{"127.0.0.1", listener.port};
   t0 = Clock::now();
   auto s = EtcdClient({silent}, std::chrono::milliseconds(500)).rangePrefix("/x/");
   const auto took = Clock::now() - t0;
@@ -189,7 +210,137 @@ TEST(EtcdClientFailures, RefusedAndSilentEndpointsAreBoundedOneLineErrors) {
   EXPECT_NE(s.error.find("timed out after 500 ms"), std::string::npos) << s.error;
   EXPECT_GE(took, std::chrono::milliseconds(450));
   EXPECT_LT(took, std::chrono::milliseconds(1500));
-  ::close(fd);
+}
+
+
+/// What a watch handed over, as its owner would keep it: the range's keys now, and every change in order.
+class WatchLog {
+ public:
+  EtcdWatch::Handler handler() {
+    return [this](EtcdWatchUpdate u) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (u.snapshot) {
+        ++snapshots_;
+        keys_.clear();
+        for (const EtcdKeyValue& kv : u.kvs) keys_[kv.key] = kv.value;
+      }
+      for (const EtcdWatchEvent& e : u.events) {
+        changes_.push_back((e.deleted ? "delete " : "put ") + e.kv.key + (e.deleted ? "" : "=" + e.kv.value));
+        if (e.deleted) keys_.erase(e.kv.key);
+        else keys_[e.kv.key] = e.kv.value;
+      }
+      cv_.notify_all();
+    };
+  }
+  /// Waits (at most 10 s) until `n` changes arrived; the changes so far.
+  std::vector<std::string> waitChanges(std::size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::seconds(10), [&] { return changes_.size() >= n; });
+    return changes_;
+  }
+  std::map<std::string, std::string> keys() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return keys_;
+  }
+  int snapshots() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return snapshots_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int snapshots_ = 0;
+  std::map<std::string, std::string> keys_;
+  std::vector<std::string> changes_;
+};
+
+TEST_F(EtcdClientTest, AWatchSeesTheRangeThenPutsDeletesAndALeaseExpiringInOrder) {
+  EtcdClient c({etcd_.endpoint()});
+  ASSERT_TRUE(c.put("/w/a", "before").ok());
+  ASSERT_TRUE(c.put("/w0", "outside").ok());
+  WatchLog log;
+  EtcdWatch watch({etcd_.endpoint()}, "/w/", etcdPrefixEnd("/w/"), log.handler());
+  for (int i = 0; i < 100 && log.snapshots() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(log.keys(), (std::map<std::string, std::string>{{"/w/a", "before"}}));
+  auto lease = c.leaseGrant(std::chrono::seconds(1));
+  ASSERT_TRUE(lease.ok()) << lease.error;
+  ASSERT_TRUE(c.put("/w/b", "1").ok());
+  ASSERT_TRUE(c.put("/x", "outside").ok());
+  ASSERT_TRUE(c.put("/w/b", "2").ok());
+  ASSERT_TRUE(c.put("/w/l", "leased", lease.value).ok());
+  auto a = c.get("/w/a");
+  ASSERT_TRUE(a.ok() && a.value);
+  ASSERT_TRUE(c.removeIfModRevision("/w/a", a.value->mod_revision).value);
+  const auto changes = log.waitChanges(5);  // the lease's key goes within its TTL (1 s) and etcd's lease check
+  EXPECT_EQ(changes, (std::vector<std::string>{"put /w/b=1", "put /w/b=2", "put /w/l=leased", "delete /w/a",
+                                               "delete /w/l"}));
+  EXPECT_EQ(log.keys(), (std::map<std::string, std::string>{{"/w/b", "2"}}));
+  EXPECT_EQ(watch.error(), "");
+  EXPECT_EQ(log.snapshots(), 1);
+}
+
+TEST_F(EtcdClientTest, AWatchResumesAfterItsMemberRestartsMissingNothingAndRepeatingNothing) {
+  EtcdClient c({etcd_.endpoint()});
+  WatchLog log;
+  EtcdWatch watch({etcd_.endpoint()}, "/r/", etcdPrefixEnd("/r/"), log.handler());
+  for (int i = 0; i < 100 && log.snapshots() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(c.put("/r/1", "a").ok());
+  ASSERT_EQ(log.waitChanges(1).size(), 1u);
+  ASSERT_TRUE(etcd_.restartMember(0)) << etcd_.error();
+  ASSERT_TRUE(c.put("/r/2", "b").ok());
+  ASSERT_TRUE(c.put("/r/1", "c").ok());
+  EXPECT_EQ(log.waitChanges(3), (std::vector<std::string>{"put /r/1=a", "put /r/2=b", "put /r/1=c"}));
+  EXPECT_EQ(log.snapshots(), 1) << "resumed from its revision, not read again";
+}
+
+// Member 0 of three, the only one the watch knows, is down while the keys change and etcd compacts their revisions
+// away: when it is back the watch cannot resume, reads the range again (a second snapshot) and goes on.
+TEST(EtcdWatchCompaction, AResumeFromACompactedRevisionReadsTheRangeAgain) {
+  EtcdServer etcd(3);
+  ASSERT_TRUE(etcd.ok()) << etcd.error();
+  EtcdClient c({etcd.endpoint(1)});
+  WatchLog log;
+  EtcdWatch watch({etcd.endpoint(0)}, "/c/", etcdPrefixEnd("/c/"), log.handler(), std::chrono::milliseconds(3000));
+  for (int i = 0; i < 100 && log.snapshots() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(c.put("/c/1", "a").ok());
+  ASSERT_EQ(log.waitChanges(1).size(), 1u);
+  etcd.killMember(0);
+  // The first put waits out a new leader's election when member 0 led.
+  Status put = c.put("/c/1", "b");
+  for (int i = 0; i < 20 && !put.ok(); ++i) put = c.put("/c/1", "b");
+  ASSERT_TRUE(put.ok()) << put.error;
+  ASSERT_TRUE(c.put("/c/2", "c").ok());
+  auto now = c.range("/c/", etcdPrefixEnd("/c/"));
+  ASSERT_TRUE(now.ok()) << now.error;
+  const std::string compact = "ETCDCTL_API=3 etcdctl --endpoints " + etcd.endpoint(1).text() + " compact " +
+                              std::to_string(now.value.revision) + " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(compact.c_str()), 0) << compact;
+  ASSERT_TRUE(etcd.restartMember(0)) << etcd.error();
+  for (int i = 0; i < 200 && log.snapshots() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(log.snapshots(), 2) << watch.error();
+  EXPECT_EQ(log.keys(), (std::map<std::string, std::string>{{"/c/1", "b"}, {"/c/2", "c"}}));
+  ASSERT_TRUE(c.put("/c/3", "d").ok());
+  EXPECT_EQ(log.waitChanges(2).back(), "put /c/3=d");
+}
+
+TEST(EtcdWatchStop, StopIsPromptWhateverTheEndpointDoes) {
+  EtcdServer etcd;
+  ASSERT_TRUE(etcd.ok()) << etcd.error();
+  // Quiet, refused, and silent (a socket that listens, the kernel accepts, and nothing answers).
+  const SilentListener listener;
+  ASSERT_GT(listener.port, 0);
+  const std::vector<EtcdEndpoint> cases[] = {{etcd.endpoint()},
+                                             {{"127.0.0.1", test::freeLoopbackPort()}},
+                                             {{"127.0.0.1", listener.port}}};
+  for (const auto& endpoints : cases) {
+    WatchLog log;
+    EtcdWatch watch(endpoints, "/s/", etcdPrefixEnd("/s/"), log.handler());
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    const auto t0 = Clock::now();
+    watch.stop();
+    EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(2500)) << endpoints.front().text();
+  }
 }
 
 }  // namespace

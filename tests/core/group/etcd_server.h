@@ -70,27 +70,9 @@ class EtcdServer {
       }
       cluster += (i ? "," : "") + name(i) + "=" + peerUrl(i);
     }
+    cluster_ = cluster;
     for (int i = 0; i < members; ++i) spawn(i, cluster);
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    for (int i = 0; i < members; ++i) {
-      group::EtcdClient probe({endpoint(i)}, std::chrono::milliseconds(500));
-      while (true) {
-        int status = 0;
-        if (::waitpid(members_[i].pid, &status, WNOHANG) == members_[i].pid) {
-          members_[i].pid = -1;
-          error_ = WIFEXITED(status) && WEXITSTATUS(status) == 127
-                       ? "no etcd on PATH: install etcd-server (scripts/setup.sh does)"
-                       : "etcd ended at start; its log: " + dir_ + "/" + name(i) + ".log";
-          return;
-        }
-        if (probe.rangePrefix("/").ok()) break;  // a range needs the cluster's quorum, /version does not
-        if (std::chrono::steady_clock::now() > end) {
-          error_ = "etcd did not answer within 20 s; its log: " + dir_ + "/" + name(i) + ".log";
-          return;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-    }
+    waitReady();
   }
   ~EtcdServer() {
     for (std::size_t i = 0; i < members_.size(); ++i) killMember(static_cast<int>(i));
@@ -128,7 +110,43 @@ class EtcdServer {
     pid = -1;
   }
 
+  /// Starts member `i` again (SIGKILLed by killMember) on its ports and data, and waits until the cluster answers
+  /// through it (at most 20 s); false when it did not.
+  bool restartMember(int i) {
+    killMember(i);
+    spawn(i, cluster_);
+    waitReady();
+    return ok();
+  }
+
  private:
+  /// Waits (at most 20 s) until every member's gateway answers a range (which needs the cluster's quorum); sets
+  /// error_ when one did not.
+  void waitReady() {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    for (std::size_t m = 0; m < members_.size(); ++m) {
+      const int i = static_cast<int>(m);
+      if (members_[m].pid <= 0) continue;
+      group::EtcdClient probe({endpoint(i)}, std::chrono::milliseconds(500));
+      while (true) {
+        int status = 0;
+        if (::waitpid(members_[i].pid, &status, WNOHANG) == members_[i].pid) {
+          members_[i].pid = -1;
+          error_ = WIFEXITED(status) && WEXITSTATUS(status) == 127
+                       ? "no etcd on PATH: install etcd-server (scripts/setup.sh does)"
+                       : "etcd ended at start; its log: " + dir_ + "/" + name(i) + ".log";
+          return;
+        }
+        if (probe.rangePrefix("/").ok()) break;  // a range needs the cluster's quorum, /version does not
+        if (std::chrono::steady_clock::now() > end) {
+          error_ = "etcd did not answer within 20 s; its log: " + dir_ + "/" + name(i) + ".log";
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+  }
+
   struct Member {
     pid_t pid = -1;
     int client_port = 0;
@@ -170,6 +188,7 @@ class EtcdServer {
   std::optional<EtcdServerTls> tls_;
   std::shared_ptr<const group::EtcdTls> probe_tls_;
   std::string dir_;
+  std::string cluster_;
   std::string error_;
   std::vector<Member> members_;
 };

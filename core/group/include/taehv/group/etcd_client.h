@@ -7,8 +7,10 @@
 // client per thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -61,6 +63,26 @@ struct EtcdKeyValue {
   std::int64_t lease = 0;            ///< 0: none
 };
 
+/// A range as etcd read it: its keys, and the store's revision at the read (a watch from revision + 1 misses
+/// nothing after it).
+struct EtcdRange {
+  std::vector<EtcdKeyValue> kvs;
+  std::int64_t revision = 0;
+};
+
+/// One change a watch saw: a put (the key as it is now) or a delete (`kv.key` and `kv.mod_revision`, the delete's
+/// revision, only; a lease's expiry deletes its keys).
+struct EtcdWatchEvent {
+  bool deleted = false;
+  EtcdKeyValue kv;
+};
+
+/// Where a watch stream ended (EtcdClient::watch).
+struct EtcdWatchEnd {
+  std::int64_t next_revision = 0;  ///< resume from here: every change before it was handed over
+  bool compacted = false;          ///< etcd compacted the revisions asked for: read the range again, then watch
+};
+
 /// What one member says of itself and of its cluster (POST /v3/maintenance/status, which a member answers by itself,
 /// without a quorum).
 struct EtcdMemberStatus {
@@ -90,6 +112,9 @@ class EtcdClient {
   /// Every key starting with `prefix`, in key order.
   Checked<std::vector<EtcdKeyValue>> rangePrefix(const std::string& prefix);
 
+  /// Every key in [key, range_end), in key order, and the revision the read saw.
+  Checked<EtcdRange> range(const std::string& key, const std::string& range_end);
+
   /// The key, or nullopt when absent.
   Checked<std::optional<EtcdKeyValue>> get(const std::string& key);
 
@@ -98,7 +123,22 @@ class EtcdClient {
 
   /// One transaction: writes `value` at `key` only if the key's mod_revision is still `mod_revision` (0: the key
   /// must not exist). true when written, false when another writer came first.
-  Checked<bool> putIfModRevision(const std::string& key, const std::string& value, std::int64_t mod_revision);
+  /// `lease` (0: none) binds the written key to that lease.
+  Checked<bool> putIfModRevision(const std::string& key, const std::string& value, std::int64_t mod_revision,
+                                 std::int64_t lease = 0);
+
+  /// One transaction: deletes `key` only if its mod_revision is still `mod_revision`. true when deleted.
+  Checked<bool> removeIfModRevision(const std::string& key, std::int64_t mod_revision);
+
+  /// Streams the changes to [key, range_end) from `start_revision` on (POST /v3/watch) to `on_events`, one call per
+  /// answer of etcd, in revision order, on this thread, until `stop` is set (seen within kEtcdStopCheck), the
+  /// stream breaks, or no byte came for `idle` (etcd sends a progress note when a watch is quiet, so silence means
+  /// a dead connection). The first endpoint that opens the stream serves it; one whose open stream broke is asked
+  /// last next time. Ends with where to resume (also when it fails: `resume` is updated as events arrive), or
+  /// fails with one line.
+  Status watch(const std::string& key, const std::string& range_end, EtcdWatchEnd& resume,
+               const std::function<void(std::vector<EtcdWatchEvent>)>& on_events, const std::atomic<bool>& stop,
+               std::chrono::milliseconds idle);
 
   /// A new lease of `ttl` seconds; its ID.
   Checked<std::int64_t> leaseGrant(std::chrono::seconds ttl);
@@ -125,13 +165,25 @@ class EtcdClient {
   bool clientCertificateAsked() const { return client_cert_asked_; }
 
  private:
+  /// A streamed answer read line by line (one JSON object a line, as etcd's gateway streams): each line to
+  /// `on_line` until it returns false, or `stop` is set; no byte for `idle` fails the exchange.
+  struct LineStream {
+    std::function<bool(const std::string&)> on_line;
+    const std::atomic<bool>* stop = nullptr;
+    std::chrono::milliseconds idle{0};
+  };
   /// POSTs `body` (JSON) to `path` (GET when `body` is empty), the first endpoint that answers; the response body.
   Checked<std::string> call(const std::string& path, const std::string& body);
   /// callOne() with the endpoint's token when it has credentials: taken once per member, again when it expired.
-  Checked<std::string> callOne(const EtcdEndpoint& endpoint, const std::string& path, const std::string& body);
+  /// `lines`: the answer is streamed to it (the body returned is then "").
+  Checked<std::string> callOne(const EtcdEndpoint& endpoint, const std::string& path, const std::string& body,
+                               const LineStream* lines = nullptr);
   /// One HTTP exchange; `token` ("": none) in the Authorization header; over TLS for https endpoints.
   Checked<std::string> exchange(const EtcdEndpoint& endpoint, const std::string& path, const std::string& body,
-                                const std::string& token);
+                                const std::string& token, const LineStream* lines = nullptr);
+  /// One transaction: `then` (one request of a txn's success list, JSON) only if `key`'s mod_revision is still
+  /// `mod_revision`; whether it ran.
+  Checked<bool> txnIfModRevision(const std::string& key, std::int64_t mod_revision, const std::string& then);
   /// A fresh token from the endpoint (POST /v3/auth/authenticate).
   Checked<std::string> authenticate(const EtcdEndpoint& endpoint);
 
@@ -141,8 +193,15 @@ class EtcdClient {
   std::string local_address_;
   std::string failure_fix_;
   bool client_cert_asked_ = false;
+  bool stream_opened_ = false;  ///< the last exchange got the answer's header (a stream that broke after it)
   std::map<std::string, std::string> tokens_;  ///< endpoint text -> its auth token (simple tokens are per member)
 };
+
+/// How often a watch looks at its `stop` flag while it waits for etcd.
+inline constexpr std::chrono::milliseconds kEtcdStopCheck{100};
+
+/// The first key after every key starting with `prefix` (etcd's range_end for a prefix).
+std::string etcdPrefixEnd(std::string prefix);
 
 /// Base64 (standard alphabet, padded), as the JSON gateway wants keys and values.
 std::string base64Encode(const std::string& bytes);
