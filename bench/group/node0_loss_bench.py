@@ -366,6 +366,15 @@ def main():
     if any(launcher not in ("taehv-run", "torchrun") for launcher in launchers):
         parser.error(f"launchers are taehv-run and torchrun, got {' '.join(launchers)}")
     worker = WORKERS[args.worker]
+    if os.geteuid() != 0:
+        sys.exit("node0_loss_bench.py: needs root (network namespaces, ip link); run it with sudo")
+    needed = ([os.path.join(BIN, "taehv-run")] if "taehv-run" in launchers else []) + \
+             ([TORCHRUN] if "torchrun" in launchers else []) + ([worker.argv("")[0]] if worker is TaehvTrain else [])
+    for program in needed:
+        if not os.access(program, os.X_OK):
+            print(f"node0_loss_bench.py: {program} is not there: build it (cmake --build build --target "
+                  f"{os.path.basename(program)}) or pick another --worker / launcher", file=sys.stderr)
+            sys.exit(2)
     work = tempfile.mkdtemp(prefix="taehv-node0-loss-")
     print(f"logs in {work}; cap {args.cap:.0f} s; {NODES} nodes (network namespaces {PFX}1..{NODES}) x 1 rank of "
           f"{worker.name}, Gloo, --nnodes 2:3, --max-restarts 1; node 0's link cut after step {FAULT_AFTER}; "
