@@ -324,7 +324,8 @@ def run(launcher, worker, top, args):
     ns.stdin.close()
     ns.wait()
     result.update(launcher=launcher, worker=worker.name, faulted=fault_t is not None, load=round(load, 1),
-                  node_timeout=args.node_timeout or "15 (default)", shutdown_grace=args.shutdown_grace or "30 (default)",
+                  node_timeout=args.node_timeout or "15 (default)",
+                  shutdown_grace=args.shutdown_grace or "30 (default)",
                   logs=os.path.join(work, "node*.log"),
                   time=time.strftime("%H:%M", time.gmtime(fault_t or time.time())))
     return result
@@ -340,8 +341,8 @@ def say(r, cap):
     text = f"{r['launcher']:10} {r['worker']}, {r['time']} UTC, load {r['load']}: cut -> next training step {step}"
     text += f"; {ends or 'all nodes still ran'} (when measured)"
     if r["launcher"] == "taehv-run":
-        text += f"\n  etcd leader at the cut: node {r['etcd leader at the cut']}; node 0's lease expired (DELETE seen " \
-                f"by node 1's watch) {r.get('lease expired s', '?')} s after the cut"
+        text += (f"\n  etcd leader at the cut: node {r['etcd leader at the cut']}; node 0's lease expired (DELETE "
+                 f"seen by node 1's watch) {r.get('lease expired s', '?')} s after the cut")
         for i in (1, 2):
             b = r[f"node {i}"]
             text += f"\n  node {i}: " + ", ".join(f"{k} {v}" if isinstance(v, str) else f"{k} {v} s"
@@ -378,7 +379,8 @@ def main():
     work = tempfile.mkdtemp(prefix="taehv-node0-loss-")
     print(f"logs in {work}; cap {args.cap:.0f} s; {NODES} nodes (network namespaces {PFX}1..{NODES}) x 1 rank of "
           f"{worker.name}, Gloo, --nnodes 2:3, --max-restarts 1; node 0's link cut after step {FAULT_AFTER}; "
-          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
           flush=True)
     results = {launcher: [] for launcher in launchers}
     for _ in range(args.runs):
