@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,11 @@ TEST(Resume, StopResumeAndSigtermResumeAreBitwiseEqualToAStraightRun) {
   resume_args.insert(resume_args.end(), {"--resume", "latest"});
   Job second = launch(2, resume_args, dir + "/paused");
   expectSuccess(second);
-  EXPECT_NE(slurp(second.logs[0]).find("resumed from"), std::string::npos);
+  // Which checkpoint, and how long its load took (what an elastic restart's time is made of).
+  EXPECT_TRUE(std::regex_search(slurp(second.logs[0]),
+                                std::regex("resumed from \\S+/checkpoint-5 at step 5 \\(checkpoint loaded in "
+                                           "[0-9]+\\.[0-9]{2} s\\)")))
+      << slurp(second.logs[0]);
 
   // SIGTERM mid-run (what taehv-run forwards on preemption): save, exit 0 promptly, resume.
   Job run = launch(2, plus(tiny(dir + "/term", steps), adam), dir + "/term");

@@ -227,6 +227,7 @@ class TrainingRun {
   TrainState state_;
   std::optional<std::string> found_;  ///< the checkpoint resumed
   CheckpointState resumed_;           ///< its state.json (step 0 when none)
+  double load_s_ = 0;                 ///< seconds this rank took to load it (said with "resumed from": elastic restarts)
   int64_t start_step_ = 0;
   BatchShape shape_;
   int64_t accum_ = 1;     ///< micro-steps per optimizer step (shape_.grad_accum)
@@ -266,7 +267,9 @@ void TrainingRun::resume() {
   }
   if (found_) {
     requireSavedSettings(*found_, cfg_, {"model.variant", "train.optimizer"});
+    const auto load_start = Clock::now();
     resumed_ = loadTrainState(*found_, state_, device_);
+    load_s_ = seconds(Clock::now() - load_start);
   } else if (!options_.resume.empty() && rank0_) {
     log::info("resume: no checkpoint in " + out_dir_ + " yet; starting from step 0");
   }
@@ -318,7 +321,10 @@ void TrainingRun::announce() {
   log_.emplace(cfg_, rank0_, start_step_, found_.has_value(), accum_ * world_ * batch_ * cfg_.data.frames);
   log_->say(runSummary(cfg_, dist_, device_, state_, *sync_, slice_plan_, autocast_, distill_, source_->size()));
   log_->say("effective config:\n" + cfg_.toYaml());
-  if (found_) log_->say("resumed from " + *found_ + " at step " + std::to_string(start_step_));
+  if (found_) {
+    log_->say("resumed from " + *found_ + " at step " + std::to_string(start_step_) +
+              log::format(" (checkpoint loaded in %.2f s)", load_s_));
+  }
   if (!shape_.note.empty()) log_->say("resume: " + shape_.note);
   phases_.start();
 }
