@@ -331,6 +331,10 @@ process::SupervisorResult runWorkers(const NodeDescriptor& node, const LaunchSet
   if (node_group) {
     options.external_stop.fd = node_group->stopFd();
     options.external_stop.reason = [node_group] { return node_group->stopReason(); };
+    options.external_stop.grace = [node_group] {
+      return node_group->memberLost() ? std::chrono::milliseconds(group::kLostMemberGrace)
+                                      : std::chrono::milliseconds::max();
+    };
     options.on_failure = [node_group](const process::ChildExit&, const std::string& what) {
       node_group->requestStop(what);
     };

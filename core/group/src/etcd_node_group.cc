@@ -109,6 +109,7 @@ struct Halt {
   bool valid = false;
   int round = -1;
   std::string reason;
+  bool lost = false;  ///< a member lost (its lease expired), not one that stopped: NodeGroup::memberLost()
   std::string value;  ///< as stored
 };
 
@@ -191,6 +192,10 @@ class EtcdNodeGroup::Impl {
     std::lock_guard<std::mutex> lock(mu_);
     return reason_;
   }
+  bool memberLost() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return member_lost_;
+  }
   int stopFd() const { return stop_pipe_.readFd(); }
 
   /// Written with the record at the next heartbeat's tick, not at once: one put per node per heartbeat at most.
@@ -263,12 +268,13 @@ class EtcdNodeGroup::Impl {
   void formStep(const std::vector<Record>* records, const Formation& formation);
   /// The lead: a member of the formation lost or stopped halts it; the members' progress gathered in one value.
   void superviseStep(const std::vector<Record>& records, const Formation& formation, const Halt& halt);
-  void writeHalt(const Formation& formation, const std::string& reason);
+  void writeHalt(const Formation& formation, const std::string& reason, bool lost);
   void gatherProgress(const std::vector<Record>& records, const Formation& formation);
   /// A member that does not lead: the lead's gathered progress, once per heartbeat.
   void readProgress();
   void propose(std::vector<Record> candidates, const Formation& formation);
-  void stopWith(const std::string& reason);
+  /// Stops this node's part of the job with `reason` (the first reason wins); `lost`: a member was lost.
+  void stopWith(const std::string& reason, bool lost = false);
   void halt();
 
   EtcdGroupOptions o_;
@@ -287,6 +293,7 @@ class EtcdNodeGroup::Impl {
   bool dirty_ = true;  ///< this node's record must be written again
   int want_round_ = 0;
   std::string reason_;
+  bool member_lost_ = false;  ///< reason_ is a member lost (memberLost())
   AgreedRanks agreed_;
   std::vector<Member> formation_;  ///< the formation this node runs in
   std::string summary_;            ///< what forming saw last (for form()'s error)
@@ -612,7 +619,7 @@ void EtcdNodeGroup::Impl::tick() {
     round = agreed_.round;
   }
   if (halted.valid && halted.round == round) {
-    stopWith(halted.reason);
+    stopWith(halted.reason, halted.lost);
   } else if (!leading_) {
     readProgress();
   }
@@ -658,6 +665,7 @@ Halt EtcdNodeGroup::Impl::readHalt(const std::vector<EtcdKeyValue>& control) {
     if (!j) break;
     h.round = j->value("round", -1);
     h.reason = j->value("reason", "");
+    h.lost = j->value("lost", false);
     h.valid = h.round >= 0 && !h.reason.empty();
   }
   return h;
@@ -807,22 +815,24 @@ void EtcdNodeGroup::Impl::superviseStep(const std::vector<Record>& records, cons
         seen = "; its record was last read at " + std::string(buf);
       }
       writeHalt(formation, describe(m) + " lost: its etcd lease expired (not renewed for --node-timeout " +
-                               std::to_string(o_.group.node_timeout.count() / 1000) + " s" + seen + ")");
+                               std::to_string(o_.group.node_timeout.count() / 1000) + " s" + seen + ")",
+                true);
       return;
     }
     last_seen_[m.id] = now;
     if (r->phase == Phase::kLeft) left_.insert(m.id);
     if (r->phase == Phase::kStopped) {
-      writeHalt(formation, describe(m) + " stopped" + (r->reason.empty() ? std::string() : ": " + r->reason));
+      writeHalt(formation, describe(m) + " stopped" + (r->reason.empty() ? std::string() : ": " + r->reason), false);
       return;
     }
   }
   gatherProgress(records, formation);
 }
 
-void EtcdNodeGroup::Impl::writeHalt(const Formation& formation, const std::string& reason) {
+void EtcdNodeGroup::Impl::writeHalt(const Formation& formation, const std::string& reason, bool lost) {
   halted_round_ = formation.round;
-  halt_value_ = sealValue(o_.group.job_key, "halt", haltKey(), Json{{"round", formation.round}, {"reason", reason}});
+  halt_value_ = sealValue(o_.group.job_key, "halt", haltKey(),
+                          Json{{"round", formation.round}, {"reason", reason}, {"lost", lost}});
   // Not written (etcd away): the next tick writes it again (superviseStep).
   client_.put(haltKey(), halt_value_);
   int round = -1;
@@ -830,7 +840,7 @@ void EtcdNodeGroup::Impl::writeHalt(const Formation& formation, const std::strin
     std::lock_guard<std::mutex> lock(mu_);
     if (phase_ == Phase::kRunning) round = agreed_.round;
   }
-  if (round == formation.round) stopWith(reason);
+  if (round == formation.round) stopWith(reason, lost);
 }
 
 void EtcdNodeGroup::Impl::gatherProgress(const std::vector<Record>& records, const Formation& formation) {
@@ -889,10 +899,11 @@ void EtcdNodeGroup::Impl::readProgress() {
   }
 }
 
-void EtcdNodeGroup::Impl::stopWith(const std::string& reason) {
+void EtcdNodeGroup::Impl::stopWith(const std::string& reason, bool lost) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!reason_.empty()) return;
   reason_ = reason;
+  member_lost_ = lost;
   if (phase_ != Phase::kLeft) phase_ = Phase::kStopped;
   dirty_ = true;
   stop_pipe_.raise();
@@ -950,6 +961,7 @@ Status EtcdNodeGroup::form(std::chrono::steady_clock::time_point deadline) { ret
 AgreedRanks EtcdNodeGroup::agreedRanks() const { return impl_->agreed(); }
 int EtcdNodeGroup::stopFd() const { return impl_->stopFd(); }
 std::string EtcdNodeGroup::stopReason() const { return impl_->stopReason(); }
+bool EtcdNodeGroup::memberLost() const { return impl_->memberLost(); }
 void EtcdNodeGroup::requestStop(const std::string& reason) { impl_->requestStop(reason); }
 Status EtcdNodeGroup::finish(bool success) { return impl_->finish(success); }
 void EtcdNodeGroup::setLocalProgress(const std::vector<RankSummary>& ranks) { impl_->setLocalProgress(ranks); }

@@ -284,7 +284,7 @@ void TcpNodeGroup::Impl::memberLost(const ConnPtr& c, const std::string& why) {
   const std::string reason = "node " + std::to_string(c->rank) + " (host " + c->host + ", address " + c->peer +
                              ") lost: " + why + "; " + lastHeard(c);
   if (stopReasonLocked().empty()) {
-    triggerStop(reason, c->rank);
+    triggerStop(reason, c->rank, false, true);
   } else {
     log(LogLevel::kDebug, "node group: " + reason);
   }

@@ -146,6 +146,11 @@ bool TcpNodeGroup::Impl::leaderLost() const {
   return leader_lost_;
 }
 
+bool TcpNodeGroup::Impl::memberLost() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return member_lost_;
+}
+
 void TcpNodeGroup::Impl::requestStop(const std::string& reason) {
   asio::post(io_, [this, reason] {
     triggerStop(selfName() + " (host " + o_.host + ") stopped the job: " + reason, o_.node_rank);
@@ -217,12 +222,13 @@ void TcpNodeGroup::Impl::shutdown() {
   thread_.join();
 }
 
-void TcpNodeGroup::Impl::triggerStop(const std::string& reason, int origin_rank, bool leader_lost) {
+void TcpNodeGroup::Impl::triggerStop(const std::string& reason, int origin_rank, bool leader_lost, bool member_lost) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!stop_reason_.empty()) return;
     stop_reason_ = reason;
     leader_lost_ = leader_lost;
+    member_lost_ = leader_lost || member_lost;
   }
   cv_.notify_all();
   stop_pipe_.raise();
@@ -498,6 +504,7 @@ Status TcpNodeGroup::form(std::chrono::steady_clock::time_point deadline) { retu
 int TcpNodeGroup::stopFd() const { return impl_->stopFd(); }
 std::string TcpNodeGroup::stopReason() const { return impl_->stopReason(); }
 bool TcpNodeGroup::leaderLost() const { return impl_->leaderLost(); }
+bool TcpNodeGroup::memberLost() const { return impl_->memberLost(); }
 void TcpNodeGroup::requestStop(const std::string& reason) { impl_->requestStop(reason); }
 Status TcpNodeGroup::finish(bool success) { return impl_->finish(success); }
 AgreedRanks TcpNodeGroup::agreedRanks() const { return impl_->agreedRanks(); }

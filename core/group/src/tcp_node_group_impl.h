@@ -116,6 +116,7 @@ class TcpNodeGroup::Impl {
 
   std::string stopReason() const;
   bool leaderLost() const;
+  bool memberLost() const;
   void requestStop(const std::string& reason);
   Status finish(bool success);
   AgreedRanks agreedRanks() const;
@@ -139,7 +140,8 @@ class TcpNodeGroup::Impl {
 
   /// The first reason wins: records it, wakes the launcher (stop pipe) and tells the other nodes.
   /// `leader_lost`: the stop is this member losing node 0 (leaderLost() says so when this reason wins).
-  void triggerStop(const std::string& reason, int origin_rank, bool leader_lost = false);
+  /// `leader_lost`: node 0 lost (a member's view); `member_lost`: another node lost (the leader's view).
+  void triggerStop(const std::string& reason, int origin_rank, bool leader_lost = false, bool member_lost = false);
   /// Elastic: MIN..MAX nodes form; a fixed size only when all are in.
   bool elastic() const { return o_.min_nnodes > 0 && o_.min_nnodes < o_.nnodes; }
   void publishMembers();
@@ -228,6 +230,7 @@ class TcpNodeGroup::Impl {
   int waiting_for_ = -1;      ///< stopped by this node's STOP: finish() lets it end first
   bool leader_gone_ = false;  ///< member: the leader's connection is gone
   bool leader_lost_ = false;  ///< member: the stop that won was losing node 0
+  bool member_lost_ = false;  ///< the stop that won was losing a node (node 0 included): memberLost()
   std::map<int, bool> present_;  ///< leader: members joined and not gone
   std::uint64_t refused_ = 0;
   std::vector<RankSummary> local_progress_;  ///< this node's ranks (setLocalProgress)

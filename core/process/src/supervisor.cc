@@ -251,11 +251,12 @@ class Generation {
     }
   }
 
-  void beginStop() {
+  void beginStop(std::chrono::milliseconds grace) {
     if (stopping_) return;
     stopping_ = true;
-    kill_deadline_ = Clock::now() + options_.shutdown_grace;
+    kill_deadline_ = Clock::now() + grace;
   }
+  void beginStop() { beginStop(options_.shutdown_grace); }
 
   void noteFailure(std::size_t index) {
     if (stopping_) return;  // children ending while we stop them are not the cause
@@ -303,9 +304,13 @@ class Generation {
     if (options_.progress != nullptr) options_.progress->diagnoseStop();
     std::size_t running = 0;
     for (const Child& c : children_) running += c.running ? 1 : 0;
+    const std::chrono::milliseconds grace =
+        options_.external_stop.grace ? std::min(options_.shutdown_grace, options_.external_stop.grace())
+                                     : options_.shutdown_grace;
     say("taehv-run: " + external_stop_ + "; stopping " + std::to_string(running) + " local worker(s) (SIGTERM, SIGKILL after " +
-        std::to_string(options_.shutdown_grace.count()) + " ms)\n");
-    beginStop();
+        std::to_string(grace.count()) + " ms" +
+        (grace < options_.shutdown_grace ? ": a node was lost, no collective can finish" : "") + ")\n");
+    beginStop(grace);
     signalRunning(SIGTERM);
   }
 

@@ -167,6 +167,7 @@ TEST_F(EtcdLead, AHaltReachesEveryMemberAndAStrangersDoesNot) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     EXPECT_EQ(n->stopReason(), "node 2 (host h2, address 10.0.0.3) stopped: rank 2 exited with 1") << i;
+    EXPECT_FALSE(n->memberLost()) << "a node that stopped is no node lost: the workers get --shutdown-grace";
   }
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(2)) << "a halt travels by watch, not by the heartbeat";
   for (auto& n : nodes) n->finish(false);
@@ -189,6 +190,7 @@ TEST_F(EtcdLead, TheLeadLostWhileRunningIsFoundByTheNextLead) {
     }
     EXPECT_EQ(n->stopReason().rfind("node 0 (host h0, address 10.0.0.1) lost: its etcd lease expired", 0), 0u)
         << n->stopReason();
+    EXPECT_TRUE(n->memberLost()) << "the lead's halt says a node was lost, and so does every member";
   }
   // The lease (3 s) and a heartbeat or two.
   EXPECT_LT(Clock::now() - killed, std::chrono::seconds(3 + 3));

@@ -157,6 +157,7 @@ TEST(GroupTcp, ThreeNodesFormAndAStopFromOneReachesEveryNode) {
     ASSERT_TRUE(eventually([&] { return readable(g->stopFd()); }));
     EXPECT_NE(g->stopReason().find("node 1 (host h1) stopped the job: worker rank 3 exited with code 1"), std::string::npos)
         << g->stopReason();
+    EXPECT_FALSE(g->memberLost()) << "a stop is no node lost: the workers get --shutdown-grace";
   }
 }
 
@@ -181,6 +182,7 @@ TEST(GroupTcp, AMemberWhoseProcessDiesIsLostAtOnceAndNamed) {
   EXPECT_NE(reason.find("node 1 (host h1, address 127.0.0.1:"), std::string::npos) << reason;
   EXPECT_NE(reason.find("lost: its connection closed"), std::string::npos) << reason;
   EXPECT_NE(reason.find("last heard at "), std::string::npos) << reason;
+  EXPECT_TRUE(job.leader->memberLost()) << "its workers are stopped within kLostMemberGrace";
   ASSERT_TRUE(eventually([&] { return readable(job.members[1]->stopFd()); }, 2s));
   EXPECT_EQ(job.members[1]->stopReason(), reason);
 }
@@ -209,6 +211,7 @@ TEST(GroupTcp, MembersStopWhenTheLeaderIsLost) {
   for (auto& m : job.members) {
     ASSERT_TRUE(eventually([&] { return readable(m->stopFd()); }, 2s));
     EXPECT_NE(m->stopReason().find("node 0 (host h0, address 127.0.0.1:"), std::string::npos) << m->stopReason();
+    EXPECT_TRUE(m->memberLost());
   }
 }
 

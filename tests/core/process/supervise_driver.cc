@@ -1,13 +1,18 @@
 // Runs supervise() from the command line, so tests can drive real supervision and `kill -9` it.
 //   process_supervise_driver [--nproc N] [--grace-ms MS] [--max-restarts N] [--no-prefix] [--error-file F]
 //       [--log-dir D] [--echo-ranks R,R,...] [--stdin-pipe] [--cwd D] [--tail N] [--subreaper]
-//       -- CMD ARGS...
+//       [--external-stop-ms MS [--external-grace-ms G]] -- CMD ARGS...
+// --external-stop-ms: an outside stop (as the node group's) fires MS after the start, its reason "stopped from the
+// test"; --external-grace-ms: the grace that stop asks for (a node lost), else none.
 // "{rank}" in CMD ARGS becomes the child's rank. Each child gets our environment plus RANK, LOCAL_RANK,
 // WORLD_SIZE, TORCHELASTIC_RESTART_COUNT (the restart_count given to make_children) and
 // TORCHELASTIC_MAX_RESTARTS; label "0:<rank>", host "testhost". Exits with the result's exit code after
 // printing one line "driver: exit_code=... restarts=... interrupt=... first_failure_rank=..." on stderr.
 #include <sys/prctl.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <thread>
 
 #include <cstdio>
 #include <cstdlib>
@@ -39,6 +44,7 @@ int main(int argc, char** argv) {
   std::string cwd;
   bool filter = false;
   std::set<int> echo_ranks;
+  long external_stop_ms = -1, external_grace_ms = -1;
   int i = 1;
   for (; i < argc; ++i) {
     const std::string a = argv[i];
@@ -72,6 +78,10 @@ int main(int argc, char** argv) {
       stdin_pipe = true;
     } else if (a == "--tail") {
       options.stderr_tail_lines = static_cast<std::size_t>(std::atol(next().c_str()));
+    } else if (a == "--external-stop-ms") {
+      external_stop_ms = std::atol(next().c_str());
+    } else if (a == "--external-grace-ms") {
+      external_grace_ms = std::atol(next().c_str());
     } else if (a == "--echo-ranks") {
       filter = true;
       std::stringstream ss(next());
@@ -110,7 +120,22 @@ int main(int argc, char** argv) {
     }
     return specs;
   };
+  int stop_pipe[2] = {-1, -1};
+  std::thread stopper;
+  if (external_stop_ms >= 0) {
+    if (::pipe(stop_pipe) != 0) return 2;
+    options.external_stop.fd = stop_pipe[0];
+    options.external_stop.reason = [] { return std::string("stopped from the test"); };
+    if (external_grace_ms >= 0) {
+      options.external_stop.grace = [external_grace_ms] { return std::chrono::milliseconds(external_grace_ms); };
+    }
+    stopper = std::thread([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(external_stop_ms));
+      if (::write(stop_pipe[1], "x", 1) != 1) std::perror("driver: stop pipe");
+    });
+  }
   const SupervisorResult r = supervise(make, options);
+  if (stopper.joinable()) stopper.join();
   std::fprintf(stderr, "driver: exit_code=%d restarts=%d interrupt=%d first_failure_rank=%d\n", r.exit_code, r.restarts,
                r.interrupt_signal, r.first_failure ? r.first_failure->rank : -1);
   return r.exit_code;

@@ -243,6 +243,31 @@ TEST(Supervisor, FailFastSendsSigkillAfterTheGracePeriod) {
   EXPECT_TRUE(processesWith(marker).empty());
 }
 
+// The node group's stop (an outside stop) waits out the whole shutdown grace for workers that do not leave on
+// SIGTERM, unless it asks for a shorter one (a node was lost: no collective of theirs can finish).
+TEST(Supervisor, AnOutsideStopTakesTheShorterGraceItAsksFor) {
+  TempDir dir;
+  const std::string marker = uniqueMarker();
+  Driver whole(dir, {"--nproc", "2", "--grace-ms", "2000", "--external-stop-ms", "300", "--", kChild, "ignore-term",
+                     "60", marker});
+  const Finished w = whole.wait();
+  EXPECT_GE(w.seconds, 0.3 + 2.0 - 0.05) << w.err;
+  EXPECT_NE(w.err.find("stopped from the test; stopping 2 local worker(s) (SIGTERM, SIGKILL after 2000 ms)"),
+            std::string::npos)
+      << w.err;
+  Driver lost(dir, {"--nproc", "2", "--grace-ms", "2000", "--external-stop-ms", "300", "--external-grace-ms", "200",
+                    "--", kChild, "ignore-term", "60", marker});
+  const Finished l = lost.wait();
+  EXPECT_GE(l.seconds, 0.3 + 0.2 - 0.05) << l.err;
+  EXPECT_LT(l.seconds, 0.3 + 2.0 - 0.2) << l.err;
+  EXPECT_NE(l.err.find("stopped from the test; stopping 2 local worker(s) (SIGTERM, SIGKILL after 200 ms: a node "
+                       "was lost, no collective can finish)"),
+            std::string::npos)
+      << l.err;
+  EXPECT_NE(l.err.find("shutdown grace elapsed; sending SIGKILL"), std::string::npos) << l.err;
+  EXPECT_TRUE(processesWith(marker).empty());
+}
+
 TEST(Supervisor, DeathBySignalIsReportedWithItsName) {
   TempDir dir;
   Driver d(dir, cat({"--nproc", "2", "--grace-ms", "3000", "--"},

@@ -50,6 +50,7 @@ class EtcdNodeGroup final : public NodeGroup {
   int stopFd() const override;
   std::string stopReason() const override;
   bool leaderLost() const override { return false; }
+  bool memberLost() const override;
   void requestStop(const std::string& reason) override;
   Status finish(bool success) override;
   void setLocalProgress(const std::vector<RankSummary>& ranks) override;

@@ -47,6 +47,9 @@ inline constexpr std::chrono::seconds kOriginLinger{10};
 /// those it has (at once when MAX are in). torchrun's last call is 30 s; a re-formation after a loss needs no
 /// more than the survivors' reconnect (kJoinRetry), so a few seconds keep the restart quick.
 inline constexpr std::chrono::seconds kLastCall{5};
+/// SIGTERM -> SIGKILL for the workers when a node of the formation was lost (memberLost()): a worker waiting in a
+/// collective with the lost ranks never leaves it (taehv-train's own stop limit is 20 s), and none can save.
+inline constexpr std::chrono::seconds kLostMemberGrace{3};
 /// Smallest --node-timeout accepted: below a few heartbeats a busy node would be declared lost.
 inline constexpr std::chrono::seconds kMinNodeTimeout{3};
 
@@ -115,6 +118,12 @@ class NodeGroup {
   /// True when the stop was this member losing node 0 (or not reaching it to re-form): the job cannot re-form
   /// without the leader, which also hosts the workers' store (PROTOCOL.md, "Elastic re-formation").
   virtual bool leaderLost() const = 0;
+
+  /// True when the stop is a node of the formation lost (silent for --node-timeout, its etcd lease expired), not a
+  /// failure or stop it reported: its ranks are gone, so no collective of the local workers can finish and a save
+  /// that needs one never comes. The launcher then stops its workers within kLostMemberGrace, not --shutdown-grace.
+  /// The default: never.
+  virtual bool memberLost() const { return false; }
 
   /// A local failure (e.g. "worker rank 3 exited with code 1"): every node stops. The first reason wins.
   virtual void requestStop(const std::string& reason) = 0;

@@ -27,6 +27,7 @@ class TcpNodeGroup : public NodeGroup {
   int stopFd() const override;
   std::string stopReason() const override;
   bool leaderLost() const override;
+  bool memberLost() const override;
   void requestStop(const std::string& reason) override;
   Status finish(bool success) override;
   void setLocalProgress(const std::vector<RankSummary>& ranks) override;

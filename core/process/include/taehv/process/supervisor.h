@@ -72,6 +72,10 @@ inline constexpr std::chrono::seconds kDefaultShutdownGrace{30};
 struct ExternalStop {
   int fd = -1;                          ///< polled for readability; -1 = none
   std::function<std::string()> reason;  ///< one line for the summary
+  /// Asked once the stop fired: the SIGTERM -> SIGKILL delay for it when shorter than shutdown_grace (the node
+  /// group lost a node: no collective of the workers can finish, so waiting saves nothing). Null, or a delay not
+  /// shorter: shutdown_grace.
+  std::function<std::chrono::milliseconds()> grace;
 };
 
 struct ChildExit;
