@@ -269,9 +269,11 @@ class EtcdNodeGroup::Impl {
   /// The lead: a member of the formation lost or stopped halts it; the members' progress gathered in one value.
   void superviseStep(const std::vector<Record>& records, const Formation& formation, const Halt& halt);
   void writeHalt(const Formation& formation, const std::string& reason, bool lost);
-  void gatherProgress(const std::vector<Record>& records, const Formation& formation);
+  /// `now_too`: written even within a heartbeat of the last write (before a halt: the members' last word).
+  void gatherProgress(const std::vector<Record>& records, const Formation& formation, bool now_too = false);
   /// A member that does not lead: the lead's gathered progress, once per heartbeat.
-  void readProgress();
+  /// `now_too`: read even within a heartbeat of the last read (on a halt: what every node said last).
+  void readProgress(bool now_too = false);
   void propose(std::vector<Record> candidates, const Formation& formation);
   /// Stops this node's part of the job with `reason` (the first reason wins); `lost`: a member was lost.
   void stopWith(const std::string& reason, bool lost = false);
@@ -619,6 +621,7 @@ void EtcdNodeGroup::Impl::tick() {
     round = agreed_.round;
   }
   if (halted.valid && halted.round == round) {
+    if (!leading_) readProgress(true);  // the lead gathered every member's last record before it halted
     stopWith(halted.reason, halted.lost);
   } else if (!leading_) {
     readProgress();
@@ -814,6 +817,7 @@ void EtcdNodeGroup::Impl::superviseStep(const std::vector<Record>& records, cons
         std::strftime(buf, sizeof buf, "%H:%M:%S", std::localtime(&it->second));
         seen = "; its record was last read at " + std::string(buf);
       }
+      gatherProgress(records, formation, true);
       writeHalt(formation, describe(m) + " lost: its etcd lease expired (not renewed for --node-timeout " +
                                std::to_string(o_.group.node_timeout.count() / 1000) + " s" + seen + ")",
                 true);
@@ -822,6 +826,7 @@ void EtcdNodeGroup::Impl::superviseStep(const std::vector<Record>& records, cons
     last_seen_[m.id] = now;
     if (r->phase == Phase::kLeft) left_.insert(m.id);
     if (r->phase == Phase::kStopped) {
+      gatherProgress(records, formation, true);
       writeHalt(formation, describe(m) + " stopped" + (r->reason.empty() ? std::string() : ": " + r->reason), false);
       return;
     }
@@ -843,7 +848,8 @@ void EtcdNodeGroup::Impl::writeHalt(const Formation& formation, const std::strin
   if (round == formation.round) stopWith(reason, lost);
 }
 
-void EtcdNodeGroup::Impl::gatherProgress(const std::vector<Record>& records, const Formation& formation) {
+void EtcdNodeGroup::Impl::gatherProgress(const std::vector<Record>& records, const Formation& formation,
+                                          bool now_too) {
   const auto now = Clock::now();
   Json nodes = Json::array();
   for (const Member& m : formation.members) {
@@ -866,15 +872,15 @@ void EtcdNodeGroup::Impl::gatherProgress(const std::vector<Record>& records, con
     nodes.push_back({{"id", m.id}, {"rank", m.rank}, {"progress", encodeSummary(heard.value)}});
   }
   // One value for every member to read, once a heartbeat: N small reads, not N x N records.
-  if (nodes.empty() || now - last_progress_io_ < o_.group.heartbeat) return;
+  if (nodes.empty() || (!now_too && now - last_progress_io_ < o_.group.heartbeat)) return;
   last_progress_io_ = now;
   client_.put(progressKey(), sealValue(o_.group.job_key, "progress", progressKey(),
                                        Json{{"round", formation.round}, {"nodes", nodes}}));
 }
 
-void EtcdNodeGroup::Impl::readProgress() {
+void EtcdNodeGroup::Impl::readProgress(bool now_too) {
   const auto now = Clock::now();
-  if (now - last_progress_io_ < o_.group.heartbeat) return;
+  if (!now_too && now - last_progress_io_ < o_.group.heartbeat) return;
   last_progress_io_ = now;
   Checked<std::optional<EtcdKeyValue>> kv = client_.get(progressKey());
   if (!kv.ok() || !kv.value) return;
