@@ -16,6 +16,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <nlohmann/json.hpp>
+#include <mutex>
 #include <type_traits>
 
 #include "etcd_tls_impl.h"
@@ -318,6 +319,25 @@ std::optional<TlsFailure> tlsFailure(const EtcdEndpoint& e, const Exchange& x, c
   return std::nullopt;
 }
 
+/// The endpoint list as a key: its entries' texts, comma-separated (credentials and TLS settings left out).
+std::string listKey(const std::vector<EtcdEndpoint>& endpoints) {
+  std::string key;
+  for (const EtcdEndpoint& e : endpoints) key += (key.empty() ? "" : ",") + e.text();
+  return key;
+}
+
+/// Which endpoint of each list answered last, for the whole process: each formation makes a fresh group and so a
+/// fresh client, and a client that started at the list's first entry again would wait out the call timeout there
+/// first whenever that member is gone (node 0's member, cut off with node 0). Guarded by answeredMutex().
+std::map<std::string, std::size_t>& answeredLast() {
+  static std::map<std::string, std::size_t> answered;
+  return answered;
+}
+std::mutex& answeredMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
 }  // namespace
 
 std::string etcdPrefixEnd(std::string prefix) {
@@ -389,7 +409,17 @@ Checked<std::vector<EtcdEndpoint>> parseEtcdEndpoints(const std::string& list) {
 }
 
 EtcdClient::EtcdClient(std::vector<EtcdEndpoint> endpoints, std::chrono::milliseconds timeout)
-    : endpoints_(std::move(endpoints)), timeout_(timeout) {}
+    : endpoints_(std::move(endpoints)), timeout_(timeout), list_key_(listKey(endpoints_)) {
+  std::lock_guard<std::mutex> lock(answeredMutex());
+  const auto it = answeredLast().find(list_key_);
+  if (it != answeredLast().end() && it->second < endpoints_.size()) preferred_ = it->second;
+}
+
+void EtcdClient::answeredBy(std::size_t at) {
+  preferred_ = at;
+  std::lock_guard<std::mutex> lock(answeredMutex());
+  answeredLast()[list_key_] = at;
+}
 
 Checked<std::string> EtcdClient::authenticate(const EtcdEndpoint& endpoint) {
   const Json request = {{"name", endpoint.credentials.user}, {"password", endpoint.credentials.password}};
@@ -537,7 +567,7 @@ Checked<std::string> EtcdClient::call(const std::string& path, const std::string
     const std::size_t at = (preferred_ + i) % endpoints_.size();
     Checked<std::string> answer = callOne(endpoints_[at], path, body);
     if (answer.ok()) {
-      preferred_ = at;
+      answeredBy(at);
       return answer;
     }
     errors += (errors.empty() ? "" : "; ") + answer.error;
@@ -740,7 +770,7 @@ Status EtcdClient::watch(const std::string& key, const std::string& range_end, E
     refusal.clear();
     Checked<std::string> answer = callOne(endpoints_[at], "/v3/watch", request.dump(), &lines);
     if (answer.ok() && refusal.empty()) {
-      preferred_ = at;
+      answeredBy(at);
       return {};
     }
     const std::string error = answer.ok() ? refusal : answer.error;

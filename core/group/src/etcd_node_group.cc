@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 #include <openssl/crypto.h>
@@ -274,6 +275,11 @@ class EtcdNodeGroup::Impl {
   /// A member that does not lead: the lead's gathered progress, once per heartbeat.
   /// `now_too`: read even within a heartbeat of the last read (on a halt: what every node said last).
   void readProgress(bool now_too = false);
+  /// Whether `candidates` (the records waiting for the next formation) include every member of `formation` whose
+  /// record is still in `records` (alive, not left): nobody else who ran in it can come back, so the lead proposes
+  /// without the last call.
+  bool everyoneBack(const std::vector<Record>& records, const std::vector<Record>& candidates,
+                    const Formation& formation) const;
   void propose(std::vector<Record> candidates, const Formation& formation);
   /// Stops this node's part of the job with `reason` (the first reason wins); `lost`: a member was lost.
   void stopWith(const std::string& reason, bool lost = false);
@@ -336,6 +342,7 @@ class EtcdNodeGroup::Impl {
   Clock::time_point min_since_{};
   bool min_reached_ = false;
   int last_valid_round_ = -1;
+  int at_once_round_ = -1;  ///< the formation after which this node last proposed at once (logged once)
   std::set<std::string> left_;
   std::map<std::string, std::time_t> last_seen_;
   bool warned_invalid_ = false;
@@ -758,8 +765,36 @@ void EtcdNodeGroup::Impl::formStep(const std::vector<Record>* records, const For
     min_reached_ = true;
     min_since_ = Clock::now();
   }
-  if (static_cast<int>(candidates.size()) < o_.group.nnodes && Clock::now() - min_since_ < kLastCall) return;
+  if (static_cast<int>(candidates.size()) < o_.group.nnodes) {
+    if (formation.valid && everyoneBack(*records, candidates, formation)) {
+      if (at_once_round_ != formation.round) {
+        log(LogLevel::kInfo, "proposing at once: every live member of formation " + std::to_string(formation.round) +
+                                 " is waiting (" + std::to_string(candidates.size()) + " node(s); no last call)");
+      }
+      at_once_round_ = formation.round;
+    } else if (Clock::now() - min_since_ < kLastCall) {
+      return;
+    }
+  }
   propose(std::move(candidates), formation);
+}
+
+bool EtcdNodeGroup::Impl::everyoneBack(const std::vector<Record>& records, const std::vector<Record>& candidates,
+                                       const Formation& formation) const {
+  // A node registers afresh (a new lease, a new record) for each formation, so a member of the last one is known
+  // again by what it says of itself: its --node-rank, host and address. Several alike (one machine, no ranks) are
+  // counted, not told apart. A mismatch errs towards the last call, never towards leaving a survivor out.
+  std::multiset<std::tuple<int, std::string, std::string>> waiting;
+  for (const Record& c : candidates) waiting.insert({c.rank, c.host, c.addr});
+  for (const Member& m : formation.members) {
+    const auto r = std::find_if(records.begin(), records.end(), [&](const Record& x) { return x.id == m.id; });
+    // Its record gone (its lease expired: lost) or left (its workers finished): it does not come back.
+    if (r == records.end() || r->phase == Phase::kLeft) continue;
+    const auto back = waiting.find({m.rank, m.host, m.addr});
+    if (back == waiting.end()) return false;
+    waiting.erase(back);
+  }
+  return true;
 }
 
 void EtcdNodeGroup::Impl::propose(std::vector<Record> candidates, const Formation& formation) {

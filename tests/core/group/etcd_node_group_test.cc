@@ -1,6 +1,7 @@
 // The etcd node group's lead (core/group/src/etcd_node_group.cc) with real EtcdNodeGroup objects against a real
 // etcd: the lead killed while the others wait hands over and the group forms; a stranger's value at the lead key
-// does not block formation; a halt the lead writes reaches every member.
+// does not block formation; a halt the lead writes reaches every member; a fresh group starts at the etcd member
+// that answered last; the survivors of a loss form without the last call, a first formation still waits it.
 #include "taehv/group/etcd_node_group.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 
 #include <atomic>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "etcd_server.h"
@@ -195,6 +197,125 @@ TEST_F(EtcdLead, TheLeadLostWhileRunningIsFoundByTheNextLead) {
   // The lease (3 s) and a heartbeat or two.
   EXPECT_LT(Clock::now() - killed, std::chrono::seconds(3 + 3));
   for (auto& n : nodes) n->finish(false);
+}
+
+/// The log lines of every group made with logInto(), for the tests that look for one.
+struct Lines {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  bool has(const std::string& part) {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.find(part) != l.npos; });
+  }
+};
+EtcdGroupOptions logInto(EtcdGroupOptions o, Lines& into) {
+  o.group.log = [&into](LogLevel, const std::string& line) {
+    std::lock_guard<std::mutex> lock(into.mu);
+    into.lines.push_back(line);
+  };
+  return o;
+}
+
+// Node 0's etcd member cut off (SIGSTOPped: connections hang, as across a cut link): the first group made after it
+// waits out one call timeout there before member 1 answers; the next formation's fresh group starts at member 1
+// (the endpoint that answered last in this process), so registering costs no call timeout.
+TEST(EtcdEndpoints, AFreshGroupStartsAtTheMemberThatAnsweredLast) {
+  EtcdServer etcd(3);
+  ASSERT_TRUE(etcd.ok()) << etcd.error();
+  auto make = [&etcd](int round) {
+    EtcdGroupOptions o = options(etcd, 0, 1);
+    o.endpoints = {etcd.endpoint(0), etcd.endpoint(1), etcd.endpoint(2)};
+    o.group.round = round;
+    return std::make_unique<EtcdNodeGroup>(o);
+  };
+  {
+    auto before = make(0);
+    ASSERT_TRUE(before->start().ok());
+    ASSERT_TRUE(before->form(Clock::now() + std::chrono::seconds(10)).ok());
+    before->finish(true);
+  }
+  etcd.pauseMember(0);
+  // Members 1 and 2 elect a leader among themselves first (member 0 may have led).
+  EtcdClient one({etcd.endpoint(1)});
+  const auto wait_end = Clock::now() + std::chrono::seconds(15);
+  while (!one.put("/probe", "x").ok() && Clock::now() < wait_end) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_TRUE(one.put("/probe", "x").ok()) << "members 1 and 2 did not go on without member 0";
+
+  auto first = make(1);
+  auto t0 = Clock::now();
+  ASSERT_TRUE(first->start().ok());
+  const auto first_took = Clock::now() - t0;
+  ASSERT_TRUE(first->form(Clock::now() + std::chrono::seconds(10)).ok());
+  first->finish(true);
+  EXPECT_GE(first_took, kEtcdCallTimeout - std::chrono::milliseconds(100))
+      << "member 0 answered after all: this test does not show the wait it is about";
+
+  auto next = make(2);
+  t0 = Clock::now();
+  ASSERT_TRUE(next->start().ok());
+  const auto next_took = Clock::now() - t0;
+  ASSERT_TRUE(next->form(Clock::now() + std::chrono::seconds(10)).ok());
+  next->finish(true);
+  EXPECT_LT(next_took, kEtcdCallTimeout / 2) << "the fresh group asked the silent member 0 first";
+}
+
+// --nnodes 2:3: three nodes form, node 2 dies (no goodbye: its group destroyed, its lease runs out). The lead
+// halts formation 0; nodes 0 and 1 register afresh for formation 1 and, every live member of formation 0 being
+// back, the lead proposes at once instead of waiting kLastCall (5 s) for a third node.
+TEST_F(EtcdLead, TheSurvivorsOfALossFormWithoutTheLastCall) {
+  Lines lines;
+  auto make = [&](int rank, int round) {
+    EtcdGroupOptions o = logInto(options(etcd_, rank, 3), lines);
+    o.group.min_nnodes = 2;
+    o.group.round = round;
+    return std::make_unique<EtcdNodeGroup>(o);
+  };
+  std::vector<std::unique_ptr<EtcdNodeGroup>> nodes;
+  for (int rank : {0, 1, 2}) nodes.push_back(make(rank, 0));
+  for (const Status& s : formAll(nodes, std::chrono::seconds(20))) ASSERT_TRUE(s.ok()) << s.error;
+  EXPECT_EQ(nodes[0]->agreedRanks().nnodes, 3);
+
+  nodes[2].reset();  // killed: no record written, its lease (3 s) runs out
+  const auto end = Clock::now() + std::chrono::seconds(20);
+  while ((nodes[0]->stopReason().empty() || nodes[1]->stopReason().empty()) && Clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const auto lost = Clock::now();
+  ASSERT_NE(nodes[0]->stopReason().find("node 2"), std::string::npos) << nodes[0]->stopReason();
+  ASSERT_FALSE(nodes[1]->stopReason().empty());
+
+  std::vector<std::unique_ptr<EtcdNodeGroup>> survivors;
+  for (int rank : {0, 1}) {
+    nodes[static_cast<std::size_t>(rank)]->finish(false);
+    survivors.push_back(make(rank, 1));
+  }
+  for (const Status& s : formAll(survivors, std::chrono::seconds(20))) ASSERT_TRUE(s.ok()) << s.error;
+  const auto took = Clock::now() - lost;
+  for (int i = 0; i < 2; ++i) {
+    const AgreedRanks a = survivors[static_cast<std::size_t>(i)]->agreedRanks();
+    EXPECT_EQ(a.round, 1);
+    EXPECT_EQ(a.nnodes, 2);
+  }
+  EXPECT_TRUE(lines.has("proposing at once: every live member of formation 0 is waiting"));
+  EXPECT_LT(took, kLastCall - std::chrono::seconds(2)) << "the lead waited the last call for nobody";
+  for (auto& n : survivors) n->finish(true);
+}
+
+// --nnodes 2:3, a first formation: two nodes in, the lead still waits kLastCall for a third before it forms.
+TEST_F(EtcdLead, AFirstFormationStillWaitsTheLastCall) {
+  Lines lines;
+  std::vector<std::unique_ptr<EtcdNodeGroup>> nodes;
+  for (int rank : {0, 1}) {
+    EtcdGroupOptions o = logInto(options(etcd_, rank, 3), lines);
+    o.group.min_nnodes = 2;
+    nodes.push_back(std::make_unique<EtcdNodeGroup>(o));
+  }
+  const auto t0 = Clock::now();
+  for (const Status& s : formAll(nodes, std::chrono::seconds(20))) ASSERT_TRUE(s.ok()) << s.error;
+  EXPECT_GE(Clock::now() - t0, kLastCall);
+  EXPECT_EQ(nodes[0]->agreedRanks().nnodes, 2);
+  EXPECT_FALSE(lines.has("proposing at once"));
+  for (auto& n : nodes) n->finish(true);
 }
 
 }  // namespace

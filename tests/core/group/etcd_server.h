@@ -110,6 +110,13 @@ class EtcdServer {
     pid = -1;
   }
 
+  /// SIGSTOPs one member: its port still accepts connections (the kernel's backlog) but nothing answers, as a
+  /// member cut off from the network; a call to it waits out the call timeout. SIGKILLed with the rest at the end.
+  void pauseMember(int i) {
+    const pid_t pid = members_[static_cast<std::size_t>(i)].pid;
+    if (pid > 0) ::kill(-pid, SIGSTOP);
+  }
+
   /// Starts member `i` again (SIGKILLed by killMember) on its ports and data, and waits until the cluster answers
   /// through it (at most 20 s); false when it did not.
   bool restartMember(int i) {

@@ -2,8 +2,9 @@
 // (etcd_node_group.h) and nothing more. Works with etcd 3.4 and 3.5 (paths under /v3/, keys and values base64).
 //
 // Contract: every call opens one connection and finishes within the client's timeout (connect, write and read
-// together) or fails; it never hangs. Endpoints are tried in order from the last one that answered; a call fails
-// only when none answers. Errors are one line naming the endpoint(s) and what went wrong. Not thread-safe: one
+// together) or fails; it never hangs. Endpoints are tried in order from the last one that answered, in this process:
+// a new client of the same endpoint list starts where the last call of any client of it succeeded (so a fresh
+// client does not wait out the timeout at a member that is gone first); a call fails only when none answers. Errors are one line naming the endpoint(s) and what went wrong. Not thread-safe: one
 // client per thread.
 #pragma once
 
@@ -189,7 +190,11 @@ class EtcdClient {
 
   std::vector<EtcdEndpoint> endpoints_;
   std::chrono::milliseconds timeout_;
+  /// Records that endpoint `at` answered: this client and every client made later for the same list start there.
+  void answeredBy(std::size_t at);
+
   std::size_t preferred_ = 0;
+  std::string list_key_;  ///< the endpoint list's text: the key of the process-wide "answered last" memory
   std::string local_address_;
   std::string failure_fix_;
   bool client_cert_asked_ = false;
