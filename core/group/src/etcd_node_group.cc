@@ -316,6 +316,7 @@ class EtcdNodeGroup::Impl {
 
   // The watches' mirrors (under mu_): the control keys every node watches, the records the lead watches.
   std::unique_ptr<EtcdWatch> control_watch_, nodes_watch_;
+  std::size_t watched_at_ = 0;  ///< client_.preferredIndex() when control_watch_ was opened (it starts there too)
   std::map<std::string, EtcdKeyValue> control_kvs_, node_kvs_;
   bool control_synced_ = false, nodes_synced_ = false;
   bool woken_ = false;  ///< a watch saw a change since the last tick
@@ -597,6 +598,19 @@ std::optional<std::vector<EtcdKeyValue>> EtcdNodeGroup::Impl::mirrored(
 void EtcdNodeGroup::Impl::tick() {
   keepAlive();
   writeRecord();
+  // The client moved to another member (the one it used stopped answering: cut off, stopped). The watches, opened
+  // where the client was then, may sit on that member's stream, which a cut link leaves silent until etcd notices
+  // the member has no leader (about 11 s measured) or the idle bound (30 s): they are opened again where it answers.
+  if (control_watch_ && client_.preferredIndex() != watched_at_) {
+    log(LogLevel::kDebug, "etcd endpoint " + o_.endpoints[client_.preferredIndex()].text() +
+                              " answers now: the watches are opened there");
+    stopWatches();
+    control_watch_.reset();
+    nodes_watch_.reset();
+    std::lock_guard<std::mutex> lock(mu_);
+    control_synced_ = nodes_synced_ = false;
+  }
+  if (!control_watch_) watched_at_ = client_.preferredIndex();
   ensureWatch(control_watch_, control_kvs_, control_synced_, formationKey(), prefix_ + "nodes/");
   const std::optional<std::vector<EtcdKeyValue>> control = mirrored(control_kvs_, control_synced_);
   if (!control) return;  // the watch has not read the control keys yet

@@ -158,6 +158,9 @@ class EtcdClient {
   /// and so (one network) the one the other nodes reach it on. "" before any call succeeded.
   const std::string& localAddress() const { return local_address_; }
 
+  /// The index (in the endpoint list) of the endpoint this client tries first: the last one that answered.
+  std::size_t preferredIndex() const { return preferred_; }
+
   /// What to do about the last failed call when the client knows better than its caller (TLS: which CA or client
   /// certificate to give; a scheme that does not match the member's); "" otherwise.
   const std::string& failureFix() const { return failure_fix_; }
