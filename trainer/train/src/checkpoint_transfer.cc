@@ -10,7 +10,6 @@
 
 #include "taehv/files/input_file.h"
 #include "taehv/train/checkpoint.h"
-#include "train_state.h"
 
 namespace taehv::train {
 namespace fs = std::filesystem;
