@@ -58,13 +58,13 @@ void JobProgress::tick(process::ProgressWatch& watch) {
   std::vector<group::BusyFigure> figures;
   std::set<int> nodes;
   for (const group::RankSummary& r : all) {
-    figures.push_back({r.rank, r.busy_s, r.busy_steps});
+    figures.push_back({r.rank, r.busy_s, r.busy_steps, r.step});
     nodes.insert(r.node);
   }
-  const std::vector<group::Straggler> by_node =
-      nodes.size() > 1 ? group::findStragglers(group::nodeFigures(all)) : std::vector<group::Straggler>{};
+  const std::vector<group::Straggler> by_node = persistent_nodes_.confirm(
+      nodes.size() > 1 ? group::findStragglers(group::nodeFigures(all)) : std::vector<group::Straggler>{});
   straggler_nodes_ = by_node;
-  const std::string line = stragglers_.update(group::findStragglers(figures), by_node);
+  const std::string line = stragglers_.update(persistent_ranks_.confirm(group::findStragglers(figures)), by_node);
   if (!line.empty()) log::warn(line);
 }
 

@@ -200,7 +200,7 @@ std::vector<Straggler> findStragglers(const std::vector<BusyFigure>& figures, do
     // others' figure down far enough to make an ordinary rank look slow (0.05, 0.2, 0.2: nobody is a straggler).
     std::sort(others.begin(), others.end());
     const double m = others[others.size() / 2];
-    if (m > 0 && f->busy_s > factor * m) out.push_back({f->id, f->busy_s, m, f->busy_s / m, f->steps});
+    if (m > 0 && f->busy_s > factor * m) out.push_back({f->id, f->busy_s, m, f->busy_s / m, f->steps, f->step});
   }
   std::sort(out.begin(), out.end(), [](const Straggler& a, const Straggler& b) { return a.ratio > b.ratio; });
   return out;
@@ -213,12 +213,27 @@ std::vector<BusyFigure> nodeFigures(const std::vector<RankSummary>& ranks) {
   for (const auto& [node, rs] : by_node) {
     std::vector<double> busy;
     int steps = rs.front()->busy_steps;
+    std::int64_t step = rs.front()->step;
     for (const RankSummary* r : rs) {
       busy.push_back(r->busy_s);
       steps = std::min(steps, r->busy_steps);
+      step = std::min(step, r->step);
     }
-    out.push_back({node, median(std::move(busy)), steps});
+    out.push_back({node, median(std::move(busy)), steps, step});
   }
+  return out;
+}
+
+std::vector<Straggler> PersistentStragglers::confirm(const std::vector<Straggler>& judged, int steps) {
+  std::map<int, std::int64_t> since;
+  std::vector<Straggler> out;
+  for (const Straggler& s : judged) {
+    const auto was = since_.find(s.id);
+    const std::int64_t from = was != since_.end() && was->second <= s.step ? was->second : s.step;
+    since[s.id] = from;
+    if (s.step - from >= steps) out.push_back(s);
+  }
+  since_ = std::move(since);
   return out;
 }
 

@@ -47,6 +47,7 @@ class JobProgress {
   int node_;
   bool speaks_;
   std::chrono::steady_clock::time_point next_{};
+  group::PersistentStragglers persistent_ranks_, persistent_nodes_;
   group::StragglerLog stragglers_;
   std::vector<group::Straggler> straggler_nodes_;
 };

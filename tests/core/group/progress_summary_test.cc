@@ -122,6 +122,40 @@ TEST(Stragglers, TheLogSaysEachChangeOnce) {
   EXPECT_EQ(log.update({}, {}), "");
 }
 
+TEST(Stragglers, AVerdictIsSaidOnlyOnceItHeldWhileTheStragglerAdvancedFiveSteps) {
+  PersistentStragglers persistent;
+  // Rank 1 slow at step 11 (first judged), still at 15: held back; at 16 (5 steps on): confirmed.
+  auto at = [](std::int64_t step, double busy) {
+    return findStragglers({{0, 0.1, 10, step}, {1, busy, 10, step}, {2, 0.1, 10, step}});
+  };
+  for (std::int64_t step = 11; step <= 15; ++step) {
+    EXPECT_TRUE(persistent.confirm(at(step, 0.4)).empty()) << "step " << step;
+  }
+  std::vector<Straggler> s = persistent.confirm(at(16, 0.4));
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].id, 1);
+  EXPECT_EQ(s[0].step, 16);
+  EXPECT_NEAR(s[0].ratio, 4.0, 1e-9);
+  EXPECT_EQ(persistent.confirm(at(17, 0.4)).size(), 1u) << "and stays while it lasts";
+  // CI's false straggler under the CPU hog (1.85x at one judgement, gone at the next): never said.
+  PersistentStragglers burst;
+  EXPECT_TRUE(burst.confirm(at(11, 0.185)).empty());
+  EXPECT_TRUE(burst.confirm(at(12, 0.12)).empty());
+  // One judgement without it starts it over.
+  for (std::int64_t step = 13; step <= 17; ++step) EXPECT_TRUE(burst.confirm(at(step, 0.4)).empty());
+  EXPECT_TRUE(burst.confirm(at(18, 0.1)).empty());
+  for (std::int64_t step = 19; step <= 23; ++step) EXPECT_TRUE(burst.confirm(at(step, 0.4)).empty()) << step;
+  EXPECT_EQ(burst.confirm(at(24, 0.4)).size(), 1u);
+  // A restart from a checkpoint (its step goes back) starts it over too.
+  EXPECT_TRUE(burst.confirm(at(3, 0.4)).empty());
+  EXPECT_EQ(burst.confirm(at(8, 0.4)).size(), 1u);
+}
+
+TEST(Stragglers, ANodesStepIsItsLowestRanksStep) {
+  std::vector<RankSummary> ranks = {rankAt(0, 0, 40, "exchange", 0.1, 0.2, 20), rankAt(1, 0, 38, "data", 0.1, 0.2, 20)};
+  EXPECT_EQ(nodeFigures(ranks).at(0).step, 38);
+}
+
 TEST(Spread, NamesTheRanksBehindAndTheSilentOne) {
   // Rank 5 (node 1) hung in data of step 7; the others went on into step 7's exchange or are still at step 8.
   std::vector<RankSummary> ranks;

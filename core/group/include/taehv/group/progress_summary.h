@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,12 +64,18 @@ inline constexpr double kStragglerFactor = 1.5;
 /// where a burst of 3 slow steps of one rank (out of 5) right after the hog started read 1.65x; the median of 10 needs
 /// 6 slow steps of 10, as the median of the full window (20) needs 11.
 inline constexpr int kStragglerMinSteps = 10;
+/// And a verdict is said only once it has held at every judgement while the straggler's own step advanced this many
+/// steps (PersistentStragglers). 5: the CPU-hog test failed CI twice with a burst that the median of the window took
+/// for a straggler (1.65x over 5 steps, then 1.85x over 10 steps, rank 1 after a run of 15-18 s steps of the whole
+/// job); both verdicts were gone one step later. A rank slowed in every step is named 5 steps later than it is judged.
+inline constexpr int kStragglerConfirmSteps = 5;
 
 /// One figure to compare: a rank's (or a node's) busy time.
 struct BusyFigure {
   int id = 0;           ///< the rank (or node)
   double busy_s = 0;    ///< seconds
   int steps = 0;        ///< how many steps the figure covers
+  std::int64_t step = 0;  ///< the step the rank is in (a node: its ranks' lowest), for PersistentStragglers
 };
 
 /// A figure more than `factor` times the median of the others'.
@@ -78,6 +85,7 @@ struct Straggler {
   double others_median_s = 0;
   double ratio = 0;  ///< busy_s / others_median_s
   int steps = 0;     ///< the steps its figure covers
+  std::int64_t step = 0;  ///< the step it is in (BusyFigure::step)
 };
 
 /// The stragglers among `figures` (those with at least `min_steps`), slowest first. Each is compared with the
@@ -88,6 +96,18 @@ std::vector<Straggler> findStragglers(const std::vector<BusyFigure>& figures, do
 
 /// Per node: the median of its ranks' busy times (their steps: the fewest among them), for findStragglers().
 std::vector<BusyFigure> nodeFigures(const std::vector<RankSummary>& ranks);
+
+/// Holds each verdict of findStragglers() back until it persists: a rank (or node) is confirmed once it has been a
+/// straggler at every judgement while its step advanced kStragglerConfirmSteps; one judgement without it, or a step
+/// lower than where it started (a restart from a checkpoint), starts it over.
+class PersistentStragglers {
+ public:
+  /// Of `judged` (findStragglers() now), those that have persisted, in the same order.
+  std::vector<Straggler> confirm(const std::vector<Straggler>& judged, int steps = kStragglerConfirmSteps);
+
+ private:
+  std::map<int, std::int64_t> since_;  ///< id -> its step when its current run of verdicts began
+};
 
 /// Says each change in the set of stragglers once: a new set is one line with every straggler's figures; the same
 /// set again is silent; an empty set after a non-empty one says they caught up.
