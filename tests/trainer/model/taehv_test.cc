@@ -397,6 +397,42 @@ TEST(TAEHVTest, ChannelsLastTrainingMatchesContiguous) {
   }
 }
 
+// The parallel mode's own backward of moving frames in time (each MemBlock's past frames, the decoder's trimmed
+// first frames: autograd functions in layers.cc) against autograd through the streaming mode, which runs the same
+// layers one frame at a time with none of them: in double, 2 clips of 6 frames, both memory formats.
+TEST(TAEHVTest, ParallelGradientsMatchTheStreamingModesGradients) {
+  testing::useTestThreads();
+  torch::manual_seed(9);
+  const ReferenceCase c = referenceCase("taehv");
+  TAEHV model(c.options);
+  loadWeights(*model, referenceDir() + "/" + c.weights);  // trained weights: outputs inside the final clamp's [0, 1]
+  model->to(torch::kFloat64);
+  model->train();
+  const torch::Tensor x = torch::rand({2, 6, 3, 16, 16}, torch::kFloat64);
+  auto grads = [&](bool streaming, bool channels_last) {
+    model->setChannelsLast(channels_last);
+    model->zero_grad();
+    const torch::Tensor y = model->decodeVideo(model->encodeVideo(x, streaming), streaming);
+    (y * torch::linspace(0, 1, y.numel(), torch::kFloat64).view(y.sizes())).sum().backward();
+    std::vector<torch::Tensor> out;
+    for (const auto& p : model->parameters()) out.push_back(p.grad().clone());
+    return out;
+  };
+  const std::vector<torch::Tensor> reference = grads(true, false);
+  double largest = 0;
+  for (const auto& g : reference) largest = std::max(largest, g.abs().max().item<double>());
+  ASSERT_GT(largest, 1e-3) << "the loss reaches the parameters";
+  for (const bool channels_last : {false, true}) {
+    const std::vector<torch::Tensor> parallel = grads(false, channels_last);
+    ASSERT_EQ(parallel.size(), reference.size());
+    for (std::size_t i = 0; i < parallel.size(); ++i) {
+      const double scale = reference[i].abs().max().item<double>() + 1e-30;
+      EXPECT_LE(maxAbsDiff(parallel[i], reference[i]) / scale, 1e-9) << "parameter " << i << " channels_last "
+                                                                        << channels_last;
+    }
+  }
+}
+
 TEST(TAEHVTest, TrainingGradientsFlowToEveryParameter) {
   testing::useTestThreads();
   torch::manual_seed(3);

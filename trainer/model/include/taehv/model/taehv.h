@@ -155,7 +155,8 @@ class TAEHVImpl : public torch::nn::Module {
   torch::Tensor postprocessFrames(const torch::Tensor& x) const;
 
   /// Parallel mode on channels_last (NHWC) activations: same math, no layout reorders around each oneDNN
-  /// convolution; faster on CPU. Off by default; streaming mode runs channels_last always (FrameStream).
+  /// convolution; faster on the CPU under bf16 autocast (the trainer turns it on there; fp32 measured level).
+  /// Off by default; streaming mode runs channels_last always (FrameStream).
   void setChannelsLast(bool on) { channels_last_ = on; }
 
   /// True for the weight of a decoder TGrow ("decoder.N.conv.weight"), the tensors the loader may patch.
