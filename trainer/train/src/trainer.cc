@@ -296,7 +296,7 @@ void TrainingRun::prepareSteps() {
   // bf16 autocast is per thread, so its steps are one pass.
   autocast_ = bf16Autocast(cfg_, device_);
   // bf16 on the CPU: activations in channels_last (NHWC), oneDNN's bf16 layout, so no layout reorder runs around each
-  // convolution (bench, 4x12x32x32, 1 thread, this host: 0.387 s a step against 0.406 s contiguous). Same math; fp32
+  // convolution (bench, 4x12x32x32, 1 thread, this host: 0.380 s a step against 0.407 s contiguous). Same math; fp32
   // measured level (0.69-0.72 s both) and stays contiguous, as does CUDA (not measured here).
   if (autocast_ && device_.is_cpu()) state_.model->setChannelsLast(true);
   slice_plan_ = device_.is_cpu() && !autocast_
