@@ -100,39 +100,43 @@ bool mixesTime(TAEHVLayer::Kind kind) {
 // input, per slice: on channels_last activations each MemBlock's past frames then cost a transposing copy and a
 // transposing add per clip in the backward (bench, bf16 4x12x32x32, 1 thread: add_ 33 ms and copy_ 31 ms a step
 // against 5 and 17 contiguous).
-at::MemoryFormat formatOf(const torch::Tensor& x) { return x.suggest_memory_format(); }
-
 torch::Tensor clipView(const torch::Tensor& x, int64_t clips) {
   return x.view({clips, x.size(0) / clips, x.size(1), x.size(2), x.size(3)});
 }
 
-// out[:, to + t] = in[:, from + t] for t < count, per clip; the rest of out zero when `zero`. out has `out_rows`
-// rows per clip and `format`'s layout.
+// out[:, to + t] = in[:, from + t] for t < count, per clip; out's other frames zero. out has `out_rows` rows per clip
+// and `format`'s layout.
 torch::Tensor moveFrames(const torch::Tensor& in, int64_t clips, int64_t out_rows, int64_t from, int64_t to,
-                         int64_t count, bool zero, at::MemoryFormat format) {
+                         int64_t count, at::MemoryFormat format) {
   const std::array<int64_t, 4> sizes = {clips * out_rows, in.size(1), in.size(2), in.size(3)};
-  const auto options = in.options().memory_format(format);
-  torch::Tensor out = torch::empty(sizes, options);  // torch::zeros would drop the memory format
-  if (zero) out.zero_();
-  if (count > 0) clipView(out, clips).slice(1, to, to + count).copy_(clipView(in, clips).slice(1, from, from + count));
+  torch::Tensor out = torch::empty(sizes, in.options().memory_format(format));  // torch::zeros drops the format
+  const torch::Tensor frames = clipView(out, clips);
+  frames.slice(1, 0, to).zero_();
+  frames.slice(1, to + count, out_rows).zero_();
+  frames.slice(1, to, to + count).copy_(clipView(in, clips).slice(1, from, from + count));
   return out;
+}
+
+// The input's memory format, kept for the backward (the incoming gradient may be a slice of another layout's).
+void saveFormat(torch::autograd::AutogradContext* ctx, const torch::Tensor& x) {
+  ctx->saved_data["format"] = static_cast<int64_t>(x.suggest_memory_format());
+}
+at::MemoryFormat savedFormat(torch::autograd::AutogradContext* ctx) {
+  return static_cast<at::MemoryFormat>(ctx->saved_data["format"].toInt());
 }
 
 // past[t] = x[t - 1] within each clip of `frames` rows, zeros at t = 0.
 struct PastFrames : torch::autograd::Function<PastFrames> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, int64_t frames) {
-    const int64_t clips = x.size(0) / frames;
-    ctx->saved_data["clips"] = clips;
     ctx->saved_data["frames"] = frames;
-    ctx->saved_data["channels_last"] = formatOf(x) == at::MemoryFormat::ChannelsLast;
-    return moveFrames(x, clips, frames, 0, 1, frames - 1, true, formatOf(x));
+    saveFormat(ctx, x);
+    return moveFrames(x, x.size(0) / frames, frames, 0, 1, frames - 1, x.suggest_memory_format());
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad) {
-    const int64_t clips = ctx->saved_data["clips"].toInt(), frames = ctx->saved_data["frames"].toInt();
-    const auto format =
-        ctx->saved_data["channels_last"].toBool() ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
-    return {moveFrames(grad[0], clips, frames, 1, 0, frames - 1, true, format), torch::Tensor()};
+    const int64_t frames = ctx->saved_data["frames"].toInt();
+    return {moveFrames(grad[0], grad[0].size(0) / frames, frames, 1, 0, frames - 1, savedFormat(ctx)),
+            torch::Tensor()};
   }
 };
 
@@ -142,26 +146,22 @@ torch::Tensor pastFrames(const torch::Tensor& x, int64_t frames) { return PastFr
 struct TrimFrames : torch::autograd::Function<TrimFrames> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, int64_t clips,
                                int64_t trim) {
-    const int64_t frames = x.size(0) / clips;
     ctx->saved_data["clips"] = clips;
     ctx->saved_data["trim"] = trim;
-    ctx->saved_data["frames"] = frames;
-    ctx->saved_data["channels_last"] = formatOf(x) == at::MemoryFormat::ChannelsLast;
-    return moveFrames(x, clips, frames - trim, trim, 0, frames - trim, false, formatOf(x));
+    saveFormat(ctx, x);
+    const int64_t kept = x.size(0) / clips - trim;
+    return moveFrames(x, clips, kept, trim, 0, kept, x.suggest_memory_format());
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad) {
     const int64_t clips = ctx->saved_data["clips"].toInt(), trim = ctx->saved_data["trim"].toInt();
-    const int64_t frames = ctx->saved_data["frames"].toInt();
-    const auto format =
-        ctx->saved_data["channels_last"].toBool() ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
-    return {moveFrames(grad[0], clips, frames, 0, trim, frames - trim, true, format), torch::Tensor(),
+    const int64_t kept = grad[0].size(0) / clips;
+    return {moveFrames(grad[0], clips, kept + trim, 0, trim, kept, savedFormat(ctx)), torch::Tensor(),
             torch::Tensor()};
   }
 };
 
 torch::Tensor trimClips(const torch::Tensor& x, int64_t clips, int64_t trim) { return TrimFrames::apply(x, clips, trim); }
-
 
 }  // namespace
 
