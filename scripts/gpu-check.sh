@@ -17,7 +17,8 @@
 #   GPU_CHECK_TARGETS what the build stage builds (default: all; e.g. "taehv-run taehv-train" for a short first
 #                     call: the test stage builds the test programs it needs)
 #   GPU_CHECK_MODES   the Python loop's modes in the bench stage (default: "eager compile")
-#   GPU_CHECK_PRECISIONS  (default: "fp32 bf16"); GPU_CHECK_BATCH, GPU_CHECK_SIZE, GPU_CHECK_STEPS: the bench shape
+#   GPU_CHECK_PRECISIONS  (default: "fp32 bf16 bf16-cl": -cl runs channels_last on both sides); GPU_CHECK_JOBS: ctest's
+#                     parallel tests (default 12); GPU_CHECK_BATCH, GPU_CHECK_SIZE, GPU_CHECK_STEPS: the bench shape
 # Fails with one line when there is no GPU, no python3 with a CUDA torch, no nvcc, or no bundle.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -94,6 +95,10 @@ stage_test() {
     exclude=(-E "ReferenceTest.*/(${alternatives})(_|$)")
     note "left out: reference tests of ${missing[*]} (their files are not in $shared/taehv-reference)"
   fi
+  # The fuzz targets need scripts/setup.sh's clang with its libFuzzer and sanitizer runtimes, which a stock GPU image
+  # lacks (its clang-16 has no libclang_rt.fuzzer): CI runs them.
+  if [[ ${#exclude[@]} -gt 0 ]]; then exclude=(-E "${exclude[1]}|^Fuzz[.]"); else exclude=(-E "^Fuzz[.]"); fi
+  note "left out: Fuzz.* (needs setup.sh's clang + libFuzzer pair; CI runs it)"
   local start
   start=$(date +%s.%N)
   cmake --build "$build" -j"$(nproc)" --target trainer_tests >"$out/build-tests.log" 2>&1 ||
@@ -101,10 +106,37 @@ stage_test() {
   note "test programs built in $(since "$start") s"
   start=$(date +%s.%N)
   local rc=0
-  (cd "$build" && ctest -j 8 --timeout 400 "${exclude[@]}" --output-on-failure) >"$out/ctest.log" 2>&1 || rc=$?
+  (cd "$build" && ctest -j "${GPU_CHECK_JOBS:-12}" --timeout 300 "${exclude[@]}" --output-on-failure) \
+    >"$out/ctest.log" 2>&1 || rc=$?
   note "ctest: $(grep -E 'tests passed|tests failed' "$out/ctest.log" | tail -n1) in $(since "$start") s"
   grep -E '^\s+[0-9]+ - .*\((Failed|Timeout|Exception|SEGFAULT|Subprocess aborted)\)' "$out/ctest.log" | tee -a "$report" || true
+  backtrace_first_crash
   return "$rc"
+}
+
+# The stack of the first test that died of SIGSEGV, run again alone under a debugger (the stock image has no gdb but
+# cuda-gdb, which also debugs programs without GPU code), into the report.
+backtrace_first_crash() {
+  local name debugger
+  name=$(grep -oE 'Test +#[0-9]+: [^ ]+ \.+\*\*\*Exception: SegFault' "$out/ctest.log" | head -n1 | awk '{print $3}')
+  [[ -n "$name" ]] || return 0
+  debugger=$(command -v gdb || command -v cuda-gdb || true)
+  [[ -n "$debugger" ]] || { note "no gdb or cuda-gdb for the stack of $name"; return 0; }
+  note "stack of $name ($(basename "$debugger")):"
+  timeout 180 python3 - "$build" "$name" "$debugger" <<'PY' 2>&1 | head -n 30 | tee -a "$report" || true
+import json, os, subprocess, sys
+build, name, debugger = sys.argv[1:4]
+tests = json.loads(subprocess.run(["ctest", "--show-only=json-v1"], cwd=build, capture_output=True, text=True,
+                                  check=True).stdout)["tests"]
+test = next(t for t in tests if t["name"] == name)
+props = {p["name"]: p["value"] for p in test.get("properties", [])}
+env = dict(os.environ)
+env.update(e.split("=", 1) for e in props.get("ENVIRONMENT", []))
+run = subprocess.run([debugger, "-batch", "-ex", "run", "-ex", "bt"] + ["--args"] + test["command"],
+                     cwd=props.get("WORKING_DIRECTORY", build), env=env, capture_output=True, text=True, timeout=170)
+frames = [l for l in run.stdout.splitlines() if l.startswith("#")]
+print("\n".join(frames[:25]) if frames else "(no stack: the test did not crash under the debugger)")
+PY
 }
 
 # metrics.jsonl of a run folder -> one line of figures
@@ -172,6 +204,8 @@ if "frames_per_s" not in vals:
     print(f"{label}: no result (log: {log})")
     sys.exit(0)
 text = f"{label}: {vals['frames_per_s']:.1f} frames/s, {vals['step_s'] * 1000:.1f} ms/step, peak GPU {vals.get('peak_gpu_mb', float('nan')):.0f} MiB"
+if "optimizer_s" in vals:
+    text += f" (AdamW {vals['optimizer_s'] * 1000:.1f} ms)"
 if "achieved_tflops" in vals:
     text += f", {vals['achieved_tflops']:.1f} TFLOP/s"
     if peak > 0:
@@ -195,16 +229,27 @@ stage_bench() {
   esac
   local shape=(--variant taehv --batch "${GPU_CHECK_BATCH:-4}" --frames 12 --size "${GPU_CHECK_SIZE:-256}")
   note "shape: ${shape[*]}, ${GPU_CHECK_STEPS:-10} timed steps after 3 warm-up steps; bf16 peak taken as $peak TFLOP/s ($name)"
-  for precision in ${GPU_CHECK_PRECISIONS:-fp32 bf16}; do
-    timeout 180 "$build/bin/taehv-train" bench "${shape[@]}" --steps "${GPU_CHECK_STEPS:-10}" --warmup 3 \
-      --device cuda --precision "$precision" >"$out/bench-cpp-$precision.log" 2>&1 || true
-    bench_line "taehv-train bench $precision" "$out/bench-cpp-$precision.log" | tee -a "$report"
+  # bf16-cl: bf16 with channels_last activations (the trainer's layout under bf16), both sides.
+  for run in ${GPU_CHECK_PRECISIONS:-fp32 bf16 bf16-cl}; do
+    local precision=${run%-cl} format=contiguous
+    [[ $run == *-cl ]] && format=channels_last
+    local same=(--device cuda --precision "$precision" --memory-format "$format")
+    timeout 180 "$build/bin/taehv-train" bench "${shape[@]}" --steps "${GPU_CHECK_STEPS:-10}" --warmup 3 "${same[@]}" \
+      >"$out/bench-cpp-$run.log" 2>&1 || true
+    bench_line "taehv-train bench $precision $format" "$out/bench-cpp-$run.log" | tee -a "$report"
+    if [[ $run == bf16 ]]; then
+      # The same step with torch::optim::AdamW (about ten tensor operations per parameter): the optimizer's share.
+      timeout 180 "$build/bin/taehv-train" bench "${shape[@]}" --steps "${GPU_CHECK_STEPS:-10}" --warmup 3 \
+        "${same[@]}" --optimizer torch >"$out/bench-cpp-$run-torch-adamw.log" 2>&1 || true
+      bench_line "taehv-train bench $precision $format --optimizer torch" "$out/bench-cpp-$run-torch-adamw.log" |
+        tee -a "$report"
+    fi
     for mode in ${GPU_CHECK_MODES:-eager compile}; do
       local flag=()
       [[ $mode == compile ]] && flag=(--compile)
       (cd bench/model && timeout 300 python3 train_loop_py.py "${shape[@]}" --steps "${GPU_CHECK_STEPS:-10}" \
-        --warmup 3 --device cuda --precision "$precision" "${flag[@]}") >"$out/bench-py-$mode-$precision.log" 2>&1 || true
-      bench_line "PyTorch $mode $precision" "$out/bench-py-$mode-$precision.log" | tee -a "$report"
+        --warmup 3 "${same[@]}" "${flag[@]}") >"$out/bench-py-$mode-$run.log" 2>&1 || true
+      bench_line "PyTorch $mode $precision $format" "$out/bench-py-$mode-$run.log" | tee -a "$report"
     done
   done
 }

@@ -3,8 +3,39 @@
 #include <ATen/Parallel.h>
 
 #include <cmath>
+#include <map>
+#include <optional>
 
 namespace taehv {
+namespace {
+
+/// What ATen's multi-tensor kernel asks of its tensors: float32, dense, one device, each parameter's gradient and
+/// state in its strides (its fast-path check throws otherwise; this says so beforehand).
+bool multiTensorReady(const torch::Tensor& p, const torch::Tensor& grad, const torch::Tensor& m, const torch::Tensor& v,
+                      const torch::Device& device) {
+  const auto dense_float = [&](const torch::Tensor& t) {
+    return t.defined() && t.layout() == torch::kStrided && t.scalar_type() == torch::kFloat && t.device() == device &&
+           t.strides() == p.strides() && t.sizes() == p.sizes();
+  };
+  return dense_float(p) && dense_float(grad) && dense_float(m) && dense_float(v) && p.is_non_overlapping_and_dense();
+}
+
+/// One AdamW update of every listed parameter by ATen's multi-tensor kernel (`steps`: each parameter's step count
+/// after this update, a float32 scalar tensor on the parameters' device).
+void multiTensorAdamW(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
+                      const std::vector<torch::Tensor>& exp_avgs, const std::vector<torch::Tensor>& exp_avg_sqs,
+                      const std::vector<torch::Tensor>& steps, double lr, double beta1, double beta2,
+                      double weight_decay, double eps) {
+  if (params.empty()) return;
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1, beta2,
+                    weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
+}
+
+torch::Tensor stepTensor(int64_t step, const torch::Device& device) {
+  return torch::full({}, static_cast<double>(step), torch::TensorOptions().dtype(torch::kFloat).device(device));
+}
+
+}  // namespace
 
 FusedAdamW::FusedAdamW(std::vector<torch::Tensor> params, FusedAdamWOptions options)
     : params_(std::move(params)), options_(options) {
@@ -24,7 +55,31 @@ void FusedAdamW::step() {
   const double step_size = lr / bias_correction1;
   const double bias_correction2_sqrt = std::sqrt(bias_correction2);
   const double decay = 1 - lr * options_.weight_decay;
+  // CUDA parameters: one multi-tensor kernel for all of them (per device).
+  std::map<c10::DeviceIndex, std::vector<std::size_t>> on_gpu;  // by CUDA device index
   for (std::size_t i = 0; i < params_.size(); ++i) {
+    const torch::Tensor& p = params_[i];
+    if (p.device().is_cuda() && multiTensorReady(p, p.grad(), exp_avg_[i], exp_avg_sq_[i], p.device())) {
+      on_gpu[p.device().index()].push_back(i);
+    }
+  }
+  std::vector<bool> done(params_.size(), false);
+  for (const auto& [index, indices] : on_gpu) {
+    const torch::Device device(torch::kCUDA, index);
+    std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs;
+    for (const std::size_t i : indices) {
+      params.push_back(params_[i]);
+      grads.push_back(params_[i].grad());
+      exp_avgs.push_back(exp_avg_[i]);
+      exp_avg_sqs.push_back(exp_avg_sq_[i]);
+      done[i] = true;
+    }
+    const std::vector<torch::Tensor> steps(params.size(), stepTensor(step_, device));
+    multiTensorAdamW(params, grads, exp_avgs, exp_avg_sqs, steps, lr, options_.beta1, options_.beta2,
+                     options_.weight_decay, options_.eps);
+  }
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    if (done[i]) continue;
     torch::Tensor& p = params_[i];
     const torch::Tensor& grad = p.grad();
     if (!grad.defined()) {
@@ -66,6 +121,58 @@ void FusedAdamW::step() {
     const torch::Tensor denom = (v.sqrt() / bias_correction2_sqrt).add_(options_.eps);
     p.addcdiv_(m, denom, -step_size);
   }
+}
+
+bool stepAdamWMultiTensor(torch::optim::AdamW& optimizer) {
+  torch::NoGradGuard no_grad;
+  auto& state = optimizer.state();
+  // First: does every parameter with a gradient qualify? Nothing is changed before the answer is known.
+  std::optional<torch::Device> device;
+  for (auto& group : optimizer.param_groups()) {
+    const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
+    if (options.amsgrad()) return false;
+    for (const auto& p : group.params()) {
+      const torch::Tensor& grad = p.grad();
+      if (!grad.defined()) continue;
+      if (!device) device = p.device();
+      const auto it = state.find(p.unsafeGetTensorImpl());
+      if (it == state.end()) {
+        if (!multiTensorReady(p, grad, p, p, *device)) return false;
+        continue;
+      }
+      const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+      if (!multiTensorReady(p, grad, s.exp_avg(), s.exp_avg_sq(), *device)) return false;
+    }
+  }
+  if (!device) return true;  // no gradient anywhere: torch's step would change nothing either
+  for (auto& group : optimizer.param_groups()) {
+    const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
+    std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
+    std::map<int64_t, torch::Tensor> step_tensors;  // normally one: every parameter at the same step
+    for (const auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      auto& slot = state[p.unsafeGetTensorImpl()];
+      if (!slot) {  // as torch::optim::AdamW::step makes it
+        auto fresh = std::make_unique<torch::optim::AdamWParamState>();
+        fresh->step(0);
+        fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        slot = std::move(fresh);
+      }
+      auto& s = static_cast<torch::optim::AdamWParamState&>(*slot);
+      s.step(s.step() + 1);
+      auto [it, added] = step_tensors.try_emplace(s.step());
+      if (added) it->second = stepTensor(s.step(), *device);
+      params.push_back(p);
+      grads.push_back(p.grad());
+      exp_avgs.push_back(s.exp_avg());
+      exp_avg_sqs.push_back(s.exp_avg_sq());
+      steps.push_back(it->second);
+    }
+    multiTensorAdamW(params, grads, exp_avgs, exp_avg_sqs, steps, options.lr(), std::get<0>(options.betas()),
+                     std::get<1>(options.betas()), options.weight_decay(), options.eps());
+  }
+  return true;
 }
 
 void FusedAdamW::zeroGrad() {

@@ -19,6 +19,7 @@
 #include "taehv/env.h"
 #include "taehv/log.h"
 #include "taehv/model/autocast.h"
+#include "taehv/model/fused_adamw.h"
 #include "taehv/model/metrics.h"
 #include "taehv/model/safetensors.h"
 #include "taehv/model/slice_backward.h"
@@ -295,10 +296,12 @@ void TrainingRun::prepareSteps() {
   sync_.emplace(dist_, state_.params, cfg_.dist.bucket_mb, !state_.zero);
   // bf16 autocast is per thread, so its steps are one pass.
   autocast_ = bf16Autocast(cfg_, device_);
-  // bf16 on the CPU: activations in channels_last (NHWC), oneDNN's bf16 layout, so no layout reorder runs around each
-  // convolution (bench, 4x12x32x32, 1 thread, this host: 0.380 s a step against 0.407 s contiguous). Same math; fp32
-  // measured level (0.69-0.72 s both) and stays contiguous, as does CUDA (not measured here).
-  if (autocast_ && device_.is_cpu()) state_.model->setChannelsLast(true);
+  // bf16: activations in channels_last (NHWC), the layout of oneDNN's bf16 kernels on the CPU and of cuDNN's
+  // tensor-core kernels on the GPU, so no layout change runs around each convolution. bench 4x12x32x32, 1 thread,
+  // this host: 0.380 s a step against 0.407 s contiguous; 4x12x256x256 on an H100: 34-36 ms against 43-44 ms in each
+  // of 13 steps (bench/gpu/RESULTS.md). Same math; fp32 on the CPU measured level (0.69-0.72 s both) and stays
+  // contiguous, as does fp32 on the GPU (not measured).
+  if (autocast_) state_.model->setChannelsLast(true);
   slice_plan_ = device_.is_cpu() && !autocast_
                     ? SliceBackward::plan(static_cast<int>(cfg_.train.slices), torch::get_num_threads(), batch_)
                     : SliceBackward::Plan{1, torch::get_num_threads()};
@@ -422,16 +425,19 @@ TrainingRun::Update TrainingRun::applyUpdate(int64_t step, double lr) {
     if (cfg_.train.grad_clip > 0) out.grad_norm = clipGradNorm(state_.params, cfg_.train.grad_clip);
     phases_.mark(Phase::kClip);
     const auto arithmetic_start = Clock::now();
-    state_.optimizer->step();
+    // On a GPU AdamW runs as ATen's multi-tensor kernel (a few launches instead of ~10 per parameter), on the
+    // optimizer's own state; on the CPU torch's step, whose results the CPU tests check bit for bit.
+    auto* adamw = dynamic_cast<torch::optim::AdamW*>(state_.optimizer.get());
+    if (!(device_.is_cuda() && adamw && stepAdamWMultiTensor(*adamw))) state_.optimizer->step();
     out.update_s = seconds(Clock::now() - arithmetic_start);
   }
   out.optimizer_s = seconds(Clock::now() - update_start);
   phases_.mark(Phase::kUpdate);
   if (!state_.ema.empty()) {
     torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < state_.ema.size(); ++i) {
-      state_.ema[i].mul_(cfg_.train.ema).add_(state_.params[i].detach(), 1 - cfg_.train.ema);
-    }
+    // ema = ema * d + p * (1 - d): two multi-tensor operations (the same per-tensor arithmetic as mul_ then add_).
+    at::_foreach_mul_(state_.ema, cfg_.train.ema);
+    at::_foreach_add_(state_.ema, state_.params, 1 - cfg_.train.ema);
   }
   phases_.mark(Phase::kEma);
   return out;

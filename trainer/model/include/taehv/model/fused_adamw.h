@@ -1,6 +1,8 @@
 // AdamW with the update rule of torch.optim.AdamW / torch::optim::AdamW (PyTorch 1.13, amsgrad off, decoupled
 // weight decay), computed for float32 CPU tensors in one pass over each parameter instead of about eight
-// tensor-wide operations, and with gradients released instead of zero-filled between steps.
+// tensor-wide operations, for float32 CUDA tensors by ATen's multi-tensor kernel (what torch.optim.AdamW(fused=True)
+// runs: a few launches for all parameters instead of about ten per parameter), and with gradients released instead
+// of zero-filled between steps.
 #pragma once
 
 #include <torch/torch.h>
@@ -26,7 +28,8 @@ class FusedAdamW {
   /// One update of every parameter that has a gradient:
   ///   p *= 1 - lr * wd;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
   ///   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
-  /// float32 CPU parameters take the fused loop; others (CUDA, other dtypes) the same formula in tensor ops.
+  /// float32 CPU parameters take the fused loop, float32 CUDA parameters ATen's multi-tensor kernel; others (other
+  /// dtypes, strided gradients) the same formula in tensor ops.
   void step();
 
   /// Releases the gradients (the next backward creates them): no zero fill, same result as zeroing.
@@ -40,5 +43,13 @@ class FusedAdamW {
   FusedAdamWOptions options_;
   int64_t step_ = 0;
 };
+
+/// Steps `optimizer` (a torch::optim::AdamW) with ATen's multi-tensor AdamW kernel, one call per parameter group,
+/// instead of its ~10 tensor operations per parameter, keeping the optimizer's own state (exp_avg, exp_avg_sq and
+/// step, made on first use as torch::optim::AdamW makes them), so checkpoints and a later optimizer.step() carry on
+/// unchanged. Applies where every parameter with a gradient is float32 with its gradient and state on one device in
+/// its own strides, and amsgrad is off; elsewhere returns false having changed nothing (call optimizer.step()).
+/// Same formula; it agrees with optimizer.step() to float rounding, not bit for bit.
+bool stepAdamWMultiTensor(torch::optim::AdamW& optimizer);
 
 }  // namespace taehv
