@@ -123,7 +123,7 @@ backtrace_first_crash() {
   debugger=$(command -v gdb || command -v cuda-gdb || true)
   [[ -n "$debugger" ]] || { note "no gdb or cuda-gdb for the stack of $name"; return 0; }
   note "stack of $name ($(basename "$debugger")):"
-  timeout 180 python3 - "$build" "$name" "$debugger" <<'PY' 2>&1 | head -n 30 | tee -a "$report" || true
+  timeout 360 python3 - "$build" "$name" "$debugger" <<'PY' 2>&1 | head -n 50 | tee -a "$report" || true
 import json, os, subprocess, sys
 build, name, debugger = sys.argv[1:4]
 tests = json.loads(subprocess.run(["ctest", "--show-only=json-v1"], cwd=build, capture_output=True, text=True,
@@ -132,10 +132,24 @@ test = next(t for t in tests if t["name"] == name)
 props = {p["name"]: p["value"] for p in test.get("properties", [])}
 env = dict(os.environ)
 env.update(e.split("=", 1) for e in props.get("ENVIRONMENT", []))
-run = subprocess.run([debugger, "-batch", "-ex", "run", "-ex", "bt"] + ["--args"] + test["command"],
+command = test["command"]
+if command[0].endswith("/env"):  # gtest_discover_tests' executor: /usr/bin/env NAME=VALUE... PROGRAM ARGS
+    command = command[1:]
+    while command and "=" in command[0] and not command[0].startswith("/"):
+        env.update([command.pop(0).split("=", 1)])
+run = subprocess.run([debugger, "-batch", "-ex", "run", "-ex", "bt", "--args"] + command,
                      cwd=props.get("WORKING_DIRECTORY", build), env=env, capture_output=True, text=True, timeout=170)
 frames = [l for l in run.stdout.splitlines() if l.startswith("#")]
 print("\n".join(frames[:25]) if frames else "(no stack: the test did not crash under the debugger)")
+# Which library each std::filesystem call of the program was bound to (libtorch may export its own copy).
+env["LD_DEBUG"] = "bindings"
+run = subprocess.run(command, cwd=props.get("WORKING_DIRECTORY", build), env=env, capture_output=True,
+                     text=True, timeout=170)
+bound = sorted({l.split("binding file ", 1)[1].split(": normal symbol")[0] + " " + l.split("`")[1]
+                for l in run.stderr.splitlines() if "binding file" in l and "_ZNSt10filesystem" in l})
+print("bindings of std::filesystem:\n" + "\n".join(bound[:15]) if bound else "no std::filesystem binding seen")
+needed = subprocess.run(["readelf", "-d", command[0]], capture_output=True, text=True).stdout
+print("first libraries: " + " ".join([l.split("[")[1].rstrip("]") for l in needed.splitlines() if "NEEDED" in l][:4]))
 PY
 }
 

@@ -34,6 +34,8 @@ def main():
     ap.add_argument("--compile", action="store_true", help="torch.compile the forward and loss (inductor)")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    ap.add_argument("--memory-format", default="contiguous", choices=["contiguous", "channels_last"],
+                    help="channels_last: the model's 4-d weights in NHWC, so convolutions run and return NHWC")
     ap.add_argument("--upstream", help="upstream taehv.py (a clone of madebyollin/taehv): train its TAEHV instead")
     a = ap.parse_args()
     cuda = a.device == "cuda"
@@ -51,6 +53,8 @@ def main():
     else:
         model = TAEHV(patch_size=p, latent_channels=z).train().to(a.device)
         encode, decode = model.encode_video, model.decode_video
+    if a.memory_format == "channels_last":
+        model = model.to(memory_format=torch.channels_last)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=1e-2)
     x = torch.rand(a.batch, a.frames, 3, a.size, a.size).to(a.device)
     latents = -(-a.frames // model.t_downscale)
@@ -58,7 +62,7 @@ def main():
     target = x[:, :aligned]
     print(f"python bench: torch {torch.__version__} threads={torch.get_num_threads()} "
           f"params={sum(q.numel() for q in model.parameters())} compile={a.compile} device={a.device} "
-          f"precision={a.precision} model={a.upstream or 'taehv_py'}", flush=True)
+          f"precision={a.precision} memory_format={a.memory_format} model={a.upstream or 'taehv_py'}", flush=True)
 
     def objective(x):
         autocast = (torch.autocast(a.device, dtype=torch.bfloat16) if a.precision == "bf16"
