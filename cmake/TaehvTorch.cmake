@@ -118,22 +118,34 @@ foreach(header TCPStore.hpp ProcessGroupGloo.hpp)
   endif()
   unset(taehv_c10d_header)
 endforeach()
-# Some libtorch builds (PyPI's torch 2.11 among them; 2.13 not) export a static copy of libstdc++'s std::filesystem
-# from libtorch.so (64 functions). A program that links libtorch before libstdc++ binds its own std::filesystem calls
-# to that copy, and its remove_all jumps to address 0: on an H200 with torch 2.11, every test with a temporary folder
-# died of SIGSEGV when removing it, and so would taehv-train pruning old checkpoints. Such a libtorch gets
-# libstdc++.so first among every program's libraries, so that the C++ runtime's own functions are the ones bound.
-find_library(taehv_libtorch_so torch HINTS "${TORCH_INSTALL_PREFIX}/lib" NO_DEFAULT_PATH NO_CACHE)
+# libtorch builds export a static copy of libstdc++'s std::filesystem from their libraries: PyPI's torch 2.11 from
+# libtorch.so (64 functions) and libtorch_cpu.so (90), torch 2.13 from libtorch_cpu.so (90). A program that links
+# libtorch before libstdc++ binds its own std::filesystem calls to that copy (LD_DEBUG=bindings: remove_all,
+# path::_M_split_cmpts, temp_directory_path from libtorch_cpu.so), and libstdc++'s internal ones too: on an H200 with
+# torch 2.11 the copy's remove_all jumped to address 0, and every test with a temporary folder died of SIGSEGV when
+# removing it (so would taehv-train pruning old checkpoints). Where any of these libraries exports such functions,
+# libstdc++.so comes first among every program's libraries, so that the C++ runtime's own functions are bound.
+set(taehv_torch_std_fs_count 0)
+set(taehv_torch_std_fs_libs "")
 find_program(taehv_nm nm NO_CACHE)
-if(taehv_libtorch_so AND taehv_nm)
-  execute_process(COMMAND "${taehv_nm}" -D --defined-only "${taehv_libtorch_so}" OUTPUT_VARIABLE taehv_torch_symbols
-                  ERROR_QUIET)
-  string(REGEX MATCHALL " T _ZNSt10filesystem[^\n]*" taehv_torch_std_fs "${taehv_torch_symbols}")
-  list(LENGTH taehv_torch_std_fs taehv_torch_std_fs_count)
-  if(taehv_torch_std_fs_count GREATER 0)
-    add_link_options("SHELL:-Wl,--push-state,--no-as-needed -lstdc++ -Wl,--pop-state")
-    message(STATUS "taehv-train: this libtorch.so exports ${taehv_torch_std_fs_count} std::filesystem functions of "
-                   "its own: libstdc++ is linked first, so programs use the C++ runtime's")
+foreach(taehv_lib torch torch_cpu)
+  find_library(taehv_lib_so ${taehv_lib} HINTS "${TORCH_INSTALL_PREFIX}/lib" NO_DEFAULT_PATH NO_CACHE)
+  if(taehv_lib_so AND taehv_nm)
+    execute_process(COMMAND "${taehv_nm}" -D --defined-only "${taehv_lib_so}" OUTPUT_VARIABLE taehv_torch_symbols
+                    ERROR_QUIET)
+    string(REGEX MATCHALL " T _ZNSt10filesystem[^\n]*" taehv_torch_std_fs "${taehv_torch_symbols}")
+    list(LENGTH taehv_torch_std_fs taehv_count)
+    if(taehv_count GREATER 0)
+      math(EXPR taehv_torch_std_fs_count "${taehv_torch_std_fs_count} + ${taehv_count}")
+      list(APPEND taehv_torch_std_fs_libs "lib${taehv_lib}.so (${taehv_count})")
+    endif()
   endif()
+  unset(taehv_lib_so)
   unset(taehv_torch_symbols)
+endforeach()
+if(taehv_torch_std_fs_count GREATER 0)
+  add_link_options("SHELL:-Wl,--push-state,--no-as-needed -lstdc++ -Wl,--pop-state")
+  list(JOIN taehv_torch_std_fs_libs ", " taehv_torch_std_fs_libs)
+  message(STATUS "taehv-train: this libtorch exports std::filesystem functions of its own (${taehv_torch_std_fs_libs}): "
+                 "libstdc++ is linked first, so programs use the C++ runtime's")
 endif()
