@@ -186,12 +186,15 @@ stage_train() {
   need_gpu
   [[ -x "$build/bin/taehv-run" ]] || fail "no $build/bin/taehv-run: run the build stage first"
   note "== train ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
-  rm -rf "$out/ws1" "$out/ws2-nccl" "$out/ws2-gloo"
+  rm -rf "$out/ws1" "$out/ws1-bf16" "$out/ws2-nccl" "$out/ws2-gloo"
   local binding=()
   # World size 1 (c10d needs no process group there), 200 steps with a checkpoint at 100, then resumed to 300.
   train_run ws1 1 --set train.steps=200 || fail "world size 1 training failed (log: $out/ws1.log)"
   train_run ws1 1 --set train.steps=300 --resume latest || fail "resume failed (log: $out/ws1.log)"
   grep -m1 -iE 'resum' "$out/ws1.log" | tee -a "$report" || true
+  # bf16 autocast, where the trainer runs channels_last activations on the GPU.
+  train_run ws1-bf16 1 --set train.steps=200 --set train.bf16=true ||
+    fail "bf16 training failed (log: $out/ws1-bf16.log)"
   # Two processes on the one GPU: NCCL first; NCCL refuses two ranks on one device on some versions, then Gloo.
   binding=(--gpu-binding none)
   if ! train_run ws2-nccl 2 --set train.steps=200 --set dist.backend=nccl; then
