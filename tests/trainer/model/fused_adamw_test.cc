@@ -81,15 +81,15 @@ const torch::optim::AdamWParamState& stateOf(torch::optim::AdamW& optimizer, con
   return static_cast<const torch::optim::AdamWParamState&>(*optimizer.state().at(p.unsafeGetTensorImpl()));
 }
 
-TEST(FusedAdamWTest, MultiTensorStepMatchesTorchAdamWsStepAndKeepsItsState) {
+TEST(FusedAdamWTest, FusedStepMatchesTorchAdamWsStepAndKeepsItsState) {
   testing::useTestThreads();
   TwinOptimizers twins(torch::kCPU);
   for (int step = 0; step < 4; ++step) {
     twins.backward(step);
     twins.reference->step();
-    ASSERT_TRUE(stepAdamWMultiTensor(*twins.multi));
+    ASSERT_TRUE(stepAdamWFused(*twins.multi));
   }
-  // Then torch's own step carries on from the state the multi-tensor steps kept.
+  // Then torch's own step carries on from the state the fused steps kept.
   twins.backward(4);
   twins.reference->step();
   twins.multi->step();
@@ -104,15 +104,40 @@ TEST(FusedAdamWTest, MultiTensorStepMatchesTorchAdamWsStepAndKeepsItsState) {
   EXPECT_EQ(stateOf(*twins.multi, twins.b.back()).step(), 4);  // it had no gradient at step 1
 }
 
-TEST(FusedAdamWTest, MultiTensorStepRefusesWhatItsKernelCannotTakeAndChangesNothing) {
+TEST(FusedAdamWTest, FusedStepRefusesWhatItsKernelCannotTakeAndChangesNothing) {
   std::vector<torch::Tensor> params{torch::randn({8}).requires_grad_(true),
                                     torch::randn({4}, torch::kDouble).requires_grad_(true)};
   torch::optim::AdamW optimizer(params, torch::optim::AdamWOptions(1e-3));
   (params[0].sum() + params[1].sum()).backward();
   const torch::Tensor before = params[0].detach().clone();
-  EXPECT_FALSE(stepAdamWMultiTensor(optimizer));  // a float64 parameter
+  EXPECT_FALSE(stepAdamWFused(optimizer));  // a float64 parameter
   EXPECT_TRUE(optimizer.state().empty());
   EXPECT_TRUE(torch::equal(params[0], before));
+}
+
+/// ZeRO's shard update relies on this: a tensor updated whole, or as ranges cut anywhere (here at odd offsets,
+/// on 2 threads), comes out bit for bit the same.
+TEST(FusedAdamWTest, OnePassGivesTheSameBitsWhateverTheSplit) {
+  at::set_num_threads(2);  // at::parallel_for cuts the whole tensor's range in two too
+  torch::manual_seed(3);
+  const int64_t n = 300007;
+  const torch::Tensor p0 = torch::randn({n}), g = torch::randn({n}), m0 = torch::randn({n}) * 0.1,
+                      v0 = torch::rand({n}) * 0.01;
+  const auto c = AdamWCoefficients::at(3, 3e-4, 0.9, 0.95, 1e-2, 1e-8);
+  torch::Tensor p = p0.clone(), m = m0.clone(), v = v0.clone();
+  adamwOnePass(c, p.data_ptr<float>(), g.const_data_ptr<float>(), m.data_ptr<float>(), v.data_ptr<float>(), n);
+  torch::Tensor q = p0.clone(), mq = m0.clone(), vq = v0.clone();
+  int64_t at = 0;
+  for (const int64_t len : {int64_t{5}, int64_t{70001}, int64_t{3}, n - 70009}) {
+    adamwOnePass(c, q.data_ptr<float>() + at, g.const_data_ptr<float>() + at, mq.data_ptr<float>() + at,
+                 vq.data_ptr<float>() + at, len);
+    at += len;
+  }
+  ASSERT_EQ(at, n);
+  EXPECT_TRUE(torch::equal(p, q));
+  EXPECT_TRUE(torch::equal(m, mq));
+  EXPECT_TRUE(torch::equal(v, vq));
+  EXPECT_GT(testing::maxAbsDiff(p, p0), 1e-4);  // it did update
 }
 
 TEST(FusedAdamWTest, OnCudaMatchesTheCpuLoopAndTorchAdamW) {
@@ -144,7 +169,7 @@ TEST(FusedAdamWTest, OnCudaMatchesTheCpuLoopAndTorchAdamW) {
   for (int step = 0; step < 4; ++step) {
     twins.backward(step);
     twins.reference->step();
-    ASSERT_TRUE(stepAdamWMultiTensor(*twins.multi));
+    ASSERT_TRUE(stepAdamWFused(*twins.multi));
   }
   for (std::size_t i = 0; i < twins.a.size(); ++i) {
     EXPECT_LE(testing::maxAbsDiff(twins.a[i].cpu(), twins.b[i].cpu()), 1e-6) << i;

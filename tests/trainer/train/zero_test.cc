@@ -39,7 +39,7 @@ TEST(Zero, StagesOneAndTwoMatchStageZeroWithAccumulation) {
           << slurp(job.logs[0]);
     }
     // Stage 1 all-reduces GradSync's buckets with the same contents in the same layout (Gloo's ring then adds
-    // every element in the same order) and runs torch's AdamW operations elementwise, so without clipping it is
+    // every element in the same order) and runs stage 0's per-element AdamW arithmetic, so without clipping it is
     // bitwise stage 0. Stage 2's reduce-scatter adds the ranks' copies in rank order: at 2 ranks that is the same
     // sum (a + b = b + a), at 3 the same terms in another order than the ring's, a few ulp apart. One step: the
     // gradient norm (~0.16) is below train.grad_clip=1, nothing is clipped.

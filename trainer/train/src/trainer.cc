@@ -425,10 +425,10 @@ TrainingRun::Update TrainingRun::applyUpdate(int64_t step, double lr) {
     if (cfg_.train.grad_clip > 0) out.grad_norm = clipGradNorm(state_.params, cfg_.train.grad_clip);
     phases_.mark(Phase::kClip);
     const auto arithmetic_start = Clock::now();
-    // On a GPU AdamW runs as ATen's multi-tensor kernel (a few launches instead of ~10 per parameter), on the
-    // optimizer's own state; on the CPU torch's step, whose results the CPU tests check bit for bit.
+    // AdamW in one fused pass on the optimizer's own state (a GPU: ATen's multi-tensor kernel; the CPU: the same
+    // per-element loop as ZeRO's shard update, so stages 1 and 2 stay bitwise stage 0); SGD is torch's step.
     auto* adamw = dynamic_cast<torch::optim::AdamW*>(state_.optimizer.get());
-    if (!(device_.is_cuda() && adamw && stepAdamWMultiTensor(*adamw))) state_.optimizer->step();
+    if (!(adamw && stepAdamWFused(*adamw))) state_.optimizer->step();
     out.update_s = seconds(Clock::now() - arithmetic_start);
   }
   out.optimizer_s = seconds(Clock::now() - update_start);

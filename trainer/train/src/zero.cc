@@ -1,5 +1,7 @@
 #include "taehv/train/zero.h"
 
+#include "taehv/model/fused_adamw.h"
+
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/variable.h>
 
@@ -324,29 +326,24 @@ void ShardedAdamW::step(double lr) {
   torch::NoGradGuard no_grad;
   const auto t0 = std::chrono::steady_clock::now();
   ++step_;
-  // torch::optim::AdamW::step's formula and operation order (libtorch's adamw.cpp), amsgrad off, on the shard's
-  // slice: the padding past N has zero weights and gradients and stays zero.
-  const double bias_correction1 = 1 - std::pow(options_.beta1, static_cast<double>(step_));
-  const double bias_correction2_sqrt = std::sqrt(1 - std::pow(options_.beta2, static_cast<double>(step_)));
-  const double step_size = lr / bias_correction1;
+  // Stage 0's update (stepAdamWFused) on the shard's slice: float32 on the CPU the same per-element arithmetic
+  // (adamwOnePass), so stage 1 is bitwise stage 0 (ctest -R Zero); elsewhere ATen's fused kernel, as stage 0 runs
+  // on a GPU (not compared bit for bit: no GPU here). The padding past N has zero weights and gradients and stays
+  // zero.
   auto p = flat_params_.narrow(0, dist_.rank() * shard_size_, shard_size_);
   const auto g = shardGradient();
-  // Chunk by chunk, so the five tensors of a chunk stay in the L2 cache across the eight operations (eight
-  // passes over the whole 45 MB slice measured ~2x slower than torch's per-parameter loop at one rank).
-  constexpr int64_t kChunk = 1 << 15;  // elements: 5 x 128 KB
-  auto denom = torch::empty({std::min(kChunk, shard_size_)}, p.options());
-  for (int64_t at = 0; at < shard_size_; at += kChunk) {
-    const int64_t len = std::min(kChunk, shard_size_ - at);
-    auto pc = p.narrow(0, at, len), gc = g.narrow(0, at, len), d = denom.narrow(0, 0, len);
-    auto m = exp_avg_.narrow(0, at, len), v = exp_avg_sq_.narrow(0, at, len);
-    if (options_.weight_decay != 0) pc.mul_(1 - lr * options_.weight_decay);
-    m.mul_(options_.beta1).add_(gc, 1 - options_.beta1);
-    v.mul_(options_.beta2).addcmul_(gc, gc, 1 - options_.beta2);
-    torch::sqrt_out(d, v);
-    d.div_(bias_correction2_sqrt).add_(options_.eps);
-    pc.addcdiv_(m, d, -step_size);
+  if (p.is_cpu() && p.scalar_type() == torch::kFloat) {
+    TORCH_CHECK(g.is_contiguous() && exp_avg_.is_contiguous() && exp_avg_sq_.is_contiguous(),
+                "ShardedAdamW::step: the shard's tensors must be contiguous");
+    const auto c = AdamWCoefficients::at(step_, lr, options_.beta1, options_.beta2, options_.weight_decay,
+                                         options_.eps);
+    adamwOnePass(c, p.data_ptr<float>(), g.const_data_ptr<float>(), exp_avg_.data_ptr<float>(),
+                 exp_avg_sq_.data_ptr<float>(), shard_size_);
+  } else {
+    const auto step = torch::full({}, static_cast<double>(step_), p.options());
+    at::_fused_adamw_({p}, {g}, {exp_avg_}, {exp_avg_sq_}, /*max_exp_avg_sqs=*/{}, {step}, lr, options_.beta1,
+                      options_.beta2, options_.weight_decay, options_.eps, /*amsgrad=*/false, /*maximize=*/false);
   }
-  denom = torch::Tensor();
   shard_grad_ = torch::Tensor();
   prepared_ = false;
   last_update_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -2,7 +2,8 @@
 // weight decay), computed for float32 CPU tensors in one pass over each parameter instead of about eight
 // tensor-wide operations, for float32 CUDA tensors by ATen's multi-tensor kernel (what torch.optim.AdamW(fused=True)
 // runs: a few launches for all parameters instead of about ten per parameter), and with gradients released instead
-// of zero-filled between steps.
+// of zero-filled between steps. The same update steps a torch::optim::AdamW on its own state (the trainer) and a
+// ZeRO shard (trainer/train/src/zero.cc).
 #pragma once
 
 #include <torch/torch.h>
@@ -44,12 +45,30 @@ class FusedAdamW {
   int64_t step_ = 0;
 };
 
-/// Steps `optimizer` (a torch::optim::AdamW) with ATen's multi-tensor AdamW kernel, one call per parameter group,
-/// instead of its ~10 tensor operations per parameter, keeping the optimizer's own state (exp_avg, exp_avg_sq and
-/// step, made on first use as torch::optim::AdamW makes them), so checkpoints and a later optimizer.step() carry on
-/// unchanged. Applies where every parameter with a gradient is float32 with its gradient and state on one device in
-/// its own strides, and amsgrad is off; elsewhere returns false having changed nothing (call optimizer.step()).
-/// Same formula; it agrees with optimizer.step() to float rounding, not bit for bit.
-bool stepAdamWMultiTensor(torch::optim::AdamW& optimizer);
+/// The float32 coefficients of one AdamW update at step `step` (1 for the first update).
+struct AdamWCoefficients {
+  float decay;                  ///< 1 - lr * weight_decay
+  float beta1, beta2;
+  float one_minus_beta1, one_minus_beta2;
+  float bias_correction2_sqrt;  ///< sqrt(1 - beta2^step)
+  float eps;
+  float neg_step_size;          ///< -lr / (1 - beta1^step)
+  static AdamWCoefficients at(int64_t step, double lr, double beta1, double beta2, double weight_decay, double eps);
+};
+
+/// One AdamW update of `n` contiguous float32 elements in one pass (each element read and written once), on
+/// at::parallel_for's threads. Each element's result depends on that element alone, in the same operations
+/// whatever the range holds: updating a tensor whole or as any split into ranges gives the same bits (ZeRO's
+/// shard update is bitwise the unsharded one).
+void adamwOnePass(const AdamWCoefficients& c, float* p, const float* g, float* m, float* v, int64_t n);
+
+/// Steps `optimizer` (a torch::optim::AdamW) in one fused pass instead of its ~10 tensor operations per parameter:
+/// on the CPU adamwOnePass per parameter, on a GPU ATen's multi-tensor kernel (a few launches for all of them). It
+/// keeps the optimizer's own state (exp_avg, exp_avg_sq and step, made on first use as torch::optim::AdamW makes
+/// them), so checkpoints and a later optimizer.step() carry on unchanged. Applies where every parameter with a
+/// gradient is float32 with its gradient and state on one device, contiguous on the CPU or in its own strides on a
+/// GPU, and amsgrad is off; elsewhere returns false having changed nothing (call optimizer.step()). Same formula;
+/// it agrees with optimizer.step() to float rounding, not bit for bit.
+bool stepAdamWFused(torch::optim::AdamW& optimizer);
 
 }  // namespace taehv
