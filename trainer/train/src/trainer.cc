@@ -426,7 +426,7 @@ TrainingRun::Update TrainingRun::applyUpdate(int64_t step, double lr) {
     phases_.mark(Phase::kClip);
     const auto arithmetic_start = Clock::now();
     // AdamW in one fused pass on the optimizer's own state (a GPU: ATen's multi-tensor kernel; the CPU: the same
-    // per-element loop as ZeRO's shard update, so stages 1 and 2 stay bitwise stage 0); SGD is torch's step.
+    // per-element loop as ZeRO's shard update, so ZeRO stage 1 stays bitwise stage 0); SGD is torch's step.
     auto* adamw = dynamic_cast<torch::optim::AdamW*>(state_.optimizer.get());
     if (!(adamw && stepAdamWFused(*adamw))) state_.optimizer->step();
     out.update_s = seconds(Clock::now() - arithmetic_start);
