@@ -34,9 +34,10 @@ struct TensorLists {
   std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs;
   std::vector<torch::Tensor> steps;  ///< each parameter's step count after this update, float32 on its device
 
-  void add(const torch::Tensor& p, const torch::Tensor& m, const torch::Tensor& v, const torch::Tensor& step) {
+  void add(const torch::Tensor& p, const torch::Tensor& grad, const torch::Tensor& m, const torch::Tensor& v,
+           const torch::Tensor& step) {
     params.push_back(p);
-    grads.push_back(p.grad());
+    grads.push_back(grad);
     exp_avgs.push_back(m);
     exp_avg_sqs.push_back(v);
     steps.push_back(step);
@@ -96,6 +97,18 @@ void adamwOnePass(const AdamWCoefficients& c, float* p, const float* g, float* m
   });
 }
 
+void adamwUpdate(torch::Tensor& p, const torch::Tensor& g, torch::Tensor& m, torch::Tensor& v, int64_t step,
+                 double lr, double beta1, double beta2, double weight_decay, double eps) {
+  if (onePassReady(p, g, m, v)) {
+    adamwOnePass(AdamWCoefficients::at(step, lr, beta1, beta2, weight_decay, eps), p.data_ptr<float>(),
+                 g.const_data_ptr<float>(), m.data_ptr<float>(), v.data_ptr<float>(), p.numel());
+    return;
+  }
+  TensorLists lists;
+  lists.add(p, g, m, v, stepTensor(step, p.device()));
+  multiTensorAdamW(lists, lr, beta1, beta2, weight_decay, eps);
+}
+
 FusedAdamW::FusedAdamW(std::vector<torch::Tensor> params, FusedAdamWOptions options)
     : params_(std::move(params)), options_(options) {
   for (const auto& p : params_) {
@@ -119,7 +132,7 @@ void FusedAdamW::step() {
     torch::Tensor& v = exp_avg_sq_[i];
     if (p.device().is_cuda() && multiTensorReady(p, grad, m, v, p.device())) {
       TensorLists& lists = on_gpu[p.device().index()];
-      lists.add(p, m, v, lists.steps.empty() ? stepTensor(step_, p.device()) : lists.steps.front());
+      lists.add(p, grad, m, v, lists.steps.empty() ? stepTensor(step_, p.device()) : lists.steps.front());
     } else if (onePassReady(p, grad, m, v)) {
       adamwOnePass(c, p.data_ptr<float>(), grad.const_data_ptr<float>(), m.data_ptr<float>(), v.data_ptr<float>(),
                    p.numel());
@@ -179,7 +192,7 @@ bool stepAdamWFused(torch::optim::AdamW& optimizer) {
       }
       auto [it, added] = step_tensors.try_emplace(s.step());
       if (added) it->second = stepTensor(s.step(), *device);
-      lists.add(p, s.exp_avg(), s.exp_avg_sq(), it->second);
+      lists.add(p, p.grad(), s.exp_avg(), s.exp_avg_sq(), it->second);
     }
     multiTensorAdamW(lists, lr, beta1, beta2, options.weight_decay(), options.eps());
   }

@@ -326,24 +326,13 @@ void ShardedAdamW::step(double lr) {
   torch::NoGradGuard no_grad;
   const auto t0 = std::chrono::steady_clock::now();
   ++step_;
-  // Stage 0's update (stepAdamWFused) on the shard's slice: float32 on the CPU the same per-element arithmetic
-  // (adamwOnePass), so stage 1 is bitwise stage 0 (ctest -R Zero); elsewhere ATen's fused kernel, as stage 0 runs
-  // on a GPU (not compared bit for bit: no GPU here). The padding past N has zero weights and gradients and stays
-  // zero.
+  // Stage 0's update on the shard's slice (adamwUpdate, what stepAdamWFused runs per parameter): float32 on the
+  // CPU the same per-element arithmetic, so stage 1 is bitwise stage 0 (ctest -R Zero); on a GPU ATen's fused
+  // kernel, as stage 0 runs there (not compared bit for bit: no GPU here). The padding past N has zero weights and
+  // gradients and stays zero.
   auto p = flat_params_.narrow(0, dist_.rank() * shard_size_, shard_size_);
-  const auto g = shardGradient();
-  if (p.is_cpu() && p.scalar_type() == torch::kFloat) {
-    TORCH_CHECK(g.is_contiguous() && exp_avg_.is_contiguous() && exp_avg_sq_.is_contiguous(),
-                "ShardedAdamW::step: the shard's tensors must be contiguous");
-    const auto c = AdamWCoefficients::at(step_, lr, options_.beta1, options_.beta2, options_.weight_decay,
-                                         options_.eps);
-    adamwOnePass(c, p.data_ptr<float>(), g.const_data_ptr<float>(), exp_avg_.data_ptr<float>(),
-                 exp_avg_sq_.data_ptr<float>(), shard_size_);
-  } else {
-    const auto step = torch::full({}, static_cast<double>(step_), p.options());
-    at::_fused_adamw_({p}, {g}, {exp_avg_}, {exp_avg_sq_}, /*max_exp_avg_sqs=*/{}, {step}, lr, options_.beta1,
-                      options_.beta2, options_.weight_decay, options_.eps, /*amsgrad=*/false, /*maximize=*/false);
-  }
+  adamwUpdate(p, shardGradient(), exp_avg_, exp_avg_sq_, step_, lr, options_.beta1, options_.beta2,
+              options_.weight_decay, options_.eps);
   shard_grad_ = torch::Tensor();
   prepared_ = false;
   last_update_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -62,6 +62,12 @@ struct AdamWCoefficients {
 /// shard update is bitwise the unsharded one).
 void adamwOnePass(const AdamWCoefficients& c, float* p, const float* g, float* m, float* v, int64_t n);
 
+/// One AdamW update of one tensor `p` (gradient `g`, moments `m` and `v`) at step `step`, as stepAdamWFused updates
+/// each parameter: adamwOnePass for contiguous float32 CPU tensors, ATen's fused kernel elsewhere (a GPU's). ZeRO's
+/// shard update, so that it is the unsharded update element for element.
+void adamwUpdate(torch::Tensor& p, const torch::Tensor& g, torch::Tensor& m, torch::Tensor& v, int64_t step,
+                 double lr, double beta1, double beta2, double weight_decay, double eps);
+
 /// Steps `optimizer` (a torch::optim::AdamW) in one fused pass instead of its ~10 tensor operations per parameter:
 /// on the CPU adamwOnePass per parameter, on a GPU ATen's multi-tensor kernel (a few launches for all of them). It
 /// keeps the optimizer's own state (exp_avg, exp_avg_sq and step, made on first use as torch::optim::AdamW makes
