@@ -277,6 +277,7 @@ TEST(Checkpoint, StateJsonWrittenIsReadBackWhole) {
   st.batch_per_rank = 2;
   st.grad_accum = 1;
   st.seed = -7;  // any integer seed
+  st.train_seconds = 61.25;
   const auto back = parseCheckpointState(formatCheckpointState(st));
   EXPECT_EQ(back.step, 300);
   EXPECT_EQ(back.samples_consumed, 1200);
@@ -285,7 +286,16 @@ TEST(Checkpoint, StateJsonWrittenIsReadBackWhole) {
   EXPECT_EQ(back.batch_per_rank, 2);
   EXPECT_EQ(back.grad_accum, 1);
   EXPECT_EQ(back.seed, -7);
+  EXPECT_EQ(back.train_seconds, 61.25);
   EXPECT_THROW(parseCheckpointState("{\"step\": 1, \"samples_consumed\": 0, \"world_size\": -2}"), CheckpointError);
+  // train.max_minutes counts from train_seconds: absent (an older checkpoint) is 0; not a time is refused.
+  EXPECT_EQ(parseCheckpointState("{\"step\": 1, \"samples_consumed\": 0}").train_seconds, 0);
+  for (const char* bad : {"-1", "\"60\"", "null", "1e999"}) {
+    EXPECT_THROW(parseCheckpointState(std::string("{\"step\": 1, \"samples_consumed\": 0, \"train_seconds\": ") +
+                                      bad + "}"),
+                 CheckpointError)
+        << bad;
+  }
 }
 
 

@@ -404,6 +404,7 @@ TEST(HostileConfig, OutOfRangeValuesAreRefusedNamingTheKeyAndTheRange) {
       {"train.batch_per_rank=100000", "train.batch_per_rank must be in [1, 4096]"},
       {"train.grad_accum=1000000", "train.grad_accum must be in [1, 65536]"},
       {"train.steps=9999999999", "train.steps must be in [1, 1000000000]"},
+      {"train.max_minutes=-5", "train.max_minutes must be in [0, 1000000] (0 = no time budget), got -5"},
   };
   for (const auto& [set, expected] : cases) {
     const std::string m = validationError({set});

@@ -1,12 +1,14 @@
 // Resume (train_state.cc, checkpoint.cc): stop and SIGTERM resumes are bitwise a straight run; a resume at another
-// world size keeps the global batch and the sample stream.
+// world size keeps the global batch and the sample stream; train.max_minutes ends a run and counts across resumes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <regex>
 #include <string>
 #include <vector>
 
+#include "taehv/train/checkpoint.h"
 #include "train_runs.h"
 
 namespace taehv::train {
@@ -153,6 +155,69 @@ TEST(HostileResume, ACheckpointOfAnotherOptimizerOrVariantIsNamedBeforeLoading) 
     EXPECT_EQ(log.find("frame #"), std::string::npos) << "no stack trace:\n" << log;
   }
   EXPECT_FALSE(fs::exists(out + "/checkpoint-2")) << "nothing trained on the refused checkpoint";
+  fs::remove_all(dir);
+}
+
+// train.max_minutes: the run ends by itself once another step would not fit, as at its last step (the final
+// evaluation, the checkpoint, the exported weights; exit 0), and a resume counts the checkpoint's training time: a
+// budget it already holds trains nothing more, a larger one trains on. The budget is 3 s of a cap of 100000 steps.
+TEST(TimeBudget, EndsTheRunAsItsLastStepAndResumesCountTheCheckpointsTime) {
+  const auto dir = runDir();
+  const std::string out = dir + "/budget";
+  const std::vector<std::string> budget = {"train.max_minutes=0.05", "checkpoint.every=100000", "eval.every=100000",
+                                           "eval.clips=2", "checkpoint.export_safetensors=true"};
+  auto state = [&](int64_t step) {
+    return parseCheckpointState(slurp(out + "/checkpoint-" + std::to_string(step) + "/state.json"));
+  };
+  auto lastStep = [&] {
+    int64_t last = 0;
+    for (const auto& m : metrics(out)) last = std::max(last, m.at("step").get<int64_t>());
+    return last;
+  };
+  Job first = launch(2, plus(tiny(out, 100000), budget), out);
+  expectSuccess(first);
+  const std::string log = slurp(first.logs[0]);
+  const int64_t ended = lastStep();
+  ASSERT_GT(ended, 1) << log;
+  ASSERT_LT(ended, 100000) << log;
+  EXPECT_NE(log.find("train.max_minutes=0.05: "), std::string::npos) << log;
+  EXPECT_NE(log.find("another step would not fit; the run ends here as at its last step"), std::string::npos) << log;
+  EXPECT_NE(log.find("done: " + std::to_string(ended) + "/100000 steps (the train.max_minutes=0.05 budget)"),
+            std::string::npos)
+      << log;
+  // As at a last step: the final evaluation, its checkpoint, the exported weights.
+  bool evaluated = false;
+  for (const auto& m : metrics(out)) evaluated |= m.contains("eval_psnr") && m.at("step").get<int64_t>() == ended;
+  EXPECT_TRUE(evaluated) << "no evaluation at the last step " << ended;
+  EXPECT_TRUE(fs::exists(out + "/weights.safetensors"));
+  // The training time it holds: it ended because another step as long as its last would have passed the 3 s (the
+  // save comes after that decision, so it only adds), and not long after them.
+  const double trained = state(ended).train_seconds;
+  double last_step_s = 0;
+  for (const auto& m : metrics(out)) {
+    if (m.contains("step_s")) last_step_s = m.at("step_s").get<double>();
+  }
+  EXPECT_GT(trained + last_step_s, 3.0) << log;
+  EXPECT_LT(trained, 30.0) << log;
+
+  // A budget the checkpoint already holds: no step runs; the run still ends cleanly.
+  auto spent = cat(plus(plus(tiny(out, 100000), budget), {"train.max_minutes=" + std::to_string(trained / 120)}),
+                   {"--resume", "latest"});
+  Job again = launch(2, spent, out);
+  expectSuccess(again);
+  const std::string again_log = slurp(again.logs[0]);
+  EXPECT_NE(again_log.find(" is spent: the checkpoint of step " + std::to_string(ended) + " holds "), std::string::npos)
+      << again_log;
+  EXPECT_EQ(lastStep(), ended);
+
+  // 3 s more than the checkpoint holds: trains on from it, and the time adds up.
+  auto longer = plus(plus(tiny(out, 100000), budget), {"train.max_minutes=" + std::to_string(trained / 60 + 0.05)});
+  longer = cat(longer, {"--resume", "latest"});
+  Job more = launch(2, longer, out);
+  expectSuccess(more);
+  const int64_t ended_again = lastStep();
+  EXPECT_GT(ended_again, ended) << slurp(more.logs[0]);
+  EXPECT_GT(state(ended_again).train_seconds, trained) << slurp(more.logs[0]);
   fs::remove_all(dir);
 }
 

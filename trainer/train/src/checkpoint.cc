@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -201,6 +202,13 @@ CheckpointState parseCheckpointState(const std::string& text) {
   st.grad_accum = count("grad_accum", false);
   st.seed = count("seed", false, /*signed_ok=*/true);
   st.global_batch = count("global_batch", false);
+  if (json.contains("train_seconds")) {
+    const auto& t = json["train_seconds"];
+    if (!t.is_number() || !std::isfinite(t.get<double>()) || t.get<double>() < 0) {
+      throw CheckpointError("state.json: train_seconds must be a number of seconds >= 0");
+    }
+    st.train_seconds = t.get<double>();
+  }
   return st;
 }
 
@@ -214,6 +222,7 @@ std::string formatCheckpointState(const CheckpointState& state) {
   json["grad_accum"] = state.grad_accum;
   json["seed"] = state.seed;
   json["global_batch"] = state.global_batch;
+  json["train_seconds"] = state.train_seconds;
   return json.dump(1) + "\n";
 }
 

@@ -154,6 +154,7 @@ std::vector<Entry> table(Config& c) {
       {"model.init", &c.model.init},
       {"model.init_output_scale", real(&c.model.init_output_scale, {0, 10})},
       {"train.steps", count(&c.train.steps, {1, kSteps})},
+      {"train.max_minutes", real(&c.train.max_minutes, Range<double>{0, 1e6}.because("0 = no time budget"))},
       {"train.batch_per_rank", count(&c.train.batch_per_rank, {1, Config::kMaxBatch})},
       {"train.grad_accum", count(&c.train.grad_accum, {1, Config::kMaxAccum})},
       {"train.optimizer", choice(&c.train.optimizer, kOptimizers)},

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -83,7 +84,8 @@ void TrainLog::step(const Step& s, bool force) {
     const double loss = loss_sum_ / n;
     const double psnr = psnr_sum_ / n;
     const double fps = static_cast<double>(frames_per_step_) / step_mean;
-    const double eta = step_avg_ * static_cast<double>(steps - s.done);
+    double eta = step_avg_ * static_cast<double>(steps - s.done);
+    if (s.time_left_s >= 0) eta = std::min(eta, s.time_left_s);
     char line[512];
     std::snprintf(line, sizeof line,
                   "step %lld/%lld | loss %.5f | PSNR %.2f dB | %.1f frames/s | step %.3f s | data-wait %.3f s | "

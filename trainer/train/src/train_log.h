@@ -34,6 +34,7 @@ class TrainLog {
     double loss = 0, psnr = 0, lr = 0;
     double step_s = 0, data_wait_s = 0, optimizer_s = 0, update_s = 0, grad_norm = 0;
     int64_t data_skipped = 0;
+    double time_left_s = -1;  ///< of train.max_minutes (-1: no budget): the ETA is the sooner end
     PhaseTimes* phases = nullptr;  ///< with log.phase_times: the phases since the last line, cleared once written
   };
   /// Adds a step to the window since the last log line; at log.every, the first step, or `force`, writes the

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -178,9 +179,16 @@ class TrainingRun {
 
   void announce();
   int64_t startStep() const { return start_step_; }
-  /// Optimizer step `step` (0-based), then its log line, evaluation, preview and checkpoint; true when the run
-  /// stops after it (a stop signal or --stop-at-step).
-  bool step(int64_t step);
+  /// How the run goes on after a step.
+  enum class Next {
+    kStep,       ///< the next step
+    kStop,       ///< stopped early: a stop signal or --stop-at-step (a checkpoint to resume; no evaluation, no export)
+    kOutOfTime,  ///< train.max_minutes: the next step would not fit, so this one ended the run as its last would
+  };
+  /// Optimizer step `step` (0-based), then its log line, evaluation, preview and checkpoint.
+  Next step(int64_t step);
+  /// True when a resumed checkpoint's training time already fills train.max_minutes (said in the log): no step runs.
+  bool budgetSpentAtStart();
   /// After the last step (`step`: the steps done; `stopped_early`: by a signal or --stop-at-step).
   void finish(int64_t step, bool stopped_early);
 
@@ -200,6 +208,7 @@ class TrainingRun {
   struct Agreed {
     double loss = 0, psnr = 0;  ///< means over the ranks
     bool stop = false;          ///< some rank was asked to stop
+    bool out_of_time = false;   ///< some rank found that another step would not fit train.max_minutes
     int64_t data_skipped = 0;   ///< unreadable items skipped by every rank so far
   };
 
@@ -209,9 +218,13 @@ class TrainingRun {
   void prepareData();
   MicroSteps runMicroSteps(int64_t step, double lr);
   Update applyUpdate(int64_t step, double lr);
-  Agreed agree(const MicroSteps& micro, int64_t step);
+  Agreed agree(const MicroSteps& micro, int64_t step, double step_s);
+  /// Seconds of training so far: the resumed checkpoint's and this run's since its first step.
+  double trainedSeconds() const { return resumed_.train_seconds + seconds(Clock::now() - train_start_); }
+  double budgetSeconds() const { return cfg_.train.max_minutes * 60.0; }
   void failIfDiverged(double loss, int64_t step) const;
-  void afterStep(int64_t done, bool stop, const Objective& last);
+  /// `end`: the run's last step (train.steps, or the last that fits train.max_minutes); `stop`: stopped early.
+  void afterStep(int64_t done, bool end, bool stop, const Objective& last);
   std::string saveAt(int64_t step_done);
 
   const TrainOptions& options_;
@@ -244,6 +257,8 @@ class TrainingRun {
   std::optional<TrainLog> log_;
   int64_t last_saved_ = 0;
   PhaseTimes phases_{cfg_.log.phase_times};  ///< since the last log line (log.phase_times)
+  Clock::time_point train_start_ = Clock::now();  ///< this run's first step (set by announce)
+  bool out_of_time_ = false;                      ///< the run ended at train.max_minutes
 };
 
 /// The stale temporaries of a killed run removed, the checkpoint to resume loaded, the same start on every rank,
@@ -277,6 +292,13 @@ void TrainingRun::resume() {
   start_step_ = resumed_.step;
   last_saved_ = start_step_;
   checkSameStart(dist_, start_step_, world_, cfg_.checkpoint.node_local);
+  if (cfg_.train.max_minutes > 0 && world_ > 1) {
+    // Node-local checkpoints hold each node's own clock: every rank counts the budget from rank 0's, so that all
+    // of them agree whether it is spent before the first step (budgetSpentAtStart).
+    auto trained = torch::tensor({resumed_.train_seconds}, torch::kDouble);
+    dist_.broadcastFromRank0({trained});
+    resumed_.train_seconds = trained.item<double>();
+  }
   // A resume at another world size keeps the global batch (elastic restarts): grad_accum, else lr, follows.
   shape_ = batchShape(cfg_.train, world_, found_ ? std::optional<CheckpointState>(resumed_) : std::nullopt);
   accum_ = shape_.grad_accum;
@@ -334,9 +356,21 @@ void TrainingRun::announce() {
   }
   if (!shape_.note.empty()) log_->say("resume: " + shape_.note);
   phases_.start();
+  train_start_ = Clock::now();
 }
 
-bool TrainingRun::step(int64_t step) {
+bool TrainingRun::budgetSpentAtStart() {
+  // The same on every rank: the same checkpoint (checkSameStart) and the same settings (Config::sharedSettings).
+  if (cfg_.train.max_minutes <= 0 || resumed_.train_seconds < budgetSeconds()) return false;
+  log_->say(log::format("train.max_minutes=%g is spent: the checkpoint of step %lld holds %s of training; no step "
+                        "runs (raise train.max_minutes to train on)",
+                        cfg_.train.max_minutes, static_cast<long long>(start_step_),
+                        formatDuration(resumed_.train_seconds).c_str()));
+  out_of_time_ = true;
+  return true;
+}
+
+TrainingRun::Next TrainingRun::step(int64_t step) {
   phases_.mark(Phase::kLog);  // the previous step's log line, evaluation, preview and checkpoint
   const auto t0 = Clock::now();
   const double lr = learningRate(schedule_, step);
@@ -344,10 +378,12 @@ bool TrainingRun::step(int64_t step) {
   progress_.report(step, process::Section::kExchange);  // the gradients' communication left, then the update
   const Update update = applyUpdate(step, lr);
   progress_.report(step, process::Section::kExchange);  // the step's small all-reduce
-  const Agreed agreed = agree(micro, step);
+  const Agreed agreed = agree(micro, step, seconds(Clock::now() - t0));
   phases_.mark(Phase::kAgree);
   failIfDiverged(agreed.loss, step);
   const int64_t done = step + 1;
+  out_of_time_ = agreed.out_of_time && !agreed.stop && done < cfg_.train.steps;
+  const bool end = done == cfg_.train.steps || out_of_time_;
   TrainLog::Step figures;
   figures.done = done;
   figures.loss = agreed.loss;
@@ -360,9 +396,16 @@ bool TrainingRun::step(int64_t step) {
   figures.grad_norm = update.grad_norm;
   figures.data_skipped = agreed.data_skipped;
   figures.phases = &phases_;
-  log_->step(figures, done == cfg_.train.steps || agreed.stop);
-  afterStep(done, agreed.stop, micro.last);
-  return agreed.stop;
+  if (cfg_.train.max_minutes > 0) figures.time_left_s = std::max(0.0, budgetSeconds() - trainedSeconds());
+  log_->step(figures, end || agreed.stop);
+  if (out_of_time_) {
+    log_->say(log::format("train.max_minutes=%g: %s of training after step %lld, and another step would not fit; "
+                          "the run ends here as at its last step",
+                          cfg_.train.max_minutes, formatDuration(trainedSeconds()).c_str(),
+                          static_cast<long long>(done)));
+  }
+  afterStep(done, end, agreed.stop, micro.last);
+  return agreed.stop ? Next::kStop : out_of_time_ ? Next::kOutOfTime : Next::kStep;
 }
 
 /// The learning rate set, the gradients cleared, and the grad_accum micro-batches' forward and backward passes
@@ -443,13 +486,15 @@ TrainingRun::Update TrainingRun::applyUpdate(int64_t step, double lr) {
   return out;
 }
 
-/// One small all-reduce per step: loss and PSNR means for the log, and whether any rank must stop.
-TrainingRun::Agreed TrainingRun::agree(const MicroSteps& micro, int64_t step) {
+/// One small all-reduce per step: loss and PSNR means for the log, whether any rank must stop, and whether another
+/// step (as long as this one, `step_s`) would overrun train.max_minutes on any rank's clock.
+TrainingRun::Agreed TrainingRun::agree(const MicroSteps& micro, int64_t step, double step_s) {
   const bool want_stop =
       g_stop_signal.load() != 0 || (options_.stop_at_step > 0 && step + 1 >= options_.stop_at_step);
+  const bool out_of_time = cfg_.train.max_minutes > 0 && trainedSeconds() + step_s > budgetSeconds();
   const auto accum = static_cast<double>(accum_), world = static_cast<double>(world_);
   auto stats = torch::tensor({micro.loss_sum / accum, micro.psnr_sum / accum, want_stop ? 1.0 : 0.0,
-                              static_cast<double>(loader_->skipped())},
+                              static_cast<double>(loader_->skipped()), out_of_time ? 1.0 : 0.0},
                              torch::kDouble);
   dist_.allreduceSum(stats);
   Agreed out;
@@ -457,6 +502,7 @@ TrainingRun::Agreed TrainingRun::agree(const MicroSteps& micro, int64_t step) {
   out.stop = stats[2].item<double>() > 0;
   out.psnr = stats[1].item<double>() / world;
   out.data_skipped = static_cast<int64_t>(stats[3].item<double>()) + resumed_.data_skipped;
+  out.out_of_time = stats[4].item<double>() > 0;
   return out;
 }
 
@@ -471,8 +517,8 @@ void TrainingRun::failIfDiverged(double loss, int64_t step) const {
 }
 
 /// After step `done`: the evaluation, the preview and the checkpoint that are due; the stop line.
-void TrainingRun::afterStep(int64_t done, bool stop, const Objective& last) {
-  const bool last_step = done == cfg_.train.steps;
+void TrainingRun::afterStep(int64_t done, bool end, bool stop, const Objective& last) {
+  const bool last_step = end && !stop;
   if (eval_clips_ && !stop && (done % cfg_.eval.every == 0 || last_step)) {
     progress_.report(done - 1, process::Section::kEval);
     log_->eval(done,
@@ -504,6 +550,7 @@ std::string TrainingRun::saveAt(int64_t step_done) {
   saved.grad_accum = accum_;
   saved.seed = cfg_.train.seed;
   saved.global_batch = shape_.global_batch;
+  saved.train_seconds = trainedSeconds();
   return saveTrainState(out_dir_, cfg_.checkpoint.keep, state_, saved, cfg_, writer_);
 }
 
@@ -519,8 +566,9 @@ void TrainingRun::finish(int64_t step, bool stopped_early) {
   }
   dist_.stopWatching();
   dist_.barrier();
-  log_->say("done: " + std::to_string(step) + "/" + std::to_string(cfg_.train.steps) + " steps in " +
-            formatDuration(log_->elapsed()) + "; output in " + out_dir_);
+  log_->say("done: " + std::to_string(step) + "/" + std::to_string(cfg_.train.steps) + " steps" +
+            (out_of_time_ ? log::format(" (the train.max_minutes=%g budget)", cfg_.train.max_minutes) : "") +
+            " in " + formatDuration(log_->elapsed()) + "; output in " + out_dir_);
 }
 
 int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, const torch::Device& device,
@@ -530,9 +578,11 @@ int train(const TrainOptions& options, Distributed& dist, const DistEnv& env, co
   int64_t step = run.startStep();
   bool stopped_early = false;  // by a signal or --stop-at-step
   g_in_step_loop = true;
-  for (; step < options.config.train.steps; ++step) {
-    if (run.step(step)) {
-      stopped_early = true;
+  const int64_t steps = run.budgetSpentAtStart() ? step : options.config.train.steps;
+  for (; step < steps; ++step) {
+    const auto next = run.step(step);
+    if (next != TrainingRun::Next::kStep) {
+      stopped_early = next == TrainingRun::Next::kStop;
       ++step;
       break;
     }

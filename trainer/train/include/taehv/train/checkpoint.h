@@ -53,6 +53,8 @@ struct CheckpointState {
   /// The global batch (world x batch_per_rank x grad_accum) train.lr is meant for: the first run's, kept through
   /// resumes at other shapes (TrainConfig::keep_global_batch).
   int64_t global_batch = 0;
+  /// Seconds of training up to this step, resumes included (train.max_minutes counts from it; 0 = absent).
+  double train_seconds = 0;
 };
 /// Parses state.json text. Throws CheckpointError saying what is malformed (any bytes: fuzzed).
 CheckpointState parseCheckpointState(const std::string& text);

@@ -71,6 +71,9 @@ struct ModelConfig {
 
 struct TrainConfig {
   int64_t steps = 300;          ///< optimizer steps in total
+  /// A time budget in minutes of training (0 = none): the run ends, as at its last step (final evaluation, checkpoint,
+  /// exported weights), after the last step that fits, the ranks agreeing; resumes count the checkpoint's time.
+  double max_minutes = 0;
   int64_t batch_per_rank = 1;   ///< clips per rank per micro-step
   int64_t grad_accum = 1;       ///< micro-steps per optimizer step (only the last one communicates)
   OptimizerKind optimizer = OptimizerKind::kAdamW;
