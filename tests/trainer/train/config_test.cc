@@ -637,7 +637,7 @@ TEST(HostileConfig, ASectionGivenAValueIsNamedAsASection) {
   }
   for (const std::string& m : {yamlError("train: 5\n"), set_message}) {
     EXPECT_NE(m.find("'train' is a section, not a value"), std::string::npos) << m;
-    EXPECT_NE(m.find("steps, batch_per_rank, grad_accum"), std::string::npos) << m;
+    EXPECT_NE(m.find("steps, max_minutes, batch_per_rank, grad_accum"), std::string::npos) << m;
     EXPECT_EQ(m.find("did you mean"), std::string::npos) << m;
   }
   EXPECT_EQ(yamlError("train:\n"), "accepted") << "an empty section sets nothing";
