@@ -518,18 +518,17 @@ void TrainingRun::failIfDiverged(double loss, int64_t step) const {
 
 /// After step `done`: the evaluation, the preview and the checkpoint that are due; the stop line.
 void TrainingRun::afterStep(int64_t done, bool end, bool stop, const Objective& last) {
-  const bool last_step = end && !stop;
-  if (eval_clips_ && !stop && (done % cfg_.eval.every == 0 || last_step)) {
+  if (eval_clips_ && !stop && (done % cfg_.eval.every == 0 || end)) {
     progress_.report(done - 1, process::Section::kEval);
     log_->eval(done,
                evaluateAcrossRanks(state_.model, state_.params, state_.ema, *eval_clips_, device_, dist_, env_.rank,
                                    static_cast<int>(world_), rank0_),
                eval_clips_->heldOut(), !state_.ema.empty());
   }
-  if (rank0_ && cfg_.log.preview_every > 0 && (done % cfg_.log.preview_every == 0 || last_step)) {
+  if (rank0_ && cfg_.log.preview_every > 0 && (done % cfg_.log.preview_every == 0 || end)) {
     log_->preview(done, previewImage(last.target, last.pred));
   }
-  if ((cfg_.checkpoint.every > 0 && done % cfg_.checkpoint.every == 0) || last_step || stop) {
+  if ((cfg_.checkpoint.every > 0 && done % cfg_.checkpoint.every == 0) || end || stop) {
     progress_.report(done - 1, process::Section::kCheckpoint);
     const auto path = saveAt(done);
     last_saved_ = done;
