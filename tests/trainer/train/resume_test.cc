@@ -160,11 +160,13 @@ TEST(HostileResume, ACheckpointOfAnotherOptimizerOrVariantIsNamedBeforeLoading) 
 
 // train.max_minutes: the run ends by itself once another step would not fit, as at its last step (the final
 // evaluation, the checkpoint, the exported weights; exit 0), and a resume counts the checkpoint's training time: a
-// budget it already holds trains nothing more, a larger one trains on. The budget is 3 s of a cap of 100000 steps.
+// budget it already holds trains nothing more, a larger one trains on. The budget is 6 s of a cap of 100000 steps
+// (at 3 s it failed once in 5 runs beside other tests, its output not kept; a first step slowed by them is the
+// likely cause).
 TEST(TimeBudget, EndsTheRunAsItsLastStepAndResumesCountTheCheckpointsTime) {
   const auto dir = runDir();
   const std::string out = dir + "/budget";
-  const std::vector<std::string> budget = {"train.max_minutes=0.05", "checkpoint.every=100000", "eval.every=100000",
+  const std::vector<std::string> budget = {"train.max_minutes=0.1", "checkpoint.every=100000", "eval.every=100000",
                                            "eval.clips=2", "checkpoint.export_safetensors=true"};
   auto state = [&](int64_t step) {
     return parseCheckpointState(slurp(out + "/checkpoint-" + std::to_string(step) + "/state.json"));
@@ -180,9 +182,9 @@ TEST(TimeBudget, EndsTheRunAsItsLastStepAndResumesCountTheCheckpointsTime) {
   const int64_t ended = lastStep();
   ASSERT_GT(ended, 1) << log;
   ASSERT_LT(ended, 100000) << log;
-  EXPECT_NE(log.find("train.max_minutes=0.05: "), std::string::npos) << log;
+  EXPECT_NE(log.find("train.max_minutes=0.1: "), std::string::npos) << log;
   EXPECT_NE(log.find("another step would not fit; the run ends here as at its last step"), std::string::npos) << log;
-  EXPECT_NE(log.find("done: " + std::to_string(ended) + "/100000 steps (the train.max_minutes=0.05 budget)"),
+  EXPECT_NE(log.find("done: " + std::to_string(ended) + "/100000 steps (the train.max_minutes=0.1 budget)"),
             std::string::npos)
       << log;
   // As at a last step: the final evaluation, its checkpoint, the exported weights.
@@ -190,14 +192,14 @@ TEST(TimeBudget, EndsTheRunAsItsLastStepAndResumesCountTheCheckpointsTime) {
   for (const auto& m : metrics(out)) evaluated |= m.contains("eval_psnr") && m.at("step").get<int64_t>() == ended;
   EXPECT_TRUE(evaluated) << "no evaluation at the last step " << ended;
   EXPECT_TRUE(fs::exists(out + "/weights.safetensors"));
-  // The training time it holds: it ended because another step as long as its last would have passed the 3 s (the
+  // The training time it holds: it ended because another step as long as its last would have passed the 6 s (the
   // save comes after that decision, so it only adds), and not long after them.
   const double trained = state(ended).train_seconds;
   double last_step_s = 0;
   for (const auto& m : metrics(out)) {
     if (m.contains("step_s")) last_step_s = m.at("step_s").get<double>();
   }
-  EXPECT_GT(trained + last_step_s, 3.0) << log;
+  EXPECT_GT(trained + last_step_s, 6.0) << log;
   EXPECT_LT(trained, 30.0) << log;
 
   // A budget the checkpoint already holds: no step runs; the run still ends cleanly.
