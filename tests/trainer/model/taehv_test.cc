@@ -433,6 +433,52 @@ TEST(TAEHVTest, ParallelGradientsMatchTheStreamingModesGradients) {
   }
 }
 
+// setCpuWinograd: the 3x3 convolutions of >= 16 channels on frames of >= 16x16 run as Winograd transforms (NNPACK),
+// forward and input gradient; the output, the input's gradient and every parameter's gradient match oneDNN's direct
+// convolutions within fp32 rounding (a wrong kernel flip or channel swap in the input gradient is off by O(1)), and
+// differ from them at all (so the transforms ran). On 8x8 frames no layer qualifies: bitwise the direct results.
+TEST(TAEHVTest, WinogradConvolutionsMatchTheDirectOnes) {
+  if (!cpuWinogradAvailable()) GTEST_SKIP() << "NNPACK cannot run here (libtorch without it, or no AVX2/FMA)";
+  testing::useTestThreads();
+  torch::manual_seed(5);
+  const ReferenceCase c = referenceCase("taehv");
+  TAEHV model(c.options);
+  loadWeights(*model, referenceDir() + "/" + c.weights);
+  model->train();
+  struct Run {
+    torch::Tensor y, x_grad;
+    std::vector<torch::Tensor> grads;
+  };
+  auto run = [&](const torch::Tensor& x0, bool winograd) {
+    setCpuWinograd(winograd);
+    model->zero_grad();
+    Run r;
+    const torch::Tensor x = x0.clone().requires_grad_(true);
+    r.y = model->decodeVideo(model->encodeVideo(x));
+    (r.y * torch::linspace(0, 1, r.y.numel()).view(r.y.sizes())).sum().backward();
+    r.x_grad = x.grad();
+    for (const auto& p : model->parameters()) r.grads.push_back(p.grad().clone());
+    setCpuWinograd(false);
+    return r;
+  };
+  const torch::Tensor x = torch::rand({2, 4, 3, 32, 32});
+  const Run direct = run(x, false);
+  const Run winograd = run(x, true);
+  EXPECT_FALSE(torch::equal(direct.y, winograd.y)) << "no convolution ran as Winograd transforms";
+  EXPECT_LE(maxAbsDiff(winograd.y, direct.y) / direct.y.abs().max().item<double>(), 1e-4);
+  EXPECT_LE(maxAbsDiff(winograd.x_grad, direct.x_grad) / direct.x_grad.abs().max().item<double>(), 1e-3);
+  ASSERT_EQ(winograd.grads.size(), direct.grads.size());
+  for (std::size_t i = 0; i < direct.grads.size(); ++i) {
+    const double scale = direct.grads[i].abs().max().item<double>() + 1e-30;
+    EXPECT_LE(maxAbsDiff(winograd.grads[i], direct.grads[i]) / scale, 1e-3) << "parameter " << i;
+  }
+  const torch::Tensor small = torch::rand({1, 4, 3, 8, 8});
+  const Run small_direct = run(small, false);
+  const Run small_winograd = run(small, true);
+  EXPECT_TRUE(torch::equal(small_direct.y, small_winograd.y));
+  EXPECT_TRUE(torch::equal(small_direct.x_grad, small_winograd.x_grad));
+}
+
 TEST(TAEHVTest, TrainingGradientsFlowToEveryParameter) {
   testing::useTestThreads();
   torch::manual_seed(3);

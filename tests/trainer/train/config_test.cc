@@ -160,18 +160,21 @@ TEST(Config, ChoicesAreParsedOnceAndPrintedByName) {
   EXPECT_EQ(c.train.optimizer, OptimizerKind::kAdamW);
   EXPECT_EQ(c.data.source.kind(), SourceKind::kSynthetic);
   for (const char* set : {"train.optimizer=sgd", "train.loss=mse+l1", "train.objective=distillation",
-                          "train.cpu_precision=auto", "dist.backend=gloo", "data.source=/data/clips"}) {
+                          "train.cpu_precision=auto", "train.cpu_conv=winograd", "dist.backend=gloo",
+                          "data.source=/data/clips"}) {
     c.applyOverride(set);
   }
   EXPECT_EQ(c.train.optimizer, OptimizerKind::kSgd);
   EXPECT_EQ(c.train.loss, LossKind::kMseL1);
   EXPECT_EQ(c.train.objective, ObjectiveKind::kDistillation);
   EXPECT_EQ(c.train.cpu_precision, CpuPrecision::kAuto);
+  EXPECT_EQ(c.train.cpu_conv, CpuConv::kWinograd);
   EXPECT_EQ(c.dist.backend, DistBackend::kGloo);
   EXPECT_EQ(c.data.source.kind(), SourceKind::kFiles);
   const std::string yaml = c.toYaml();
   for (const char* line : {"  optimizer: \"sgd\"\n", "  loss: \"mse+l1\"\n", "  objective: \"distillation\"\n",
-                           "  cpu_precision: \"auto\"\n", "  backend: \"gloo\"\n", "  source: \"/data/clips\"\n"}) {
+                           "  cpu_precision: \"auto\"\n", "  cpu_conv: \"winograd\"\n", "  backend: \"gloo\"\n",
+                           "  source: \"/data/clips\"\n"}) {
     EXPECT_NE(yaml.find(line), std::string::npos) << line << " not in:\n" << yaml;
   }
   Config back;
@@ -398,6 +401,7 @@ TEST(HostileConfig, OutOfRangeValuesAreRefusedNamingTheKeyAndTheRange) {
       {"train.weight_decay=-0.1", "train.weight_decay must be in [0, 1)"},
       {"train.min_lr_ratio=2", "train.min_lr_ratio must be in [0, 1]"},
       {"train.cpu_precision=fp16", "train.cpu_precision must be fp32, bf16 or auto, got 'fp16'"},
+      {"train.cpu_conv=fft", "train.cpu_conv must be direct, winograd or auto, got 'fft'"},
       {"train.grad_clip=-1", "train.grad_clip must be in [0, 1000000] (0 = off), got -1"},
       {"data.frames=100000", "data.frames must be in [1, 4096], got 100000"},
       {"data.size=16384", "data.size must be in [1, 8192]"},

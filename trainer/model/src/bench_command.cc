@@ -35,14 +35,17 @@ const char* kBenchUsage =
     "                         [--device cpu|cuda] [--precision fp32|bf16] [--optimizer fused|torch]\n"
     "                         [--allocator tuned|default] [--memory-format contiguous|channels_last]\n"
     "                         [--profile TRACE.json] [--peak-tflops P] [--slices auto|N]\n"
+    "                         [--conv auto|winograd|direct]\n"
     "  times training steps (MSE of decode(encode(x)) vs the aligned input frames, backward, AdamW).\n"
     "  --slices: on CPU in fp32, the batch runs as N slices on N threads of K/N intra-op threads each, as\n"
-    "  taehv-train does (train.slices); auto = min(K, B); 1 = one pass with K intra-op threads per op.\n";
+    "  taehv-train does (train.slices); auto = min(K, B); 1 = one pass with K intra-op threads per op.\n"
+    "  --conv: fp32 3x3 convolutions on the CPU as Winograd transforms (NNPACK) or oneDNN's direct ones, as\n"
+    "  train.cpu_conv; auto = winograd where the CPU has no AVX-512 (default).\n";
 
 Options benchOptions() {
   Options o;
   for (const char* name : {"variant", "batch", "frames", "size", "steps", "warmup", "threads", "device", "precision",
-                           "optimizer", "allocator", "profile", "memory-format", "peak-tflops", "slices"}) {
+                           "optimizer", "allocator", "profile", "memory-format", "peak-tflops", "slices", "conv"}) {
     o.value(name);
   }
   return o;
@@ -60,6 +63,7 @@ struct BenchSettings {
   bool channels_last = false;   ///< --memory-format channels_last, else contiguous
   double peak_tflops = 0;       ///< 0: not given
   int slices = 0;               ///< requested slices; 0 = auto
+  bool winograd = false;        ///< --conv: setCpuWinograd
   std::string profile;          ///< chrome trace of one extra step; empty: none
 };
 
@@ -127,6 +131,15 @@ BenchSettings benchSettings(const Args& args) {
                        "with --device cuda or --precision bf16");
     }
   }
+  const std::string conv = args.get("conv", "auto");
+  if (conv != "auto" && conv != "winograd" && conv != "direct") {
+    throw UsageError("--conv must be auto, winograd or direct, got '" + conv + "'");
+  }
+  if (conv == "winograd" && !cpuWinogradAvailable()) {
+    throw UsageError("--conv winograd: this libtorch has no NNPACK or this CPU cannot run it (it needs AVX2 and "
+                     "FMA); use --conv direct or auto");
+  }
+  s.winograd = conv == "winograd" || (conv == "auto" && cpuWinogradAuto());
   s.profile = args.get("profile", "");
   if (!s.profile.empty()) {
     // Before any step: /dev/full, a folder, a missing folder or a read-only file system is one line here.
@@ -144,6 +157,7 @@ TAEHV benchModel(const BenchSettings& s) {
   model->to(s.device);
   model->train();
   model->setChannelsLast(s.channels_last);
+  setCpuWinograd(s.winograd);
   return model;
 }
 
@@ -262,14 +276,18 @@ class BenchStep {
 /// The first line: what is measured.
 void reportSetup(const BenchSettings& s, const BenchStep& step) {
   const SliceBackward::Plan& plan = step.plan();
+  const int intra_threads = plan.slices > 1 ? plan.intra_threads : at::get_num_threads();
+  // Winograd convolutions run on one intra-op thread only (layers.cc): with more, the direct ones run.
+  const char* conv = s.winograd && intra_threads == 1 ? "winograd" : "direct";
   log::report(log::format("bench: variant=%s batch=%lld frames=%lld size=%lld device=%s precision=%s threads=%d "
-                          "params=%lld optimizer=%s allocator=%s memory_format=%s slices=%d (x %d intra-op threads)",
+                          "params=%lld optimizer=%s allocator=%s memory_format=%s conv=%s slices=%d "
+                          "(x %d intra-op threads)",
                           s.variant.c_str(), static_cast<long long>(s.batch), static_cast<long long>(s.frames),
                           static_cast<long long>(s.size), s.device.is_cuda() ? "cuda" : "cpu",
                           s.bf16 ? "bf16" : "fp32", at::get_num_threads(),
                           static_cast<long long>(step.parameterCount()), s.fused ? "fused" : "torch",
                           s.tuned_allocator ? "tuned" : "default", s.channels_last ? "channels_last" : "contiguous",
-                          plan.slices, plan.slices > 1 ? plan.intra_threads : at::get_num_threads()));
+                          conv, plan.slices, intra_threads));
 }
 
 /// What the timed steps measured.

@@ -1,6 +1,7 @@
 #include "layers.h"
 
 #include <ATen/autocast_mode.h>
+#include <ATen/cpu/Utils.h>
 
 #include <array>
 #include <atomic>
@@ -43,6 +44,56 @@ const torch::ExpandingArray<2>* castsWeight(const nn::Conv2dImpl& conv, const to
   return std::get_if<torch::ExpandingArray<2>>(&conv.options.padding());
 }
 
+std::atomic<bool> g_cpu_winograd{false};
+
+// A 3x3 stride-1 convolution (padding 1) as Winograd transforms: NNPACK's, built into libtorch (its algorithm
+// "auto" picks F(6x6, 3x3) for a 3x3 kernel: ~5x fewer multiplies than the direct one, 1e-5 relative rounding in
+// fp32). The input gradient is the same kind of convolution of the output gradient with the kernel flipped and its
+// channels swapped, so it runs the same way; the weight and bias gradients are oneDNN's, as without this.
+struct WinogradConv3x3 : torch::autograd::Function<WinogradConv3x3> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w,
+                               const std::optional<torch::Tensor>& b) {
+    ctx->save_for_backward({x, w});
+    ctx->saved_data["bias"] = b.has_value();
+    return at::_nnpack_spatial_convolution(x, w, b, {1, 1}, {1, 1});
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor& x = saved[0];
+    const torch::Tensor& w = saved[1];
+    const bool bias = ctx->saved_data["bias"].toBool();
+    const torch::Tensor gy = grad[0].contiguous();
+    torch::Tensor gx;
+    if (ctx->needs_input_grad(0)) {
+      gx = at::_nnpack_spatial_convolution(gy, w.flip({2, 3}).transpose(0, 1).contiguous(), std::nullopt, {1, 1},
+                                           {1, 1});
+    }
+    const std::vector<int64_t> bias_size{w.size(0)};
+    auto [unused, gw, gb] = at::convolution_backward(
+        gy, x, w, bias ? std::optional<at::IntArrayRef>(bias_size) : std::nullopt, /*stride=*/{1, 1},
+        /*padding=*/{1, 1}, /*dilation=*/{1, 1}, /*transposed=*/false, /*output_padding=*/{0, 0}, /*groups=*/1,
+        {false, ctx->needs_input_grad(1), bias && ctx->needs_input_grad(2)});
+    return {gx, gw, gb};
+  }
+};
+
+// Where the Winograd convolution runs when it is on: fp32 on the CPU outside autocast, NCHW, 3x3, stride 1, padding
+// 1, at least 16 channels in and out, frames of at least 16x16, one intra-op thread (the slices' case; NNPACK's
+// thread pool is sized once, by its first caller). On the Zen 3 host (AVX2) it was 1.26-1.47x oneDNN's direct
+// kernels both ways at those shapes and 0.45-0.9x below 16x16 or with 3 channels (bench/model/RESULTS.md).
+bool winogradRuns(const nn::Conv2dImpl& conv, const torch::Tensor& x) {
+  const auto& o = conv.options;
+  const auto* padding = std::get_if<torch::ExpandingArray<2>>(&o.padding());
+  return g_cpu_winograd.load(std::memory_order_relaxed) && x.device().is_cpu() &&
+         x.scalar_type() == torch::kFloat32 && conv.weight.scalar_type() == torch::kFloat32 &&
+         !at::autocast::is_autocast_enabled(at::kCPU) && x.dim() == 4 && x.is_contiguous() &&
+         (*o.kernel_size())[0] == 3 && (*o.kernel_size())[1] == 3 && (*o.stride())[0] == 1 &&
+         (*o.stride())[1] == 1 && (*o.dilation())[0] == 1 && (*o.dilation())[1] == 1 && o.groups() == 1 &&
+         padding != nullptr && (**padding)[0] == 1 && (**padding)[1] == 1 && o.in_channels() >= 16 &&
+         o.out_channels() >= 16 && x.size(2) >= 16 && x.size(3) >= 16 && at::get_num_threads() == 1;
+}
+
 }  // namespace
 
 // Every convolution of the model goes through here so that convFlops() can count its forward work.
@@ -52,6 +103,10 @@ torch::Tensor countedConv(nn::Conv2dImpl& conv, const torch::Tensor& x) {
     const auto& o = conv.options;
     y = torch::conv2d(x, Bf16ChannelsLastWeight::apply(conv.weight), conv.bias, *o.stride(), **padding,
                       *o.dilation(), o.groups());
+  } else if (winogradRuns(conv, x)) {
+    const auto bias = conv.bias.defined() ? std::optional<torch::Tensor>(conv.bias) : std::nullopt;
+    y = torch::GradMode::is_enabled() ? WinogradConv3x3::apply(x, conv.weight, bias)
+                                      : at::_nnpack_spatial_convolution(x, conv.weight, bias, {1, 1}, {1, 1});
   } else {
     y = conv.forward(x);
   }
@@ -246,6 +301,24 @@ using namespace detail;  // NOLINT: the blocks below run their convolutions thro
 
 
 int64_t convFlops() { return detail::g_conv_flops.load(std::memory_order_relaxed); }
+
+bool cpuWinogradAvailable() { return at::_nnpack_available(); }
+
+bool cpuWinogradAuto() {
+  if (!cpuWinogradAvailable()) return false;
+  const auto caps = at::cpu::get_cpu_capabilities();  // cpuinfo's flags, as libtorch's own kernels see them
+  const auto it = caps.find("avx512f");
+  return !(it != caps.end() && it->second.isBool() && it->second.toBool());
+}
+
+void setCpuWinograd(bool on) {
+  TORCH_CHECK(!on || cpuWinogradAvailable(),
+              "Winograd convolutions need NNPACK, which this libtorch lacks or which does not run on this CPU "
+              "(it needs AVX2 and FMA)");
+  detail::g_cpu_winograd.store(on, std::memory_order_relaxed);
+}
+
+bool cpuWinograd() { return detail::g_cpu_winograd.load(std::memory_order_relaxed); }
 
 // ---------------------------------------------------------------- blocks
 

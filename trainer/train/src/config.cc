@@ -38,6 +38,8 @@ const Names<ObjectiveKind> kObjectives = {{ObjectiveKind::kAuto, "auto"},
                                           {ObjectiveKind::kDistillation, "distillation"}};
 const Names<CpuPrecision> kCpuPrecisions = {
     {CpuPrecision::kFp32, "fp32"}, {CpuPrecision::kBf16, "bf16"}, {CpuPrecision::kAuto, "auto"}};
+const Names<CpuConv> kCpuConvs = {
+    {CpuConv::kDirect, "direct"}, {CpuConv::kWinograd, "winograd"}, {CpuConv::kAuto, "auto"}};
 const Names<DistBackend> kBackends = {{DistBackend::kAuto, "auto"}, {DistBackend::kGloo, "gloo"},
                                       {DistBackend::kNccl, "nccl"}};
 
@@ -181,6 +183,7 @@ std::vector<Entry> table(Config& c) {
       {"train.device", &c.train.device, kPerRank},
       {"train.bf16", &c.train.bf16},
       {"train.cpu_precision", choice(&c.train.cpu_precision, kCpuPrecisions)},
+      {"train.cpu_conv", choice(&c.train.cpu_conv, kCpuConvs), kPerRank},
       {"train.keep_global_batch", &c.train.keep_global_batch},
       {"data.source", &c.data.source},
       {"data.frames", count(&c.data.frames, {1, Config::kMaxFrames})},

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "taehv/model/safetensors.h"
+#include "taehv/model/taehv.h"
 
 namespace taehv::train {
 namespace {
@@ -108,6 +109,16 @@ bool bf16Autocast(const Config& cfg, const torch::Device& device) {
     return it != caps.end() && it->second.isBool() && it->second.toBool();
   };
   return has("avx512_bf16") || has("amx_bf16");
+}
+
+bool cpuWinogradConv(const Config& cfg, const torch::Device& device) {
+  if (!device.is_cpu() || cfg.train.cpu_conv == CpuConv::kDirect) return false;
+  if (cfg.train.cpu_conv == CpuConv::kAuto) return cpuWinogradAuto();
+  if (!cpuWinogradAvailable()) {
+    throw ConfigError("train.cpu_conv=winograd but NNPACK cannot run here (this libtorch is built without it, or the "
+                      "CPU lacks AVX2 and FMA); use train.cpu_conv=auto or direct");
+  }
+  return true;
 }
 
 void setThreads(const Config& cfg, const DistEnv& env) {

@@ -30,6 +30,10 @@ torch::Device pickDevice(const Config& cfg, const DistEnv& env);
 /// the CPU computes bf16 natively, AVX512-BF16 or AMX-BF16).
 bool bf16Autocast(const Config& cfg, const torch::Device& device);
 
+/// Whether this rank's fp32 CPU convolutions run as Winograd transforms (train.cpu_conv resolved; auto: NNPACK
+/// available and no AVX-512). A GPU's never do. train.cpu_conv=winograd where NNPACK cannot run is a ConfigError.
+bool cpuWinogradConv(const Config& cfg, const torch::Device& device);
+
 /// train.threads, else OMP_NUM_THREADS (set per worker by taehv-run / torchrun), else the cores / local ranks.
 void setThreads(const Config& cfg, const DistEnv& env);
 

@@ -129,10 +129,11 @@ void checkSameStart(Distributed& dist, int64_t start_step, int64_t world, bool n
   }
 }
 
-/// The first line of a run: ranks, backend, device, threads, model, ZeRO, CPU precision, objective, data.
+/// The first line of a run: ranks, backend, device, threads, model, ZeRO, CPU precision and convolutions,
+/// objective, data.
 std::string runSummary(const Config& cfg, Distributed& dist, const torch::Device& device, const TrainState& state,
-                       const GradSync& sync, const SliceBackward::Plan& slices, bool autocast, bool distill,
-                       int64_t items) {
+                       const GradSync& sync, const SliceBackward::Plan& slices, bool autocast, bool winograd,
+                       bool distill, int64_t items) {
   const auto& zero = state.zero;
   return "taehv-train: " + std::to_string(dist.worldSize()) + " rank(s), backend " + dist.backendName() +
          ", device " + device.str() + ", " + std::to_string(torch::get_num_threads()) + " threads/rank" +
@@ -146,7 +147,10 @@ std::string runSummary(const Config& cfg, Distributed& dist, const torch::Device
                      std::to_string(zero->flatNumel()) + " elements on rank 0)"
                : std::string("ZeRO stage 0")) +
          (device.is_cpu() ? std::string(", CPU precision ") + (autocast ? "bf16" : "fp32") +
-                                " (train.cpu_precision " + cfg.get("train.cpu_precision") + ")"
+                                " (train.cpu_precision " + cfg.get("train.cpu_precision") + ")" +
+                                (autocast ? std::string()
+                                          : std::string(", convolutions ") + (winograd ? "winograd" : "direct") +
+                                                " (train.cpu_conv " + cfg.get("train.cpu_conv") + ")")
                           : std::string()) +
          ", objective " + (distill ? "distillation" : "reconstruction") + ", data " + cfg.data.source + " (" +
          std::to_string(items) + " items)";
@@ -248,6 +252,7 @@ class TrainingRun {
   TrainConfig schedule_;  ///< learningRate's input: train.lr times the linear-scaling factor, if any
   std::optional<GradSync> sync_;
   bool autocast_ = false;
+  bool winograd_ = false;  ///< fp32 CPU convolutions as Winograd transforms (train.cpu_conv)
   SliceBackward::Plan slice_plan_;
   std::optional<SliceBackward> slicer_;
   std::shared_ptr<const ClipSource> source_;
@@ -327,6 +332,11 @@ void TrainingRun::prepareSteps() {
   slice_plan_ = device_.is_cpu() && !autocast_
                     ? SliceBackward::plan(static_cast<int>(cfg_.train.slices), torch::get_num_threads(), batch_)
                     : SliceBackward::Plan{1, torch::get_num_threads()};
+  // fp32 CPU steps: 3x3 convolutions as Winograd transforms where train.cpu_conv says so (bf16 steps never use them),
+  // on one intra-op thread only (layers.cc): a slice of more, or a one-pass step of more, runs the direct ones.
+  winograd_ = !autocast_ && cpuWinogradConv(cfg_, device_) &&
+              (slice_plan_.slices > 1 ? slice_plan_.intra_threads : torch::get_num_threads()) == 1;
+  setCpuWinograd(winograd_);
   slicer_.emplace(slice_plan_);
 }
 
@@ -348,7 +358,8 @@ void TrainingRun::prepareData() {
 /// Opens the log (rank 0: metrics.jsonl, TensorBoard) and says what runs, from where.
 void TrainingRun::announce() {
   log_.emplace(cfg_, rank0_, start_step_, found_.has_value(), accum_ * world_ * batch_ * cfg_.data.frames);
-  log_->say(runSummary(cfg_, dist_, device_, state_, *sync_, slice_plan_, autocast_, distill_, source_->size()));
+  log_->say(runSummary(cfg_, dist_, device_, state_, *sync_, slice_plan_, autocast_, winograd_, distill_,
+                       source_->size()));
   log_->say("effective config:\n" + cfg_.toYaml());
   if (found_) {
     log_->say("resumed from " + *found_ + " at step " + std::to_string(start_step_) +

@@ -30,6 +30,8 @@ enum class LossKind { kMse, kL1, kMseL1 };
 enum class ObjectiveKind { kAuto, kReconstruction, kDistillation };
 /// train.cpu_precision: fp32 | bf16 | auto (see TrainConfig::cpu_precision).
 enum class CpuPrecision { kFp32, kBf16, kAuto };
+/// train.cpu_conv: direct | winograd | auto (see TrainConfig::cpu_conv).
+enum class CpuConv { kDirect, kWinograd, kAuto };
 /// dist.backend: auto (nccl on a GPU, else gloo) | gloo | nccl.
 enum class DistBackend { kAuto, kGloo, kNccl };
 /// What data.source names: the built-in synthetic scenes, or files (a video file, a frame folder, or a folder of
@@ -108,6 +110,11 @@ struct TrainConfig {
   /// pass, train.slices 1) | auto (bf16 where the CPU computes it natively, AVX512-BF16 or AMX-BF16, else fp32).
   /// Measured on 2 Zen cores with AVX512-BF16: 1.5x faster steps (bench/recipe/RESULTS.md); emulated, it is slower.
   CpuPrecision cpu_precision = CpuPrecision::kFp32;
+  /// fp32 3x3 convolutions on the CPU: direct (oneDNN's kernels) | winograd (NNPACK's Winograd transforms, built into
+  /// libtorch, forward and input gradient, where they run: >= 16 channels in and out, frames >= 16x16, one intra-op
+  /// thread; see taehv::setCpuWinograd) | auto (winograd where the CPU has no AVX-512, else direct). Measured on AVX2
+  /// (Zen 3): the main job's fp32 step ~8% faster (bench/model/RESULTS.md). Rounding differs by ~1e-5 relative.
+  CpuConv cpu_conv = CpuConv::kDirect;
   /// On a resume at another shape (world size, batch, accumulation; e.g. an elastic restart with fewer nodes):
   /// keep the checkpoint's global batch by scaling grad_accum where world x batch_per_rank divides it, else keep
   /// the per-rank batch and scale lr linearly with the global batch. false: take the config's shape and lr as given.
