@@ -2,7 +2,11 @@
 // on the CPU in float32): encode, decode and noise decode, in parallel and in streaming mode, to 2e-5.
 #include "taehv/model/taehv.h"
 
+#include <ATen/cpu/Utils.h>
 #include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
 
 #include "taehv/model/safetensors.h"
 #include "taehv/model/streaming.h"
@@ -477,6 +481,23 @@ TEST(TAEHVTest, WinogradConvolutionsMatchTheDirectOnes) {
   const Run small_winograd = run(small, true);
   EXPECT_TRUE(torch::equal(small_direct.y, small_winograd.y));
   EXPECT_TRUE(torch::equal(small_direct.x_grad, small_winograd.x_grad));
+}
+
+// cpuWinogradAuto: Winograd where NNPACK runs and the CPU has no AVX-512, as /proc/cpuinfo's flags say (libtorch's
+// capability map, which the choice reads, names the flag avx512_f).
+TEST(TAEHVTest, WinogradAutoIsOnWhereTheCpuHasNoAvx512) {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  if (!cpuinfo) GTEST_SKIP() << "no /proc/cpuinfo";
+  std::string line;
+  bool avx512 = false;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("flags", 0) == 0) {
+      avx512 = (line + " ").find(" avx512f ") != std::string::npos;
+      break;
+    }
+  }
+  EXPECT_EQ(at::cpu::get_cpu_capabilities().count("avx512_f"), 1u);
+  EXPECT_EQ(cpuWinogradAuto(), cpuWinogradAvailable() && !avx512) << "avx512f in /proc/cpuinfo: " << avx512;
 }
 
 TEST(TAEHVTest, TrainingGradientsFlowToEveryParameter) {

@@ -418,6 +418,9 @@ TEST(HostileConfig, OutOfRangeValuesAreRefusedNamingTheKeyAndTheRange) {
   EXPECT_NE(validationError({"train.cpu_precision=bf16", "train.slices=2"}).find("a bf16 step runs as one pass"),
             std::string::npos);
   EXPECT_EQ(validationError({"train.cpu_precision=auto", "train.slices=1"}), "");
+  EXPECT_NE(validationError({"train.cpu_precision=bf16", "train.cpu_conv=winograd"}).find("is for fp32 CPU steps"),
+            std::string::npos);
+  EXPECT_EQ(validationError({"train.cpu_precision=auto", "train.cpu_conv=winograd"}), "");
 }
 
 TEST(HostileConfig, ADuplicateYamlKeyIsAnErrorNamingBothLines) {

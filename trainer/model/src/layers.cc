@@ -307,7 +307,7 @@ bool cpuWinogradAvailable() { return at::_nnpack_available(); }
 bool cpuWinogradAuto() {
   if (!cpuWinogradAvailable()) return false;
   const auto caps = at::cpu::get_cpu_capabilities();  // cpuinfo's flags, as libtorch's own kernels see them
-  const auto it = caps.find("avx512f");
+  const auto it = caps.find("avx512_f");
   return !(it != caps.end() && it->second.isBool() && it->second.toBool());
 }
 

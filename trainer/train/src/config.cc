@@ -611,6 +611,10 @@ void Config::validate() const {
     fail("train.slices " + std::to_string(train.slices) + " slices fp32 CPU steps; a bf16 step runs as one pass: "
          "use train.slices=0 or 1, or train.cpu_precision=fp32");
   }
+  if (train.cpu_precision == CpuPrecision::kBf16 && train.cpu_conv == CpuConv::kWinograd) {
+    fail("train.cpu_conv winograd is for fp32 CPU steps; train.cpu_precision bf16 runs oneDNN's bf16 convolutions: "
+         "use train.cpu_conv=auto or direct, or train.cpu_precision=fp32 or auto");
+  }
   if (train.zero_stage > 0 && train.optimizer != OptimizerKind::kAdamW) {
     fail("train.zero_stage " + std::to_string(train.zero_stage) + " shards AdamW's state; train.optimizer=" +
          get("train.optimizer") + " has none to shard: use train.zero_stage=0");
