@@ -4,7 +4,7 @@
 # (examples/configs/quickstart.yaml), then prints the training figures and the held-out evaluation.
 # Output: runs/taehv/ (checkpoint-STEP/, metrics.jsonl, tensorboard/, previews/, weights.safetensors).
 # It trains as many steps as fit 9.5 minutes (train.max_minutes; at most 3000 steps): ~1700 on 2 idle cores with native
-# bf16 (AVX512-BF16), ~400 in fp32 on 2 AVX2-only cores. TAEHV_MAIN_MINUTES sets another budget; TAEHV_MAIN_STEPS
+# bf16 (AVX512-BF16), ~457 in fp32 on 2 AVX2-only cores. TAEHV_MAIN_MINUTES sets another budget; TAEHV_MAIN_STEPS
 # trains exactly that many steps, whatever the time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
