@@ -1,12 +1,13 @@
 #include "layers.h"
 
 #include <ATen/autocast_mode.h>
-#include <ATen/cpu/Utils.h>
 
 #include <array>
 #include <atomic>
 #include <utility>
 #include <variant>
+
+#include "taehv/model/cpu_tuning.h"
 
 namespace taehv {
 namespace detail {
@@ -304,12 +305,7 @@ int64_t convFlops() { return detail::g_conv_flops.load(std::memory_order_relaxed
 
 bool cpuWinogradAvailable() { return at::_nnpack_available(); }
 
-bool cpuWinogradAuto() {
-  if (!cpuWinogradAvailable()) return false;
-  const auto caps = at::cpu::get_cpu_capabilities();  // cpuinfo's flags, as libtorch's own kernels see them
-  const auto it = caps.find("avx512_f");
-  return !(it != caps.end() && it->second.isBool() && it->second.toBool());
-}
+bool cpuWinogradAuto() { return cpuWinogradAvailable() && !cpuHasFlag("avx512_f"); }
 
 void setCpuWinograd(bool on) {
   TORCH_CHECK(!on || cpuWinogradAvailable(),

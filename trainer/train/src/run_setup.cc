@@ -1,12 +1,11 @@
 #include "run_setup.h"
 
-#include <ATen/cpu/Utils.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <thread>
 
+#include "taehv/model/cpu_tuning.h"
 #include "taehv/model/safetensors.h"
 #include "taehv/model/taehv.h"
 
@@ -103,12 +102,7 @@ torch::Device pickDevice(const Config& cfg, const DistEnv& env) {
 bool bf16Autocast(const Config& cfg, const torch::Device& device) {
   if (device.is_cuda()) return cfg.train.bf16;
   if (cfg.train.cpu_precision != CpuPrecision::kAuto) return cfg.train.cpu_precision == CpuPrecision::kBf16;
-  const auto caps = at::cpu::get_cpu_capabilities();  // cpuinfo's flags, as libtorch's own kernels see them
-  const auto has = [&](const char* flag) {
-    const auto it = caps.find(flag);
-    return it != caps.end() && it->second.isBool() && it->second.toBool();
-  };
-  return has("avx512_bf16") || has("amx_bf16");
+  return cpuHasFlag("avx512_bf16") || cpuHasFlag("amx_bf16");
 }
 
 bool cpuWinogradConv(const Config& cfg, const torch::Device& device) {
