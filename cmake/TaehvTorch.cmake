@@ -124,7 +124,11 @@ endforeach()
 # path::_M_split_cmpts, temp_directory_path from libtorch_cpu.so), and libstdc++'s internal ones too: on an H200 with
 # torch 2.11 the copy's remove_all jumped to address 0, and every test with a temporary folder died of SIGSEGV when
 # removing it (so would taehv-train pruning old checkpoints). Where any of these libraries exports such functions,
-# libstdc++.so comes first among every program's libraries, so that the C++ runtime's own functions are bound.
+# libstdc++.so must come first among every program's libraries, so that the C++ runtime's own functions are bound.
+# How to get it there depends on the toolchain (on an H100 image whose g++ is a wrapper, /opt/gcc/bin/g++, the
+# link option that works here left libstdc++ behind libtorch and 40 tests died so), so each way below is tried on a
+# probe program linked against libtorch as the programs are, in order, and the first one whose program lists
+# libstdc++ ahead of libtorch (readelf) and removes a folder tree without crashing is used for every program.
 set(taehv_torch_std_fs_count 0)
 set(taehv_torch_std_fs_libs "")
 find_program(taehv_nm nm NO_CACHE)
@@ -144,8 +148,19 @@ foreach(taehv_lib torch torch_cpu)
   unset(taehv_torch_symbols)
 endforeach()
 if(taehv_torch_std_fs_count GREATER 0)
-  add_link_options("SHELL:-Wl,--push-state,--no-as-needed -lstdc++ -Wl,--pop-state")
+  include(TaehvStdcxxFirst)
   list(JOIN taehv_torch_std_fs_libs ", " taehv_torch_std_fs_libs)
-  message(STATUS "taehv-train: this libtorch exports std::filesystem functions of its own (${taehv_torch_std_fs_libs}): "
-                 "libstdc++ is linked first, so programs use the C++ runtime's")
+  taehv_find_stdcxx_first_option(taehv_stdcxx_first taehv_stdcxx_tried)
+  if(taehv_stdcxx_first)
+    add_link_options("${taehv_stdcxx_first}")
+    message(STATUS "taehv-train: this libtorch exports std::filesystem functions of its own (${taehv_torch_std_fs_libs}): "
+                   "libstdc++ is linked first (${taehv_stdcxx_first}), so programs use the C++ runtime's")
+  else()
+    message(WARNING "taehv-train: this libtorch exports std::filesystem functions of its own "
+                    "(${taehv_torch_std_fs_libs}), and no way tried puts libstdc++ ahead of it with this toolchain "
+                    "(${CMAKE_CXX_COMPILER}): ${taehv_stdcxx_tried}. Programs will call libtorch's copy, which crashed "
+                    "in std::filesystem::remove_all with torch 2.11 (tests with temporary folders, taehv-train's "
+                    "checkpoint.keep). The probe's link lines: ${CMAKE_BINARY_DIR}/taehv-stdcxx-probe.log. Use another "
+                    "C++ compiler (-DCMAKE_CXX_COMPILER=/usr/bin/g++) or a libtorch without that copy.")
+  endif()
 endif()

@@ -70,6 +70,9 @@ stage_build() {
     -DTAEHV_TRAINER_TESTS_ONLY=ON -DTAEHV_SHARED_DIR="$shared" -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
     >"$out/configure.log" 2>&1 || { tail -n 30 "$out/configure.log" >&2; fail "configure failed (log: $out/configure.log)"; }
   grep -E '^-- taehv' "$out/configure.log" | tee -a "$report"
+  # Which way put libstdc++ ahead of libtorch with this compiler (cmake/TaehvStdcxxFirst.cmake), and the others' why.
+  [[ -f "$build/taehv-stdcxx-probe.log" ]] &&
+    grep -E '^(== |libraries, in order|refused|run:)' "$build/taehv-stdcxx-probe.log" | tee -a "$report"
   local targets=()
   [[ -n "${GPU_CHECK_TARGETS:-}" ]] && read -r -a targets <<<"--target $GPU_CHECK_TARGETS"
   local keep_going=()
@@ -94,6 +97,11 @@ stage_test() {
     alternatives=$(IFS='|'; echo "${missing[*]}")
     exclude=(-E "ReferenceTest.*/(${alternatives})(_|$)")
     note "left out: reference tests of ${missing[*]} (their files are not in $shared/taehv-reference)"
+    # Other tests that read those variants' files (taew2_2_super's and taeltx_2's streaming decoders).
+    if [[ " ${missing[*]} " == *" taew2_2_super "* || " ${missing[*]} " == *" taeltx_2 "* ]]; then
+      exclude=(-E "${exclude[1]}|^CommandsTest[.]StreamingEncodeDecodeMatchUpstreamStreamingTAEHV$")
+      note "left out: CommandsTest.StreamingEncodeDecodeMatchUpstreamStreamingTAEHV (reads taew2_2_super and taeltx_2)"
+    fi
   fi
   # The fuzz targets need scripts/setup.sh's clang with its libFuzzer and sanitizer runtimes, which a stock GPU image
   # lacks (its clang-16 has no libclang_rt.fuzzer): CI runs them.
@@ -186,15 +194,16 @@ stage_train() {
   need_gpu
   [[ -x "$build/bin/taehv-run" ]] || fail "no $build/bin/taehv-run: run the build stage first"
   note "== train ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
-  rm -rf "$out/ws1" "$out/ws1-bf16" "$out/ws2-nccl" "$out/ws2-gloo"
+  rm -rf "$out/ws1" "$out/ws1-fp32" "$out/ws2-nccl" "$out/ws2-gloo"
   local binding=()
-  # World size 1 (c10d needs no process group there), 200 steps with a checkpoint at 100, then resumed to 300.
+  # World size 1 (c10d needs no process group there), 200 steps with a checkpoint at 100, then resumed to 300; on the
+  # GPU train.bf16 defaults to true: bf16 autocast with channels_last activations.
   train_run ws1 1 --set train.steps=200 || fail "world size 1 training failed (log: $out/ws1.log)"
   train_run ws1 1 --set train.steps=300 --resume latest || fail "resume failed (log: $out/ws1.log)"
   grep -m1 -iE 'resum' "$out/ws1.log" | tee -a "$report" || true
-  # bf16 autocast, where the trainer runs channels_last activations on the GPU.
-  train_run ws1-bf16 1 --set train.steps=200 --set train.bf16=true ||
-    fail "bf16 training failed (log: $out/ws1-bf16.log)"
+  # fp32 (contiguous activations).
+  train_run ws1-fp32 1 --set train.steps=200 --set train.bf16=false ||
+    fail "fp32 training failed (log: $out/ws1-fp32.log)"
   # Two processes on the one GPU: NCCL first; NCCL refuses two ranks on one device on some versions, then Gloo.
   binding=(--gpu-binding none)
   if ! train_run ws2-nccl 2 --set train.steps=200 --set dist.backend=nccl; then

@@ -88,7 +88,7 @@ TEST(StreamingMemoryTest, DecodingMoreLatentsCostsOnlyTheirOutput) {
 // reference frames fill), so the lengths compared are 80 and 240, where the unfixed commands grow by ~40 and
 // ~150 MB.
 TEST(StreamingMemoryTest, EncodingOrRoundtrippingALongerVideoFileCostsNoMoreMemory) {
-  ASSERT_TRUE(testing::ffmpegProgramOnPath());
+  TAEHV_REQUIRE_VIDEO_FILES();
   const std::string ref = testing::referenceDir();
   const char* bin_dir = std::getenv("TAEHV_BIN_DIR");
   ASSERT_NE(bin_dir, nullptr) << "TAEHV_BIN_DIR (set by ctest) names the folder of taehv-train";

@@ -99,7 +99,8 @@ Timed runTimed(const std::vector<std::string>& args, const std::vector<std::stri
 /// its latest checkpoint (what a restart needs).
 std::vector<std::string> twoRanks(const std::vector<std::string>& run_options, const std::string& out, int64_t steps,
                                   const std::vector<std::string>& sets) {
-  std::vector<std::string> args = cat({"--standalone", "--nproc-per-node", "2"}, run_options);
+  // CPU workers (TAEHV_DEVICE=cpu, runTimed): no GPU binding, so that a machine with fewer GPUs than workers runs them.
+  std::vector<std::string> args = cat({"--standalone", "--nproc-per-node", "2", "--gpu-binding", "none"}, run_options);
   args = cat(args, {"--", trainer(), "--resume", "latest"});
   return cat(args, plus(tiny(out, steps), sets));
 }

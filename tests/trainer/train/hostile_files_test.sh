@@ -17,8 +17,10 @@ has() { grep -q -- "$1" "$work/log"; }
 lacks() { ! grep -q -- "$1" "$work/log"; }
 run() { "$@" >"$work/log" 2>&1; echo $? >"$work/rc"; }
 rc_is() { [ "$(cat "$work/rc")" = "$1" ]; }
+# On the CPU also where there is a GPU: the memory refusal checked below is of the machine's RAM (a step too large for
+# the GPU ends with CUDA's one out-of-memory line).
 tiny=(--set data.size=32 --set data.frames=4 --set train.threads=1 --set log.every=1 --set log.preview_every=0
-      --set train.batch_per_rank=1 --set train.seed=3 --set checkpoint.export_safetensors=false)
+      --set train.batch_per_rank=1 --set train.seed=3 --set checkpoint.export_safetensors=false --set train.device=cpu)
 export OMP_NUM_THREADS=1
 
 # 1. Outputs never replace a device, FIFO or folder. A private character device (1,3 = what /dev/null is) stands in
@@ -30,7 +32,7 @@ data = struct.pack(f"<{n}f", *([0.5] * n))
 header = json.dumps({"input": {"dtype": "F32", "shape": [1, 4, 3, 16, 16], "data_offsets": [0, len(data)]}}).encode()
 open(sys.argv[1], "wb").write(struct.pack("<Q", len(header)) + header + data)
 PY
-weights=$(dirname "$0")/../../../../shared/taehv-reference/taehv.f16.safetensors
+weights=${TAEHV_SHARED_DIR:-$(dirname "$0")/../../../../shared}/taehv-reference/taehv.f16.safetensors
 mknod "$work/null" c 1 3 && mkfifo "$work/fifo" && mkdir "$work/folder"
 for target in null fifo folder; do
   run "$train" encode --variant taehv --weights "$weights" --input "$work/frames.safetensors" --output "$work/$target"

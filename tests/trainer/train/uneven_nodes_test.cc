@@ -55,17 +55,19 @@ TEST(UnevenNodes, ThreePlusOneWorkersOnTwoNodesReachTheWeightsOfFourOnOne) {
   const int64_t steps = 3;
   const std::string one = dir + "/one-node", two = dir + "/two-nodes";
   const auto train = [&](const std::string& out) {
-    return cat({"--", trainer()}, plus(tiny(out, steps), cat(kSgd, {"train.batch_per_rank=1"})));
+    return cat({"--", trainer()}, plus(tiny(out, steps), cat(kSgd, {"train.batch_per_rank=1", "train.device=cpu"})));
   };
-  Job a = startEach({cat({taehvRun(), "--standalone", "--nproc-per-node", "4", "--no-prefix"}, train(one))},
+  // CPU workers, exactly as on a machine without a GPU: no GPU binding (no GPU-count check) and train.device=cpu.
+  Job a = startEach({cat({taehvRun(), "--standalone", "--nproc-per-node", "4", "--gpu-binding", "none", "--no-prefix"},
+                         train(one))},
                     dir + "/one");
   expectSuccess(a, 280);
   const int port = freePort();
   std::vector<std::vector<std::string>> nodes;
   for (int node = 0; node < 2; ++node) {
     nodes.push_back(cat({taehvRun(), "--backend", "local", "--nnodes", "2", "--node-rank", std::to_string(node),
-                         "--nproc-per-node", node == 0 ? "3" : "1", "--master-addr", "127.0.0.1", "--master-port",
-                         std::to_string(port), "--no-prefix"},
+                         "--nproc-per-node", node == 0 ? "3" : "1", "--gpu-binding", "none", "--master-addr",
+                         "127.0.0.1", "--master-port", std::to_string(port), "--no-prefix"},
                         train(two)));
   }
   Job b = startEach(nodes, dir + "/two");
