@@ -62,7 +62,9 @@ def main():
     ap.add_argument("--compile", action="store_true", help="also the Python loop under torch.compile (inductor)")
     ap.add_argument("--upstream", help="upstream taehv.py: also the Python loop over upstream's own model")
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
-                    help="bf16: autocast on both sides (taehv-train bench --precision bf16, torch.autocast)")
+                    help="bf16: autocast on both sides (taehv-train bench --precision bf16, torch.autocast); the "
+                         "C++ side in taehv-train's layout (channels_last), the Python loop contiguous, as upstream's "
+                         "code runs")
     a = ap.parse_args()
     if a.upstream and not os.path.isfile(a.upstream):
         sys.exit(f"--upstream {a.upstream}: no such file; get upstream's taehv.py with "

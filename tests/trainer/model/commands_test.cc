@@ -115,6 +115,7 @@ TEST(CommandsTest, BadInputGivesOneClearMessageAndStatus2) {
       {benchCommand, {"--device", "tpu"}, "--device must be cpu or cuda"},
       {benchCommand, {"--steps", "zero"}, "--steps must be an integer"},
       {benchCommand, {"--peak-tflops", "-1"}, "--peak-tflops must be a positive number"},
+      {benchCommand, {"--memory-format", "nhwc"}, "--memory-format must be auto, channels_last or contiguous"},
   };
   for (const auto& c : cases) {
     EXPECT_EQ(run(c.command, c.args, &err), 2) << c.needle;
@@ -238,6 +239,28 @@ TEST(CommandsTest, StreamingEncodeDecodeMatchUpstreamStreamingTAEHV) {
     const torch::Tensor x = readSafetensors(frames).at("frames");
     ASSERT_EQ(x.sizes(), io.at("stream_frames").sizes()) << name;
     EXPECT_LE(maxAbsDiff(x, io.at("stream_frames")), 2e-5) << name;
+  }
+}
+
+// The bare step is the job's step: by default the bench trains in taehv-train's layout (channels_last under bf16,
+// contiguous in fp32); either can still be asked for.
+TEST(CommandsTest, BenchTrainsInTheTrainersLayoutUnlessToldOtherwise) {
+  testing::useTestThreads();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {{"--precision", "bf16"}, "memory_format=channels_last"},
+      {{"--precision", "fp32"}, "memory_format=contiguous"},
+      {{"--precision", "bf16", "--memory-format", "contiguous"}, "memory_format=contiguous"},
+      {{"--precision", "fp32", "--memory-format", "channels_last"}, "memory_format=channels_last"}};
+  for (const auto& [extra, expected] : cases) {
+    std::vector<std::string> args{"--batch", "1", "--frames", "1", "--size", "16", "--steps", "1", "--warmup", "0",
+                                  "--threads", "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    ::testing::internal::CaptureStdout();
+    const int rc = benchCommand(args);
+    const std::string out = ::testing::internal::GetCapturedStdout();
+    ASSERT_EQ(rc, 0) << out;
+    const std::string header = out.substr(0, out.find('\n'));
+    EXPECT_NE(header.find(" " + expected + " "), std::string::npos) << extra[1] << ": " << header;
   }
 }
 

@@ -33,14 +33,15 @@ using namespace cli;  // NOLINT: the commands' shared parts
 const char* kBenchUsage =
     "usage: taehv-train bench --variant V --batch B --frames T --size S --steps N [--warmup W] [--threads K]\n"
     "                         [--device cpu|cuda] [--precision fp32|bf16] [--optimizer fused|torch]\n"
-    "                         [--allocator tuned|default] [--memory-format contiguous|channels_last]\n"
+    "                         [--allocator tuned|default] [--memory-format auto|contiguous|channels_last]\n"
     "                         [--profile TRACE.json] [--peak-tflops P] [--slices auto|N]\n"
     "                         [--conv auto|winograd|direct]\n"
     "  times training steps (MSE of decode(encode(x)) vs the aligned input frames, backward, AdamW).\n"
     "  --slices: on CPU in fp32, the batch runs as N slices on N threads of K/N intra-op threads each, as\n"
     "  taehv-train does (train.slices); auto = min(K, B); 1 = one pass with K intra-op threads per op.\n"
     "  --conv: fp32 3x3 convolutions on the CPU as Winograd transforms (NNPACK) or oneDNN's direct ones, as\n"
-    "  train.cpu_conv; auto = winograd where the CPU has no AVX-512 (default).\n";
+    "  train.cpu_conv; auto = winograd where the CPU has no AVX-512 (default).\n"
+    "  --memory-format: the activations' layout; auto = taehv-train's: channels_last under bf16, else contiguous.\n";
 
 Options benchOptions() {
   Options o;
@@ -60,7 +61,7 @@ struct BenchSettings {
   bool bf16 = false;            ///< --precision bf16 (autocast), else fp32
   bool fused = true;            ///< --optimizer fused (FusedAdamW), else torch (torch::optim::AdamW)
   bool tuned_allocator = true;  ///< --allocator tuned (tuneCpuAllocator), else default
-  bool channels_last = false;   ///< --memory-format channels_last, else contiguous
+  bool channels_last = false;   ///< --memory-format channels_last (auto: under bf16), else contiguous
   double peak_tflops = 0;       ///< 0: not given
   int slices = 0;               ///< requested slices; 0 = auto
   bool winograd = false;        ///< --conv: setCpuWinograd
@@ -89,11 +90,10 @@ BenchSettings benchSettings(const Args& args) {
     }
     s.peak_tflops = *peak;
   }
-  const std::string memory_format = args.get("memory-format", "contiguous");
-  if (memory_format != "channels_last" && memory_format != "contiguous") {
-    throw UsageError("--memory-format must be channels_last or contiguous, got '" + memory_format + "'");
+  const std::string memory_format = args.get("memory-format", "auto");
+  if (memory_format != "auto" && memory_format != "channels_last" && memory_format != "contiguous") {
+    throw UsageError("--memory-format must be auto, channels_last or contiguous, got '" + memory_format + "'");
   }
-  s.channels_last = memory_format == "channels_last";
   s.variant = args.get("variant", "taehv");
   try {
     s.model = TAEHVOptions::forVariant(s.variant);
@@ -118,6 +118,8 @@ BenchSettings benchSettings(const Args& args) {
   }
   s.device = torch::Device(device == "cuda" ? torch::kCUDA : torch::kCPU);
   s.bf16 = precision == "bf16";
+  // auto: the layout taehv-train trains in (TrainingRun::prepareSteps), so the bench times the job's step.
+  s.channels_last = memory_format == "channels_last" || (memory_format == "auto" && s.bf16);
   const int64_t spatial = 8 * s.model.patch_size;
   if (s.size % spatial != 0) {
     throw UsageError("--size must be a multiple of " + std::to_string(spatial) + " for this variant, got " +
