@@ -278,9 +278,8 @@ class BenchStep {
 /// The first line: what is measured.
 void reportSetup(const BenchSettings& s, const BenchStep& step) {
   const SliceBackward::Plan& plan = step.plan();
-  const int intra_threads = plan.slices > 1 ? plan.intra_threads : at::get_num_threads();
   // Winograd convolutions run on one intra-op thread only (layers.cc): with more, the direct ones run.
-  const char* conv = s.winograd && intra_threads == 1 ? "winograd" : "direct";
+  const char* conv = s.winograd && plan.intra_threads == 1 ? "winograd" : "direct";
   log::report(log::format("bench: variant=%s batch=%lld frames=%lld size=%lld device=%s precision=%s threads=%d "
                           "params=%lld optimizer=%s allocator=%s memory_format=%s conv=%s slices=%d "
                           "(x %d intra-op threads)",
@@ -289,7 +288,7 @@ void reportSetup(const BenchSettings& s, const BenchStep& step) {
                           s.bf16 ? "bf16" : "fp32", at::get_num_threads(),
                           static_cast<long long>(step.parameterCount()), s.fused ? "fused" : "torch",
                           s.tuned_allocator ? "tuned" : "default", s.channels_last ? "channels_last" : "contiguous",
-                          conv, plan.slices, intra_threads));
+                          conv, plan.slices, plan.intra_threads));
 }
 
 /// What the timed steps measured.

@@ -31,7 +31,7 @@ class SliceBackward {
   /// (0 = auto: min(threads, batch)), each with max(1, threads / slices) intra-op threads.
   struct Plan {
     int slices = 1;
-    int intra_threads = 1;
+    int intra_threads = 1;  ///< each op's threads, also for one slice (then the caller's: all `threads`)
   };
   static Plan plan(int requested, int threads, int64_t batch);
 
