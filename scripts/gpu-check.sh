@@ -6,8 +6,12 @@
 # `taehv-train bench --device cuda` beside the same machine's PyTorch running the Python loop. Every figure goes to
 # one report file.
 #
-# usage: scripts/gpu-check.sh build|test|train|bench|all
-#   each stage fits a 10-minute command; `all` runs the four in order. Stages after `build` use its build folder.
+# usage: scripts/gpu-check.sh build|test|train|bench|cpu|all
+#   each stage fits a 10-minute command; `all` runs build, test, train and bench in order. Stages after `build` use
+#   its build folder. `cpu` (about 2 minutes, not in `all`): issue 40's figures on this machine's CPU, which on the GPU
+#   machines computes bf16 natively (AMX), unlike the 2-core CI machines: the bare step (bf16 where the CPU has it),
+#   the main job's step and fp32 Winograd against direct convolutions, pinned to 2 cores as the main job's machine
+#   (bench/model/RESULTS.md).
 # environment:
 #   TAEHV_DEPS        the bundle (default: deps-bundle/)
 #   TAEHV_SHARED_DIR  reference data for the tests (default: ../shared; tests of variants whose files are absent are
@@ -24,8 +28,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 stage="${1:-}"
 case "$stage" in
-  build|test|train|bench|all) ;;
-  *) echo "usage: scripts/gpu-check.sh build|test|train|bench|all" >&2; exit 2 ;;
+  build|test|train|bench|cpu|all) ;;
+  *) echo "usage: scripts/gpu-check.sh build|test|train|bench|cpu|all" >&2; exit 2 ;;
 esac
 deps="${TAEHV_DEPS:-deps-bundle}"
 build="${GPU_CHECK_BUILD:-build-gpu}"
@@ -280,8 +284,68 @@ stage_bench() {
   done
 }
 
+# Issue 40 on this machine's CPU, pinned to two cores on distinct physical cores (the main job's 2-core machine):
+# the bare bf16 step (1 thread, the trainer's layout), the main job's step (2 ranks x 1 thread, quickstart.yaml, phase
+# times, means of the logged windows after step 10) against the bf16 peak the bench measures in its process, and
+# fp32 Winograd against oneDNN's direct convolutions in interleaved pairs.
+stage_cpu() {
+  [[ -x "$build/bin/taehv-train" ]] || fail "no $build/bin/taehv-train: run the build stage first"
+  command -v taskset >/dev/null || fail "no taskset: the CPU figures are taken on two pinned cores"
+  note "== cpu ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
+  local cores flags
+  cores=$(lscpu -p=CPU,CORE | grep -v '^#' | awk -F, '!seen[$2]++ {print $1}' | head -n 2 | paste -sd, -)
+  flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | { grep -xE 'avx512f|avx512_bf16|amx_bf16' || true; } | paste -sd' ' -)
+  note "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs), family $(grep -m1 'cpu family' /proc/cpuinfo |
+    cut -d: -f2 | xargs) model $(grep -m1 '^model' /proc/cpuinfo | cut -d: -f2 | xargs); ${flags:-no AVX-512}; pinned to CPUs $cores"
+  rm -rf "$out/cpu" && mkdir -p "$out/cpu"
+  local pin=(taskset -c "$cores") shape=(--batch 4 --frames 12 --size 32 --threads 1) precision=fp32
+  # the precision the job's cpu_precision auto picks: bf16 where the CPU computes it natively
+  [[ "$flags" == *bf16* ]] && precision=bf16
+  timeout 120 "${pin[@]}" "$build/bin/taehv-train" bench "${shape[@]}" --precision "$precision" --steps 10 \
+    --warmup 2 >"$out/cpu/bare.log" 2>&1 || true
+  grep -E '^(bench|peak|phase total|frames_per_s)' "$out/cpu/bare.log" | tee -a "$report"
+  local rc=0
+  TAEHV_DEVICE=cpu timeout 150 "${pin[@]}" "$build/bin/taehv-run" --standalone --nproc-per-node 2 --gpu-binding none \
+    -- "$PWD/$build/bin/taehv-train" --config examples/configs/quickstart.yaml --set train.device=cpu \
+    --set train.threads=1 --set train.steps=50 --set train.max_minutes=0 --set log.phase_times=true \
+    --set eval.every=0 --set log.preview_every=0 --set checkpoint.every=0 --set output.dir="$out/cpu/job" \
+    >"$out/cpu/job.log" 2>&1 || rc=$?
+  grep -m1 -E 'CPU precision' "$out/cpu/job.log" | tee -a "$report"
+  python3 - "$out/cpu/job/metrics.jsonl" "$out/cpu/bare.log" "$rc" "$out/cpu/job.log" <<'PY' | tee -a "$report"
+import json, re, statistics, sys
+metrics, bare, rc, log = sys.argv[1:5]
+try:
+    rows = [r for r in map(json.loads, filter(str.strip, open(metrics))) if "step_s" in r and r["step"] >= 10]
+except OSError:
+    rows = []
+if rc != "0" or not rows:
+    sys.exit(print(f"main job: exit {rc}, no step figures ({metrics})"))
+# the peak of the precision the job ran in (cpu_precision auto: bf16 only where the CPU computes it natively)
+precision = (re.search(r"CPU precision (\w+)", open(log).read()) or [None, "fp32"])[1]
+peak = re.search(precision + r"_peak_gflops=([0-9.]+)", open(bare).read())
+flop = re.search(r"model_gflop_per_step=([0-9.]+)", open(bare).read())
+step = statistics.mean(r["step_s"] for r in rows)
+phases = " ".join(f"{k[6:-2]} {statistics.mean(r.get(k, 0) for r in rows):.3f}" for k in
+                  ("phase_forward_s", "phase_backward_s", "phase_exchange_s", "phase_update_s"))
+text = f"main job: step {step:.3f} s (mean of {len(rows)} windows from step 10; {phases})"
+if peak and flop:
+    text += (f"; {float(flop[1]):.2f} GFLOP / step = {float(flop[1]) / step:.0f} GFLOP/s = "
+             f"{100 * float(flop[1]) / step / float(peak[1]):.1f}% of the {precision} peak {float(peak[1]):.0f}")
+print(text)
+PY
+  local pair conv
+  for pair in 1 2 3; do
+    for conv in direct winograd; do
+      timeout 60 "${pin[@]}" "$build/bin/taehv-train" bench "${shape[@]}" --precision fp32 --steps 6 --warmup 2 \
+        --conv "$conv" >"$out/cpu/fp32-$conv-$pair.log" 2>&1 || true
+      note "fp32 --conv $conv, pair $pair: $(grep -E '^frames_per_s' "$out/cpu/fp32-$conv-$pair.log" || echo 'no result')"
+    done
+  done
+}
+
 case "$stage" in
   build) stage_build ;;
+  cpu) stage_cpu ;;
   test) stage_test ;;
   train) stage_train ;;
   bench) stage_bench ;;

@@ -116,6 +116,7 @@ TEST(CommandsTest, BadInputGivesOneClearMessageAndStatus2) {
       {benchCommand, {"--steps", "zero"}, "--steps must be an integer"},
       {benchCommand, {"--peak-tflops", "-1"}, "--peak-tflops must be a positive number"},
       {benchCommand, {"--memory-format", "nhwc"}, "--memory-format must be auto, channels_last or contiguous"},
+      {benchCommand, {"--precision", "bf16", "--conv", "winograd"}, "Winograd convolutions are for fp32 steps"},
   };
   for (const auto& c : cases) {
     EXPECT_EQ(run(c.command, c.args, &err), 2) << c.needle;
@@ -243,11 +244,11 @@ TEST(CommandsTest, StreamingEncodeDecodeMatchUpstreamStreamingTAEHV) {
 }
 
 // The bare step is the job's step: by default the bench trains in taehv-train's layout (channels_last under bf16,
-// contiguous in fp32); either can still be asked for.
+// contiguous in fp32); either can still be asked for. A bf16 step reports oneDNN's direct convolutions, what it runs.
 TEST(CommandsTest, BenchTrainsInTheTrainersLayoutUnlessToldOtherwise) {
   testing::useTestThreads();
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
-      {{"--precision", "bf16"}, "memory_format=channels_last"},
+      {{"--precision", "bf16"}, "memory_format=channels_last conv=direct"},
       {{"--precision", "fp32"}, "memory_format=contiguous"},
       {{"--precision", "bf16", "--memory-format", "contiguous"}, "memory_format=contiguous"},
       {{"--precision", "fp32", "--memory-format", "channels_last"}, "memory_format=channels_last"}};

@@ -137,11 +137,16 @@ BenchSettings benchSettings(const Args& args) {
   if (conv != "auto" && conv != "winograd" && conv != "direct") {
     throw UsageError("--conv must be auto, winograd or direct, got '" + conv + "'");
   }
+  if (conv == "winograd" && (s.bf16 || s.device.is_cuda())) {
+    throw UsageError("--conv winograd: Winograd convolutions are for fp32 steps on the CPU (bf16 autocast and GPU "
+                     "steps never run them); use --precision fp32 --device cpu, or --conv auto");
+  }
   if (conv == "winograd" && !cpuWinogradAvailable()) {
     throw UsageError("--conv winograd: this libtorch has no NNPACK or this CPU cannot run it (it needs AVX2 and "
                      "FMA); use --conv direct or auto");
   }
-  s.winograd = conv == "winograd" || (conv == "auto" && cpuWinogradAuto());
+  // auto: as train.cpu_conv auto, for the fp32 CPU steps that can use them
+  s.winograd = conv == "winograd" || (conv == "auto" && !s.bf16 && !s.device.is_cuda() && cpuWinogradAuto());
   s.profile = args.get("profile", "");
   if (!s.profile.empty()) {
     // Before any step: /dev/full, a folder, a missing folder or a read-only file system is one line here.
