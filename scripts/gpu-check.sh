@@ -285,9 +285,9 @@ stage_bench() {
 }
 
 # Issue 40 on this machine's CPU, pinned to two cores on distinct physical cores (the main job's 2-core machine):
-# the bare bf16 step (1 thread, the trainer's layout), the main job's step (2 ranks x 1 thread, quickstart.yaml, phase
-# times, means of the logged windows after step 10) against the bf16 peak the bench measures in its process, and
-# fp32 Winograd against oneDNN's direct convolutions in interleaved pairs.
+# the main job's step (2 ranks x 1 thread, quickstart.yaml, phase times, means of the logged windows after step 10),
+# then the bare step in the precision the job chose (1 thread, the trainer's layout), the job's step against the peak
+# the bench measures in its process, and fp32 Winograd against oneDNN's direct convolutions in interleaved pairs.
 stage_cpu() {
   [[ -x "$build/bin/taehv-train" ]] || fail "no $build/bin/taehv-train: run the build stage first"
   command -v taskset >/dev/null || fail "no taskset: the CPU figures are taken on two pinned cores"
@@ -298,12 +298,7 @@ stage_cpu() {
   note "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs), family $(grep -m1 'cpu family' /proc/cpuinfo |
     cut -d: -f2 | xargs) model $(grep -m1 '^model' /proc/cpuinfo | cut -d: -f2 | xargs); ${flags:-no AVX-512}; pinned to CPUs $cores"
   rm -rf "$out/cpu" && mkdir -p "$out/cpu"
-  local pin=(taskset -c "$cores") shape=(--batch 4 --frames 12 --size 32 --threads 1) precision=fp32
-  # the precision the job's cpu_precision auto picks: bf16 where the CPU computes it natively
-  [[ "$flags" == *bf16* ]] && precision=bf16
-  timeout 120 "${pin[@]}" "$build/bin/taehv-train" bench "${shape[@]}" --precision "$precision" --steps 10 \
-    --warmup 2 >"$out/cpu/bare.log" 2>&1 || true
-  grep -E '^(bench|peak|phase total|frames_per_s)' "$out/cpu/bare.log" | tee -a "$report"
+  local pin=(taskset -c "$cores") shape=(--batch 4 --frames 12 --size 32 --threads 1) precision
   local rc=0
   TAEHV_DEVICE=cpu timeout 150 "${pin[@]}" "$build/bin/taehv-run" --standalone --nproc-per-node 2 --gpu-binding none \
     -- "$PWD/$build/bin/taehv-train" --config examples/configs/quickstart.yaml --set train.device=cpu \
@@ -311,19 +306,24 @@ stage_cpu() {
     --set eval.every=0 --set log.preview_every=0 --set checkpoint.every=0 --set output.dir="$out/cpu/job" \
     >"$out/cpu/job.log" 2>&1 || rc=$?
   grep -m1 -E 'CPU precision' "$out/cpu/job.log" | tee -a "$report"
-  python3 - "$out/cpu/job/metrics.jsonl" "$out/cpu/bare.log" "$rc" "$out/cpu/job.log" <<'PY' | tee -a "$report"
+  # The bare step in the precision the job's train.cpu_precision auto chose (its first line says which).
+  precision=$(grep -m1 -oE 'CPU precision (fp32|bf16)' "$out/cpu/job.log" | awk '{print $3}' || true)
+  timeout 120 "${pin[@]}" "$build/bin/taehv-train" bench "${shape[@]}" --precision "${precision:-fp32}" --steps 10 \
+    --warmup 2 >"$out/cpu/bare.log" 2>&1 || true
+  grep -E '^(bench|peak|phase total|frames_per_s)' "$out/cpu/bare.log" | tee -a "$report"
+  python3 - "$out/cpu/job/metrics.jsonl" "$out/cpu/bare.log" "$rc" "${precision:-fp32}" <<'PY' | tee -a "$report"
 import json, re, statistics, sys
-metrics, bare, rc, log = sys.argv[1:5]
+metrics, bare, rc, precision = sys.argv[1:5]
 try:
     rows = [r for r in map(json.loads, filter(str.strip, open(metrics))) if "step_s" in r and r["step"] >= 10]
 except OSError:
     rows = []
 if rc != "0" or not rows:
     sys.exit(print(f"main job: exit {rc}, no step figures ({metrics})"))
-# the peak of the precision the job ran in (cpu_precision auto: bf16 only where the CPU computes it natively)
-precision = (re.search(r"CPU precision (\w+)", open(log).read()) or [None, "fp32"])[1]
-peak = re.search(precision + r"_peak_gflops=([0-9.]+)", open(bare).read())
-flop = re.search(r"model_gflop_per_step=([0-9.]+)", open(bare).read())
+# the peak of the precision the job ran in, measured in the bare step's process
+bare_text = open(bare).read()
+peak = re.search(precision + r"_peak_gflops=([0-9.]+)", bare_text)
+flop = re.search(r"model_gflop_per_step=([0-9.]+)", bare_text)
 step = statistics.mean(r["step_s"] for r in rows)
 phases = " ".join(f"{k[6:-2]} {statistics.mean(r.get(k, 0) for r in rows):.3f}" for k in
                   ("phase_forward_s", "phase_backward_s", "phase_exchange_s", "phase_update_s"))

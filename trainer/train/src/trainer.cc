@@ -334,8 +334,7 @@ void TrainingRun::prepareSteps() {
                     : SliceBackward::Plan{1, torch::get_num_threads()};
   // fp32 CPU steps: 3x3 convolutions as Winograd transforms where train.cpu_conv says so (bf16 steps never use them),
   // on one intra-op thread only (layers.cc): a slice of more, or a one-pass step of more, runs the direct ones.
-  winograd_ = !autocast_ && cpuWinogradConv(cfg_, device_) &&
-              slice_plan_.intra_threads == 1;
+  winograd_ = !autocast_ && cpuWinogradConv(cfg_, device_) && slice_plan_.intra_threads == 1;
   setCpuWinograd(winograd_);
   slicer_.emplace(slice_plan_);
 }
