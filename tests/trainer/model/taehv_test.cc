@@ -438,9 +438,10 @@ TEST(TAEHVTest, ParallelGradientsMatchTheStreamingModesGradients) {
 }
 
 // setCpuWinograd: the 3x3 convolutions of >= 16 channels on frames of >= 16x16 run as Winograd transforms (NNPACK),
-// forward and input gradient; the output, the input's gradient and every parameter's gradient match oneDNN's direct
-// convolutions within fp32 rounding (a wrong kernel flip or channel swap in the input gradient is off by O(1)), and
-// differ from them at all (so the transforms ran). On 8x8 frames no layer qualifies: bitwise the direct results.
+// forward and input gradient, and their weight gradients as F(3x3, 4x4) transforms; the output, the input's gradient
+// and every parameter's gradient match oneDNN's direct convolutions within fp32 rounding (a wrong kernel flip or
+// channel swap in the input gradient is off by O(1)), and differ from them at all (so the transforms ran). On 8x8
+// frames only the weight gradients are Winograd's: the output and the input's gradient bitwise the direct ones.
 TEST(TAEHVTest, WinogradConvolutionsMatchTheDirectOnes) {
   if (!cpuWinogradAvailable()) GTEST_SKIP() << "NNPACK cannot run here (libtorch without it, or no AVX2/FMA)";
   testing::useTestThreads();
@@ -481,6 +482,13 @@ TEST(TAEHVTest, WinogradConvolutionsMatchTheDirectOnes) {
   const Run small_winograd = run(small, true);
   EXPECT_TRUE(torch::equal(small_direct.y, small_winograd.y));
   EXPECT_TRUE(torch::equal(small_direct.x_grad, small_winograd.x_grad));
+  int64_t weight_grads_differing = 0;
+  for (std::size_t i = 0; i < small_direct.grads.size(); ++i) {
+    const double scale = small_direct.grads[i].abs().max().item<double>() + 1e-30;
+    EXPECT_LE(maxAbsDiff(small_winograd.grads[i], small_direct.grads[i]) / scale, 1e-3) << "parameter " << i;
+    weight_grads_differing += torch::equal(small_winograd.grads[i], small_direct.grads[i]) ? 0 : 1;
+  }
+  EXPECT_GT(weight_grads_differing, 0) << "no weight gradient ran as Winograd transforms on 8x8 frames";
 }
 
 // cpuWinogradAuto: Winograd where NNPACK runs and the CPU has no AVX-512, as /proc/cpuinfo's flags say (libtorch's

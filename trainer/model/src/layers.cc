@@ -8,6 +8,7 @@
 #include <variant>
 
 #include "taehv/model/cpu_tuning.h"
+#include "winograd_grad.h"
 
 namespace taehv {
 namespace detail {
@@ -47,16 +48,18 @@ const torch::ExpandingArray<2>* castsWeight(const nn::Conv2dImpl& conv, const to
 
 std::atomic<bool> g_cpu_winograd{false};
 
-// A 3x3 stride-1 convolution (padding 1) as Winograd transforms: NNPACK's, built into libtorch (its algorithm
-// "auto" picks F(6x6, 3x3) for a 3x3 kernel: ~5x fewer multiplies than the direct one, 1e-5 relative rounding in
-// fp32). The input gradient is the same kind of convolution of the output gradient with the kernel flipped and its
-// channels swapped, so it runs the same way; the weight and bias gradients are oneDNN's, as without this.
+// A 3x3 stride-1 convolution (padding 1) with Winograd transforms. The forward as NNPACK's (built into libtorch; its
+// algorithm "auto" picks F(6x6, 3x3) for a 3x3 kernel: ~5x fewer multiplies than the direct one, 1e-5 relative
+// rounding in fp32) where `nnpack`, else oneDNN's direct kernels; the input gradient the same way (it is the same
+// kind of convolution of the output gradient with the kernel flipped and its channels swapped); the weight gradient
+// as F(3x3, 4x4) transforms (winograd_grad.h) where the frame's sides are multiples of 4, else oneDNN's.
 struct WinogradConv3x3 : torch::autograd::Function<WinogradConv3x3> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w,
-                               const std::optional<torch::Tensor>& b) {
+                               const std::optional<torch::Tensor>& b, bool nnpack) {
     ctx->save_for_backward({x, w});
     ctx->saved_data["bias"] = b.has_value();
-    return at::_nnpack_spatial_convolution(x, w, b, {1, 1}, {1, 1});
+    ctx->saved_data["nnpack"] = nnpack;
+    return nnpack ? at::_nnpack_spatial_convolution(x, w, b, {1, 1}, {1, 1}) : at::conv2d(x, w, b, 1, 1);
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad) {
@@ -65,34 +68,47 @@ struct WinogradConv3x3 : torch::autograd::Function<WinogradConv3x3> {
     const torch::Tensor& w = saved[1];
     const bool bias = ctx->saved_data["bias"].toBool();
     const torch::Tensor gy = grad[0].contiguous();
-    torch::Tensor gx;
+    auto direct = [&](bool input, bool weight) {
+      return at::convolution_backward(gy, x, w, std::nullopt, /*stride=*/{1, 1}, /*padding=*/{1, 1},
+                                      /*dilation=*/{1, 1}, /*transposed=*/false, /*output_padding=*/{0, 0},
+                                      /*groups=*/1, {input, weight, false});
+    };
+    torch::Tensor gx, gw, gb;
     if (ctx->needs_input_grad(0)) {
-      gx = at::_nnpack_spatial_convolution(gy, w.flip({2, 3}).transpose(0, 1).contiguous(), std::nullopt, {1, 1},
-                                           {1, 1});
+      gx = ctx->saved_data["nnpack"].toBool()
+               ? at::_nnpack_spatial_convolution(gy, w.flip({2, 3}).transpose(0, 1).contiguous(), std::nullopt,
+                                                 {1, 1}, {1, 1})
+               : std::get<0>(direct(true, false));
     }
-    const std::vector<int64_t> bias_size{w.size(0)};
-    auto [unused, gw, gb] = at::convolution_backward(
-        gy, x, w, bias ? std::optional<at::IntArrayRef>(bias_size) : std::nullopt, /*stride=*/{1, 1},
-        /*padding=*/{1, 1}, /*dilation=*/{1, 1}, /*transposed=*/false, /*output_padding=*/{0, 0}, /*groups=*/1,
-        {false, ctx->needs_input_grad(1), bias && ctx->needs_input_grad(2)});
-    return {gx, gw, gb};
+    if (ctx->needs_input_grad(1)) {
+      gw = winogradWeightGradFits(x, gy) ? winogradWeightGrad(x, gy) : std::get<1>(direct(false, true));
+    }
+    if (bias && ctx->needs_input_grad(2)) gb = gy.sum({0, 2, 3});
+    return {gx, gw, gb, torch::Tensor()};
   }
 };
 
-// Where the Winograd convolution runs when it is on: fp32 on the CPU outside autocast, NCHW, 3x3, stride 1, padding
-// 1, at least 16 channels in and out, frames of at least 16x16, one intra-op thread (the slices' case; NNPACK's
-// thread pool is sized once, by its first caller). On the Zen 3 host (AVX2) it was 1.26-1.47x oneDNN's direct
-// kernels both ways at those shapes and 0.45-0.9x below 16x16 or with 3 channels (bench/model/RESULTS.md).
-bool winogradRuns(const nn::Conv2dImpl& conv, const torch::Tensor& x) {
+// Where WinogradConv3x3 runs when train.cpu_conv is winograd: fp32 on the CPU outside autocast, NCHW, 3x3, stride
+// 1, padding 1, at least 16 channels in and out, one intra-op thread (the slices' case; NNPACK's thread pool is sized
+// once, by its first caller). NNPACK's forward and input gradient on frames of at least 16x16 only: on the Zen 3
+// host (AVX2) they were 1.26-1.47x oneDNN's direct kernels there and 0.45-0.9x below 16x16 or with 3 channels; the
+// F(3x3, 4x4) weight gradient 1.3-2.8x oneDNN's on every such shape of the step, 0.15-0.65x with 3 channels
+// (bench/model/RESULTS.md).
+enum class WinogradRoute { kNone, kWeightGradient, kAll };
+
+WinogradRoute winogradRoute(const nn::Conv2dImpl& conv, const torch::Tensor& x) {
   const auto& o = conv.options;
   const auto* padding = std::get_if<torch::ExpandingArray<2>>(&o.padding());
-  return g_cpu_winograd.load(std::memory_order_relaxed) && x.device().is_cpu() &&
-         x.scalar_type() == torch::kFloat32 && conv.weight.scalar_type() == torch::kFloat32 &&
-         !at::autocast::is_autocast_enabled(at::kCPU) && x.dim() == 4 && x.is_contiguous() &&
-         (*o.kernel_size())[0] == 3 && (*o.kernel_size())[1] == 3 && (*o.stride())[0] == 1 &&
-         (*o.stride())[1] == 1 && (*o.dilation())[0] == 1 && (*o.dilation())[1] == 1 && o.groups() == 1 &&
-         padding != nullptr && (**padding)[0] == 1 && (**padding)[1] == 1 && o.in_channels() >= 16 &&
-         o.out_channels() >= 16 && x.size(2) >= 16 && x.size(3) >= 16 && at::get_num_threads() == 1;
+  const bool fits =
+      g_cpu_winograd.load(std::memory_order_relaxed) && x.device().is_cpu() && x.scalar_type() == torch::kFloat32 &&
+      conv.weight.scalar_type() == torch::kFloat32 && !at::autocast::is_autocast_enabled(at::kCPU) &&
+      x.dim() == 4 && x.is_contiguous() && (*o.kernel_size())[0] == 3 && (*o.kernel_size())[1] == 3 &&
+      (*o.stride())[0] == 1 && (*o.stride())[1] == 1 && (*o.dilation())[0] == 1 && (*o.dilation())[1] == 1 &&
+      o.groups() == 1 && padding != nullptr && (**padding)[0] == 1 && (**padding)[1] == 1 &&
+      o.in_channels() >= 16 && o.out_channels() >= 16 && at::get_num_threads() == 1;
+  if (!fits) return WinogradRoute::kNone;
+  if (x.size(2) >= 16 && x.size(3) >= 16) return WinogradRoute::kAll;
+  return torch::GradMode::is_enabled() ? WinogradRoute::kWeightGradient : WinogradRoute::kNone;  // no backward
 }
 
 }  // namespace
@@ -104,9 +120,10 @@ torch::Tensor countedConv(nn::Conv2dImpl& conv, const torch::Tensor& x) {
     const auto& o = conv.options;
     y = torch::conv2d(x, Bf16ChannelsLastWeight::apply(conv.weight), conv.bias, *o.stride(), **padding,
                       *o.dilation(), o.groups());
-  } else if (winogradRuns(conv, x)) {
+  } else if (const WinogradRoute route = winogradRoute(conv, x); route != WinogradRoute::kNone) {
     const auto bias = conv.bias.defined() ? std::optional<torch::Tensor>(conv.bias) : std::nullopt;
-    y = torch::GradMode::is_enabled() ? WinogradConv3x3::apply(x, conv.weight, bias)
+    const bool nnpack = route == WinogradRoute::kAll;
+    y = torch::GradMode::is_enabled() ? WinogradConv3x3::apply(x, conv.weight, bias, nnpack)
                                       : at::_nnpack_spatial_convolution(x, conv.weight, bias, {1, 1}, {1, 1});
   } else {
     y = conv.forward(x);

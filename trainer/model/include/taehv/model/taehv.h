@@ -217,11 +217,12 @@ class FrameStream {
 /// input gradient is skipped, so slightly less). Used by `taehv-train bench` for achieved FLOP/s and MFU.
 int64_t convFlops();
 
-/// Winograd 3x3 convolutions for fp32 on the CPU (NNPACK's, built into libtorch) in place of oneDNN's direct ones,
-/// for every TAEHV model of the process, forward and input gradient (the weight gradient stays oneDNN's); off by
-/// default. They run only where they were measured faster: fp32 outside autocast, NCHW, 3x3 stride 1, at least 16
-/// channels in and out, frames of at least 16x16, one intra-op thread (details in layers.cc). Rounding differs from
-/// the direct convolution's by ~1e-5 relative. setCpuWinograd(true) throws where cpuWinogradAvailable() is false.
+/// Winograd 3x3 convolutions for fp32 on the CPU in place of oneDNN's direct ones, for every TAEHV model of the
+/// process; off by default. They run only where they were measured faster: fp32 outside autocast, NCHW, 3x3 stride
+/// 1, at least 16 channels in and out, one intra-op thread; forward and input gradient as NNPACK's (built into
+/// libtorch) on frames of at least 16x16, the weight gradient as F(3x3, 4x4) transforms where the frame's sides are
+/// multiples of 4 (details in layers.cc). Rounding differs from the direct convolution's by ~1e-5 relative.
+/// setCpuWinograd(true) throws where cpuWinogradAvailable() is false.
 void setCpuWinograd(bool on);
 bool cpuWinograd();
 /// Whether this libtorch has NNPACK and NNPACK runs on this CPU (AVX2 and FMA).
