@@ -92,8 +92,9 @@ struct WinogradConv3x3 : torch::autograd::Function<WinogradConv3x3> {
 // 1, padding 1, at least 16 channels in and out, one intra-op thread (the slices' case; NNPACK's thread pool is sized
 // once, by its first caller). NNPACK's forward and input gradient on frames of at least 16x16 only: on the Zen 3
 // host (AVX2) they were 1.26-1.47x oneDNN's direct kernels there and 0.45-0.9x below 16x16 or with 3 channels; the
-// F(3x3, 4x4) weight gradient 1.3-2.8x oneDNN's on every such shape of the step, 0.15-0.65x with 3 channels
-// (bench/model/RESULTS.md).
+// F(3x3, 4x4) weight gradient, on frames whose sides are multiples of 4, 1.2-3.8x oneDNN's on every such shape of
+// the step and 0.15-0.22x with 3 input channels (bench/model/RESULTS.md). Smaller frames without a whole number of
+// tiles keep libtorch's own convolution (nothing of WinogradConv3x3 would run).
 enum class WinogradRoute { kNone, kWeightGradient, kAll };
 
 WinogradRoute winogradRoute(const nn::Conv2dImpl& conv, const torch::Tensor& x) {
@@ -108,7 +109,9 @@ WinogradRoute winogradRoute(const nn::Conv2dImpl& conv, const torch::Tensor& x) 
       o.in_channels() >= 16 && o.out_channels() >= 16 && at::get_num_threads() == 1;
   if (!fits) return WinogradRoute::kNone;
   if (x.size(2) >= 16 && x.size(3) >= 16) return WinogradRoute::kAll;
-  return torch::GradMode::is_enabled() ? WinogradRoute::kWeightGradient : WinogradRoute::kNone;  // no backward
+  const bool whole_tiles = x.size(2) % 4 == 0 && x.size(3) % 4 == 0;  // winogradWeightGradFits
+  // Without a backward (no grad mode) nothing of it would run either.
+  return torch::GradMode::is_enabled() && whole_tiles ? WinogradRoute::kWeightGradient : WinogradRoute::kNone;
 }
 
 }  // namespace
