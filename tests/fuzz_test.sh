@@ -3,8 +3,9 @@
 #   1. finds clang++-N with libFuzzer and the sanitizer runtimes (N as scripts/setup.sh picks it); none is a failure;
 #   2. configures BUILD_DIR/fuzz with that clang and -DTAEHV_FUZZ=ON, with BUILD_DIR's libtorch, bundle and trainer
 #      settings (only configured: the fuzz targets need no libtorch), and builds only the fuzz targets;
-#   3. runs each for SECONDS on a fresh corpus folder plus its seeds, under ASan, UBSan (halting) and LeakSanitizer,
-#      and prints `fuzz TARGET: N execs in S s, corpus C inputs, 0 crashes` from libFuzzer's final stats.
+#   3. runs each for SECONDS (one per core at a time) on a fresh corpus folder plus its seeds, under ASan, UBSan
+#      (halting) and LeakSanitizer, and prints `fuzz TARGET: N execs in S s, corpus C inputs, 0 crashes` from
+#      libFuzzer's final stats.
 # Fails on a crash, a leak, UB, a slow input (-timeout), too much memory, or a fuzz target of the build that the
 # table below does not run. A failing input is kept in BUILD_DIR/fuzz/artifacts/ with the command that replays it.
 # Usage: fuzz_test.sh SOURCE_DIR BUILD_DIR [SECONDS per target, default 30]
@@ -78,20 +79,13 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 mkdir -p "$fuzz_build/artifacts"
 "$clang" -shared -fPIC -x c++ - -o "$work/seed.so" <<<'extern "C" int seed() { return 1; }' ||
   fail "compiling a shared object to seed the ELF check"
-failed=0
-for t in "${targets[@]}"; do
-  bin=$fuzz_build/tests/taehv_${t}_fuzz
-  dirs=()
+run_target() {  # run_target TARGET: its libFuzzer run; prints its one line (or its log's tail and a FAIL line)
+  local t=$1 bin=$fuzz_build/tests/taehv_${1}_fuzz d dirs=() corpus=$work/corpus-$1 t0 rc took execs inputs artifact
   for d in ${seeds[$t]}; do
-    if [ "$d" = "@elf" ]; then
-      mkdir -p "$work/elf-seeds" && cp "$work/seed.so" "$work/elf-seeds/"
-      cp "$build"/lib/taehv/plugins/*.so "$work/elf-seeds/" 2>/dev/null
-      d=$work/elf-seeds
-    fi
-    [ -d "$d" ] || fail "the seed folder $d of $t is missing"
+    [ "$d" = "@elf" ] && d=$work/elf-seeds
+    [ -d "$d" ] || { echo "FAIL the seed folder $d of $t is missing"; return 1; }
     dirs+=("$d")
   done
-  corpus=$work/corpus-$t
   mkdir -p "$corpus"
   t0=$(date +%s)
   timeout -k 10 $((seconds + 120)) "$bin" -max_total_time="$seconds" -max_len="${max_len[$t]}" -timeout=10 \
@@ -107,8 +101,29 @@ for t in "${targets[@]}"; do
     tail -60 "$work/$t.log"
     artifact=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$work/$t.log" | tail -1)
     echo "FAIL fuzz $t: exit $rc after ${execs:-?} execs in $took s${artifact:+; replay: $bin $artifact}"
-    failed=$((failed + 1))
+    return 1
   fi
+}
+
+# One target a core at once (each libFuzzer run is one process on one core); each one's lines are printed whole, in the
+# table's order, once all have ended.
+mkdir -p "$work/elf-seeds" && cp "$work/seed.so" "$work/elf-seeds/"
+cp "$build"/lib/taehv/plugins/*.so "$work/elf-seeds/" 2>/dev/null
+jobs_at_once=$(nproc)
+running=0
+for t in "${targets[@]}"; do
+  if [ "$running" -ge "$jobs_at_once" ]; then
+    wait -n
+    running=$((running - 1))
+  fi
+  (run_target "$t" >"$work/$t.out" 2>&1; echo $? >"$work/$t.rc") &
+  running=$((running + 1))
 done
-echo "${#targets[@]} fuzz targets run, $failed failed"
+wait
+failed=0
+for t in "${targets[@]}"; do
+  cat "$work/$t.out"
+  [ "$(cat "$work/$t.rc" 2>/dev/null)" = 0 ] || failed=$((failed + 1))
+done
+echo "${#targets[@]} fuzz targets run, $failed failed ($jobs_at_once at a time)"
 [ "$failed" -eq 0 ]
