@@ -1,5 +1,5 @@
-# taehv_torch_pch(<target>...): the targets' C++ files start from one precompiled <torch/torch.h> (GCC only; option
-# TAEHV_TORCH_PCH, default ON). Parsing that header is half of a trainer file's compile time: 13 of 28 s for
+# taehv_torch_pch(TARGETS <target>...): the targets' C++ files start from one precompiled <torch/torch.h> (GCC only;
+# option TAEHV_TORCH_PCH, default ON). Parsing that header is half of a trainer file's compile time: 13 of 28 s for
 # trainer/train/src/commands.cc on a 2-core host, of which ~10 s is the header itself (the rest, libtorch's templates
 # instantiated at the end of every file, a precompiled header cannot save).
 #
@@ -10,10 +10,11 @@
 # differed would get GCC's -Winvalid-pch warning and compile from the header as before, never wrongly.
 #
 # ccache: the precompiled header is a ~700 MB file that differs at every build, so ccache (CMakeLists.txt's launcher)
-# would miss on every file that uses it. It is told to hash a checksum beside it instead (sloppiness
-# pch_external_checksum: <header>.gch.sum), written here at configure time from what the header is made of: the
-# compiler, the flags and definitions, libtorch's version and include folders. The header itself is not cached
-# (the producers' launcher is empty): a cold one costs ~40 s of one core per build folder.
+# would miss on every file that uses it. It is told to hash a checksum beside it instead (pch_external_checksum,
+# CCACHE_PCH_EXTSUM: <header>.gch.sum), written here at configure time from what the header is made of: the
+# compiler, the flags and definitions, and libtorch's build (torch/version.py). The header itself is not cached (the
+# producers' launcher is empty): each costs ~40 s of one core per build folder, and ~8 s more for the producer's own
+# empty file.
 #
 # Files of a listed target that do not include libtorch are left out by name (SKIP_PRECOMPILE_HEADERS at their
 # target), since a precompiled header still costs ~8 s to a file that never needed it; so are files compiled with
@@ -22,7 +23,8 @@ option(TAEHV_TORCH_PCH "Precompile <torch/torch.h> once for the trainer's target
 
 function(taehv_torch_pch_producer name pic_flag)
   set(dir "${PROJECT_BINARY_DIR}/torch_pch")
-  file(WRITE "${dir}/${name}.cc" "// The precompiled <torch/torch.h> of cmake/TaehvTorchPch.cmake (${pic_flag}).\n")
+  file(CONFIGURE OUTPUT "${dir}/${name}.cc"  # written only when it changes: each build of it is ~8 s
+       CONTENT "// The precompiled <torch/torch.h> of cmake/TaehvTorchPch.cmake (${pic_flag}).\n")
   add_library(${name} OBJECT "${dir}/${name}.cc")
   target_link_libraries(${name} PRIVATE ${TORCH_LIBRARIES})
   target_compile_features(${name} PRIVATE cxx_std_20)
