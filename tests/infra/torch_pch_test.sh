@@ -2,9 +2,11 @@
 # TorchPch.TrainerFilesCompileFromThePrecompiledHeader (cmake/TaehvTorchPch.cmake): GCC takes a precompiled header
 # only where the compile's flags and macros match the header's, and otherwise compiles from the header text without a
 # word but a warning, so a flag added to one target or file would quietly bring its ~13 s a file back. This recompiles
-# (-fsyntax-only) one file of each kind with its own build command and GCC's -H, which prints `! <file>.gch` for a
+# (-fsyntax-only) with the build command of one file of each kind and GCC's -H, which prints `! <file>.gch` for a
 # precompiled header it used: a library file (-fPIC), one with flags of its own (-ffp-contract=fast) and a test
-# (-fPIE). As a control, the first with -fopenmp added must not use it (the check can tell the two apart).
+# (-fPIE). The file itself is swapped for an empty one: whether GCC takes the header depends on the command alone, and
+# the file's own code would only add seconds. As a control, the first with -fopenmp added must not use it (the check
+# can tell the two apart); -Werror=invalid-pch stops that compile where GCC refuses the header.
 # Usage: torch_pch_test.sh BUILD_DIR
 set -uo pipefail
 build=$(cd "$1" && pwd)
@@ -12,15 +14,20 @@ cd "$build" || exit 1
 compiler=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' CMakeCache.txt)
 [ -n "$compiler" ] || { echo "FAIL $build has no CMAKE_CXX_COMPILER in its CMakeCache.txt"; exit 1; }
 
-# compile OBJECT [EXTRA FLAG]: GCC's -H lines of OBJECT's own build command, minus the launcher, the dependency file and
-# the object.
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+: >"$work/empty.cc"
+
+# compile OBJECT [EXTRA FLAG]: GCC's -H lines of OBJECT's own build command on an empty file, minus the launcher, the
+# dependency file and the object.
 compile() {
   local cmd
   cmd=$(ninja -t commands "$1" | tail -1)
   case "$cmd" in *" -c "*) ;; *) echo "no build command for $1"; return ;; esac
   cmd=${cmd#*"$compiler" }  # /usr/bin/env CCACHE_SLOPPINESS=... ccache COMPILER ARGS -> ARGS
-  cmd=$(sed -E 's/ -MD -MT [^ ]+ -MF [^ ]+//; s/ -o [^ ]+ -c / -c /' <<<"$cmd")
-  eval "\"\$compiler\" $cmd -fsyntax-only -H ${2:-}" 2>&1 | grep -E '^[!x] |cmake_pch|error' | head -5
+  cmd=$(sed -E 's/ -MD -MT [^ ]+ -MF [^ ]+//; s/ -o [^ ]+ -c [^ ]+$//' <<<"$cmd")
+  eval "\"\$compiler\" $cmd -Werror=invalid-pch -fsyntax-only -H ${2:-} -c \"\$work/empty.cc\"" 2>&1 |
+    grep -E '^[!x] |cmake_pch|error' | head -5
 }
 
 failed=0
