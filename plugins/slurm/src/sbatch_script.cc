@@ -110,6 +110,95 @@ void renderEtcdMembers(std::ostringstream& s, int members) {
     << "echo \"taehv: etcd at $etcd_endpoints, healthy after $((SECONDS - etcd_t0)) s\"\n";
 }
 
+/// An elastic step's lines before its srun: each task (`bash -c "$task_report" taehv-task "$task_mark" COMMAND...`)
+/// runs COMMAND and then prints its exit code on a line of its own, marked with this run's nonce ("taehv-task MARK
+/// NODEID HOST CODE"); task_exits_filter, which srun's output goes through, notes those lines in $task_exits and
+/// prints a readable one instead (TERM ignored: scancel must not cut off the end of the job's output). A node that
+/// failed as a node reports nothing.
+void renderTaskExits(std::ostringstream& s) {
+  s << "# Each task reports its taehv-run's exit code on a line marked with this run's nonce; the filter that\n"
+    << "# srun's output goes through notes those lines in $task_exits (a failed node reports none).\n"
+    << "task_mark=$(od -An -N8 -tx1 /dev/urandom | tr -dc 0-9a-f)\n"
+    << "task_exits=$(mktemp) || exit 1\n"
+    << "task_report='m=$1; shift; \"$@\"; rc=$?; echo \"taehv-task $m $SLURM_NODEID ${SLURMD_NODENAME:-$(hostname)} "
+       "$rc\"; exit $rc'\n"
+    << "task_exits_filter() {\n"
+    << "  trap '' TERM\n"
+    << "  awk -v m=\"$task_mark\" -v f=\"$task_exits\" '$1 == \"taehv-task\" && $2 == m && NF == 5 "
+       "{ print $3, $4, $5 > f; fflush(f); print \"taehv: node \" $3 \" (\" $4 \") ended: taehv-run exited with "
+       "code \" $5; fflush(); next } { print; fflush() }'\n"
+    << "}\n";
+}
+
+/// An elastic step's lines after its srun (whose exit code is in $rc): srun reports the largest exit code of its
+/// tasks, so a node lost on the way (its taehv-run killed, or no exit reported: the node failed) makes it non-zero
+/// although the others re-formed and finished (srun --no-kill exits 0 for a node that failed as a node). When a node's
+/// taehv-run exited 0 the training has completed (its node's workers of the last formation all ended cleanly): rc
+/// becomes 0, and one line names the nodes lost on the way. No node reporting a clean end is a failure, whatever
+/// srun says.
+void renderElasticOutcome(std::ostringstream& s) {
+  s << "# The run has completed when a node's taehv-run finished (exit 0): srun's own code is the largest of its\n"
+    << "# tasks', so a node lost on the way makes it non-zero although the others re-formed and finished.\n"
+    << "declare -A task_code=()\n"
+    << "while read -r _ host code; do task_code[$host]=$code; done < \"$task_exits\"\n"
+    << "rm -f -- \"$task_exits\"\n"
+    << "finished=0 lost=\n"
+    << "for h in $(scontrol show hostnames \"$SLURM_JOB_NODELIST\"); do\n"
+    << "  c=${task_code[$h]-}\n"
+    << "  if [ \"$c\" = 0 ]; then finished=$((finished + 1))\n"
+    << "  elif [ -z \"$c\" ]; then lost+=\"${lost:+, }$h (no exit reported: the node failed)\"\n"
+    << "  else lost+=\"${lost:+, }$h (exit code $c)\"; fi\n"
+    << "done\n"
+    << "if [ \"$finished\" -gt 0 ] && { [ \"$rc\" -ne 0 ] || [ -n \"$lost\" ]; }; then\n"
+    << "  echo \"taehv: the run has completed: the training finished on $finished node(s); lost on the way: "
+       "${lost:-none named}; srun's exit code $rc\"\n"
+    << "  rc=0\n"
+    << "elif [ \"$finished\" -eq 0 ] && [ \"$rc\" -eq 0 ]; then\n"
+    << "  echo \"taehv: srun exited 0 but no node reported that its taehv-run finished (${lost:-none named}); the run "
+       "counts as failed\"\n"
+    << "  rc=1\n"
+    << "fi\n";
+}
+
+/// Does `arg` (one --launch-arg word) give taehv-run's option `name` ("--nnodes", "--nnodes=2:3")?
+bool givesOption(const std::string& arg, const std::string& name) {
+  return arg == name || arg.rfind(name + "=", 0) == 0;
+}
+
+/// --min-nodes and --reformations against the rest of `out` (read before): one line saying what is wrong, or ok.
+Status checkElastic(const OptionValues& given, const SubmitOptions& out) {
+  if (!given.count("min-nodes")) {
+    if (given.count("reformations")) {
+      return {"--reformations needs --min-nodes (a run re-forms only without a lost node)"};
+    }
+    return {};
+  }
+  if (out.min_nodes > out.nodes) {
+    return {"--min-nodes " + std::to_string(out.min_nodes) + " is more than --nodes " + std::to_string(out.nodes) +
+            "; give at most the job's node count"};
+  }
+  if (!out.etcd) {
+    return {"--min-nodes needs --rdzv-backend etcd: without it node 0 leads the node group and its loss ends the job; "
+            "with etcd any node may be lost"};
+  }
+  if (out.task_per_gpu) {
+    return {"--min-nodes needs --layout node: one taehv-run per node re-forms the group without a lost node"};
+  }
+  if (given.count("srun-wait")) {
+    return {"--srun-wait does not apply with --min-nodes: the step waits for every task (srun --wait=0), since a lost "
+            "node's task ends first"};
+  }
+  for (const std::string& a : out.launch_args) {
+    for (const char* name : {"--nnodes", "--max-restarts"}) {
+      if (givesOption(a, name)) {
+        return {"--launch-arg " + a + ": with --min-nodes, submit sets " + name +
+                " itself (--nnodes M:N, --max-restarts = --reformations)"};
+      }
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 CommandSpec submitCommand() {
@@ -139,6 +228,11 @@ CommandSpec submitCommand() {
            {"rdzv-backend", "etcd",
             "etcd: start an etcd member on each of the job's first 3 nodes and keep the node group there, so that "
             "any node may be lost"},
+           {"min-nodes", "M",
+            "with --rdzv-backend etcd: go on without a lost node while at least M of the N remain (the job survives "
+            "a node's failure, taehv-run re-forms with --nnodes M:N; default N: every node is needed)"},
+           {"reformations", "K", "with --min-nodes: re-formations one run may make (taehv-run --max-restarts, default "
+                                 "N - M) before it counts as failed and requeues"},
            {"srun-wait", "S", "seconds the other tasks may run on after one ends cleanly (srun --wait, default 60)"},
            {"script", "FILE", "also write the script to FILE"},
            {"dry-run", "", "print the script instead of submitting it"}},
@@ -198,6 +292,7 @@ Status parseSubmitArgs(const CommandArgs& args, SubmitOptions& out) {
         number("nproc-per-node", 1, 1024, out.nproc_per_node), text("node-nprocs", node_nprocs),
         directive("time", out.time), directive("partition", out.partition), directive("job-name", out.job_name),
         number("max-restarts", 0, 1000, out.max_restarts), number("srun-wait", 0, 86400, out.srun_wait_s),
+        number("min-nodes", 1, 100000, out.min_nodes), number("reformations", 0, 1000, out.reformations),
         directive("output", out.output), text("checkpoint-dir", out.checkpoint_dir),
         text("checkpoint-pattern", out.checkpoint_pattern), text("script", out.script_file), text("layout", layout),
         texts("sbatch-arg", out.sbatch_args), texts("launch-arg", out.launch_args),
@@ -247,6 +342,7 @@ Status parseSubmitArgs(const CommandArgs& args, SubmitOptions& out) {
     if (out.checkpoint_dir.empty()) return {"--resume-arg needs --checkpoint-dir (where to look for checkpoints)"};
     if (out.command.empty()) return {"--resume-arg needs an explicit command after --"};
   }
+  if (Status e = checkElastic(given, out); !e.ok()) return e;
   out.command.insert(out.command.end(), resume_args.begin(), resume_args.end());
   // Remember which trailing words are resume args: they are only passed when a checkpoint was found.
   out.resume_arg_count = resume_args.size();
@@ -260,12 +356,21 @@ std::string renderSbatchScript(const SubmitOptions& opts, const std::string& tae
   for (int n : opts.node_nprocs) total += n, most = std::max(most, n);
   if (uneven) workers = most;  // what the allocation must hold on its fullest node
   int tasks_per_node = opts.task_per_gpu ? workers : 1;
+  const bool elastic = opts.min_nodes > 0 && opts.min_nodes < opts.nodes;
   std::ostringstream s;
   s << "#!/bin/bash\n"
-    << "# Rendered by `taehv-run --backend slurm submit` (taehv-run " << version << ").\n"
-    << "# One srun step runs the whole training: a task that fails ends every task (--kill-on-bad-exit);\n"
-    << "# after a failure the job requeues itself up to MAX_RESTARTS times (SLURM_RESTART_COUNT counts them)\n"
-    << "# and the next run resumes from the newest checkpoint.\n"
+    << "# Rendered by `taehv-run --backend slurm submit` (taehv-run " << version << ").\n";
+  if (elastic) {
+    s << "# One srun step runs the whole training and goes on without a lost node while at least " << opts.min_nodes
+      << " of the " << opts.nodes << "\n# remain: the job and the step outlive a node's failure (--no-kill), the step a "
+      << "task's end (--kill-on-bad-exit=0),\n# and the nodes' taehv-run re-form (--nnodes " << opts.min_nodes << ":"
+      << opts.nodes << "). The run has completed when a node's taehv-run finished (exit 0);\n"
+      << "# otherwise the job requeues itself up to MAX_RESTARTS times (SLURM_RESTART_COUNT counts them)\n";
+  } else {
+    s << "# One srun step runs the whole training: a task that fails ends every task (--kill-on-bad-exit);\n"
+      << "# after a failure the job requeues itself up to MAX_RESTARTS times (SLURM_RESTART_COUNT counts them)\n";
+  }
+  s << "# and the next run resumes from the newest checkpoint.\n"
     << "#SBATCH --job-name=" << opts.job_name << "\n"
     << "#SBATCH --nodes=" << opts.nodes << "\n"
     << "#SBATCH --ntasks-per-node=" << tasks_per_node << "\n";
@@ -275,6 +380,7 @@ std::string renderSbatchScript(const SubmitOptions& opts, const std::string& tae
   s << "#SBATCH --output=" << (opts.output.empty() ? opts.job_name + "-%j.out" : opts.output) << "\n"
     << "#SBATCH --open-mode=append\n"
     << (opts.max_restarts > 0 ? "#SBATCH --requeue\n" : "#SBATCH --no-requeue\n");
+  if (elastic) s << "#SBATCH --no-kill\n";
   for (const std::string& extra : opts.sbatch_args) s << "#SBATCH " << extra << "\n";
   s << "set -uo pipefail\n"
     << "export PYTHONUNBUFFERED=1\n"
@@ -318,13 +424,19 @@ std::string renderSbatchScript(const SubmitOptions& opts, const std::string& tae
   }
   // Fewer nodes than 3: one member (two would stop the group when either is lost, one only when its node is).
   if (opts.etcd) renderEtcdMembers(s, opts.nodes >= kEtcdMembers ? kEtcdMembers : 1);
-  s << "srun --kill-on-bad-exit=1 --wait=" << opts.srun_wait_s << " --unbuffered --nodes=" << opts.nodes;
+  if (elastic) renderTaskExits(s);
+  if (elastic) {
+    s << "srun --no-kill --kill-on-bad-exit=0 --wait=0 --unbuffered --nodes=" << opts.nodes;
+  } else {
+    s << "srun --kill-on-bad-exit=1 --wait=" << opts.srun_wait_s << " --unbuffered --nodes=" << opts.nodes;
+  }
   if (uneven && opts.task_per_gpu) {
     s << " --ntasks=" << total << " --distribution=arbitrary";
   } else {
     s << " --ntasks-per-node=" << tasks_per_node;
   }
-  s << " \\\n  \"$TAEHV_RUN\" --backend slurm";
+  s << " \\\n  " << (elastic ? "bash -c \"$task_report\" taehv-task \"$task_mark\" " : "")
+    << "\"$TAEHV_RUN\" --backend slurm";
   if (opts.task_per_gpu) {
     s << " --slurm-layout task";
   } else if (uneven) {
@@ -333,13 +445,24 @@ std::string renderSbatchScript(const SubmitOptions& opts, const std::string& tae
     s << " --nproc-per-node " << workers;
   }
   if (opts.etcd) s << " --rdzv-backend etcd --rdzv-endpoint \"$etcd_endpoints\"";
+  if (elastic) {
+    s << " --nnodes " << opts.min_nodes << ":" << opts.nodes << " --max-restarts "
+      << (opts.reformations >= 0 ? opts.reformations : opts.nodes - opts.min_nodes);
+  }
   for (const std::string& a : opts.launch_args) s << " " << shellQuote(a);
   if (plain > 0) {
     s << " --";
     for (std::size_t i = 0; i < plain; ++i) s << " " << shellQuote(opts.command[i]);
   }
-  s << " \"${resume_args[@]}\"\n"
-    << "rc=$?\n"
+  s << " \"${resume_args[@]}\"";
+  if (elastic) {
+    s << " |\n  task_exits_filter\n"
+      << "rc=${PIPESTATUS[0]}\n";
+    renderElasticOutcome(s);
+  } else {
+    s << "\nrc=$?\n";
+  }
+  s
     << "if [ \"$rc\" -ne 0 ] && [ \"$restart\" -lt \"$MAX_RESTARTS\" ]; then\n"
     << "  echo \"taehv: run failed (exit code $rc); requeueing job $SLURM_JOB_ID, restart $((restart + 1)) of "
        "$MAX_RESTARTS\"\n"

@@ -8,6 +8,8 @@
 #   BASE=/tmp/x bash slurm_cluster.sh stop N    cancels jobs, kills every process in the namespaces and the
 #                                              daemons it started (by PID), removes namespaces and bridge
 #
+# SLURMD_TIMEOUT (default 30): seconds slurmctld waits for a silent slurmd before it sets that node DOWN (and, without
+# --no-kill, ends its jobs); the node failure tests shorten it.
 # Clients (srun, sbatch, scontrol) need SLURM_CONF=$BASE/etc/slurm.conf. Names, addresses and ports are
 # chosen not to collide with the ssh backend's namespaces (ri-h*, ri-br0, 10.77.0.0/24) or a system SLURM.
 # Needs root and the packages munge slurmctld slurmd slurm-client (scripts/setup.sh installs them).
@@ -132,7 +134,7 @@ MpiDefault=none
 ReturnToService=2
 SlurmdParameters=config_overrides
 SlurmctldTimeout=30
-SlurmdTimeout=30
+SlurmdTimeout=${SLURMD_TIMEOUT:-30}
 InactiveLimit=0
 KillWait=2
 MinJobAge=300

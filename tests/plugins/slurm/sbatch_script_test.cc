@@ -302,6 +302,173 @@ TEST(SlurmSubmitExample, ExampleScriptIsWhatSubmitRenders) {
   EXPECT_EQ(example.str(), rendered);
 }
 
+// --min-nodes: what it needs and what it refuses, each in one line.
+TEST(SlurmSubmitArgs, MinNodesNeedsEtcdAndLeavesTheElasticOptionsToSubmit) {
+  const std::vector<std::string> base = {"--nodes", "3", "--rdzv-backend", "etcd"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  SubmitOptions o = parse(with({"--min-nodes", "2"}));
+  EXPECT_EQ(o.min_nodes, 2);
+  EXPECT_EQ(o.reformations, -1);
+  EXPECT_EQ(parse(with({"--min-nodes", "1", "--reformations", "5"})).reformations, 5);
+  EXPECT_EQ(parseError({"--nodes", "3", "--min-nodes", "2"}),
+            "--min-nodes needs --rdzv-backend etcd: without it node 0 leads the node group and its loss ends the job; "
+            "with etcd any node may be lost");
+  EXPECT_EQ(parseError(with({"--min-nodes", "4"})),
+            "--min-nodes 4 is more than --nodes 3; give at most the job's node count");
+  EXPECT_TRUE(contains(parseError(with({"--min-nodes", "0"})), "--min-nodes '0': expected a whole number from 1"));
+  EXPECT_EQ(parseError(with({"--reformations", "2"})),
+            "--reformations needs --min-nodes (a run re-forms only without a lost node)");
+  EXPECT_EQ(parseError(with({"--min-nodes", "2", "--layout", "task"})),
+            "--min-nodes needs --layout node: one taehv-run per node re-forms the group without a lost node");
+  EXPECT_TRUE(contains(parseError(with({"--min-nodes", "2", "--srun-wait", "5"})), "--srun-wait does not apply"));
+  for (const char* arg : {"--nnodes=2:3", "--nnodes", "--max-restarts=4", "--max-restarts"}) {
+    EXPECT_EQ(parseError(with({"--min-nodes", "2", "--launch-arg", arg})),
+              std::string("--launch-arg ") + arg + ": with --min-nodes, submit sets " +
+                  std::string(arg).substr(0, std::string(arg).find('=')) +
+                  " itself (--nnodes M:N, --max-restarts = --reformations)")
+        << arg;
+  }
+  // Without --min-nodes the launch options stay the user's, as before.
+  EXPECT_EQ(parseError(with({"--launch-arg=--nnodes=2:3"})), "");
+}
+
+TEST(SlurmSubmitScript, ElasticJobOutlivesANodeAndItsStepATask) {
+  SubmitOptions o = parse({"--nodes", "3", "--rdzv-backend", "etcd", "--min-nodes", "2", "--max-restarts", "1",
+                           "--launch-arg=--node-timeout=5", "--", "worker", "a b"});
+  const std::string s = renderSbatchScript(o, "/x/taehv-run", "0.1.0");
+  ASSERT_EQ(system(("bash -n <<'EOF'\n" + s + "\nEOF").c_str()), 0) << s;
+  for (const char* part :
+       {"#SBATCH --no-kill\n", "#SBATCH --requeue\n",
+        "srun --no-kill --kill-on-bad-exit=0 --wait=0 --unbuffered --nodes=3 --ntasks-per-node=1 \\\n"
+        "  bash -c \"$task_report\" taehv-task \"$task_mark\" \"$TAEHV_RUN\" --backend slurm --nproc-per-node 1 "
+        "--rdzv-backend etcd --rdzv-endpoint \"$etcd_endpoints\" --nnodes 2:3 --max-restarts 1 --node-timeout=5 -- "
+        "worker 'a b' \"${resume_args[@]}\" |\n  task_exits_filter\nrc=${PIPESTATUS[0]}\n"}) {
+    EXPECT_TRUE(contains(s, part)) << "missing: " << part << "\n" << s;
+  }
+  EXPECT_FALSE(contains(s, "--kill-on-bad-exit=1")) << s;
+  EXPECT_TRUE(contains(renderSbatchScript(parse({"--nodes", "3", "--rdzv-backend", "etcd", "--min-nodes", "1",
+                                                 "--reformations", "7"}),
+                                          "/x/taehv-run", "0.1.0"),
+                       " --nnodes 1:3 --max-restarts 7"));
+  // --min-nodes N is a fixed-size job: every node is needed, a task that fails ends them all.
+  const std::string fixed =
+      renderSbatchScript(parse({"--nodes", "3", "--rdzv-backend", "etcd", "--min-nodes", "3"}), "/x/taehv-run", "0");
+  EXPECT_TRUE(contains(fixed, "srun --kill-on-bad-exit=1 --wait=60 ")) << fixed;
+  EXPECT_FALSE(contains(fixed, "--no-kill")) << fixed;
+  EXPECT_FALSE(contains(fixed, "--nnodes")) << fixed;
+}
+
+/// The elastic step's part of the script (from the task exits' lines to its end) run with a fake srun that runs the
+/// task command on nodes n1..n3 (a node named in FAILED_NODES runs nothing and srun exits FAILED_RC, default 1, for
+/// it, as for a failed node),
+/// a fake taehv-run that prints a line and exits with EXIT_<node> (default 0), and a fake scontrol.
+class ElasticStep : public FakeCluster {
+ protected:
+  void SetUp() override {
+    FakeCluster::SetUp();
+    const SubmitOptions o = parse({"--nodes", "3", "--rdzv-backend", "etcd", "--min-nodes", "2", "--max-restarts",
+                                   "1", "--", "worker"});
+    const std::string script = renderSbatchScript(o, dir_ + "/taehv-run", "0.1.0");
+    const std::size_t at = script.find("# Each task reports");
+    ASSERT_NE(at, std::string::npos) << script;
+    step_ = "set -uo pipefail\nrestart=0 MAX_RESTARTS=1 TAEHV_RUN=" + dir_ +
+            "/taehv-run etcd_endpoints=e:2379\nresume_args=()\n" + script.substr(at);
+    writeExecutable(dir_ + "/scontrol", "#!/bin/sh\necho \"scontrol $*\" >> " + dir_ +
+                                            "/log\n[ \"$1\" = show ] && printf 'n1\\nn2\\nn3\\n'\nexit 0\n");
+    writeExecutable(dir_ + "/srun",
+                    "#!/bin/bash\n"
+                    "echo \"srun $*\" >> " + dir_ + "/log\n"
+                    "while [ $# -gt 0 ]; do case $1 in --*) shift ;; *) break ;; esac; done\n"
+                    "rc=0 i=0 pids=()\n"
+                    "for h in n1 n2 n3; do\n"
+                    "  if [[ \" ${FAILED_NODES:-} \" == *\" $h \"* ]]; then\n"
+                    "    [ \"${FAILED_RC:-1}\" -gt $rc ] && rc=${FAILED_RC:-1}\n"
+                    "  else\n"
+                    "    SLURM_NODEID=$i SLURMD_NODENAME=$h \"$@\" & pids+=($!); fi\n"
+                    "  i=$((i + 1))\n"
+                    "done\n"
+                    "for p in \"${pids[@]}\"; do wait $p; c=$?; [ $c -gt $rc ] && rc=$c; done\n"
+                    "exit $rc\n");
+    writeExecutable(dir_ + "/taehv-run",
+                    "#!/bin/bash\n"
+                    "echo \"$SLURMD_NODENAME: trained\"\n"
+                    "[ -n \"${FORGE:-}\" ] && echo \"taehv-task 0123456789abcdef $SLURM_NODEID $SLURMD_NODENAME 0\"\n"
+                    "v=EXIT_$SLURMD_NODENAME; exit ${!v:-0}\n");
+  }
+
+  /// Runs the step with `env`; returns its output, sets *rc to its exit code.
+  std::string runStep(const std::string& env, int* rc) {
+    unlink((dir_ + "/log").c_str());
+    std::ofstream(dir_ + "/step.sh") << step_;
+    const std::string cmd = "cd " + dir_ + " && PATH=" + dir_ + ":$PATH SLURM_JOB_ID=9 SLURM_JOB_NODELIST='n[1-3]' " +
+                            "TMPDIR=" + dir_ + " " + env + " bash step.sh > out 2>&1";
+    const int status = system(cmd.c_str());
+    *rc = WEXITSTATUS(status);
+    std::ifstream in(dir_ + "/out");
+    std::stringstream out;
+    out << in.rdbuf();
+    std::ifstream log(dir_ + "/log");
+    std::stringstream calls;
+    calls << log.rdbuf();
+    calls_ = calls.str();
+    return out.str();
+  }
+
+  std::string step_, calls_;
+};
+
+TEST_F(ElasticStep, ANodeLostOnTheWayIsNoFailureOfTheTraining) {
+  int rc = -1;
+  std::string out = runStep("EXIT_n3=137", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(contains(out, "n1: trained\n") && contains(out, "n3: trained\n")) << out;
+  EXPECT_TRUE(contains(out, "taehv: node 2 (n3) ended: taehv-run exited with code 137\n")) << out;
+  EXPECT_TRUE(contains(out, "taehv: node 0 (n1) ended: taehv-run exited with code 0\n")) << out;
+  EXPECT_FALSE(contains(out, "taehv-task ")) << "the marked lines are the filter's: " << out;
+  EXPECT_TRUE(contains(out, "taehv: the run has completed: the training finished on 2 node(s); lost on the way: n3 "
+                            "(exit code 137); srun's exit code 137\n"))
+      << out;
+  EXPECT_FALSE(contains(calls_, "requeue")) << calls_;
+  // A node that failed as a node reports nothing.
+  out = runStep("FAILED_NODES=n2", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(contains(out, "taehv: the run has completed: the training finished on 2 node(s); lost on the way: n2 "
+                            "(no exit reported: the node failed); srun's exit code 1\n"))
+      << out;
+  // Every node finished: nothing to say.
+  out = runStep("", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_FALSE(contains(out, "the run has completed")) << out;
+  EXPECT_TRUE(contains(out, "taehv: node 2 (n3) ended: taehv-run exited with code 0\n")) << out;
+  EXPECT_NE(std::system(("ls " + dir_ + "/tmp.* >/dev/null 2>&1").c_str()), 0) << "the task exits' file stayed";
+}
+
+TEST_F(ElasticStep, NoNodeFinishedIsAFailureAndRequeues) {
+  int rc = -1;
+  std::string out = runStep("EXIT_n1=3 EXIT_n2=3 EXIT_n3=137", &rc);
+  EXPECT_EQ(rc, 0) << "requeued: " << out;
+  EXPECT_TRUE(contains(out, "taehv: run failed (exit code 137); requeueing job 9, restart 1 of 1")) << out;
+  EXPECT_TRUE(contains(calls_, "scontrol requeue 9")) << calls_;
+  EXPECT_FALSE(contains(out, "the run has completed")) << out;
+  // A worker's line that looks like a task's exit, without this run's mark, is output like any other and counts
+  // for nothing.
+  out = runStep("FORGE=1 EXIT_n1=3 EXIT_n2=3 EXIT_n3=3", &rc);
+  EXPECT_TRUE(contains(out, "taehv-task 0123456789abcdef 0 n1 0\n")) << out;
+  EXPECT_TRUE(contains(out, "taehv: run failed (exit code 3); requeueing job 9")) << out;
+  EXPECT_FALSE(contains(out, "the run has completed")) << out;
+  // srun exiting 0 with no node's end reported (every node failed, or the reports were lost) is no success either.
+  out = runStep("FAILED_NODES='n1 n2 n3' FAILED_RC=0", &rc);
+  EXPECT_TRUE(contains(out, "taehv: srun exited 0 but no node reported that its taehv-run finished (n1 (no exit "
+                            "reported: the node failed), n2 (no exit reported: the node failed), n3 (no exit "
+                            "reported: the node failed)); the run counts as failed\n"))
+      << out;
+  EXPECT_TRUE(contains(out, "taehv: run failed (exit code 1); requeueing job 9")) << out;
+}
+
 // --rdzv-backend etcd: one background srun step per etcd member on the job's first 3 nodes, their endpoints handed
 // to taehv-run; run with fake srun/scontrol whose hosts do not exist, the wait for health ends with one line, exit 2,
 // and no training step.

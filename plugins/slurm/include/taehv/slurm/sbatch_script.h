@@ -35,6 +35,13 @@ struct SubmitOptions {
   /// --rdzv-backend etcd: the script starts etcd members on the job's first three nodes (one srun step each) and
   /// gives taehv-run their endpoints, so that any node may be lost (docs/node-group.md).
   bool etcd = false;
+  /// --min-nodes M (needs etcd): the training goes on without a lost node while at least M of the N remain. The job
+  /// survives a node's failure (#SBATCH --no-kill), its one srun step outlives a task (--kill-on-bad-exit=0
+  /// --wait=0), each taehv-run re-forms (--nnodes M:N), and the run counts as completed when a node's taehv-run
+  /// finished (exit 0), whatever srun reports for a task lost on the way. 0 (or N) = every node is needed.
+  int min_nodes = 0;
+  /// --reformations K: how often one run may re-form (taehv-run --max-restarts); -1 = N - M.
+  int reformations = -1;
   std::string script_file;  ///< --script FILE: also write the script there
 };
 
