@@ -10,15 +10,33 @@
 # adds the label there. Tests made by add_test in a folder that has a suite get it at the end of configuring it.
 # Every test sees TAEHV_SHARED_DIR (../shared), TAEHV_BIN_DIR (taehv-run, taehv-train),
 # TAEHV_PLUGIN_DIR (built plugins) and TAEHV_SOURCE_DIR in its environment. The programs' folder and whether this
-# build has the trainer and FFmpeg are also compiled in (TAEHV_TEST_BIN_DIR, TAEHV_TEST_WITH_TRAINER,
+# build has the trainer and FFmpeg are also compiled in (TAEHV_TEST_BIN_DIR, relative to the test's program; TAEHV_TEST_WITH_TRAINER,
 # TAEHV_TEST_WITH_FFMPEG), so that a test run outside ctest finds them too and fails, never skips, when a program it
 # needs is missing; only a build made without FFmpeg skips the tests of video files (TAEHV_REQUIRE_VIDEO_FILES).
 # RESOURCE_LOCK: ctest runs no two tests holding the same lock at once (fixed namespaces, ports, ...).
 
+# taehv_test_path(<target> <MACRO> <path>): compiles in <path> relative to the folder of the target's program
+# (its RUNTIME_OUTPUT_DIRECTORY, set before the call), e.g. "../bin"; tests/infra/built_programs.h's
+# besideThisTest(MACRO) makes it absolute again at run time. The object file is then the same in every clone of the
+# tree, so ccache serves another clone's build (CI's fresh one) what this one compiled; an absolute path in a macro
+# made every test file miss there.
+function(taehv_test_path target macro path)
+  get_target_property(program_dir ${target} RUNTIME_OUTPUT_DIRECTORY)
+  if(NOT program_dir)
+    message(FATAL_ERROR "taehv_test_path(${target}): set its RUNTIME_OUTPUT_DIRECTORY first")
+  endif()
+  file(RELATIVE_PATH relative "${program_dir}" "${path}")
+  if(relative STREQUAL "")
+    set(relative ".")
+  endif()
+  target_compile_definitions(${target} PRIVATE ${macro}="${relative}")
+endfunction()
+
 # taehv_test_knows_programs(<target>): compiles in where this build's programs are and whether it has the trainer,
 # for tests/infra/built_programs.h (taehv_add_gtest does it for every suite).
 function(taehv_test_knows_programs target)
-  target_compile_definitions(${target} PRIVATE TAEHV_TEST_BIN_DIR="${PROJECT_BINARY_DIR}/bin"
+  taehv_test_path(${target} TAEHV_TEST_BIN_DIR "${PROJECT_BINARY_DIR}/bin")
+  target_compile_definitions(${target} PRIVATE
     TAEHV_TEST_WITH_TRAINER=$<BOOL:${TAEHV_WITH_TRAINER}> TAEHV_TEST_WITH_FFMPEG=$<BOOL:${TAEHV_WITH_FFMPEG}>)
   target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
 endfunction()

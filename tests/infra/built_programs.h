@@ -10,8 +10,24 @@
 
 namespace taehv::testing {
 
+/// `relative`, a path compiled in relative to this test program's folder (CMake's taehv_test_path, e.g. "../bin"),
+/// made absolute: the folder of /proc/self/exe joined with it, each leading "../" taking one folder off.
+inline std::string besideThisTest(const std::string& relative) {
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  std::string dir = n > 0 ? std::string(exe, static_cast<std::size_t>(n)) : std::string(".");
+  dir.erase(dir.rfind('/') == std::string::npos ? 0 : dir.rfind('/'));
+  std::string rest = relative;
+  while (rest == ".." || rest.rfind("../", 0) == 0) {
+    dir.erase(dir.rfind('/') == std::string::npos ? 0 : dir.rfind('/'));
+    rest.erase(0, rest.size() > 2 ? 3 : 2);
+  }
+  if (rest.empty() || rest == ".") return dir.empty() ? "/" : dir;
+  return dir + "/" + rest;
+}
+
 /// This build's program folder (bin/: taehv-run, taehv-train).
-inline std::string builtBinDir() { return TAEHV_TEST_BIN_DIR; }
+inline std::string builtBinDir() { return besideThisTest(TAEHV_TEST_BIN_DIR); }
 
 /// The path of this build's program `name`, e.g. builtProgram("taehv-run"); ASSERT_PROGRAM_BUILT checks it is there.
 inline std::string builtProgram(const std::string& name) { return builtBinDir() + "/" + name; }

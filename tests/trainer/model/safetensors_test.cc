@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "taehv/model/taehv.h"
+#include "infra/built_programs.h"
 #include "test_util.h"
 
 namespace taehv {
@@ -271,7 +272,7 @@ namespace {
 TEST(SafetensorsTest, FuzzCorpusParsesOrIsRejectedCleanly) {
   const char* source = std::getenv("TAEHV_SOURCE_DIR");
   const std::filesystem::path corpus =
-      std::filesystem::path(source ? source : TAEHV_SOURCE_DIR_FALLBACK) / "tests/trainer/model/fuzz_corpus";
+      std::filesystem::path(source ? std::string(source) : ::taehv::testing::besideThisTest(TAEHV_SOURCE_DIR_FALLBACK)) / "tests/trainer/model/fuzz_corpus";
   ASSERT_TRUE(std::filesystem::is_directory(corpus)) << corpus;
   int accepted = 0;
   int rejected = 0;

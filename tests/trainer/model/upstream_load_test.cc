@@ -16,6 +16,7 @@
 
 #include "taehv/model/safetensors.h"
 #include "taehv/model/taehv.h"
+#include "infra/built_programs.h"
 #include "test_util.h"
 
 namespace taehv {
@@ -24,7 +25,7 @@ namespace {
 using testing::referenceDir;
 using testing::TempDir;
 
-constexpr const char* kPython = TAEHV_TEST_PYTHON;  ///< the project's .venv (scripts/setup.sh), not the one on PATH
+const std::string kPython = ::taehv::testing::besideThisTest(TAEHV_TEST_PYTHON);  ///< the project's .venv (scripts/setup.sh), not the one on PATH
 
 struct RunResult {
   int exit_code = -1;

@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "infra/built_programs.h"
+
 namespace taehv::train {
 namespace {
 
@@ -34,7 +36,7 @@ TEST(Config, RequiredKeysExist) {
 // Every config shipped in examples/configs (the quickstart and the profiles taehv-run --config picks from) loads
 // through the trainer's own reader, which refuses unknown keys, and validates.
 TEST(Config, ShippedConfigsLoadAndValidate) {
-  const std::filesystem::path dir = std::filesystem::path(TAEHV_TEST_SOURCE_DIR) / "examples/configs";
+  const std::filesystem::path dir = std::filesystem::path(::taehv::testing::besideThisTest(TAEHV_TEST_SOURCE_DIR)) / "examples/configs";
   int loaded = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (entry.path().extension() != ".yaml") continue;
