@@ -10,9 +10,10 @@
 # adds the label there. Tests made by add_test in a folder that has a suite get it at the end of configuring it.
 # Every test sees TAEHV_SHARED_DIR (../shared), TAEHV_BIN_DIR (taehv-run, taehv-train),
 # TAEHV_PLUGIN_DIR (built plugins) and TAEHV_SOURCE_DIR in its environment. The programs' folder and whether this
-# build has the trainer and FFmpeg are also compiled in (TAEHV_TEST_BIN_DIR, relative to the test's program; TAEHV_TEST_WITH_TRAINER,
-# TAEHV_TEST_WITH_FFMPEG), so that a test run outside ctest finds them too and fails, never skips, when a program it
-# needs is missing; only a build made without FFmpeg skips the tests of video files (TAEHV_REQUIRE_VIDEO_FILES).
+# build has the trainer and FFmpeg are also compiled in (TAEHV_TEST_BIN_DIR, relative to the test's program;
+# TAEHV_TEST_WITH_TRAINER, TAEHV_TEST_WITH_FFMPEG), so that a test run outside ctest finds them too and fails, never
+# skips, when a program it needs is missing; only a build made without FFmpeg skips the tests of video files
+# (TAEHV_REQUIRE_VIDEO_FILES).
 # RESOURCE_LOCK: ctest runs no two tests holding the same lock at once (fixed namespaces, ports, ...).
 
 # taehv_test_path(<target> <MACRO> <path>): compiles in <path> relative to the folder of the target's program

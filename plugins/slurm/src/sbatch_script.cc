@@ -362,8 +362,9 @@ std::string renderSbatchScript(const SubmitOptions& opts, const std::string& tae
     << "# Rendered by `taehv-run --backend slurm submit` (taehv-run " << version << ").\n";
   if (elastic) {
     s << "# One srun step runs the whole training and goes on without a lost node while at least " << opts.min_nodes
-      << " of the " << opts.nodes << "\n# remain: the job and the step outlive a node's failure (--no-kill), the step a "
-      << "task's end (--kill-on-bad-exit=0),\n# and the nodes' taehv-run re-form (--nnodes " << opts.min_nodes << ":"
+      << " of the " << opts.nodes
+      << "\n# remain: the job and the step outlive a node's failure (--no-kill), the step a task's end "
+      << "(--kill-on-bad-exit=0),\n# and the nodes' taehv-run re-form (--nnodes " << opts.min_nodes << ":"
       << opts.nodes << "). The run has completed when a node's taehv-run finished (exit 0);\n"
       << "# otherwise the job requeues itself up to MAX_RESTARTS times (SLURM_RESTART_COUNT counts them)\n";
   } else {
@@ -424,8 +425,8 @@ std::string renderSbatchScript(const SubmitOptions& opts, const std::string& tae
   }
   // Fewer nodes than 3: one member (two would stop the group when either is lost, one only when its node is).
   if (opts.etcd) renderEtcdMembers(s, opts.nodes >= kEtcdMembers ? kEtcdMembers : 1);
-  if (elastic) renderTaskExits(s);
   if (elastic) {
+    renderTaskExits(s);
     s << "srun --no-kill --kill-on-bad-exit=0 --wait=0 --unbuffered --nodes=" << opts.nodes;
   } else {
     s << "srun --kill-on-bad-exit=1 --wait=" << opts.srun_wait_s << " --unbuffered --nodes=" << opts.nodes;

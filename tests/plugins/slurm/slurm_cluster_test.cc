@@ -216,6 +216,17 @@ class SlurmCluster : public ::testing::Test {
     return sub.out.substr(0, sub.out.find('\n'));
   }
 
+  /// Whether a worker wrote OUT/`file`.
+  bool haveOutput(const std::string& file) const { return access((out_ + "/" + file).c_str(), F_OK) == 0; }
+
+  /// Waits (polling every 0.1 s, at most `seconds`) until every one of `files` is in OUT.
+  void waitForOutputs(const std::vector<std::string>& files, int seconds) const {
+    const auto all = [&] {
+      return std::all_of(files.begin(), files.end(), [&](const std::string& f) { return haveOutput(f); });
+    };
+    for (int i = 0; i < seconds * 10 && !all(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+
   /// Formation 1 of an elastic job is n1 and n2 (world size 2, master n1), both nodes say so, n3 has no worker in it.
   void expectReFormedWithoutN3(const std::string& log) {
     EXPECT_EQ(readFile(out_ + "/r1-n1.txt"), "rank=0 world=2 host=n1 master=10.78.0.2 restart=1\n") << log;
@@ -651,19 +662,14 @@ TEST_F(SlurmCluster, EtcdNodeLostInsideTheStepTheOthersReFormAndFinish) {
   if (sh("command -v etcd").rc != 0) GTEST_SKIP() << "etcd is not installed (scripts/setup.sh installs etcd-server)";
   start(3);
   const std::string id = submitElastic("el", "");
-  const auto have = [&](const std::string& file) { return access((out_ + "/" + file).c_str(), F_OK) == 0; };
-  for (int i = 0; i < 300 && !(have("r0-n1.txt") && have("r0-n2.txt") && have("r0-n3.txt")); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  ASSERT_TRUE(have("r0-n3.txt")) << readFile(dir_ + "/el-" + id + ".out");
+  waitForOutputs({"r0-n1.txt", "r0-n2.txt", "r0-n3.txt"}, 30);
+  ASSERT_TRUE(haveOutput("r0-n3.txt")) << readFile(dir_ + "/el-" + id + ".out");
   // n3's taehv-run (every process of that name in n3's namespace carrying this test's marker) dies at once.
   const auto t0 = std::chrono::steady_clock::now();
   Shell killed = sh("for p in $(ip netns pids sl-h3); do [ \"$(cat /proc/$p/comm)\" = taehv-run ] && "
                     "grep -qsa TAEHV_TEST_MARKER=" + marker_ + " /proc/$p/environ && kill -9 $p && echo $p; done");
   ASSERT_FALSE(killed.out.empty()) << "no taehv-run found on n3";
-  for (int i = 0; i < 600 && !(have("r1-n1.txt") && have("r1-n2.txt")); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  waitForOutputs({"r1-n1.txt", "r1-n2.txt"}, 60);
   const double reformed = secondsSince(t0);
   const std::string state = waitJob(id, 60);
   const std::string log = readFile(dir_ + "/el-" + id + ".out");
@@ -692,25 +698,21 @@ TEST_F(SlurmCluster, NodeFailureInsideAnElasticJobTheOthersFinishAndTheJobComple
   const std::string id = submitElastic(
       "nf", "for i in $(seq 600); do scontrol show node n3 | grep -q \"State=DOWN\" && "
             "{ echo seen > \"$OUT/down-$(hostname).txt\"; break; }; sleep 0.2; done\n");
-  const auto have = [&](const std::string& file) { return access((out_ + "/" + file).c_str(), F_OK) == 0; };
-  for (int i = 0; i < 300 && !(have("r0-n1.txt") && have("r0-n2.txt") && have("r0-n3.txt")); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  ASSERT_TRUE(have("r0-n3.txt")) << readFile(dir_ + "/nf-" + id + ".out");
+  waitForOutputs({"r0-n1.txt", "r0-n2.txt", "r0-n3.txt"}, 30);
+  ASSERT_TRUE(haveOutput("r0-n3.txt")) << readFile(dir_ + "/nf-" + id + ".out");
   const auto t0 = std::chrono::steady_clock::now();
   Shell failed = sh("ip link set sl-h3-v down && for p in $(ip netns pids sl-h3); do kill -9 $p; done; "
                     "ip netns pids sl-h3 | wc -l");
   ASSERT_EQ(failed.rc, 0) << failed.out;
-  for (int i = 0; i < 600 && !(have("r1-n1.txt") && have("r1-n2.txt")); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  waitForOutputs({"r1-n1.txt", "r1-n2.txt"}, 60);
   const double reformed = secondsSince(t0);
   const std::string state = waitJob(id, 150);
   const double ended = secondsSince(t0);
   const std::string log = readFile(dir_ + "/nf-" + id + ".out");
   std::cerr << "n3 failed -> survivors' formation 1 started: " << reformed << " s; job ended: " << ended << " s\n";
   expectReFormedWithoutN3(log);
-  EXPECT_TRUE(have("down-n1.txt") && have("down-n2.txt")) << "the survivors finished before n3 was DOWN: " << log;
+  EXPECT_TRUE(haveOutput("down-n1.txt") && haveOutput("down-n2.txt"))
+      << "the survivors finished before n3 was DOWN: " << log;
   // srun --no-kill exits 0 for a node that failed as a node; the line names it all the same.
   EXPECT_NE(log.find("taehv: the run has completed: the training finished on 2 node(s); lost on the way: n3 (no exit "
                      "reported: the node failed); srun's exit code 0\n"),
