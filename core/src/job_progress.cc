@@ -49,7 +49,7 @@ void JobProgress::tick(process::ProgressWatch& watch) {
     others = group_->peersProgress();
     std::vector<process::PeerRank> peers;
     for (const group::RankSummary& r : others) {
-      if (r.node != node_) peers.push_back({r.rank, r.node, r.step, r.section, r.age_s});
+      if (r.node != node_) peers.push_back({r.rank, r.node, r.step, r.section, r.age_s, r.view_age_s});
     }
     watch.setPeers(std::move(peers));
   }

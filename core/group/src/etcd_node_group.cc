@@ -213,11 +213,9 @@ class EtcdNodeGroup::Impl {
     const auto now = Clock::now();
     std::vector<RankSummary> out;
     for (const auto& [id, heard] : peer_progress_) {
-      const double since = std::chrono::duration<double>(now - heard.at).count();
-      for (RankSummary r : heard.ranks) {
-        r.age_s += since;
-        out.push_back(std::move(r));
-      }
+      const std::vector<RankSummary> aged =
+          agedBy(heard.ranks, std::chrono::duration<double>(now - heard.at).count());
+      out.insert(out.end(), aged.begin(), aged.end());
     }
     return out;
   }
@@ -359,10 +357,8 @@ std::string EtcdNodeGroup::Impl::recordValue() const {
   // Only when there is one: a record without it reads as before to a node of an older version.
   if (!local_progress_.empty()) {
     // Ages as of the write, not as of the hand-over: a silent rank's age keeps growing.
-    std::vector<RankSummary> aged = local_progress_;
     const double since = std::chrono::duration<double>(Clock::now() - local_progress_at_).count();
-    for (RankSummary& r : aged) r.age_s += since;
-    body["progress"] = encodeSummary(aged);
+    body["progress"] = encodeSummary(agedBy(local_progress_, since));
   }
   if (!o_.checkpoint_dir.empty()) body["checkpoints"] = held_;
   return sealValue(o_.group.job_key, "record", recordKey(id_), std::move(body));
@@ -917,8 +913,7 @@ void EtcdNodeGroup::Impl::gatherProgress(const std::vector<Record>& records, con
       peer_progress_[m.id] = {heard.value, heard_at_[m.id]};
     }
     const double since = std::chrono::duration<double>(now - heard_at_[m.id]).count();
-    for (RankSummary& x : heard.value) x.age_s += since;
-    nodes.push_back({{"id", m.id}, {"rank", m.rank}, {"progress", encodeSummary(heard.value)}});
+    nodes.push_back({{"id", m.id}, {"rank", m.rank}, {"progress", encodeSummary(agedBy(heard.value, since))}});
   }
   // One value for every member to read, once a heartbeat: N small reads, not N x N records.
   if (nodes.empty() || (!now_too && now - last_progress_io_ < o_.group.heartbeat)) return;

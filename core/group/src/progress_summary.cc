@@ -9,9 +9,9 @@
 namespace taehv::group {
 namespace {
 
-constexpr std::string_view kSummaryTag = "P1 ";
+constexpr std::string_view kSummaryTag = "P2 ";
 /// Fields per entry in the summary text.
-constexpr std::size_t kFields = 8;
+constexpr std::size_t kFields = 9;
 /// Largest integer a summary field may carry: far above any step or duration in ms, far below overflow.
 constexpr std::int64_t kMaxField = std::int64_t{1} << 62;
 
@@ -90,7 +90,7 @@ std::string encodeSummary(const std::vector<RankSummary>& ranks, std::size_t max
                               "," + (isSectionWord(r.section) ? r.section : std::string()) + "," +
                               std::to_string(millis(r.last_step_s)) + "," + std::to_string(millis(r.age_s)) + "," +
                               std::to_string(millis(r.busy_s)) + "," + std::to_string(std::max(0, r.busy_steps)) +
-                              ";";
+                              "," + std::to_string(millis(r.view_age_s)) + ";";
     if (out.size() + entry.size() > max_bytes) break;
     out += entry;
   }
@@ -101,7 +101,7 @@ Checked<std::vector<RankSummary>> decodeSummary(std::string_view text) {
   Checked<std::vector<RankSummary>> result;
   if (text.empty()) return result;
   if (text.substr(0, kSummaryTag.size()) != kSummaryTag || text.size() > kMaxSummaryBytes) {
-    return {"not a progress summary (want 'P1 ' and at most " + std::to_string(kMaxSummaryBytes) + " bytes)"};
+    return {"not a progress summary (want 'P2 ' and at most " + std::to_string(kMaxSummaryBytes) + " bytes)"};
   }
   text.remove_prefix(kSummaryTag.size());
   while (!text.empty()) {
@@ -131,9 +131,18 @@ Checked<std::vector<RankSummary>> decodeSummary(std::string_view text) {
     r.age_s = static_cast<double>(v[5]) / 1000.0;
     r.busy_s = static_cast<double>(v[6]) / 1000.0;
     r.busy_steps = static_cast<int>(v[7]);
+    r.view_age_s = static_cast<double>(v[8]) / 1000.0;
     result.value.push_back(std::move(r));
   }
   return result;
+}
+
+std::vector<RankSummary> agedBy(std::vector<RankSummary> ranks, double seconds) {
+  for (RankSummary& r : ranks) {
+    r.age_s += seconds;
+    r.view_age_s += seconds;
+  }
+  return ranks;
 }
 
 void sortMostBehindFirst(std::vector<RankSummary>& ranks) {

@@ -431,11 +431,8 @@ void TcpNodeGroup::Impl::setLocalProgress(const std::vector<RankSummary>& ranks)
 
 namespace {
 
-/// `ranks` with their ages grown by the time since `at` (when they were made or heard).
-std::vector<RankSummary> agedSince(std::vector<RankSummary> ranks, Clock::time_point at, Clock::time_point now) {
-  const double since = std::chrono::duration<double>(now - at).count();
-  for (RankSummary& r : ranks) r.age_s += since;
-  return ranks;
+double secondsSince(Clock::time_point at, Clock::time_point now) {
+  return std::chrono::duration<double>(now - at).count();
 }
 
 }  // namespace
@@ -445,7 +442,7 @@ std::vector<RankSummary> TcpNodeGroup::Impl::peersProgress() const {
   const auto now = Clock::now();
   std::vector<RankSummary> out;
   for (const auto& [from, heard] : peer_progress_) {
-    const std::vector<RankSummary> aged = agedSince(heard.ranks, heard.at, now);
+    const std::vector<RankSummary> aged = agedBy(heard.ranks, secondsSince(heard.at, now));
     out.insert(out.end(), aged.begin(), aged.end());
   }
   return out;
@@ -455,10 +452,10 @@ std::string TcpNodeGroup::Impl::heartbeatText() const {
   const auto now = Clock::now();
   std::lock_guard<std::mutex> lock(mu_);
   // Ages as of now, not as of when the summary was made or heard: a silent rank's age keeps growing on the wire.
-  std::vector<RankSummary> all = agedSince(local_progress_, local_progress_at_, now);
+  std::vector<RankSummary> all = agedBy(local_progress_, secondsSince(local_progress_at_, now));
   if (!leader_) return all.empty() ? std::string() : encodeSummary(all);
   for (const auto& [from, heard] : peer_progress_) {
-    const std::vector<RankSummary> aged = agedSince(heard.ranks, heard.at, now);
+    const std::vector<RankSummary> aged = agedBy(heard.ranks, secondsSince(heard.at, now));
     all.insert(all.end(), aged.begin(), aged.end());
   }
   if (all.empty()) return "";

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <deque>
 #include <filesystem>
+#include <limits>
 #include <map>
 
 #include "console.h"
@@ -469,10 +470,11 @@ struct ProgressWatch::Impl {
     const std::string node = "node " + std::to_string(peer.node);
     const std::string line = "rank " + std::to_string(peer.rank) + " (" + node + ") hung in section " +
                              (peer.section.empty() ? std::string("startup") : peer.section) + " of step " +
-                             std::to_string(peer.step) + ": no progress for " + fixed1(peer.silent_s) +
-                             " s (" + node + "'s last heartbeat aged to now), rank " + std::to_string(tripped.rank) +
-                             " waiting for it in " + std::string(sectionName(tripped.section)) +
-                             " passed its bound of " + fixed1(t.bound_s) + " s";
+                             std::to_string(peer.step) + ": no progress for " + fixed1(peer.silent_s) + " s (as " +
+                             node + " saw it " + fixed1(peer.view_age_s) + " s ago, aged to now), rank " +
+                             std::to_string(tripped.rank) + " waiting for it in " +
+                             std::string(sectionName(tripped.section)) + " passed its bound of " + fixed1(t.bound_s) +
+                             " s";
     const std::string others = othersLine(&tripped, now);
     say("taehv-run: hang: " + line + "; rank " + std::to_string(tripped.rank) + "'s top frames: " + captured.top +
         (others.empty() ? "" : "; others here: " + others) + "; stacks of this node's ranks in " +
@@ -486,9 +488,10 @@ struct ProgressWatch::Impl {
     return {r.step, sectionPlace(sectionName(r.section)), secondsOf(now - r.last_report)};
   }
 
-  /// The peer rank further behind than `local` (the local rank furthest behind), its silence grown to `now`, the
-  /// furthest behind of those; nullopt when none is.
-  std::optional<PeerRank> peerFurtherBehind(const Position& local, Clock::time_point now) const {
+  /// The peer rank further behind than `local` (the local rank furthest behind), its ages grown to `now`, the
+  /// furthest behind of those whose view is at most `max_view_age_s` old; nullopt when none is.
+  std::optional<PeerRank> peerFurtherBehind(const Position& local, Clock::time_point now,
+                                            double max_view_age_s) const {
     std::optional<PeerRank> out;
     Position furthest = local;
     const double since = secondsOf(now - peers_at);
@@ -497,6 +500,8 @@ struct ProgressWatch::Impl {
       // the job (CI saw a peer record written before its worker's first report named over a rank hung at step 6).
       if (p.section.empty()) continue;
       p.silent_s += since;
+      p.view_age_s += since;
+      if (p.view_age_s > max_view_age_s) continue;
       const Position at{p.step, sectionPlace(p.section), p.silent_s};
       if (furtherBehind(at, furthest)) {
         out = p;
@@ -594,9 +599,17 @@ std::optional<Hang> ProgressWatch::check() {
   }
   if (tripped == nullptr) return std::nullopt;
   if (hung == nullptr) return std::nullopt;
+  // A peer is judged at once on a view made since the local rank furthest behind last reported; on an older view
+  // only after kPeerViewWait, while a newer one does not come (progress.h).
+  const Position local = m.positionOf(*hung, now);
+  std::optional<PeerRank> peer = m.peerFurtherBehind(local, now, local.silent_s);
+  if (!peer) {
+    peer = m.peerFurtherBehind(local, now, std::numeric_limits<double>::infinity());
+    if (peer && m.silenceOf(*tripped, now) <= m.boundOf(*tripped) + secondsOf(kPeerViewWait)) return std::nullopt;
+  }
   m.hang_reported = true;
   Hang out;
-  if (const std::optional<PeerRank> peer = m.peerFurtherBehind(m.positionOf(*hung, now), now)) {
+  if (peer) {
     out.index = static_cast<std::size_t>(tripped - m.ranks.data());  // the local rank that stops the job
     out.description = m.diagnosePeer(*peer, *tripped, now);
   } else {

@@ -320,10 +320,11 @@ TEST(GroupTcp, ProgressTravelsWithHeartbeatsToEveryNode) {
   for (const RankSummary& r : job.members[0]->peersProgress()) seen.push_back(r.rank);
   std::sort(seen.begin(), seen.end());
   EXPECT_EQ(seen, (std::vector<int>{0, 1, 4, 5}));
-  // Ages grow between heartbeats: a node that stopped sending shows as silent.
-  const double before = job.leader->peersProgress().front().age_s;
+  // Ages grow between heartbeats: a node that stopped sending shows as silent, and its view as old.
+  const RankSummary before = job.leader->peersProgress().front();
   std::this_thread::sleep_for(300ms);
-  EXPECT_GT(job.leader->peersProgress().front().age_s, before);
+  EXPECT_GT(job.leader->peersProgress().front().age_s, before.age_s);
+  EXPECT_GT(job.leader->peersProgress().front().view_age_s, before.view_age_s);
 }
 
 TEST(GroupTcp, APeerWithoutProgressOrWithGarbageInItsHeartbeatsChangesNothing) {
@@ -344,7 +345,7 @@ TEST(GroupTcp, APeerWithoutProgressOrWithGarbageInItsHeartbeatsChangesNothing) {
   leader.setLocalProgress(ranksOf({0}, 3));
   // As a node of an older version: heartbeats with no text; then one with garbage where the summary goes.
   old.sendSealed(session, Message{MessageType::kHeartbeat, 1, 0, {}, {}});
-  old.sendSealed(session, Message{MessageType::kHeartbeat, 1, 0, {}, "P1 not,a,summary;"});
+  old.sendSealed(session, Message{MessageType::kHeartbeat, 1, 0, {}, "P2 not,a,summary;"});
   old.sendSealed(session, Message{MessageType::kHeartbeat, 1, 0, {}, "garbage again"});
   // The leader's heartbeat carries its summary in the text field every version of the protocol already has: an
   // older member opens and decodes it as any heartbeat.
@@ -355,8 +356,8 @@ TEST(GroupTcp, APeerWithoutProgressOrWithGarbageInItsHeartbeatsChangesNothing) {
     ASSERT_EQ(beat.message.type, MessageType::kHeartbeat);
     text = beat.message.text;
   }
-  // Its age (ms) is as of the heartbeat, not of setLocalProgress.
-  EXPECT_TRUE(std::regex_match(text, std::regex("P1 0,0,3,forward_backward,0,[0-9]+,100,20;"))) << text;
+  // Its ages (ms: the silence, the view's) are as of the heartbeat, not of setLocalProgress.
+  EXPECT_TRUE(std::regex_match(text, std::regex("P2 0,0,3,forward_backward,0,[0-9]+,100,20,[0-9]+;"))) << text;
   old.sendSealed(session, Message{MessageType::kHeartbeat, 1, 0, {}, {}});
   std::this_thread::sleep_for(300ms);
   EXPECT_FALSE(readable(leader.stopFd())) << leader.stopReason();

@@ -162,6 +162,27 @@ struct Sleeper {
   }
 };
 
+/// `upto` steps of about 20 ms on each of `paths` (data, forward_backward, exchange), no hang named meanwhile.
+void runSteps(ProgressWatch& watch, const std::vector<std::string>& paths, int upto) {
+  for (int step = 0; step < upto; ++step) {
+    for (const char* section : {"data", "forward_backward", "exchange"}) {
+      for (const std::string& path : paths) send(path, "step=" + std::to_string(step) + " section=" + section);
+      EXPECT_FALSE(watch.check().has_value());
+      std::this_thread::sleep_for(std::chrono::milliseconds(7));
+    }
+  }
+}
+
+/// The description of the first hang check() names within `limit`, or a line saying none was.
+std::string waitForHangOf(ProgressWatch& watch, std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (std::optional<Hang> h = watch.check()) return h->description;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return "no hang named in " + std::to_string(limit.count()) + " ms";
+}
+
 /// Two ranks, 0.3 s floor, a few 20 ms steps (so each rank is past warm-up and bounded by the floor), then rank 0
 /// reports the exchange of step 4 and, 200 ms later, rank 1 the data of step 4, and both go silent. Rank 0 has been
 /// silent the longer, but it waits for rank 1 in the exchange: rank 1 is named. (The rule before, the longest silent,
@@ -178,23 +199,8 @@ TEST(ProgressWatch, TheRankFurthestBehindIsNamedNotTheOneSilentLongest) {
       ProgressWatch::create(std::chrono::milliseconds(300), std::move(files));
   ASSERT_TRUE(created.ok()) << created.error;
   ProgressWatch& watch = *created.value;
-  const auto steps = [&watch](const std::vector<std::string>& paths, int upto) {
-    for (int step = 0; step < upto; ++step) {
-      for (const std::string& section : {"data", "forward_backward", "exchange"}) {
-        for (const std::string& path : paths) send(path, "step=" + std::to_string(step) + " section=" + section);
-        EXPECT_FALSE(watch.check().has_value());
-        std::this_thread::sleep_for(std::chrono::milliseconds(7));
-      }
-    }
-  };
-  const auto waitForHang = [&watch] {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (std::chrono::steady_clock::now() < end) {
-      if (std::optional<Hang> h = watch.check()) return h->description;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return std::string("no hang named in 10 s");
-  };
+  const auto steps = [&watch](const std::vector<std::string>& paths, int upto) { runSteps(watch, paths, upto); };
+  const auto waitForHang = [&watch] { return waitForHangOf(watch, std::chrono::seconds(10)); };
   std::vector<ChildSpec> specs(2);
   specs[0].rank = 0;
   specs[1].rank = 1;
@@ -228,6 +234,49 @@ TEST(ProgressWatch, TheRankFurthestBehindIsNamedNotTheOneSilentLongest) {
   watch.setPeers({{2, 1, 0, "", 0.0}, {1, 1, 4, "data", 0.0}});
   const std::string peer = waitForHang();
   EXPECT_EQ(peer.rfind("rank 1 (node 1) hung in section data of step 4", 0), 0u) << peer;
+  std::filesystem::remove_all(stacks);
+}
+
+/// One local rank hangs in the data of step 5 (0.3 s floor). The other node's view of its rank says the exchange of
+/// step 4, made 1 s before the local rank's last report: both passed that collective since, so it names nobody; a
+/// newer view (that rank waiting in the exchange of step 5) names the local rank. What CI saw before the view's age
+/// was carried: a 4 s old view of rank 1 at the exchange of step 4 named it over rank 0, hung at step 5. Then, a
+/// generation whose older view is never replaced: the peer is named after kPeerViewWait, with that view's age.
+TEST(ProgressWatch, APeerBehindOnlyInAViewOlderThanTheLocalReportWaitsForANewerOne) {
+  using namespace std::chrono_literals;
+  Sleeper a;
+  std::string stacks = (std::filesystem::temp_directory_path() / "taehv-stale-XXXXXX").string();
+  ASSERT_NE(::mkdtemp(stacks.data()), nullptr);
+  ProgressFiles files;
+  files.stacks_dir = stacks;
+  Checked<std::unique_ptr<ProgressWatch>> created = ProgressWatch::create(300ms, std::move(files));
+  ASSERT_TRUE(created.ok()) << created.error;
+  ProgressWatch& watch = *created.value;
+  std::vector<ChildSpec> specs(1);
+  specs[0].rank = 0;
+  const auto hangInDataOfStep5 = [&] {
+    watch.beginGeneration(specs);
+    watch.started(0, a.pid);
+    const std::string path = specs[0].env.at(kProgressSocketEnv);
+    runSteps(watch, {path}, 5);
+    send(path, "step=5 section=data");
+    EXPECT_FALSE(watch.check().has_value());
+    watch.setPeers({{1, 1, 4, "exchange", 1.0, 1.0}});  // its node read this 1 s ago
+  };
+  hangInDataOfStep5();
+  // Past the 0.3 s bound by far, and still short of bound + kPeerViewWait: nobody is named on that view.
+  EXPECT_EQ(waitForHangOf(watch, 1500ms), "no hang named in 1500 ms");
+  watch.setPeers({{1, 1, 5, "exchange", 1.2, 0.1}});
+  const std::string local = waitForHangOf(watch, 2s);
+  EXPECT_EQ(local.rfind("rank 0 hung in section data of step 5", 0), 0u) << local;
+
+  hangInDataOfStep5();
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string peer = waitForHangOf(watch, kPeerViewWait + 5s);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(peer.rfind("rank 1 (node 1) hung in section exchange of step 4", 0), 0u) << peer;
+  EXPECT_NE(peer.find("as node 1 saw it "), std::string::npos) << peer;
+  EXPECT_GE(took, std::chrono::duration<double>(kPeerViewWait).count()) << peer;
   std::filesystem::remove_all(stacks);
 }
 

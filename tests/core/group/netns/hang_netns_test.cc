@@ -93,7 +93,7 @@ class HangNetns : public ::testing::Test {
           "--nproc-per-node", "1", "--node-timeout", "5", "--shutdown-grace", std::to_string(kGraceS),
           "--hang-timeout", std::to_string(kFloorS), "--max-restarts", std::to_string(max_restarts), "--log-dir",
           logDir(node), "--", bin + "/taehv-train", "--resume", "latest"};
-      for (const std::string set : {"train.steps=" + std::to_string(kSteps), std::string("train.batch_per_rank=1"),
+      for (const std::string& set : {"train.steps=" + std::to_string(kSteps), std::string("train.batch_per_rank=1"),
                                     std::string("data.frames=4"), std::string("data.size=32"), std::string("log.every=1"),
                                     std::string("log.preview_every=0"), std::string("train.threads=1"),
                                     std::string("checkpoint.every=2"), std::string("checkpoint.keep=5"),

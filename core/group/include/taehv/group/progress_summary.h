@@ -23,7 +23,7 @@
 namespace taehv::group {
 
 /// Longest summary text a node sends (under wire.h's kMaxTextBytes, so a heartbeat frame stays under 2.2 KiB):
-/// about 34 ranks; a node with more sends its first 34, a leader relaying every node's sends the most behind.
+/// about 32 ranks; a node with more sends its first 32, a leader relaying every node's sends the most behind.
 inline constexpr std::size_t kMaxSummaryBytes = 1536;
 
 /// One rank's progress as its node summarises it for the others.
@@ -36,10 +36,18 @@ struct RankSummary {
   double age_s = 0;         ///< seconds since its last report, when the summary was made
   double busy_s = 0;        ///< median of its last busy times (progress.h, kBusyWindow), seconds (0: none yet)
   int busy_steps = 0;       ///< how many steps that median covers
+  /// Seconds since its node read it from its workers' reports: how old this view of it is. A rank's place can have
+  /// moved on since (a heartbeat carries a view up to a tick and a period old, a relay one more period); its silence
+  /// (age_s) is exact only if it has not.
+  double view_age_s = 0;
 };
 
-/// "P1 " then one "rank,node,step,section,last_ms,age_ms,busy_ms,busy_steps;" per rank, in the order given, up to
-/// `max_bytes`.
+/// `ranks` with their ages (age_s and view_age_s) grown by `seconds`: what a view made or heard that long ago says
+/// now.
+std::vector<RankSummary> agedBy(std::vector<RankSummary> ranks, double seconds);
+
+/// "P2 " then one "rank,node,step,section,last_ms,age_ms,busy_ms,busy_steps,view_ms;" per rank, in the order given,
+/// up to `max_bytes`.
 std::string encodeSummary(const std::vector<RankSummary>& ranks, std::size_t max_bytes = kMaxSummaryBytes);
 
 /// Parses encodeSummary()'s text ("" is an empty summary); fails on anything else.

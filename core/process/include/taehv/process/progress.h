@@ -16,7 +16,11 @@
 //    section of it, then the longest silent): in synchronous training the others wait for it in the next collective.
 //  - Across nodes (setPeers, fed from the node group's heartbeats): when a local rank passes its bound while a rank
 //    of another node is further behind than every local one, check() names that rank; its node captures its
-//    stacks when the group's stop reaches it (diagnoseStop, before teardown).
+//    stacks when the group's stop reaches it (diagnoseStop, before teardown). Only a view of the peer made after the
+//    local rank furthest behind last reported counts at once: an older one may show the peer where it was before a
+//    collective both have since passed (CI: rank 0 hung at step 5, rank 1 named from a 4 s old view of its step 4
+//    exchange). While only an older view puts a peer behind, check() waits for a newer one, at most kPeerViewWait
+//    past the bound.
 #pragma once
 
 #include <chrono>
@@ -110,7 +114,13 @@ struct PeerRank {
   std::int64_t step = 0;
   std::string section;     ///< its section's protocol word; "" before its first report
   double silent_s = 0;     ///< seconds since its last report, as of its node's last summary (so at most this old)
+  double view_age_s = 0;   ///< how old that summary's view of it is: its place may have moved on since
 };
+
+/// How long past its bound a local rank's hang waits for a view of the other nodes' ranks made after its own last
+/// report, when only an older one says a peer is further behind (a view can be a tick, a heartbeat and a relay old:
+/// about 4 s; this is half again). Then the older view is judged as it is.
+inline constexpr std::chrono::seconds kPeerViewWait{6};
 
 /// The path of rank `rank`'s stack file in `dir`: <dir>/hang_rank<R>.stacks.txt (one place, so the log layout
 /// can move).
