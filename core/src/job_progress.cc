@@ -40,21 +40,21 @@ std::vector<group::RankSummary> jobRanks(const std::vector<group::RankSummary>& 
 
 void JobProgress::tick(process::ProgressWatch& watch) {
   const auto now = std::chrono::steady_clock::now();
-  if (now < next_) return;
-  next_ = now + group::kHeartbeatPeriod;
-  const std::vector<group::RankSummary> mine = summarise(watch.ranks(), node_);
-  std::vector<group::RankSummary> others;  // the other nodes' ranks, as the group last heard of them
-  if (group_ != nullptr) {
-    group_->setLocalProgress(mine);
-    others = group_->peersProgress();
+  if (group_ != nullptr && now >= next_view_) {
+    next_view_ = now + kViewPeriod;
+    group_->setLocalProgress(summarise(watch.ranks(), node_));
     std::vector<process::PeerRank> peers;
-    for (const group::RankSummary& r : others) {
+    for (const group::RankSummary& r : group_->peersProgress()) {
       if (r.node != node_) peers.push_back({r.rank, r.node, r.step, r.section, r.age_s, r.view_age_s});
     }
     watch.setPeers(std::move(peers));
   }
+  if (now < next_) return;
+  next_ = now + group::kHeartbeatPeriod;
   if (!speaks_) return;
-  const std::vector<group::RankSummary> all = jobRanks(mine, others);
+  const std::vector<group::RankSummary> others =  // the other nodes' ranks, as the group last heard of them
+      group_ != nullptr ? group_->peersProgress() : std::vector<group::RankSummary>{};
+  const std::vector<group::RankSummary> all = jobRanks(summarise(watch.ranks(), node_), others);
   std::vector<group::BusyFigure> figures;
   std::set<int> nodes;
   for (const group::RankSummary& r : all) {

@@ -24,15 +24,20 @@ std::vector<group::RankSummary> summarise(const std::vector<process::RankProgres
 std::vector<group::RankSummary> jobRanks(const std::vector<group::RankSummary>& local,
                                          const std::vector<group::RankSummary>& peers);
 
+/// How often the views are handed over (this node's to the group, the others' to the watch). Each hand-over adds
+/// up to this to the age of the view a heartbeat carries (the heartbeat period adds its own): at the heartbeat period,
+/// a view was up to 4 s old when a hang was judged (progress.h, kPeerViewWait).
+inline constexpr std::chrono::milliseconds kViewPeriod{100};
+
 class JobProgress {
  public:
   /// `group`: null without a node group. `node`: this node's --node-rank. `speaks`: this node logs the job's
   /// stragglers and, after a stop, the spread.
   JobProgress(group::NodeGroup* group, int node, bool speaks) : group_(group), node_(node), speaks_(speaks) {}
 
-  /// Called on every pass of the supervision loop; acts at most once per group::kHeartbeatPeriod (only then reads
-  /// `watch`): hands this node's ranks to the group and the other nodes' ranks to `watch` (setPeers), then (if it
-  /// speaks) logs a change in the stragglers.
+  /// Called on every pass of the supervision loop. At most once per kViewPeriod it hands this node's ranks to the
+  /// group and the other nodes' ranks to `watch` (setPeers); at most once per group::kHeartbeatPeriod (if it speaks)
+  /// it logs a change in the stragglers.
   void tick(process::ProgressWatch& watch);
 
   /// "" unless it speaks for a group; else one line on where every rank was, from `local` (this node's ranks now)
@@ -46,7 +51,8 @@ class JobProgress {
   group::NodeGroup* group_;
   int node_;
   bool speaks_;
-  std::chrono::steady_clock::time_point next_{};
+  std::chrono::steady_clock::time_point next_{};       ///< the next straggler judgement
+  std::chrono::steady_clock::time_point next_view_{};  ///< the next hand-over
   group::PersistentStragglers persistent_ranks_, persistent_nodes_;
   group::StragglerLog stragglers_;
   std::vector<group::Straggler> straggler_nodes_;

@@ -118,8 +118,9 @@ struct PeerRank {
 };
 
 /// How long past its bound a local rank's hang waits for a view of the other nodes' ranks made after its own last
-/// report, when only an older one says a peer is further behind (a view can be a tick, a heartbeat and a relay old:
-/// about 4 s; this is half again). Then the older view is judged as it is.
+/// report, when only an older one says a peer is further behind (a view is up to a hand-over on each side, a
+/// heartbeat period and, for a relay, one more old: about 3 s; it was 4 s when the hand-over was once a second).
+/// Then the older view is judged as it is.
 inline constexpr std::chrono::seconds kPeerViewWait{6};
 
 /// The path of rank `rank`'s stack file in `dir`: <dir>/hang_rank<R>.stacks.txt (one place, so the log layout
