@@ -40,21 +40,26 @@ std::vector<group::RankSummary> jobRanks(const std::vector<group::RankSummary>& 
 
 void JobProgress::tick(process::ProgressWatch& watch) {
   const auto now = std::chrono::steady_clock::now();
-  if (group_ != nullptr && now >= next_view_) {
+  const bool hand_over = group_ != nullptr && now >= next_view_;
+  const bool judge = now >= next_;
+  if (!hand_over && !judge) return;
+  // Read once for both: this node's ranks now, the other nodes' as the group last heard of them.
+  const std::vector<group::RankSummary> mine = summarise(watch.ranks(), node_);
+  const std::vector<group::RankSummary> others =
+      group_ != nullptr ? group_->peersProgress() : std::vector<group::RankSummary>{};
+  if (hand_over) {
     next_view_ = now + kViewPeriod;
-    group_->setLocalProgress(summarise(watch.ranks(), node_));
+    group_->setLocalProgress(mine);
     std::vector<process::PeerRank> peers;
-    for (const group::RankSummary& r : group_->peersProgress()) {
+    for (const group::RankSummary& r : others) {
       if (r.node != node_) peers.push_back({r.rank, r.node, r.step, r.section, r.age_s, r.view_age_s});
     }
     watch.setPeers(std::move(peers));
   }
-  if (now < next_) return;
+  if (!judge) return;
   next_ = now + group::kHeartbeatPeriod;
   if (!speaks_) return;
-  const std::vector<group::RankSummary> others =  // the other nodes' ranks, as the group last heard of them
-      group_ != nullptr ? group_->peersProgress() : std::vector<group::RankSummary>{};
-  const std::vector<group::RankSummary> all = jobRanks(summarise(watch.ranks(), node_), others);
+  const std::vector<group::RankSummary> all = jobRanks(mine, others);
   std::vector<group::BusyFigure> figures;
   std::set<int> nodes;
   for (const group::RankSummary& r : all) {

@@ -213,8 +213,7 @@ class EtcdNodeGroup::Impl {
     const auto now = Clock::now();
     std::vector<RankSummary> out;
     for (const auto& [id, heard] : peer_progress_) {
-      const std::vector<RankSummary> aged =
-          agedBy(heard.ranks, std::chrono::duration<double>(now - heard.at).count());
+      const std::vector<RankSummary> aged = agedSince(heard.ranks, heard.at, now);
       out.insert(out.end(), aged.begin(), aged.end());
     }
     return out;
@@ -357,8 +356,7 @@ std::string EtcdNodeGroup::Impl::recordValue() const {
   // Only when there is one: a record without it reads as before to a node of an older version.
   if (!local_progress_.empty()) {
     // Ages as of the write, not as of the hand-over: a silent rank's age keeps growing.
-    const double since = std::chrono::duration<double>(Clock::now() - local_progress_at_).count();
-    body["progress"] = encodeSummary(agedBy(local_progress_, since));
+    body["progress"] = encodeSummary(agedSince(local_progress_, local_progress_at_, Clock::now()));
   }
   if (!o_.checkpoint_dir.empty()) body["checkpoints"] = held_;
   return sealValue(o_.group.job_key, "record", recordKey(id_), std::move(body));
@@ -912,8 +910,8 @@ void EtcdNodeGroup::Impl::gatherProgress(const std::vector<Record>& records, con
       std::lock_guard<std::mutex> lock(mu_);
       peer_progress_[m.id] = {heard.value, heard_at_[m.id]};
     }
-    const double since = std::chrono::duration<double>(now - heard_at_[m.id]).count();
-    nodes.push_back({{"id", m.id}, {"rank", m.rank}, {"progress", encodeSummary(agedBy(heard.value, since))}});
+    nodes.push_back(
+        {{"id", m.id}, {"rank", m.rank}, {"progress", encodeSummary(agedSince(heard.value, heard_at_[m.id], now))}});
   }
   // One value for every member to read, once a heartbeat: N small reads, not N x N records.
   if (nodes.empty() || (!now_too && now - last_progress_io_ < o_.group.heartbeat)) return;

@@ -137,7 +137,9 @@ Checked<std::vector<RankSummary>> decodeSummary(std::string_view text) {
   return result;
 }
 
-std::vector<RankSummary> agedBy(std::vector<RankSummary> ranks, double seconds) {
+std::vector<RankSummary> agedSince(std::vector<RankSummary> ranks, std::chrono::steady_clock::time_point at,
+                                   std::chrono::steady_clock::time_point now) {
+  const double seconds = std::chrono::duration<double>(now - at).count();
   for (RankSummary& r : ranks) {
     r.age_s += seconds;
     r.view_age_s += seconds;

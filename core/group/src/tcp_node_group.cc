@@ -429,20 +429,12 @@ void TcpNodeGroup::Impl::setLocalProgress(const std::vector<RankSummary>& ranks)
   for (RankSummary& r : local_progress_) r.node = o_.node_rank;
 }
 
-namespace {
-
-double secondsSince(Clock::time_point at, Clock::time_point now) {
-  return std::chrono::duration<double>(now - at).count();
-}
-
-}  // namespace
-
 std::vector<RankSummary> TcpNodeGroup::Impl::peersProgress() const {
   std::lock_guard<std::mutex> lock(mu_);
   const auto now = Clock::now();
   std::vector<RankSummary> out;
   for (const auto& [from, heard] : peer_progress_) {
-    const std::vector<RankSummary> aged = agedBy(heard.ranks, secondsSince(heard.at, now));
+    const std::vector<RankSummary> aged = agedSince(heard.ranks, heard.at, now);
     out.insert(out.end(), aged.begin(), aged.end());
   }
   return out;
@@ -452,10 +444,10 @@ std::string TcpNodeGroup::Impl::heartbeatText() const {
   const auto now = Clock::now();
   std::lock_guard<std::mutex> lock(mu_);
   // Ages as of now, not as of when the summary was made or heard: a silent rank's age keeps growing on the wire.
-  std::vector<RankSummary> all = agedBy(local_progress_, secondsSince(local_progress_at_, now));
+  std::vector<RankSummary> all = agedSince(local_progress_, local_progress_at_, now);
   if (!leader_) return all.empty() ? std::string() : encodeSummary(all);
   for (const auto& [from, heard] : peer_progress_) {
-    const std::vector<RankSummary> aged = agedBy(heard.ranks, secondsSince(heard.at, now));
+    const std::vector<RankSummary> aged = agedSince(heard.ranks, heard.at, now);
     all.insert(all.end(), aged.begin(), aged.end());
   }
   if (all.empty()) return "";

@@ -51,8 +51,10 @@ TEST(ProgressSummary, RoundTripsInMillisecondsAndStaysWithinItsBound) {
   EXPECT_EQ(kept.value.size(), 32u) << "46-byte entries in 1536 bytes";
 }
 
-TEST(ProgressSummary, AgedByGrowsASilenceAndTheViewsAgeAlike) {
-  const std::vector<RankSummary> aged = agedBy({rankAt(0, 0, 5, "data", 1.5, 0.1, 20, 0.25)}, 2.0);
+TEST(ProgressSummary, AgedSinceGrowsASilenceAndTheViewsAgeAlike) {
+  const auto at = std::chrono::steady_clock::time_point{} + std::chrono::seconds(100);
+  const std::vector<RankSummary> aged =
+      agedSince({rankAt(0, 0, 5, "data", 1.5, 0.1, 20, 0.25)}, at, at + std::chrono::seconds(2));
   ASSERT_EQ(aged.size(), 1u);
   EXPECT_DOUBLE_EQ(aged[0].age_s, 3.5);
   EXPECT_DOUBLE_EQ(aged[0].view_age_s, 2.25);

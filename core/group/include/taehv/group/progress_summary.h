@@ -42,9 +42,10 @@ struct RankSummary {
   double view_age_s = 0;
 };
 
-/// `ranks` with their ages (age_s and view_age_s) grown by `seconds`: what a view made or heard that long ago says
-/// now.
-std::vector<RankSummary> agedBy(std::vector<RankSummary> ranks, double seconds);
+/// `ranks` with their ages (age_s and view_age_s) grown by the time from `at` (when the view was made or heard) to
+/// `now`: what it says now.
+std::vector<RankSummary> agedSince(std::vector<RankSummary> ranks, std::chrono::steady_clock::time_point at,
+                                   std::chrono::steady_clock::time_point now);
 
 /// "P2 " then one "rank,node,step,section,last_ms,age_ms,busy_ms,busy_steps,view_ms;" per rank, in the order given,
 /// up to `max_bytes`.
